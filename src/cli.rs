@@ -1,0 +1,165 @@
+//! The command line: `ringlab [learn|check|ring|completions]`.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::course::Course;
+use crate::course::check::check_sources;
+use crate::course::lesson::{LoadError, SourceFile, read_dir_sources, read_source};
+use crate::study::progress;
+use crate::tui::{self, App, TuiError, theme::Theme};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ringlab",
+    version,
+    about = "Learn how GPUs communicate: NCCL collectives, ring all-reduce, TP/PP, hang debugging",
+    long_about = "ringlab teaches how GPUs communicate (NCCL collectives, ring all-reduce, tensor and \
+pipeline parallelism, launching them in vLLM, debugging multi-GPU hangs) and proves each lesson live.\n\n\
+Run with no command to open the course map.",
+    after_help = "Environment:\n  RINGLAB_LESSONS  lessons folder (same as --lessons)\n  \
+RINGLAB_HOME     where progress is kept (default: $XDG_DATA_HOME/ringlab)\n  \
+NO_COLOR         monochrome theme"
+)]
+pub struct Cli {
+    /// Load lessons from this folder instead of the built-in course (for authors; `R` reloads).
+    #[arg(long, global = true, env = "RINGLAB_LESSONS", value_name = "DIR")]
+    pub lessons: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open a lesson by id (or the course map without one).
+    Learn {
+        /// Lesson id, e.g. `collectives`.
+        lesson: Option<String>,
+    },
+    /// Validate lessons: front matter, ids, prerequisites, fenced blocks, links, math.
+    ///
+    /// Prints every problem as `file:line:col: error: message` and exits 1 if there is any.
+    Check {
+        /// Lesson files or folders (default: the course that `ringlab` would open).
+        paths: Vec<PathBuf>,
+    },
+    /// Print shell completions.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Exit codes: 0 fine, 1 content errors, 2 usage or environment problems.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ringlab: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        None => open_tui(&cli.lessons, None),
+        Some(Command::Learn { ref lesson }) => open_tui(&cli.lessons, lesson.as_deref()),
+        Some(Command::Check { ref paths }) => check(&cli.lessons, paths),
+        Some(Command::Completions { shell }) => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "ringlab", &mut io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub fn load_course(lessons: &Option<PathBuf>) -> Result<Course, LoadError> {
+    match lessons {
+        Some(dir) => Course::from_dir(dir),
+        None => Ok(Course::embedded()),
+    }
+}
+
+fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<ExitCode> {
+    let course = load_course(lessons)?;
+    let mut app = App::new(course, Theme::from_env());
+    if let Some(id) = lesson
+        && let Err(known) = app.open_lesson(id)
+    {
+        anyhow::bail!("no lesson `{id}`; known lessons: {}", known.join(", "));
+    }
+    let dir = progress::data_dir();
+    match progress::load(&dir) {
+        Ok((p, notice)) => {
+            app.progress = p;
+            app.progress_dir = Some(dir);
+            if let Some(n) = notice {
+                app.status = Some(n.to_string());
+                eprintln!("ringlab: {n}");
+            }
+        }
+        // Unreadable progress (permissions, say): run without saving rather than clobber it.
+        Err(e) => app.status = Some(format!("{e}; progress will not be saved this session")),
+    }
+    match tui::run(app) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ TuiError::NotATerminal) => {
+            eprintln!("ringlab: {e}");
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let (what, files) = if paths.is_empty() {
+        match lessons {
+            Some(dir) => (dir.display().to_string(), read_dir_sources(dir)?),
+            None => ("the built-in course".to_string(), embedded_sources()),
+        }
+    } else {
+        let mut files = Vec::new();
+        for p in paths {
+            files.extend(sources_at(p)?);
+        }
+        let names: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
+        (names.join(", "), files)
+    };
+    let diags = check_sources(&files);
+    let mut out = io::stdout().lock();
+    for d in &diags {
+        writeln!(out, "{d}")?;
+    }
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    if errors == 0 {
+        eprintln!(
+            "ringlab check: {} lesson file(s) in {what}: no problems",
+            files.len()
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "ringlab check: {} lesson file(s) in {what}: {errors} error(s)",
+            files.len()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn sources_at(p: &Path) -> Result<Vec<SourceFile>, LoadError> {
+    if p.is_dir() {
+        read_dir_sources(p)
+    } else {
+        Ok(vec![read_source(p)?])
+    }
+}
+
+fn embedded_sources() -> Vec<SourceFile> {
+    crate::course::lesson::embedded_sources()
+}

@@ -1,0 +1,226 @@
+//! Counting a schedule: bytes per rank and per link, steps, and an alpha–beta time estimate.
+//! Every figure here is read off the schedule; nothing recomputes chunk sizes.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::kinds::Collective;
+use super::schedule::{Schedule, Spec};
+
+/// Bytes one rank sent and received over the whole schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RankBytes {
+    /// The rank.
+    pub rank: usize,
+    /// Bytes it sent.
+    pub bytes_sent: u64,
+    /// Bytes it received.
+    pub bytes_received: u64,
+}
+
+/// Traffic totals of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Traffic {
+    /// One entry per rank, in rank order.
+    pub per_rank: Vec<RankBytes>,
+    /// Sum of all bytes sent (= sum received).
+    pub total_bytes_sent: u64,
+    /// Most bytes carried by one directed link src → dst.
+    pub max_link_bytes: u64,
+    /// Number of steps.
+    pub steps: usize,
+}
+
+/// Counts every transfer of `schedule`.
+pub fn traffic(schedule: &Schedule) -> Traffic {
+    let n = schedule.spec().ranks;
+    let mut per_rank: Vec<RankBytes> =
+        (0..n).map(|rank| RankBytes { rank, bytes_sent: 0, bytes_received: 0 }).collect();
+    let mut links: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut total: u64 = 0;
+    for t in schedule.steps().iter().flat_map(|s| &s.transfers) {
+        let bytes = schedule.transfer_bytes(t);
+        let (src, dst) = (&mut per_rank[t.src as usize], t.dst as usize);
+        src.bytes_sent = src.bytes_sent.saturating_add(bytes);
+        per_rank[dst].bytes_received = per_rank[dst].bytes_received.saturating_add(bytes);
+        let link = links.entry((t.src, t.dst)).or_insert(0);
+        *link = link.saturating_add(bytes);
+        total = total.saturating_add(bytes);
+    }
+    let max_link_bytes = links.values().copied().max().unwrap_or(0);
+    Traffic { per_rank, total_bytes_sent: total, max_link_bytes, steps: schedule.len() }
+}
+
+/// Bytes each rank has sent during the first `steps` steps (for the UI's running counters).
+pub fn sent_through(schedule: &Schedule, steps: usize) -> Vec<u64> {
+    let mut sent = vec![0u64; schedule.spec().ranks];
+    for t in schedule.steps().iter().take(steps).flat_map(|s| &s.transfers) {
+        let s = &mut sent[t.src as usize];
+        *s = s.saturating_add(schedule.transfer_bytes(t));
+    }
+    sent
+}
+
+/// A link model for the alpha–beta estimate. The presets are assumptions, see `note`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Link {
+    /// Short name for menus.
+    pub name: &'static str,
+    /// Fixed cost per step (alpha), microseconds.
+    pub latency_us: f64,
+    /// Bandwidth per direction per rank, GB/s (1 GB = 1e9 bytes).
+    pub bandwidth_gbps: f64,
+    /// Where the numbers come from and what is assumed.
+    pub note: &'static str,
+}
+
+/// Link presets. Bandwidths are line rates per direction; latencies are assumed round figures.
+pub const LINK_PRESETS: [Link; 4] = [
+    Link {
+        name: "NVLink 4",
+        latency_us: 2.0,
+        bandwidth_gbps: 450.0,
+        note: "450 GB/s each way per GPU (18 links, H100, facts.md); 2 µs per step is an assumption",
+    },
+    Link {
+        name: "PCIe 5 x16",
+        latency_us: 3.0,
+        bandwidth_gbps: 64.0,
+        note: "~64 GB/s per direction, theoretical; 3 µs per step is an assumption",
+    },
+    Link {
+        name: "400G InfiniBand",
+        latency_us: 5.0,
+        bandwidth_gbps: 50.0,
+        note: "400 Gb/s = 50 GB/s line rate; 5 µs per step is an assumption",
+    },
+    Link {
+        name: "100G Ethernet",
+        latency_us: 20.0,
+        bandwidth_gbps: 12.5,
+        note: "100 Gb/s = 12.5 GB/s line rate; 20 µs per step (TCP) is an assumption",
+    },
+];
+
+/// An alpha–beta time estimate, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Estimate {
+    /// Sum of the per-step latencies (alpha terms).
+    pub latency_s: f64,
+    /// Sum of the per-step transfer times (beta terms).
+    pub bandwidth_s: f64,
+    /// latency_s + bandwidth_s.
+    pub total_s: f64,
+}
+
+/// Models each step as latency + (max over ranks of max(bytes it sends, bytes it receives in the
+/// step)) / bandwidth, and sums the steps. Steps with no transfers cost nothing.
+pub fn estimate(schedule: &Schedule, link: &Link) -> Estimate {
+    let n = schedule.spec().ranks;
+    let (mut sent, mut recv) = (vec![0u64; n], vec![0u64; n]);
+    let (mut latency_s, mut bandwidth_s) = (0.0, 0.0);
+    for step in schedule.steps().iter().filter(|s| !s.transfers.is_empty()) {
+        let mut worst = 0u64;
+        for t in &step.transfers {
+            let b = schedule.transfer_bytes(t);
+            sent[t.src as usize] += b;
+            recv[t.dst as usize] += b;
+            worst = worst.max(sent[t.src as usize]).max(recv[t.dst as usize]);
+        }
+        for t in &step.transfers {
+            (sent[t.src as usize], recv[t.dst as usize]) = (0, 0);
+        }
+        latency_s += link.latency_us * 1e-6;
+        if link.bandwidth_gbps > 0.0 {
+            bandwidth_s += worst as f64 / (link.bandwidth_gbps * 1e9);
+        }
+    }
+    Estimate { latency_s, bandwidth_s, total_s: latency_s + bandwidth_s }
+}
+
+/// nccl-tests' bus bandwidth factor: all-reduce 2(n−1)/n; reduce-scatter and all-gather (n−1)/n;
+/// broadcast, reduce, sendrecv 1. `n == 0` gives 0.
+pub fn busbw_factor(op: Collective, n: usize) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let n = n as f64;
+    match op {
+        Collective::AllReduce => 2.0 * (n - 1.0) / n,
+        Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
+        Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+    }
+}
+
+/// The closed form ring all-reduce approaches: each rank sends 2(n−1)/n · m bytes.
+pub fn ring_allreduce_bytes_per_rank(n: usize, m: u64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    2.0 * (n as f64 - 1.0) / n as f64 * m as f64
+}
+
+/// nccl-tests' S for algbw = S / t. In ringlab's buffer model the buffer is the whole array for
+/// every collective, so S = count × elem_size always (nccl-tests' count × size × nranks for
+/// all-gather and reduce-scatter, where its count is per rank).
+pub fn algbw_bytes(spec: &Spec) -> u64 {
+    spec.bytes()
+}
+
+/// algbw in GB/s (1e9) for `bytes` in `seconds`; 0 when seconds is not positive.
+pub fn algbw_gbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 { bytes as f64 / seconds / 1e9 } else { 0.0 }
+}
+
+/// busbw in GB/s: algbw × [`busbw_factor`].
+pub fn busbw_gbps(op: Collective, n: usize, bytes: u64, seconds: f64) -> f64 {
+    algbw_gbps(bytes, seconds) * busbw_factor(op, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Algorithm, Spec};
+
+    #[test]
+    fn ring_allreduce_sends_2_n_minus_1_over_n() {
+        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 5, 1003, 1)).unwrap();
+        let t = traffic(&s);
+        assert_eq!(t.total_bytes_sent, 8024);
+        assert_eq!(t.steps, 8);
+        // Rank r sends every chunk but r (reduce-scatter) and every chunk but r+1 (all-gather):
+        // 2M − |c_r| − |c_r+1|, within two elements of 2·4/5·1003 = 1604.8 (chunks 201,201,201,200,200).
+        let sent: Vec<u64> = t.per_rank.iter().map(|r| r.bytes_sent).collect();
+        assert_eq!(sent, vec![1604, 1604, 1605, 1606, 1605]);
+        assert_eq!(sent_through(&s, 0), vec![0; 5]);
+        assert_eq!(sent_through(&s, 99).iter().sum::<u64>(), 8024);
+    }
+
+    #[test]
+    fn naive_root_link_carries_everything() {
+        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Naive, 4, 100, 4)).unwrap();
+        let t = traffic(&s);
+        assert_eq!(t.per_rank[0].bytes_received, 1200);
+        assert_eq!(t.per_rank[0].bytes_sent, 1200);
+        assert_eq!(t.max_link_bytes, 400);
+    }
+
+    #[test]
+    fn estimate_is_latency_plus_busiest_rank_per_step() {
+        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Naive, 4, 250, 4)).unwrap();
+        let link = Link { name: "t", latency_us: 1.0, bandwidth_gbps: 1.0, note: "" };
+        let e = estimate(&s, &link);
+        // Two steps; the root receives 3000 B, then sends 3000 B.
+        assert!((e.latency_s - 2e-6).abs() < 1e-12);
+        assert!((e.bandwidth_s - 6e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn busbw_factors_match_nccl_tests() {
+        assert_eq!(busbw_factor(Collective::AllReduce, 8), 1.75);
+        assert_eq!(busbw_factor(Collective::AllGather, 4), 0.75);
+        assert_eq!(busbw_factor(Collective::SendRecv, 2), 1.0);
+        assert_eq!(ring_allreduce_bytes_per_rank(4, 1000), 1500.0);
+    }
+}

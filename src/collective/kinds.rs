@@ -1,0 +1,366 @@
+//! The vocabulary: which collective, which algorithm, which element type, which reduction.
+//!
+//! Every enum has `ALL`, `name()` (the spelling ringlab prints), `Display`, `FromStr` (which also
+//! accepts the nccl-tests spellings) and, where the UI cycles through values, `next()`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A string did not name a known value; the message lists the valid spellings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} \"{input}\"; expected one of: {valid}")]
+pub struct ParseError {
+    /// What was being parsed ("collective", "algorithm", "dtype", "op").
+    pub what: &'static str,
+    /// The rejected input, verbatim.
+    pub input: String,
+    /// The canonical spellings, comma separated.
+    pub valid: String,
+}
+
+/// Lower-cases and drops `-`, `_`, `/` and spaces, so "All_Reduce" and "all-reduce" compare equal.
+fn squash(s: &str) -> String {
+    s.trim()
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | '/' | ' '))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+fn parse_error(what: &'static str, input: &str, names: impl Iterator<Item = &'static str>) -> ParseError {
+    ParseError { what, input: input.to_string(), valid: names.collect::<Vec<_>>().join(", ") }
+}
+
+/// Implements `Display` via `name()` and a `next()` that cycles through `ALL`.
+macro_rules! vocabulary {
+    ($t:ty) => {
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+        impl $t {
+            /// The next value in `ALL`, wrapping around (for keys that cycle through values).
+            pub fn next(self) -> Self {
+                let i = Self::ALL.iter().position(|&x| x == self).unwrap_or(0);
+                Self::ALL[(i + 1) % Self::ALL.len()]
+            }
+        }
+    };
+}
+
+/// A collective operation: one call every rank makes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every rank ends with the element-wise reduction of all buffers.
+    AllReduce,
+    /// The reduction, split in N chunks; rank r keeps chunk r.
+    ReduceScatter,
+    /// Rank r contributes chunk r; every rank ends with all chunks in rank order.
+    AllGather,
+    /// The root's buffer is copied to every rank.
+    Broadcast,
+    /// The reduction lands on the root only.
+    Reduce,
+    /// Point to point: rank r sends its buffer to rank (r+1) mod N (nccl-tests' sendrecv shift).
+    SendRecv,
+}
+
+impl Collective {
+    /// Every collective, in menu order.
+    pub const ALL: [Collective; 6] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::SendRecv,
+    ];
+
+    /// The canonical name: "all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "sendrecv".
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::AllGather => "all-gather",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::SendRecv => "sendrecv",
+        }
+    }
+
+    /// The nccl-tests binary stem: "all_reduce", "reduce_scatter", ..., "sendrecv".
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllGather => "all_gather",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::SendRecv => "sendrecv",
+        }
+    }
+
+    /// True when the collective combines data with an [`Op`] (all-reduce, reduce-scatter, reduce).
+    pub fn is_reducing(self) -> bool {
+        matches!(self, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
+    }
+
+    /// True when the collective has a root rank (broadcast, reduce).
+    pub fn has_root(self) -> bool {
+        matches!(self, Collective::Broadcast | Collective::Reduce)
+    }
+}
+vocabulary!(Collective);
+
+impl FromStr for Collective {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match squash(s).as_str() {
+            "allreduce" => Ok(Collective::AllReduce),
+            "reducescatter" => Ok(Collective::ReduceScatter),
+            "allgather" => Ok(Collective::AllGather),
+            "broadcast" | "bcast" => Ok(Collective::Broadcast),
+            "reduce" => Ok(Collective::Reduce),
+            "sendrecv" | "p2p" => Ok(Collective::SendRecv),
+            _ => Err(parse_error("collective", s, Self::ALL.iter().map(|c| c.name()))),
+        }
+    }
+}
+
+/// How the collective is carried out: which rank sends what to whom, step by step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Neighbour to neighbour around a ring; bandwidth-optimal for all-reduce.
+    Ring,
+    /// Everything through one hub rank (the root); its links carry (N−1)·M each way.
+    Naive,
+    /// A binary tree (heap layout rooted at the root): log-depth, whole buffers per edge.
+    Tree,
+}
+
+impl Algorithm {
+    /// Every algorithm, in menu order.
+    pub const ALL: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Naive, Algorithm::Tree];
+
+    /// The canonical name: "ring", "naive", "tree".
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::Naive => "naive",
+            Algorithm::Tree => "tree",
+        }
+    }
+}
+vocabulary!(Algorithm);
+
+impl FromStr for Algorithm {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match squash(s).as_str() {
+            "ring" => Ok(Algorithm::Ring),
+            "naive" | "linear" | "star" => Ok(Algorithm::Naive),
+            "tree" | "binarytree" => Ok(Algorithm::Tree),
+            _ => Err(parse_error("algorithm", s, Self::ALL.iter().map(|a| a.name()))),
+        }
+    }
+}
+
+/// Element type of the buffers (only its size matters to a schedule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Dtype {
+    U8,
+    I8,
+    I32,
+    U32,
+    I64,
+    U64,
+    F16,
+    Bf16,
+    F32,
+    F64,
+}
+
+impl Dtype {
+    /// Every dtype.
+    pub const ALL: [Dtype; 10] = [
+        Dtype::U8,
+        Dtype::I8,
+        Dtype::I32,
+        Dtype::U32,
+        Dtype::I64,
+        Dtype::U64,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::F32,
+        Dtype::F64,
+    ];
+
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::U8 | Dtype::I8 => 1,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+        }
+    }
+
+    /// The Rust-style name: "u8", "i8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64".
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::U8 => "u8",
+            Dtype::I8 => "i8",
+            Dtype::I32 => "i32",
+            Dtype::U32 => "u32",
+            Dtype::I64 => "i64",
+            Dtype::U64 => "u64",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::F32 => "f32",
+            Dtype::F64 => "f64",
+        }
+    }
+
+    /// The nccl-tests `-d` / "type" column spelling: "uint8", "int8", ..., "half", "bfloat16", "float", "double".
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Dtype::U8 => "uint8",
+            Dtype::I8 => "int8",
+            Dtype::I32 => "int32",
+            Dtype::U32 => "uint32",
+            Dtype::I64 => "int64",
+            Dtype::U64 => "uint64",
+            Dtype::F16 => "half",
+            Dtype::Bf16 => "bfloat16",
+            Dtype::F32 => "float",
+            Dtype::F64 => "double",
+        }
+    }
+}
+vocabulary!(Dtype);
+
+impl FromStr for Dtype {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        let key = squash(s);
+        let found = Self::ALL.into_iter().find(|d| key == d.name() || key == d.nccl_name());
+        let alias = match key.as_str() {
+            "char" => Some(Dtype::I8),
+            "fp16" | "float16" => Some(Dtype::F16),
+            "fp32" | "float32" => Some(Dtype::F32),
+            "fp64" | "float64" => Some(Dtype::F64),
+            _ => None,
+        };
+        found
+            .or(alias)
+            .ok_or_else(|| parse_error("dtype", s, Self::ALL.iter().map(|d| d.name())))
+    }
+}
+
+/// Reduction operator (nccl-tests `-o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Element-wise sum (integers wrap on overflow).
+    Sum,
+    /// Element-wise product (integers wrap on overflow).
+    Prod,
+    /// Element-wise maximum.
+    Max,
+    /// Element-wise minimum.
+    Min,
+    /// Sum, then divide by the number of ranks once at the end (integers truncate).
+    Avg,
+}
+
+impl Op {
+    /// Every op.
+    pub const ALL: [Op; 5] = [Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg];
+
+    /// "sum", "prod", "max", "min", "avg" (the nccl-tests spellings too).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Sum => "sum",
+            Op::Prod => "prod",
+            Op::Max => "max",
+            Op::Min => "min",
+            Op::Avg => "avg",
+        }
+    }
+}
+vocabulary!(Op);
+
+impl FromStr for Op {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match squash(s).as_str() {
+            "sum" => Ok(Op::Sum),
+            "prod" | "product" => Ok(Op::Prod),
+            "max" => Ok(Op::Max),
+            "min" => Ok(Op::Min),
+            "avg" | "mean" => Ok(Op::Avg),
+            _ => Err(parse_error("op", s, Self::ALL.iter().map(|o| o.name()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_from_str() {
+        for c in Collective::ALL {
+            assert_eq!(c.name().parse::<Collective>(), Ok(c));
+            assert_eq!(c.nccl_name().parse::<Collective>(), Ok(c));
+        }
+        for a in Algorithm::ALL {
+            assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
+        }
+        for d in Dtype::ALL {
+            assert_eq!(d.name().parse::<Dtype>(), Ok(d));
+            assert_eq!(d.nccl_name().parse::<Dtype>(), Ok(d));
+        }
+        for o in Op::ALL {
+            assert_eq!(o.name().parse::<Op>(), Ok(o));
+        }
+    }
+
+    #[test]
+    fn nccl_tests_spellings_are_accepted() {
+        assert_eq!("allreduce".parse::<Collective>(), Ok(Collective::AllReduce));
+        assert_eq!("All_Gather".parse::<Collective>(), Ok(Collective::AllGather));
+        assert_eq!("send-recv".parse::<Collective>(), Ok(Collective::SendRecv));
+        assert_eq!("float".parse::<Dtype>(), Ok(Dtype::F32));
+        assert_eq!("half".parse::<Dtype>(), Ok(Dtype::F16));
+        assert_eq!("bfloat16".parse::<Dtype>(), Ok(Dtype::Bf16));
+    }
+
+    #[test]
+    fn parse_error_lists_valid_values() {
+        let e = "alltoall".parse::<Collective>().unwrap_err().to_string();
+        assert!(e.contains("\"alltoall\""), "{e}");
+        assert!(e.contains("all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv"), "{e}");
+        let e = "float8".parse::<Dtype>().unwrap_err().to_string();
+        assert!(e.contains("bf16"), "{e}");
+    }
+
+    #[test]
+    fn next_cycles_through_all() {
+        assert_eq!(Algorithm::Tree.next(), Algorithm::Ring);
+        let mut c = Collective::AllReduce;
+        for _ in 0..Collective::ALL.len() {
+            c = c.next();
+        }
+        assert_eq!(c, Collective::AllReduce);
+    }
+
+    #[test]
+    fn dtype_sizes() {
+        assert_eq!(Dtype::F32.size(), 4);
+        assert_eq!(Dtype::Bf16.size(), 2);
+        assert_eq!(Dtype::U64.size(), 8);
+        assert_eq!(Dtype::I8.size(), 1);
+    }
+}

@@ -1,0 +1,1 @@
+//! Collective schedules. STUB: owned by the collective helper; replace wholesale.

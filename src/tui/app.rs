@@ -1,0 +1,240 @@
+//! The TEA core: one model (`App`), one `Action` enum, `update` (the only place state
+//! changes) and `render` (draws a snapshot, never mutates).
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+
+use super::keys::Context;
+use super::screens::{self, help::HelpState, home::HomeState, lesson::LessonState};
+use super::theme::Theme;
+use std::path::PathBuf;
+
+use crate::course::Course;
+use crate::study::progress::{self, Progress};
+
+/// Everything the user or a background task can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    Back,
+    Help,
+    Resize(u16, u16),
+    /// Move the selection or scroll by lines.
+    Move(i32),
+    Page(i32),
+    Top,
+    Bottom,
+    Open,
+    OpenRing,
+    Reload,
+    Section(i32),
+    SearchStart,
+    SearchStep(i32),
+    ToggleTex,
+    /// Text input while a prompt (search) is open.
+    Input(char),
+    InputBackspace,
+    InputSubmit,
+    InputCancel,
+    // Ring view
+    PlayPause,
+    Step(i32),
+    Ranks(i32),
+    Speed(i32),
+    CycleAlgo,
+    CycleOp,
+    CycleSize,
+    /// Animation clock.
+    Tick,
+}
+
+pub enum Screen {
+    Home(HomeState),
+    Lesson(Box<LessonState>),
+}
+
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+
+pub struct App {
+    pub course: Course,
+    pub theme: Theme,
+    pub width: u16,
+    pub height: u16,
+    /// Screen stack: the course map at the bottom, the focused screen on top.
+    pub stack: Vec<Screen>,
+    pub help: Option<HelpState>,
+    pub quit: bool,
+    /// One line of feedback shown in the hint bar until the next action.
+    pub status: Option<String>,
+    pub raw_tex: bool,
+    pub progress: Progress,
+    /// Where progress is saved; None keeps it in memory (tests, snapshots).
+    pub progress_dir: Option<PathBuf>,
+}
+
+impl App {
+    pub fn new(course: Course, theme: Theme) -> Self {
+        Self {
+            progress: Progress::default(),
+            progress_dir: None,
+            course,
+            theme,
+            width: MIN_WIDTH,
+            height: MIN_HEIGHT,
+            stack: vec![Screen::Home(HomeState::default())],
+            help: None,
+            quit: false,
+            status: None,
+            raw_tex: false,
+        }
+    }
+
+    /// Open a lesson on top of the course map. Unknown ids return the known ones.
+    pub fn open_lesson(&mut self, id: &str) -> Result<(), Vec<String>> {
+        let Some(idx) = self.course.position_of(id) else {
+            return Err(self.course.ids().iter().map(|s| s.to_string()).collect());
+        };
+        if let Some(Screen::Home(h)) = self.stack.first_mut() {
+            h.selected = idx;
+        }
+        let state = LessonState::open(self, idx);
+        self.stack.push(Screen::Lesson(Box::new(state)));
+        Ok(())
+    }
+
+    /// Remember how far a lesson has been read (in memory).
+    pub fn note_reading(&mut self, id: &str, fraction: f64) {
+        self.progress.note_reading(id, fraction, chrono::Utc::now());
+    }
+
+    /// Remember how far a lesson has been read and save, reporting a failed save.
+    pub fn record_reading(&mut self, id: &str, fraction: f64) {
+        self.note_reading(id, fraction);
+        self.save_progress();
+    }
+
+    pub fn save_progress(&mut self) {
+        if let Some(dir) = &self.progress_dir
+            && let Err(e) = progress::save(dir, &self.progress)
+        {
+            self.status = Some(format!("{e}"));
+        }
+    }
+
+    pub fn too_small(&self) -> bool {
+        self.width < MIN_WIDTH || self.height < MIN_HEIGHT
+    }
+
+    /// The key contexts of what has focus, most specific first.
+    pub fn contexts(&self) -> Vec<Context> {
+        if self.help.is_some() {
+            return vec![Context::Help];
+        }
+        match self.stack.last() {
+            Some(Screen::Lesson(_)) => vec![Context::Lesson],
+            _ => vec![Context::Home],
+        }
+    }
+
+    /// True while text input goes to a prompt instead of the key table.
+    pub fn prompt_open(&self) -> bool {
+        matches!(self.stack.last(), Some(Screen::Lesson(l)) if l.search.editing)
+    }
+
+    /// How often the app wants a Tick (a running animation); None when idle.
+    pub fn tick_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// The area screens draw into: all but the hint bar.
+    pub fn body_area(&self) -> Rect {
+        Rect::new(0, 0, self.width, self.height.saturating_sub(1))
+    }
+}
+
+pub fn update(app: &mut App, action: Action) {
+    app.status = None;
+    match action {
+        Action::Quit => {
+            app.quit = true;
+            return;
+        }
+        Action::Resize(w, h) => {
+            app.width = w;
+            app.height = h;
+        }
+        Action::Help => {
+            app.help = match app.help {
+                Some(_) => None,
+                None => Some(HelpState::default()),
+            };
+            return;
+        }
+        _ => {}
+    }
+    if let Some(help) = app.help.as_mut() {
+        match action {
+            Action::Back => app.help = None,
+            Action::Move(d) => help.scroll = help.scroll.saturating_add_signed(d as isize),
+            _ => {}
+        }
+        return;
+    }
+    if action == Action::Reload {
+        reload(app);
+    }
+    let top = app.stack.len() - 1;
+    let mut screen = std::mem::replace(&mut app.stack[top], Screen::Home(HomeState::default()));
+    let outcome = match &mut screen {
+        Screen::Home(s) => screens::home::update(s, app, action),
+        Screen::Lesson(s) => screens::lesson::update(s, app, action),
+    };
+    app.stack[top] = screen;
+    // Every screen below the top keeps its layout current too.
+    if let Action::Resize(..) | Action::Reload | Action::ToggleTex = action {
+        for i in 0..top {
+            let mut s = std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
+            if let Screen::Lesson(l) = &mut s {
+                l.relayout(app);
+            }
+            app.stack[i] = s;
+        }
+    }
+    match outcome {
+        Outcome::Stay => {}
+        Outcome::Pop => {
+            if app.stack.len() > 1 {
+                app.stack.pop();
+            } else {
+                app.quit = true;
+            }
+        }
+        Outcome::Push(s) => app.stack.push(s),
+    }
+}
+
+fn reload(app: &mut App) {
+    match app.course.reload() {
+        Ok(c) => {
+            let errors = c.entries.iter().filter(|e| e.has_errors()).count();
+            app.course = c;
+            app.status = Some(match errors {
+                0 => format!("reloaded {} lessons", app.course.entries.len()),
+                n => format!("reloaded: {n} lesson file(s) have errors"),
+            });
+        }
+        Err(e) => app.status = Some(format!("reload failed: {e}")),
+    }
+}
+
+/// What a screen's update asks of the stack.
+pub enum Outcome {
+    Stay,
+    Pop,
+    Push(Screen),
+}
+
+pub fn render(app: &App, frame: &mut Frame) {
+    screens::render(app, frame);
+}

@@ -1,0 +1,432 @@
+//! Keys are data: one table feeds input handling, the key-hint bar and the `?` overlay.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::app::Action;
+
+/// Where a binding applies. The focused screen offers its contexts, then `Global`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Global,
+    Home,
+    Lesson,
+    Ring,
+    Help,
+}
+
+impl Context {
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Global => "Everywhere",
+            Self::Home => "Course map",
+            Self::Lesson => "Lesson",
+            Self::Ring => "Ring view",
+            Self::Help => "Help",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Ctrl(char),
+    Code(KeyCode),
+}
+
+impl Key {
+    fn matches(self, ev: &KeyEvent) -> bool {
+        let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+        match self {
+            Key::Ctrl(c) => ctrl && ev.code == KeyCode::Char(c),
+            Key::Char(c) => !ctrl && ev.code == KeyCode::Char(c),
+            Key::Code(code) => !ctrl && ev.code == code,
+        }
+    }
+}
+
+pub struct Binding {
+    pub ctx: Context,
+    pub keys: &'static [Key],
+    /// How the keys are shown: `j/↓`.
+    pub label: &'static str,
+    pub desc: &'static str,
+    pub action: Action,
+    /// Shown in the always-visible hint bar (the overlay shows everything).
+    pub hint: bool,
+}
+
+use Context::*;
+use Key::{Char, Code, Ctrl};
+
+const fn b(
+    ctx: Context,
+    keys: &'static [Key],
+    label: &'static str,
+    desc: &'static str,
+    action: Action,
+    hint: bool,
+) -> Binding {
+    Binding {
+        ctx,
+        keys,
+        label,
+        desc,
+        action,
+        hint,
+    }
+}
+
+pub const BINDINGS: &[Binding] = &[
+    // Course map
+    b(
+        Home,
+        &[Char('j'), Code(KeyCode::Down)],
+        "j/↓",
+        "next lesson",
+        Action::Move(1),
+        true,
+    ),
+    b(
+        Home,
+        &[Char('k'), Code(KeyCode::Up)],
+        "k/↑",
+        "previous lesson",
+        Action::Move(-1),
+        false,
+    ),
+    b(
+        Home,
+        &[Code(KeyCode::Enter), Char('l'), Code(KeyCode::Right)],
+        "Enter",
+        "open lesson",
+        Action::Open,
+        true,
+    ),
+    b(
+        Home,
+        &[Char('g'), Code(KeyCode::Home)],
+        "g/Home",
+        "first lesson",
+        Action::Top,
+        false,
+    ),
+    b(
+        Home,
+        &[Char('G'), Code(KeyCode::End)],
+        "G/End",
+        "last lesson",
+        Action::Bottom,
+        false,
+    ),
+    b(
+        Home,
+        &[Char('r')],
+        "r",
+        "ring all-reduce view",
+        Action::OpenRing,
+        true,
+    ),
+    b(
+        Home,
+        &[Ctrl('r'), Char('R')],
+        "R",
+        "reload lessons",
+        Action::Reload,
+        false,
+    ),
+    // Lesson reader
+    b(
+        Lesson,
+        &[Char('j'), Code(KeyCode::Down)],
+        "j/↓",
+        "scroll down",
+        Action::Move(1),
+        true,
+    ),
+    b(
+        Lesson,
+        &[Char('k'), Code(KeyCode::Up)],
+        "k/↑",
+        "scroll up",
+        Action::Move(-1),
+        false,
+    ),
+    b(
+        Lesson,
+        &[Code(KeyCode::PageDown), Char(' '), Ctrl('d')],
+        "PgDn/Space",
+        "page down",
+        Action::Page(1),
+        true,
+    ),
+    b(
+        Lesson,
+        &[Code(KeyCode::PageUp), Char('b'), Ctrl('u')],
+        "PgUp/b",
+        "page up",
+        Action::Page(-1),
+        false,
+    ),
+    b(
+        Lesson,
+        &[Char('g'), Code(KeyCode::Home)],
+        "g/Home",
+        "top",
+        Action::Top,
+        false,
+    ),
+    b(
+        Lesson,
+        &[Char('G'), Code(KeyCode::End)],
+        "G/End",
+        "bottom",
+        Action::Bottom,
+        false,
+    ),
+    b(
+        Lesson,
+        &[Char(']'), Code(KeyCode::Tab)],
+        "]/Tab",
+        "next section",
+        Action::Section(1),
+        true,
+    ),
+    b(
+        Lesson,
+        &[Char('['), Code(KeyCode::BackTab)],
+        "[/S-Tab",
+        "previous section",
+        Action::Section(-1),
+        false,
+    ),
+    b(
+        Lesson,
+        &[Char('/')],
+        "/",
+        "search",
+        Action::SearchStart,
+        true,
+    ),
+    b(
+        Lesson,
+        &[Char('n')],
+        "n",
+        "next match",
+        Action::SearchStep(1),
+        false,
+    ),
+    b(
+        Lesson,
+        &[Char('N')],
+        "N",
+        "previous match",
+        Action::SearchStep(-1),
+        false,
+    ),
+    b(
+        Lesson,
+        &[Char('t')],
+        "t",
+        "raw TeX on/off",
+        Action::ToggleTex,
+        false,
+    ),
+    b(
+        Lesson,
+        &[Code(KeyCode::Enter)],
+        "Enter",
+        "open the ring view on screen",
+        Action::Open,
+        false,
+    ),
+    b(
+        Lesson,
+        &[Ctrl('r'), Char('R')],
+        "R",
+        "reload lessons",
+        Action::Reload,
+        false,
+    ),
+    // Ring view
+    b(
+        Ring,
+        &[Char(' ')],
+        "Space",
+        "play / pause",
+        Action::PlayPause,
+        true,
+    ),
+    b(
+        Ring,
+        &[Code(KeyCode::Right), Char('l')],
+        "→/l",
+        "step forward",
+        Action::Step(1),
+        true,
+    ),
+    b(
+        Ring,
+        &[Code(KeyCode::Left), Char('h')],
+        "←/h",
+        "step back",
+        Action::Step(-1),
+        true,
+    ),
+    b(
+        Ring,
+        &[Code(KeyCode::Home), Char('g')],
+        "Home",
+        "first step",
+        Action::Top,
+        false,
+    ),
+    b(
+        Ring,
+        &[Code(KeyCode::End), Char('G')],
+        "End",
+        "last step",
+        Action::Bottom,
+        false,
+    ),
+    b(
+        Ring,
+        &[Char('+'), Char('=')],
+        "+/−",
+        "more / fewer ranks",
+        Action::Ranks(1),
+        true,
+    ),
+    b(
+        Ring,
+        &[Char('-'), Char('_')],
+        "-",
+        "fewer ranks",
+        Action::Ranks(-1),
+        false,
+    ),
+    b(Ring, &[Char(']')], "]", "faster", Action::Speed(1), false),
+    b(Ring, &[Char('[')], "[", "slower", Action::Speed(-1), false),
+    b(
+        Ring,
+        &[Char('a')],
+        "a",
+        "next algorithm",
+        Action::CycleAlgo,
+        true,
+    ),
+    b(
+        Ring,
+        &[Char('c')],
+        "c",
+        "next collective",
+        Action::CycleOp,
+        true,
+    ),
+    b(
+        Ring,
+        &[Char('m')],
+        "m",
+        "next message size",
+        Action::CycleSize,
+        false,
+    ),
+    // Help overlay
+    b(
+        Help,
+        &[Char('j'), Code(KeyCode::Down)],
+        "j/↓",
+        "scroll",
+        Action::Move(1),
+        false,
+    ),
+    b(
+        Help,
+        &[Char('k'), Code(KeyCode::Up)],
+        "k/↑",
+        "scroll",
+        Action::Move(-1),
+        false,
+    ),
+    // Everywhere
+    b(
+        Global,
+        &[Char('?'), Code(KeyCode::F(1))],
+        "?",
+        "help",
+        Action::Help,
+        true,
+    ),
+    b(
+        Global,
+        &[Char('q'), Code(KeyCode::Esc)],
+        "q/Esc",
+        "back",
+        Action::Back,
+        true,
+    ),
+    b(Global, &[Ctrl('c')], "Ctrl-C", "quit", Action::Quit, false),
+];
+
+/// The action bound to `ev` in the first of `contexts` that binds it (then Global).
+pub fn lookup(contexts: &[Context], ev: &KeyEvent) -> Option<Action> {
+    contexts
+        .iter()
+        .chain(std::iter::once(&Global))
+        .find_map(|ctx| {
+            BINDINGS
+                .iter()
+                .find(|b| b.ctx == *ctx && b.keys.iter().any(|k| k.matches(ev)))
+        })
+        .map(|b| b.action)
+}
+
+/// Bindings of these contexts (then Global), in table order.
+pub fn for_contexts(contexts: &[Context]) -> impl Iterator<Item = &'static Binding> + '_ {
+    contexts
+        .iter()
+        .chain(std::iter::once(&Global))
+        .flat_map(|ctx| BINDINGS.iter().filter(move |b| b.ctx == *ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn screen_binding_wins_over_global() {
+        assert_eq!(
+            lookup(&[Lesson], &key(KeyCode::Char('j'))),
+            Some(Action::Move(1))
+        );
+        assert_eq!(
+            lookup(&[Lesson], &key(KeyCode::Char('q'))),
+            Some(Action::Back)
+        );
+    }
+
+    #[test]
+    fn ctrl_c_quits_everywhere() {
+        let ev = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        for ctx in [Home, Lesson, Ring, Help] {
+            assert_eq!(lookup(&[ctx], &ev), Some(Action::Quit));
+        }
+    }
+
+    #[test]
+    fn no_key_is_bound_twice_in_one_context() {
+        for a in BINDINGS {
+            for b in BINDINGS {
+                if std::ptr::eq(a, b) || a.ctx != b.ctx {
+                    continue;
+                }
+                for k in a.keys {
+                    assert!(!b.keys.contains(k), "{:?} bound twice in {:?}", k, a.ctx);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The terminal app: a tokio event loop over crossterm's EventStream feeding a TEA core.
+
+pub mod app;
+pub mod keys;
+pub mod markdown;
+pub mod screens;
+pub mod term;
+pub mod theme;
+
+use std::io::{self, IsTerminal};
+
+use crossterm::event::{Event, KeyEventKind, MouseEventKind};
+use futures::{FutureExt, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::sync::mpsc;
+
+pub use app::{Action, App};
+
+/// Why the TUI cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    #[error(
+        "ringlab's screens need a terminal, but stdout is not a TTY.\n\
+         Run it in a terminal, or use a non-interactive command: `ringlab check`, `ringlab ring --json`."
+    )]
+    NotATerminal,
+    #[error("terminal error: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Map one terminal event to an action, given what has focus.
+pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
+    match ev {
+        Event::Resize(w, h) => Some(Action::Resize(*w, *h)),
+        Event::Mouse(m) => match m.kind {
+            MouseEventKind::ScrollDown => Some(Action::Move(3)),
+            MouseEventKind::ScrollUp => Some(Action::Move(-3)),
+            _ => None,
+        },
+        Event::Key(k) if k.kind != KeyEventKind::Release => {
+            use crossterm::event::{KeyCode, KeyModifiers};
+            if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+                return Some(Action::Quit);
+            }
+            if app.prompt_open() {
+                return match k.code {
+                    KeyCode::Enter => Some(Action::InputSubmit),
+                    KeyCode::Esc => Some(Action::InputCancel),
+                    KeyCode::Backspace => Some(Action::InputBackspace),
+                    KeyCode::Char(c) => Some(Action::Input(c)),
+                    _ => None,
+                };
+            }
+            keys::lookup(&app.contexts(), k)
+        }
+        _ => None,
+    }
+}
+
+/// Run the app until the user quits. Restores the terminal on every way out.
+pub fn run(app: App) -> Result<(), TuiError> {
+    if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
+        return Err(TuiError::NotATerminal);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(event_loop(app))
+}
+
+async fn event_loop(mut app: App) -> Result<(), TuiError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let _guard = term::TerminalGuard::enter()?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let size = terminal.size()?;
+    app::update(&mut app, Action::Resize(size.width, size.height));
+    // Background work (labs, animations) sends actions back over this channel.
+    let (_tx, mut rx) = mpsc::unbounded_channel::<Action>();
+    let mut events = crossterm::event::EventStream::new();
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let mut dirty = true;
+    while !app.quit {
+        if dirty {
+            terminal.draw(|f| app::render(&app, f))?;
+            dirty = false;
+        }
+        let tick = app.tick_interval();
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(Ok(ev)) => {
+                    dirty |= handle(&mut app, &ev);
+                    // Coalesce: apply whatever else is already waiting before drawing.
+                    while let Some(Some(Ok(ev))) = events.next().now_or_never() {
+                        dirty |= handle(&mut app, &ev);
+                    }
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => break,
+            },
+            Some(a) = rx.recv() => {
+                app::update(&mut app, a);
+                dirty = true;
+            }
+            _ = async { tokio::time::sleep(tick.unwrap_or_default()).await }, if tick.is_some() => {
+                app::update(&mut app, Action::Tick);
+                dirty = true;
+            }
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+            _ = sighup.recv() => break,
+        }
+    }
+    app.save_progress();
+    Ok(())
+}
+
+fn handle(app: &mut App, ev: &Event) -> bool {
+    match map_event(app, ev) {
+        Some(a) => {
+            app::update(app, a);
+            true
+        }
+        None => false,
+    }
+}

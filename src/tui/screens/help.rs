@@ -1,0 +1,64 @@
+//! The `?` overlay: every binding of the focused screen, from the same table as the hint bar.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use crate::tui::app::App;
+use crate::tui::keys::{self, Context};
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HelpState {
+    pub scroll: usize,
+}
+
+pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    // The screen underneath decides which bindings matter.
+    let under: Vec<Context> = match app.stack.last() {
+        Some(crate::tui::app::Screen::Lesson(_)) => vec![Context::Lesson],
+        _ => vec![Context::Home],
+    };
+    let mut lines = Vec::new();
+    let mut last = None;
+    for b in keys::for_contexts(&under) {
+        if last != Some(b.ctx) {
+            if last.is_some() {
+                lines.push(Line::raw(""));
+            }
+            lines.push(Line::styled(b.ctx.title(), t.h2));
+            last = Some(b.ctx);
+        }
+        lines.push(Line::from(vec![
+            Span::styled(format!("  {:<12}", b.label), t.key),
+            Span::raw(b.desc),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "Mouse wheel scrolls. Esc or ? closes this help.",
+        t.dim,
+    ));
+    let w = area.width.min(60);
+    let h = area.height.min(lines.len() as u16 + 2);
+    let r = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    let max_scroll = lines.len().saturating_sub(h.saturating_sub(2) as usize);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .scroll((state.scroll.min(max_scroll) as u16, 0))
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(t.border)
+                    .title(Span::styled(" Keys ", t.title)),
+            ),
+        r,
+    );
+}

@@ -1,0 +1,174 @@
+//! The course map: lessons in order with prerequisites, minutes and progress marks.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use crate::course::lesson::Entry;
+use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::screens::lesson::LessonState;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HomeState {
+    pub selected: usize,
+}
+
+pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
+    let n = app.course.entries.len();
+    if n > 0 {
+        s.selected = s.selected.min(n - 1);
+    }
+    match action {
+        Action::Move(d) if n > 0 => {
+            s.selected = s.selected.saturating_add_signed(d as isize).min(n - 1);
+        }
+        Action::Top => s.selected = 0,
+        Action::Bottom => s.selected = n.saturating_sub(1),
+        Action::Open if n > 0 => {
+            return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
+        }
+        Action::OpenRing => {
+            app.status = Some("the ring view arrives with the schedules issue".into())
+        }
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+/// A progress mark that reads without colour: ✓ done, ◐ started, ○ new, ✗ broken.
+pub fn mark(app: &App, entry: &Entry) -> &'static str {
+    if entry.has_errors() {
+        return "✗";
+    }
+    match entry
+        .lesson
+        .as_ref()
+        .map(|l| app.progress.lesson_state(&l.meta.id))
+    {
+        Some(crate::study::progress::LessonMark::Done) => "✓",
+        Some(crate::study::progress::LessonMark::Started) => "◐",
+        _ => "○",
+    }
+}
+
+pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(vec![
+                Span::styled(" ringlab ", t.title),
+                Span::styled("— how GPUs communicate, and proof that it works", t.dim),
+            ]),
+            Line::raw(""),
+        ]),
+        head,
+    );
+    let [list, detail] =
+        Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)]).areas(body);
+    let mut lines = Vec::new();
+    for (i, e) in app.course.entries.iter().enumerate() {
+        let sel = i == s.selected;
+        let (num, minutes) = match &e.lesson {
+            Some(l) => (
+                format!("{:>2}.", l.meta.order),
+                format!("{:>3} min", l.meta.minutes),
+            ),
+            None => (" ?.".into(), "       ".into()),
+        };
+        let title_w = (list.width as usize).saturating_sub(20);
+        let title: String = e.title().chars().take(title_w).collect();
+        let row = format!(
+            "{} {} {num} {title:<title_w$} {minutes}",
+            if sel { "▶" } else { " " },
+            mark(app, e)
+        );
+        lines.push(if sel {
+            Line::styled(row, t.selection)
+        } else if e.has_errors() {
+            Line::styled(row, t.error)
+        } else {
+            Line::raw(row)
+        });
+    }
+    if lines.is_empty() {
+        lines.push(Line::styled("  no lessons found", t.warn));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "  ✓ done  ◐ started  ○ new  ✗ has errors",
+        t.dim,
+    ));
+    let top = s
+        .selected
+        .saturating_sub(list.height.saturating_sub(5) as usize);
+    frame.render_widget(
+        Paragraph::new(lines).scroll((top as u16, 0)).block(
+            Block::default()
+                .borders(Borders::RIGHT)
+                .border_style(t.border)
+                .title(Span::styled(" Course ", t.h2)),
+        ),
+        list,
+    );
+    if let Some(e) = app.course.entries.get(s.selected) {
+        frame.render_widget(
+            Paragraph::new(detail_lines(app, e)).wrap(Wrap { trim: false }),
+            detail.inner(ratatui::layout::Margin::new(1, 0)),
+        );
+    }
+}
+
+fn detail_lines(app: &App, e: &Entry) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let mut out = Vec::new();
+    match &e.lesson {
+        Some(l) => {
+            out.push(Line::styled(l.meta.title.clone(), t.h1));
+            out.push(Line::styled(
+                format!("about {} minutes", l.meta.minutes),
+                t.dim,
+            ));
+            out.push(Line::raw(""));
+            let needs = if l.meta.prerequisites.is_empty() {
+                "nothing: start here".to_string()
+            } else {
+                l.meta
+                    .prerequisites
+                    .iter()
+                    .map(|p| {
+                        app.course
+                            .lessons()
+                            .find(|x| &x.meta.id == p)
+                            .map_or_else(|| p.clone(), |x| x.meta.title.clone())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push(Line::from(vec![
+                Span::styled("Needs: ", t.strong),
+                Span::raw(needs),
+            ]));
+            out.push(Line::raw(""));
+            out.push(Line::styled("You will be able to", t.strong));
+            for o in &l.meta.objectives {
+                out.push(Line::raw(format!("• {o}")));
+            }
+        }
+        None => out.push(Line::styled(e.path.clone(), t.h1)),
+    }
+    let errors: Vec<_> = e.diagnostics.iter().filter(|d| d.is_error()).collect();
+    if !errors.is_empty() {
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            format!("✗ {} problem(s) in this file", errors.len()),
+            t.error,
+        ));
+        for d in errors.iter().take(4) {
+            out.push(Line::styled(d.to_string(), t.error));
+        }
+    }
+    out
+}

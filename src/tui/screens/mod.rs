@@ -1,0 +1,80 @@
+//! Screens are registered here: one file each, dispatched from one place.
+
+pub mod help;
+pub mod home;
+pub mod lesson;
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::app::{App, MIN_HEIGHT, MIN_WIDTH, Screen};
+use super::keys;
+
+pub fn render(app: &App, frame: &mut Frame) {
+    let area = frame.area();
+    if app.too_small() {
+        render_too_small(app, frame, area);
+        return;
+    }
+    let body = Rect::new(area.x, area.y, area.width, area.height.saturating_sub(1));
+    match app.stack.last() {
+        Some(Screen::Lesson(s)) => lesson::render(s, app, frame, body),
+        Some(Screen::Home(s)) => home::render(s, app, frame, body),
+        None => {}
+    }
+    if let Some(h) = &app.help {
+        help::render(h, app, frame, body);
+    }
+    let bar = Rect::new(area.x, area.bottom().saturating_sub(1), area.width, 1);
+    frame.render_widget(hint_bar(app, bar.width), bar);
+}
+
+fn render_too_small(app: &App, frame: &mut Frame, area: Rect) {
+    let msg = format!(
+        "terminal too small: need {MIN_WIDTH}x{MIN_HEIGHT}, have {}x{}",
+        area.width, area.height
+    );
+    let y = area.y + area.height / 2;
+    let line = Rect::new(
+        area.x,
+        y.min(area.bottom().saturating_sub(1)),
+        area.width,
+        1,
+    );
+    frame.render_widget(
+        Paragraph::new(Line::styled(msg, app.theme.warn)).alignment(Alignment::Center),
+        line,
+    );
+}
+
+/// The always-visible key-hint bar, gathered from the key table of what has focus.
+fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
+    let t = &app.theme;
+    if let Some(Screen::Lesson(l)) = app.stack.last()
+        && l.search.editing
+    {
+        return Paragraph::new(Line::from(vec![
+            Span::styled("/", t.key),
+            Span::raw(l.search.query.clone()),
+            Span::styled("▏", t.dim),
+            Span::styled("   Enter find · Esc cancel", t.dim),
+        ]));
+    }
+    let mut spans = Vec::new();
+    if let Some(s) = &app.status {
+        spans.push(Span::styled(format!("{s}  "), t.accent));
+    }
+    let mut used: usize = spans.iter().map(|s| s.width()).sum();
+    for b in keys::for_contexts(&app.contexts()).filter(|b| b.hint) {
+        let w = b.label.chars().count() + b.desc.chars().count() + 3;
+        if used + w > width as usize {
+            break;
+        }
+        used += w;
+        spans.push(Span::styled(b.label, t.key));
+        spans.push(Span::styled(format!(" {}  ", b.desc), t.dim));
+    }
+    Paragraph::new(Line::from(spans))
+}
