@@ -1,1 +1,27 @@
-fn main() {}
+//! Building schedules: the target is ring all-reduce on 1024 ranks of 1 GiB f32 in under 10 ms.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ringlab::collective::{Algorithm, Collective, Schedule, Spec, traffic};
+
+fn build(c: &mut Criterion) {
+    let count = (1usize << 30) / 4;
+    for ranks in [8usize, 1024] {
+        let spec = Spec::new(Collective::AllReduce, Algorithm::Ring, ranks, count, 4);
+        c.bench_function(&format!("ring_allreduce_build_n{ranks}_1GiB_f32"), |b| {
+            b.iter(|| Schedule::build(black_box(&spec)))
+        });
+    }
+    let spec = Spec::new(Collective::AllReduce, Algorithm::Ring, 1024, count, 4);
+    if let Ok(schedule) = Schedule::build(&spec) {
+        c.bench_function("ring_allreduce_traffic_n1024", |b| b.iter(|| traffic(black_box(&schedule))));
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = build
+}
+criterion_main!(benches);

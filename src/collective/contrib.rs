@@ -45,9 +45,16 @@ impl Contributions {
         let spec = schedule.spec();
         let n = spec.ranks;
         if n > MAX_CONTRIB_RANKS {
-            return Err(ContribError::TooManyRanks { ranks: n, max: MAX_CONTRIB_RANKS });
+            return Err(ContribError::TooManyRanks {
+                ranks: n,
+                max: MAX_CONTRIB_RANKS,
+            });
         }
-        let unit = Spec { count: n, elem_size: 1, ..*spec };
+        let unit = Spec {
+            count: n,
+            elem_size: 1,
+            ..*spec
+        };
         let rebuilt;
         let per_chunk = if spec.count == n {
             schedule
@@ -55,7 +62,9 @@ impl Contributions {
             rebuilt = Schedule::build(&unit)?;
             &rebuilt
         };
-        let initial: Vec<Vec<u64>> = (0..n).map(|r| initial_row(spec.op, spec.root, n, r)).collect();
+        let initial: Vec<Vec<u64>> = (0..n)
+            .map(|r| initial_row(spec.op, spec.root, n, r))
+            .collect();
         let cells = replay(per_chunk, &initial, steps, |a, b| a | b)?;
         Ok(Contributions { ranks: n, cells })
     }
@@ -67,7 +76,11 @@ impl Contributions {
 
     /// The bitset for `rank`'s `chunk` (0 when out of range).
     pub fn get(&self, rank: usize, chunk: usize) -> u64 {
-        self.cells.get(rank).and_then(|row| row.get(chunk)).copied().unwrap_or(0)
+        self.cells
+            .get(rank)
+            .and_then(|row| row.get(chunk))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Whether `rank`'s `chunk` holds data from `source`.
@@ -102,12 +115,20 @@ mod tests {
 
     #[test]
     fn ring_allreduce_cells_fill_up() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 4, 1000, 4)).unwrap();
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Ring,
+            4,
+            1000,
+            4,
+        ))
+        .unwrap();
         let c0 = Contributions::after(&s, 0).unwrap();
         assert_eq!(c0.get(2, 3), 0b0100);
-        // After step 0, rank 1 reduced chunk 0 from rank 0 into its own.
+        // After step 0, rank 1 reduced rank 0's chunk 3 into its own; its chunk 0 is still its own.
         let c1 = Contributions::after(&s, 1).unwrap();
-        assert_eq!(c1.get(1, 0), 0b0011);
+        assert_eq!(c1.get(1, 3), 0b0011);
+        assert_eq!(c1.get(1, 0), 0b0010);
         // After reduce-scatter, rank r owns chunk r complete.
         let rs = Contributions::after(&s, 3).unwrap();
         assert!((0..4).all(|r| rs.is_complete(r, r)));
@@ -118,7 +139,17 @@ mod tests {
 
     #[test]
     fn more_than_64_ranks_is_an_error() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Naive, 65, 10, 4)).unwrap();
-        assert!(matches!(Contributions::after(&s, 1), Err(ContribError::TooManyRanks { .. })));
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Naive,
+            65,
+            10,
+            4,
+        ))
+        .unwrap();
+        assert!(matches!(
+            Contributions::after(&s, 1),
+            Err(ContribError::TooManyRanks { .. })
+        ));
     }
 }

@@ -35,8 +35,13 @@ pub struct Traffic {
 /// Counts every transfer of `schedule`.
 pub fn traffic(schedule: &Schedule) -> Traffic {
     let n = schedule.spec().ranks;
-    let mut per_rank: Vec<RankBytes> =
-        (0..n).map(|rank| RankBytes { rank, bytes_sent: 0, bytes_received: 0 }).collect();
+    let mut per_rank: Vec<RankBytes> = (0..n)
+        .map(|rank| RankBytes {
+            rank,
+            bytes_sent: 0,
+            bytes_received: 0,
+        })
+        .collect();
     let mut links: HashMap<(u32, u32), u64> = HashMap::new();
     let mut total: u64 = 0;
     for t in schedule.steps().iter().flat_map(|s| &s.transfers) {
@@ -49,13 +54,23 @@ pub fn traffic(schedule: &Schedule) -> Traffic {
         total = total.saturating_add(bytes);
     }
     let max_link_bytes = links.values().copied().max().unwrap_or(0);
-    Traffic { per_rank, total_bytes_sent: total, max_link_bytes, steps: schedule.len() }
+    Traffic {
+        per_rank,
+        total_bytes_sent: total,
+        max_link_bytes,
+        steps: schedule.len(),
+    }
 }
 
 /// Bytes each rank has sent during the first `steps` steps (for the UI's running counters).
 pub fn sent_through(schedule: &Schedule, steps: usize) -> Vec<u64> {
     let mut sent = vec![0u64; schedule.spec().ranks];
-    for t in schedule.steps().iter().take(steps).flat_map(|s| &s.transfers) {
+    for t in schedule
+        .steps()
+        .iter()
+        .take(steps)
+        .flat_map(|s| &s.transfers)
+    {
         let s = &mut sent[t.src as usize];
         *s = s.saturating_add(schedule.transfer_bytes(t));
     }
@@ -136,7 +151,11 @@ pub fn estimate(schedule: &Schedule, link: &Link) -> Estimate {
             bandwidth_s += worst as f64 / (link.bandwidth_gbps * 1e9);
         }
     }
-    Estimate { latency_s, bandwidth_s, total_s: latency_s + bandwidth_s }
+    Estimate {
+        latency_s,
+        bandwidth_s,
+        total_s: latency_s + bandwidth_s,
+    }
 }
 
 /// nccl-tests' bus bandwidth factor: all-reduce 2(n−1)/n; reduce-scatter and all-gather (n−1)/n;
@@ -170,7 +189,11 @@ pub fn algbw_bytes(spec: &Spec) -> u64 {
 
 /// algbw in GB/s (1e9) for `bytes` in `seconds`; 0 when seconds is not positive.
 pub fn algbw_gbps(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 { bytes as f64 / seconds / 1e9 } else { 0.0 }
+    if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
+    }
 }
 
 /// busbw in GB/s: algbw × [`busbw_factor`].
@@ -185,7 +208,14 @@ mod tests {
 
     #[test]
     fn ring_allreduce_sends_2_n_minus_1_over_n() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 5, 1003, 1)).unwrap();
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Ring,
+            5,
+            1003,
+            1,
+        ))
+        .unwrap();
         let t = traffic(&s);
         assert_eq!(t.total_bytes_sent, 8024);
         assert_eq!(t.steps, 8);
@@ -199,7 +229,14 @@ mod tests {
 
     #[test]
     fn naive_root_link_carries_everything() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Naive, 4, 100, 4)).unwrap();
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Naive,
+            4,
+            100,
+            4,
+        ))
+        .unwrap();
         let t = traffic(&s);
         assert_eq!(t.per_rank[0].bytes_received, 1200);
         assert_eq!(t.per_rank[0].bytes_sent, 1200);
@@ -208,8 +245,20 @@ mod tests {
 
     #[test]
     fn estimate_is_latency_plus_busiest_rank_per_step() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Naive, 4, 250, 4)).unwrap();
-        let link = Link { name: "t", latency_us: 1.0, bandwidth_gbps: 1.0, note: "" };
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Naive,
+            4,
+            250,
+            4,
+        ))
+        .unwrap();
+        let link = Link {
+            name: "t",
+            latency_us: 1.0,
+            bandwidth_gbps: 1.0,
+            note: "",
+        };
         let e = estimate(&s, &link);
         // Two steps; the root receives 3000 B, then sends 3000 B.
         assert!((e.latency_s - 2e-6).abs() < 1e-12);

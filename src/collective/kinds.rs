@@ -27,8 +27,16 @@ fn squash(s: &str) -> String {
         .collect()
 }
 
-fn parse_error(what: &'static str, input: &str, names: impl Iterator<Item = &'static str>) -> ParseError {
-    ParseError { what, input: input.to_string(), valid: names.collect::<Vec<_>>().join(", ") }
+fn parse_error(
+    what: &'static str,
+    input: &str,
+    names: impl Iterator<Item = &'static str>,
+) -> ParseError {
+    ParseError {
+        what,
+        input: input.to_string(),
+        valid: names.collect::<Vec<_>>().join(", "),
+    }
 }
 
 /// Implements `Display` via `name()` and a `next()` that cycles through `ALL`.
@@ -103,7 +111,10 @@ impl Collective {
 
     /// True when the collective combines data with an [`Op`] (all-reduce, reduce-scatter, reduce).
     pub fn is_reducing(self) -> bool {
-        matches!(self, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
     }
 
     /// True when the collective has a root rank (broadcast, reduce).
@@ -123,7 +134,11 @@ impl FromStr for Collective {
             "broadcast" | "bcast" => Ok(Collective::Broadcast),
             "reduce" => Ok(Collective::Reduce),
             "sendrecv" | "p2p" => Ok(Collective::SendRecv),
-            _ => Err(parse_error("collective", s, Self::ALL.iter().map(|c| c.name()))),
+            _ => Err(parse_error(
+                "collective",
+                s,
+                Self::ALL.iter().map(|c| c.name()),
+            )),
         }
     }
 }
@@ -161,7 +176,11 @@ impl FromStr for Algorithm {
             "ring" => Ok(Algorithm::Ring),
             "naive" | "linear" | "star" => Ok(Algorithm::Naive),
             "tree" | "binarytree" => Ok(Algorithm::Tree),
-            _ => Err(parse_error("algorithm", s, Self::ALL.iter().map(|a| a.name()))),
+            _ => Err(parse_error(
+                "algorithm",
+                s,
+                Self::ALL.iter().map(|a| a.name()),
+            )),
         }
     }
 }
@@ -245,7 +264,9 @@ impl FromStr for Dtype {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, ParseError> {
         let key = squash(s);
-        let found = Self::ALL.into_iter().find(|d| key == d.name() || key == d.nccl_name());
+        let found = Self::ALL
+            .into_iter()
+            .find(|d| key == d.name() || key == d.nccl_name());
         let alias = match key.as_str() {
             "char" => Some(Dtype::I8),
             "fp16" | "float16" => Some(Dtype::F16),
@@ -330,7 +351,10 @@ mod tests {
     #[test]
     fn nccl_tests_spellings_are_accepted() {
         assert_eq!("allreduce".parse::<Collective>(), Ok(Collective::AllReduce));
-        assert_eq!("All_Gather".parse::<Collective>(), Ok(Collective::AllGather));
+        assert_eq!(
+            "All_Gather".parse::<Collective>(),
+            Ok(Collective::AllGather)
+        );
         assert_eq!("send-recv".parse::<Collective>(), Ok(Collective::SendRecv));
         assert_eq!("float".parse::<Dtype>(), Ok(Dtype::F32));
         assert_eq!("half".parse::<Dtype>(), Ok(Dtype::F16));
@@ -341,7 +365,10 @@ mod tests {
     fn parse_error_lists_valid_values() {
         let e = "alltoall".parse::<Collective>().unwrap_err().to_string();
         assert!(e.contains("\"alltoall\""), "{e}");
-        assert!(e.contains("all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv"), "{e}");
+        assert!(
+            e.contains("all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv"),
+            "{e}"
+        );
         let e = "float8".parse::<Dtype>().unwrap_err().to_string();
         assert!(e.contains("bf16"), "{e}");
     }

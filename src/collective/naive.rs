@@ -51,7 +51,9 @@ pub(super) fn build(b: &mut Builder) {
 fn to_root(b: &mut Builder, phase: Phase, reduce: bool) {
     let (n, count, root) = (b.spec.ranks, b.spec.count, b.spec.root);
     let t = b.step(phase, n - 1);
-    (0..n).filter(|&r| r != root).for_each(|r| push(t, r, root, 0..count, reduce));
+    (0..n)
+        .filter(|&r| r != root)
+        .for_each(|r| push(t, r, root, 0..count, reduce));
 }
 
 #[cfg(test)]
@@ -60,20 +62,48 @@ mod tests {
 
     #[test]
     fn naive_allreduce_funnels_through_rank_0() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Naive, 4, 10, 4)).unwrap();
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Naive,
+            4,
+            10,
+            4,
+        ))
+        .unwrap();
         assert_eq!(s.len(), 2);
-        let up: Vec<_> = s.steps()[0].transfers.iter().map(|t| (t.src, t.dst, t.len, t.reduce)).collect();
-        assert_eq!(up, vec![(1, 0, 10, true), (2, 0, 10, true), (3, 0, 10, true)]);
-        let down: Vec<_> = s.steps()[1].transfers.iter().map(|t| (t.src, t.dst, t.len, t.reduce)).collect();
-        assert_eq!(down, vec![(0, 1, 10, false), (0, 2, 10, false), (0, 3, 10, false)]);
+        let up: Vec<_> = s.steps()[0]
+            .transfers
+            .iter()
+            .map(|t| (t.src, t.dst, t.len, t.reduce))
+            .collect();
+        assert_eq!(
+            up,
+            vec![(1, 0, 10, true), (2, 0, 10, true), (3, 0, 10, true)]
+        );
+        let down: Vec<_> = s.steps()[1]
+            .transfers
+            .iter()
+            .map(|t| (t.src, t.dst, t.len, t.reduce))
+            .collect();
+        assert_eq!(
+            down,
+            vec![(0, 1, 10, false), (0, 2, 10, false), (0, 3, 10, false)]
+        );
         assert_eq!(s.steps()[1].phase, Phase::Broadcast);
     }
 
     #[test]
     fn naive_allgather_sends_each_rank_everything_but_its_own_chunk() {
-        let s = Schedule::build(&Spec { root: 1, ..Spec::new(Collective::AllGather, Algorithm::Naive, 3, 9, 1) })
-            .unwrap();
-        let down: Vec<_> = s.steps()[1].transfers.iter().map(|t| (t.dst, t.offset, t.len)).collect();
+        let s = Schedule::build(&Spec {
+            root: 1,
+            ..Spec::new(Collective::AllGather, Algorithm::Naive, 3, 9, 1)
+        })
+        .unwrap();
+        let down: Vec<_> = s.steps()[1]
+            .transfers
+            .iter()
+            .map(|t| (t.dst, t.offset, t.len))
+            .collect();
         assert_eq!(down, vec![(0, 3, 6), (2, 0, 6)]);
     }
 }

@@ -84,7 +84,11 @@ mod tests {
     }
 
     fn moves(s: &Schedule, step: usize) -> Vec<(u32, u32, u64, u64, bool)> {
-        s.steps()[step].transfers.iter().map(|t| (t.src, t.dst, t.offset, t.len, t.reduce)).collect()
+        s.steps()[step]
+            .transfers
+            .iter()
+            .map(|t| (t.src, t.dst, t.offset, t.len, t.reduce))
+            .collect()
     }
 
     #[test]
@@ -94,14 +98,24 @@ mod tests {
         // rank r sends chunk (r-1) mod 4 (2 elements each) to r+1, receiver reduces.
         assert_eq!(
             moves(&s, 0),
-            vec![(0, 1, 6, 2, true), (1, 2, 0, 2, true), (2, 3, 2, 2, true), (3, 0, 4, 2, true)]
+            vec![
+                (0, 1, 6, 2, true),
+                (1, 2, 0, 2, true),
+                (2, 3, 2, 2, true),
+                (3, 0, 4, 2, true)
+            ]
         );
         // Last reduce-scatter step: rank r sends chunk (r+1) mod 4 to r+1, which then owns it reduced.
         assert_eq!(moves(&s, 2)[0], (0, 1, 2, 2, true));
         // First all-gather step: rank r sends its own (finished) chunk r.
         assert_eq!(
             moves(&s, 3),
-            vec![(0, 1, 0, 2, false), (1, 2, 2, 2, false), (2, 3, 4, 2, false), (3, 0, 6, 2, false)]
+            vec![
+                (0, 1, 0, 2, false),
+                (1, 2, 2, 2, false),
+                (2, 3, 4, 2, false),
+                (3, 0, 6, 2, false)
+            ]
         );
         assert_eq!(s.phase_position(1), Some((Phase::ReduceScatter, 2, 3)));
         assert_eq!(s.phase_position(5), Some((Phase::AllGather, 3, 3)));
@@ -113,14 +127,22 @@ mod tests {
         let s = ring(Collective::AllReduce, 5, 1003);
         let lens: Vec<usize> = (0..5).map(|i| s.chunk(i).len()).collect();
         assert_eq!(lens, vec![201, 201, 201, 200, 200]);
-        let total: u64 = s.steps().iter().flat_map(|st| &st.transfers).map(|t| t.len).sum();
+        let total: u64 = s
+            .steps()
+            .iter()
+            .flat_map(|st| &st.transfers)
+            .map(|t| t.len)
+            .sum();
         assert_eq!(total, 2 * 4 * 1003);
     }
 
     #[test]
     fn broadcast_chain_pipelines_in_2n_minus_2_steps() {
-        let s = Schedule::build(&Spec { root: 2, ..Spec::new(Collective::Broadcast, Algorithm::Ring, 4, 4, 1) })
-            .unwrap();
+        let s = Schedule::build(&Spec {
+            root: 2,
+            ..Spec::new(Collective::Broadcast, Algorithm::Ring, 4, 4, 1)
+        })
+        .unwrap();
         assert_eq!(s.len(), 6);
         assert_eq!(moves(&s, 0), vec![(2, 3, 0, 1, false)]);
         assert_eq!(moves(&s, 1), vec![(2, 3, 1, 1, false), (3, 0, 0, 1, false)]);
@@ -129,8 +151,11 @@ mod tests {
 
     #[test]
     fn reduce_chain_ends_at_the_root() {
-        let s = Schedule::build(&Spec { root: 1, ..Spec::new(Collective::Reduce, Algorithm::Ring, 3, 3, 1) })
-            .unwrap();
+        let s = Schedule::build(&Spec {
+            root: 1,
+            ..Spec::new(Collective::Reduce, Algorithm::Ring, 3, 3, 1)
+        })
+        .unwrap();
         assert_eq!(s.len(), 4);
         assert_eq!(moves(&s, 0), vec![(2, 0, 0, 1, true)]);
         assert_eq!(moves(&s, 3), vec![(0, 1, 2, 1, true)]);
@@ -140,7 +165,12 @@ mod tests {
     fn fewer_elements_than_ranks_omits_empty_transfers_but_keeps_steps() {
         let s = ring(Collective::AllReduce, 4, 2);
         assert_eq!(s.len(), 6);
-        assert!(s.steps().iter().flat_map(|st| &st.transfers).all(|t| t.len == 1));
+        assert!(
+            s.steps()
+                .iter()
+                .flat_map(|st| &st.transfers)
+                .all(|t| t.len == 1)
+        );
         let s0 = ring(Collective::AllGather, 4, 0);
         assert_eq!(s0.len(), 3);
         assert_eq!(s0.transfer_count(), 0);

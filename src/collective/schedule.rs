@@ -42,8 +42,16 @@ pub enum ScheduleError {
     #[error("buffer of {count} elements × {elem_size} bytes exceeds the 1 TiB limit")]
     BufferTooLarge { count: usize, elem_size: usize },
     /// The schedule would hold more than [`MAX_TRANSFERS`] transfers.
-    #[error("{op} {algo} on {ranks} ranks needs about {transfers} transfers (limit {max}); use fewer ranks")]
-    TooManyTransfers { op: Collective, algo: Algorithm, ranks: usize, transfers: u64, max: u64 },
+    #[error(
+        "{op} {algo} on {ranks} ranks needs about {transfers} transfers (limit {max}); use fewer ranks"
+    )]
+    TooManyTransfers {
+        op: Collective,
+        algo: Algorithm,
+        ranks: usize,
+        transfers: u64,
+        max: u64,
+    },
 }
 
 /// What to build: a collective, an algorithm and the buffer shape.
@@ -65,8 +73,21 @@ pub struct Spec {
 
 impl Spec {
     /// A spec with root 0.
-    pub fn new(op: Collective, algo: Algorithm, ranks: usize, count: usize, elem_size: usize) -> Self {
-        Spec { op, algo, ranks, count, elem_size, root: 0 }
+    pub fn new(
+        op: Collective,
+        algo: Algorithm,
+        ranks: usize,
+        count: usize,
+        elem_size: usize,
+    ) -> Self {
+        Spec {
+            op,
+            algo,
+            ranks,
+            count,
+            elem_size,
+            root: 0,
+        }
     }
 
     /// Bytes in one rank's buffer: M = count × elem_size (saturating; `build` rejects overflow).
@@ -166,7 +187,11 @@ pub fn chunk_range(count: usize, n: usize, i: usize) -> Range<usize> {
     let (base, rem) = (count / n, count % n);
     let i = i.min(n);
     let start = i * base + i.min(rem);
-    let len = if i < n { base + usize::from(i < rem) } else { 0 };
+    let len = if i < n {
+        base + usize::from(i < rem)
+    } else {
+        0
+    };
     start..start + len
 }
 
@@ -177,7 +202,11 @@ pub fn chunk_of(count: usize, n: usize, elem: usize) -> Option<usize> {
     }
     let (base, rem) = (count / n, count % n);
     let big = rem * (base + 1);
-    Some(if elem < big { elem / (base + 1) } else { rem + (elem - big) / base })
+    Some(if elem < big {
+        elem / (base + 1)
+    } else {
+        rem + (elem - big) / base
+    })
 }
 
 /// A built schedule: the spec and its steps.
@@ -200,7 +229,10 @@ impl Schedule {
                 (_, Algorithm::Tree) => tree::build(&mut b),
             }
         }
-        Ok(Schedule { spec: *spec, steps: b.steps })
+        Ok(Schedule {
+            spec: *spec,
+            steps: b.steps,
+        })
     }
 
     /// The spec this schedule was built from.
@@ -237,7 +269,10 @@ impl Schedule {
     pub fn chunks_of(&self, t: &Transfer) -> Range<usize> {
         let (count, n) = (self.spec.count, self.spec.ranks);
         let r = t.range();
-        match (chunk_of(count, n, r.start), r.end.checked_sub(1).and_then(|e| chunk_of(count, n, e))) {
+        match (
+            chunk_of(count, n, r.start),
+            r.end.checked_sub(1).and_then(|e| chunk_of(count, n, e)),
+        ) {
             (Some(a), Some(b)) if !r.is_empty() => a..b + 1,
             _ => 0..0,
         }
@@ -252,8 +287,14 @@ impl Schedule {
     /// e.g. `(ReduceScatter, 2, 3)` = "reduce-scatter step 2 of 3". `None` past the end.
     pub fn phase_position(&self, step: usize) -> Option<(Phase, usize, usize)> {
         let phase = self.steps.get(step)?.phase;
-        let first = self.steps[..step].iter().rposition(|s| s.phase != phase).map_or(0, |i| i + 1);
-        let end = self.steps[step..].iter().position(|s| s.phase != phase).map_or(self.steps.len(), |i| step + i);
+        let first = self.steps[..step]
+            .iter()
+            .rposition(|s| s.phase != phase)
+            .map_or(0, |i| i + 1);
+        let end = self.steps[step..]
+            .iter()
+            .position(|s| s.phase != phase)
+            .map_or(self.steps.len(), |i| step + i);
         Some((phase, step - first + 1, end - first))
     }
 
@@ -266,7 +307,13 @@ impl Schedule {
 }
 
 /// See [`Schedule::defined_range`]; usable without building a schedule.
-pub fn defined_range(op: Collective, count: usize, ranks: usize, rank: usize, root: usize) -> Range<usize> {
+pub fn defined_range(
+    op: Collective,
+    count: usize,
+    ranks: usize,
+    rank: usize,
+    root: usize,
+) -> Range<usize> {
     match op {
         Collective::ReduceScatter => chunk_range(count, ranks, rank),
         Collective::Reduce if rank != root => 0..0,
@@ -280,17 +327,26 @@ fn validate(spec: &Spec) -> Result<(), ScheduleError> {
         return Err(ScheduleError::NoRanks);
     }
     if n > MAX_RANKS {
-        return Err(ScheduleError::TooManyRanks { ranks: n, max: MAX_RANKS });
+        return Err(ScheduleError::TooManyRanks {
+            ranks: n,
+            max: MAX_RANKS,
+        });
     }
     if spec.root >= n {
-        return Err(ScheduleError::RootOutOfRange { root: spec.root, ranks: n });
+        return Err(ScheduleError::RootOutOfRange {
+            root: spec.root,
+            ranks: n,
+        });
     }
     if spec.elem_size == 0 {
         return Err(ScheduleError::ZeroElemSize);
     }
     let bytes = (spec.count as u64).checked_mul(spec.elem_size as u64);
     if bytes.is_none_or(|b| b > MAX_BUFFER_BYTES) {
-        return Err(ScheduleError::BufferTooLarge { count: spec.count, elem_size: spec.elem_size });
+        return Err(ScheduleError::BufferTooLarge {
+            count: spec.count,
+            elem_size: spec.elem_size,
+        });
     }
     let transfers = transfer_bound(spec.op, spec.algo, n as u64);
     if transfers > MAX_TRANSFERS {
@@ -325,13 +381,20 @@ pub(super) struct Builder {
 
 impl Builder {
     fn new(spec: &Spec) -> Self {
-        Builder { spec: *spec, steps: Vec::new() }
+        Builder {
+            spec: *spec,
+            steps: Vec::new(),
+        }
     }
 
     /// Opens a new step with room for `capacity` transfers and returns its transfer list.
     pub(super) fn step(&mut self, phase: Phase, capacity: usize) -> &mut Vec<Transfer> {
         let index = self.steps.len();
-        self.steps.push(Step { index, phase, transfers: Vec::with_capacity(capacity) });
+        self.steps.push(Step {
+            index,
+            phase,
+            transfers: Vec::with_capacity(capacity),
+        });
         &mut self.steps[index].transfers
     }
 }

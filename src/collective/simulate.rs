@@ -21,7 +21,11 @@ pub enum SimError {
     WrongRankCount { expected: usize, got: usize },
     /// A buffer has the wrong length.
     #[error("rank {rank}'s buffer has {got} elements, expected {expected}")]
-    WrongLength { rank: usize, expected: usize, got: usize },
+    WrongLength {
+        rank: usize,
+        expected: usize,
+        got: usize,
+    },
     /// The root is not one of the ranks.
     #[error("root {root} is not a rank: ranks are 0..{ranks}")]
     RootOutOfRange { root: usize, ranks: usize },
@@ -76,10 +80,17 @@ float_element!(f32, f64);
 
 fn check_shape<T>(ranks: usize, count: usize, bufs: &[Vec<T>]) -> Result<(), SimError> {
     if bufs.len() != ranks {
-        return Err(SimError::WrongRankCount { expected: ranks, got: bufs.len() });
+        return Err(SimError::WrongRankCount {
+            expected: ranks,
+            got: bufs.len(),
+        });
     }
     match bufs.iter().position(|b| b.len() != count) {
-        Some(rank) => Err(SimError::WrongLength { rank, expected: count, got: bufs[rank].len() }),
+        Some(rank) => Err(SimError::WrongLength {
+            rank,
+            expected: count,
+            got: bufs[rank].len(),
+        }),
         None => Ok(()),
     }
 }
@@ -87,7 +98,12 @@ fn check_shape<T>(ranks: usize, count: usize, bufs: &[Vec<T>]) -> Result<(), Sim
 /// Applies one step to `bufs`: every transfer reads the state before the step (the sources are
 /// copied to `scratch` first), then writes (`reduce == false`) or combines with `combine`.
 /// Buffers must have the schedule's shape (callers check it first).
-fn apply_step<T: Copy>(bufs: &mut [Vec<T>], step: &Step, scratch: &mut Vec<T>, combine: impl Fn(T, T) -> T) {
+fn apply_step<T: Copy>(
+    bufs: &mut [Vec<T>],
+    step: &Step,
+    scratch: &mut Vec<T>,
+    combine: impl Fn(T, T) -> T,
+) {
     scratch.clear();
     for t in &step.transfers {
         scratch.extend_from_slice(&bufs[t.src as usize][t.range()]);
@@ -98,7 +114,9 @@ fn apply_step<T: Copy>(bufs: &mut [Vec<T>], step: &Step, scratch: &mut Vec<T>, c
         at += t.len as usize;
         let dst = &mut bufs[t.dst as usize][t.range()];
         if t.reduce {
-            dst.iter_mut().zip(data).for_each(|(d, &s)| *d = combine(*d, s));
+            dst.iter_mut()
+                .zip(data)
+                .for_each(|(d, &s)| *d = combine(*d, s));
         } else {
             dst.copy_from_slice(data);
         }
@@ -124,12 +142,20 @@ pub fn replay<T: Copy>(
 }
 
 /// Runs the whole schedule with `op` and returns every rank's final buffer (Avg divided).
-pub fn simulate<T: Element>(schedule: &Schedule, op: Op, inputs: &[Vec<T>]) -> Result<Vec<Vec<T>>, SimError> {
-    let mut bufs = replay(schedule, inputs, schedule.len(), |a, b| T::combine(op, a, b))?;
+pub fn simulate<T: Element>(
+    schedule: &Schedule,
+    op: Op,
+    inputs: &[Vec<T>],
+) -> Result<Vec<Vec<T>>, SimError> {
+    let mut bufs = replay(schedule, inputs, schedule.len(), |a, b| {
+        T::combine(op, a, b)
+    })?;
     let spec = schedule.spec();
     if op == Op::Avg && spec.op.is_reducing() {
         for (rank, buf) in bufs.iter_mut().enumerate() {
-            buf[schedule.defined_range(rank)].iter_mut().for_each(|x| *x = x.div_ranks(spec.ranks));
+            buf[schedule.defined_range(rank)]
+                .iter_mut()
+                .for_each(|x| *x = x.div_ranks(spec.ranks));
         }
     }
     Ok(bufs)
@@ -154,7 +180,9 @@ pub fn reference<T: Element>(
     let reduced = |range: std::ops::Range<usize>| -> Vec<T> {
         let mut acc = inputs[0][range.clone()].to_vec();
         for input in &inputs[1..] {
-            acc.iter_mut().zip(&input[range.clone()]).for_each(|(a, &b)| *a = T::combine(op, *a, b));
+            acc.iter_mut()
+                .zip(&input[range.clone()])
+                .for_each(|(a, &b)| *a = T::combine(op, *a, b));
         }
         if op == Op::Avg {
             acc.iter_mut().for_each(|x| *x = x.div_ranks(n));
@@ -167,7 +195,9 @@ pub fn reference<T: Element>(
         Collective::Reduce if r == root => reduced(0..count),
         Collective::Reduce => Vec::new(),
         Collective::Broadcast => inputs[root].clone(),
-        Collective::AllGather => (0..n).flat_map(|c| inputs[c][chunk_range(count, n, c)].iter().copied()).collect(),
+        Collective::AllGather => (0..n)
+            .flat_map(|c| inputs[c][chunk_range(count, n, c)].iter().copied())
+            .collect(),
         Collective::SendRecv => inputs[(r + n - 1) % n].clone(),
     });
     Ok(out.collect())
@@ -185,13 +215,20 @@ pub fn count_wrong<T: Element>(
     let count = outputs.first().map_or(0, Vec::len);
     check_shape(n, count, outputs)?;
     if expected.len() != n {
-        return Err(SimError::WrongRankCount { expected: n, got: expected.len() });
+        return Err(SimError::WrongRankCount {
+            expected: n,
+            got: expected.len(),
+        });
     }
     let mut wrong = 0;
     for (rank, (out, exp)) in outputs.iter().zip(expected).enumerate() {
         let got = &out[defined_range(collective, count, n, rank, root)];
         if got.len() != exp.len() {
-            return Err(SimError::WrongLength { rank, expected: got.len(), got: exp.len() });
+            return Err(SimError::WrongLength {
+                rank,
+                expected: got.len(),
+                got: exp.len(),
+            });
         }
         wrong += got.iter().zip(exp).filter(|(a, b)| a != b).count();
     }
@@ -204,12 +241,15 @@ mod tests {
     use crate::collective::{Algorithm, Spec};
 
     fn inputs(n: usize, count: usize) -> Vec<Vec<i64>> {
-        (0..n).map(|r| (0..count).map(|i| (r * 100 + i) as i64).collect()).collect()
+        (0..n)
+            .map(|r| (0..count).map(|i| (r * 100 + i) as i64).collect())
+            .collect()
     }
 
     #[test]
     fn ring_allreduce_sums_on_every_rank() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 3, 5, 8)).unwrap();
+        let s =
+            Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 3, 5, 8)).unwrap();
         let out = simulate(&s, Op::Sum, &inputs(3, 5)).unwrap();
         let want: Vec<i64> = (0..5).map(|i| 300 + 3 * i).collect();
         assert!(out.iter().all(|b| *b == want), "{out:?}");
@@ -217,28 +257,40 @@ mod tests {
 
     #[test]
     fn sendrecv_with_two_ranks_swaps_simultaneously() {
-        let s = Schedule::build(&Spec::new(Collective::SendRecv, Algorithm::Ring, 2, 2, 8)).unwrap();
+        let s =
+            Schedule::build(&Spec::new(Collective::SendRecv, Algorithm::Ring, 2, 2, 8)).unwrap();
         let out = simulate(&s, Op::Sum, &inputs(2, 2)).unwrap();
         assert_eq!(out, vec![vec![100, 101], vec![0, 1]]);
     }
 
     #[test]
     fn avg_divides_once_at_the_end() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Tree, 4, 2, 4)).unwrap();
+        let s =
+            Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Tree, 4, 2, 4)).unwrap();
         let ins: Vec<Vec<i32>> = (0..4).map(|r| vec![r * 4, 3]).collect();
         let out = simulate(&s, Op::Avg, &ins).unwrap();
         assert!(out.iter().all(|b| *b == vec![6, 3]), "{out:?}");
-        assert_eq!(reference(Op::Avg, Collective::AllReduce, &ins, 0).unwrap()[2], vec![6, 3]);
+        assert_eq!(
+            reference(Op::Avg, Collective::AllReduce, &ins, 0).unwrap()[2],
+            vec![6, 3]
+        );
     }
 
     #[test]
     fn wrong_shapes_are_errors_not_panics() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 3, 5, 8)).unwrap();
+        let s =
+            Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 3, 5, 8)).unwrap();
         assert_eq!(
             simulate(&s, Op::Sum, &inputs(2, 5)),
-            Err(SimError::WrongRankCount { expected: 3, got: 2 })
+            Err(SimError::WrongRankCount {
+                expected: 3,
+                got: 2
+            })
         );
-        assert!(matches!(simulate(&s, Op::Sum, &inputs(3, 4)), Err(SimError::WrongLength { .. })));
+        assert!(matches!(
+            simulate(&s, Op::Sum, &inputs(3, 4)),
+            Err(SimError::WrongLength { .. })
+        ));
         assert!(reference(Op::Sum, Collective::Reduce, &inputs(3, 4), 3).is_err());
     }
 

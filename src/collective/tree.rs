@@ -153,12 +153,21 @@ mod tests {
 
     #[test]
     fn tree_allreduce_has_2_log2_n_steps() {
-        let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Tree, 8, 16, 4)).unwrap();
+        let s =
+            Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Tree, 8, 16, 4)).unwrap();
         assert_eq!(s.len(), 6);
         // Deepest level first: virtual 7 → 3 (only node at level 3).
-        let first: Vec<_> = s.steps()[0].transfers.iter().map(|t| (t.src, t.dst, t.reduce)).collect();
+        let first: Vec<_> = s.steps()[0]
+            .transfers
+            .iter()
+            .map(|t| (t.src, t.dst, t.reduce))
+            .collect();
         assert_eq!(first, vec![(7, 3, true)]);
-        let last: Vec<_> = s.steps()[5].transfers.iter().map(|t| (t.src, t.dst, t.reduce)).collect();
+        let last: Vec<_> = s.steps()[5]
+            .transfers
+            .iter()
+            .map(|t| (t.src, t.dst, t.reduce))
+            .collect();
         assert_eq!(last, vec![(3, 7, false)]);
     }
 }

@@ -1,0 +1,183 @@
+//! `ringlab check`: one fixture folder per malformed case, each caught with its file:line:col.
+
+use std::process::Command;
+
+fn check(case: &str) -> (i32, String) {
+    let dir = format!("tests/fixtures/check/{case}");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["check", &dir])
+        .output()
+        .expect("run ringlab check");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn assert_reports(case: &str, expected: &[&str]) {
+    let (code, out) = check(case);
+    assert_eq!(code, 1, "{case}: exit code; output:\n{out}");
+    for e in expected {
+        assert!(out.contains(e), "{case}: expected `{e}` in:\n{out}");
+    }
+    assert_eq!(
+        out.lines().count(),
+        expected.len(),
+        "{case}: exactly these problems:\n{out}"
+    );
+}
+
+const D: &str = "tests/fixtures/check";
+
+#[test]
+fn missing_front_matter_is_reported_at_1_1() {
+    assert_reports(
+        "missing-front-matter",
+        &[&format!(
+            "{D}/missing-front-matter/lesson.md:1:1: error: missing front matter"
+        )],
+    );
+}
+
+#[test]
+fn bad_toml_in_front_matter_points_at_the_error() {
+    assert_reports(
+        "bad-toml",
+        &[&format!(
+            "{D}/bad-toml/lesson.md:3:11: error: bad front matter"
+        )],
+    );
+}
+
+#[test]
+fn missing_title_is_reported() {
+    assert_reports(
+        "missing-field",
+        &[&format!(
+            "{D}/missing-field/lesson.md:2:1: error: bad front matter: missing field `title`"
+        )],
+    );
+}
+
+#[test]
+fn duplicate_ids_point_at_the_second_file() {
+    assert_reports(
+        "duplicate-id",
+        &[&format!(
+            "{D}/duplicate-id/b.md:2:1: error: duplicate lesson id `a`"
+        )],
+    );
+}
+
+#[test]
+fn unknown_prerequisite_points_at_the_key() {
+    assert_reports(
+        "unknown-prereq",
+        &[&format!(
+            "{D}/unknown-prereq/lesson.md:5:1: error: unknown prerequisite `nope`"
+        )],
+    );
+}
+
+#[test]
+fn prerequisite_cycle_is_reported_in_every_file_on_it() {
+    assert_reports(
+        "cycle",
+        &[
+            &format!("{D}/cycle/a.md:5:1: error: prerequisite cycle: a → b → a"),
+            &format!("{D}/cycle/b.md:5:1: error: prerequisite cycle: b → a → b"),
+        ],
+    );
+}
+
+#[test]
+fn malformed_fenced_block_points_inside_the_block() {
+    assert_reports(
+        "malformed-block",
+        &[&format!(
+            "{D}/malformed-block/lesson.md:14:9: error: malformed ```ring block"
+        )],
+    );
+}
+
+#[test]
+fn wrongly_typed_block_value_is_reported() {
+    assert_reports(
+        "wrong-type-in-block",
+        &[&format!(
+            "{D}/wrong-type-in-block/lesson.md:13:9: error: malformed ```ring block: invalid type"
+        )],
+    );
+}
+
+#[test]
+fn unclosed_fence_is_reported_at_the_opener() {
+    assert_reports(
+        "unclosed-fence",
+        &[&format!(
+            "{D}/unclosed-fence/lesson.md:10:1: error: unclosed fenced block"
+        )],
+    );
+}
+
+#[test]
+fn broken_internal_link_is_reported() {
+    assert_reports(
+        "broken-link",
+        &[&format!(
+            "{D}/broken-link/lesson.md:10:5: error: broken link: no lesson file `missing.md`"
+        )],
+    );
+}
+
+#[test]
+fn broken_section_link_is_reported() {
+    assert_reports(
+        "broken-anchor",
+        &[&format!(
+            "{D}/broken-anchor/lesson.md:10:5: error: broken link: `lesson.md` has no section `#no-such-section`"
+        )],
+    );
+}
+
+#[test]
+fn unclosed_math_is_reported_at_the_opener() {
+    assert_reports(
+        "unclosed-math",
+        &[&format!(
+            "{D}/unclosed-math/lesson.md:10:13: error: unclosed"
+        )],
+    );
+}
+
+#[test]
+fn a_good_course_passes() {
+    let (code, out) = check("good");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
+fn the_shipped_lessons_pass() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["check", "lessons"])
+        .output()
+        .expect("run ringlab check");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_missing_path_is_a_clear_error_not_a_panic() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["check", "no/such/dir"])
+        .output()
+        .expect("run ringlab check");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no/such/dir"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,0 +1,181 @@
+//! Whole-screen snapshots through ratatui's TestBackend, plus style assertions where colour or
+//! modifiers carry meaning.
+
+use std::path::Path;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::{Color, Modifier};
+use ringlab::course::Course;
+use ringlab::tui::app::{self, Action, App};
+use ringlab::tui::theme::Theme;
+
+fn fixture_app(theme: Theme) -> App {
+    let course = Course::from_dir(Path::new("tests/fixtures/tui")).expect("fixture course");
+    App::new(course, theme)
+}
+
+fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
+    app::update(app, Action::Resize(w, h));
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| app::render(app, f)).expect("draw");
+    t
+}
+
+#[test]
+fn course_map_80x24() {
+    let mut app = fixture_app(Theme::color());
+    let t = draw(&mut app, 80, 24);
+    insta::assert_snapshot!(t.backend());
+}
+
+#[test]
+fn course_map_shipped_course_120x40() {
+    let mut app = App::new(Course::embedded(), Theme::color());
+    let t = draw(&mut app, 120, 40);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("The collectives"), "{text}");
+    assert!(text.contains("Ring all-reduce"), "{text}");
+}
+
+#[test]
+fn lesson_80x24() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    let t = draw(&mut app, 80, 24);
+    insta::assert_snapshot!(t.backend());
+}
+
+#[test]
+fn lesson_120x40() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    let t = draw(&mut app, 120, 40);
+    insta::assert_snapshot!(t.backend());
+}
+
+#[test]
+fn lesson_next_section_jumps_to_the_heading() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::Resize(80, 24));
+    app::update(&mut app, Action::Section(1));
+    app::update(&mut app, Action::Section(1));
+    let t = draw(&mut app, 80, 24);
+    insta::assert_snapshot!(t.backend());
+}
+
+#[test]
+fn search_finds_and_scrolls_to_the_match() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::Resize(80, 24));
+    app::update(&mut app, Action::SearchStart);
+    for c in "needle".chars() {
+        app::update(&mut app, Action::Input(c));
+    }
+    app::update(&mut app, Action::InputSubmit);
+    let t = draw(&mut app, 80, 24);
+    let buf = t.backend().buffer();
+    // The match is on screen and styled as a search hit.
+    let mut found = false;
+    for y in 0..buf.area.height {
+        let row: String = (0..buf.area.width)
+            .map(|x| buf[(x, y)].symbol().to_string())
+            .collect();
+        if let Some(col) = row.find("needle") {
+            let x = row[..col].chars().count() as u16;
+            assert_eq!(buf[(x, y)].bg, Color::Yellow, "hit highlighted");
+            found = true;
+        }
+    }
+    assert!(found, "needle on screen:\n{}", t.backend());
+}
+
+#[test]
+fn help_overlay_lists_the_same_keys_as_the_hint_bar() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::Help);
+    let t = draw(&mut app, 80, 24);
+    let text = format!("{}", t.backend());
+    for b in ringlab::tui::keys::for_contexts(&[ringlab::tui::keys::Context::Lesson]) {
+        assert!(
+            text.contains(b.desc),
+            "overlay misses `{}`:\n{text}",
+            b.desc
+        );
+    }
+    insta::assert_snapshot!(t.backend());
+}
+
+#[test]
+fn too_small_terminal_says_so() {
+    let mut app = fixture_app(Theme::color());
+    let t = draw(&mut app, 60, 20);
+    let text = format!("{}", t.backend());
+    assert!(
+        text.contains("terminal too small: need 80x24, have 60x20"),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_color_selection_is_reverse_video_with_a_marker() {
+    let mut app = fixture_app(Theme::mono());
+    let t = draw(&mut app, 80, 24);
+    let buf = t.backend().buffer();
+    let row: String = (0..80).map(|x| buf[(x, 3)].symbol().to_string()).collect();
+    assert!(row.starts_with("▶"), "selection marker: {row:?}");
+    for y in 0..24 {
+        for x in 0..80 {
+            let c = &buf[(x, y)];
+            assert!(
+                matches!(c.fg, Color::Reset),
+                "no colour under NO_COLOR at {x},{y}"
+            );
+            assert!(
+                matches!(c.bg, Color::Reset),
+                "no colour under NO_COLOR at {x},{y}"
+            );
+        }
+    }
+    assert!(buf[(2, 3)].modifier.contains(Modifier::REVERSED));
+}
+
+#[test]
+fn colour_selection_has_a_background() {
+    let mut app = fixture_app(Theme::color());
+    let t = draw(&mut app, 80, 24);
+    assert_eq!(t.backend().buffer()[(2, 3)].bg, Color::Cyan);
+}
+
+#[test]
+fn back_from_lesson_returns_to_map_and_back_again_quits() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::Back);
+    assert_eq!(app.stack.len(), 1);
+    assert!(!app.quit);
+    app::update(&mut app, Action::Back);
+    assert!(app.quit);
+}
+
+#[test]
+fn reading_to_the_end_marks_the_lesson_done() {
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::Resize(80, 24));
+    app::update(&mut app, Action::Bottom);
+    app::update(&mut app, Action::Back);
+    let t = draw(&mut app, 80, 24);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("✓  1. A sample lesson"), "{text}");
+}
+
+#[test]
+fn unknown_lesson_id_lists_the_known_ones() {
+    let mut app = fixture_app(Theme::color());
+    let known = app.open_lesson("nope").expect_err("unknown");
+    assert_eq!(known, vec!["sample".to_string(), "second".to_string()]);
+}
