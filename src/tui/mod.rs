@@ -10,7 +10,9 @@ pub mod theme;
 use std::io::{self, IsTerminal};
 
 use crossterm::event::{Event, KeyEventKind, MouseEventKind};
-use futures::{FutureExt, StreamExt};
+use std::time::Duration;
+
+use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc;
@@ -92,8 +94,11 @@ async fn event_loop(mut app: App) -> Result<(), TuiError> {
             ev = events.next() => match ev {
                 Some(Ok(ev)) => {
                     dirty |= handle(&mut app, &ev);
-                    // Coalesce: apply whatever else is already waiting before drawing.
-                    while let Some(Some(Ok(ev))) = events.next().now_or_never() {
+                    // Coalesce: apply whatever else is already waiting before drawing. (A zero
+                    // timeout, not `now_or_never`: the stream must keep this task's waker.)
+                    while let Ok(Some(Ok(ev))) =
+                        tokio::time::timeout(Duration::ZERO, events.next()).await
+                    {
                         dirty |= handle(&mut app, &ev);
                     }
                 }
