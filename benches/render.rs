@@ -1,1 +1,67 @@
-fn main() {}
+//! Rendering cost. Targets (issue: foundation): the lesson screen at 120x40 under 1 ms per
+//! frame; the first frame (load the built-in course, lay out a lesson, draw) under 100 ms.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ringlab::course::Course;
+use ringlab::tui::app::{self, Action, App};
+use ringlab::tui::markdown::{self, RenderOptions};
+use ringlab::tui::theme::Theme;
+
+fn lesson_app(w: u16, h: u16) -> App {
+    let mut app = App::new(Course::embedded(), Theme::color());
+    app::update(&mut app, Action::Resize(w, h));
+    app.open_lesson("collectives").expect("lesson");
+    app::update(&mut app, Action::Page(1));
+    app
+}
+
+fn benches(c: &mut Criterion) {
+    let app = lesson_app(120, 40);
+    let mut term = Terminal::new(TestBackend::new(120, 40)).expect("terminal");
+    c.bench_function("lesson_frame_120x40", |b| {
+        b.iter(|| {
+            term.draw(|f| app::render(black_box(&app), f))
+                .expect("draw");
+        })
+    });
+
+    let course = Course::embedded();
+    let body = course
+        .lessons()
+        .find(|l| l.meta.id == "collectives")
+        .expect("lesson")
+        .body
+        .clone();
+    let theme = Theme::color();
+    c.bench_function("lesson_layout_width_100", |b| {
+        b.iter(|| {
+            markdown::render(
+                black_box(&body),
+                &RenderOptions {
+                    width: 100,
+                    theme: &theme,
+                    raw_tex: false,
+                },
+            )
+        })
+    });
+
+    c.bench_function("first_frame_120x40", |b| {
+        b.iter(|| {
+            let app = lesson_app(120, 40);
+            let mut term = Terminal::new(TestBackend::new(120, 40)).expect("terminal");
+            term.draw(|f| app::render(&app, f)).expect("draw");
+        })
+    });
+}
+
+criterion_group! {
+    name = render;
+    config = Criterion::default().sample_size(30);
+    targets = benches
+}
+criterion_main!(render);

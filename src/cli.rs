@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+use crate::collective::{Algorithm, Collective, Dtype, Schedule, report};
 use crate::course::Course;
+use crate::tui::screens::ring::RingParams;
+use crate::units::parse_size;
 use crate::course::check::check_sources;
 use crate::course::lesson::{LoadError, SourceFile, read_dir_sources, read_source};
 use crate::study::progress;
@@ -47,11 +50,54 @@ pub enum Command {
         /// Lesson files or folders (default: the course that `ringlab` would open).
         paths: Vec<PathBuf>,
     },
+    /// Watch a collective step by step (or print its schedule with --json).
+    ///
+    /// Opens the ring view: Space plays, ← and → step back and forward, + and − change the
+    /// number of ranks, a/c/m cycle algorithm, collective and message size.
+    Ring(RingArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RingArgs {
+    /// Number of ranks N (drawn up to 16; numbers exact up to 1024).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub ranks: u64,
+    /// Message size M per rank: 1003, 4K, 1MiB, 1G (K/M/G are powers of 1024).
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    pub bytes: u64,
+    /// Element type: u8 i8 i32 u32 i64 u64 f16 bf16 f32 f64 (nccl-tests names work too).
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
+    /// Algorithm: ring, naive or tree.
+    #[arg(long, default_value = "ring")]
+    pub algo: Algorithm,
+    /// Collective: all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv.
+    #[arg(long, default_value = "all-reduce")]
+    pub op: Collective,
+    /// Root rank for broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Print the schedule and its byte counts as JSON instead of opening the screen.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RingArgs {
+    pub fn params(&self) -> RingParams {
+        RingParams {
+            op: self.op,
+            algo: self.algo,
+            ranks: self.ranks as usize,
+            bytes: self.bytes,
+            dtype: self.dtype,
+            root: self.root,
+        }
+    }
 }
 
 /// Exit codes: 0 fine, 1 content errors, 2 usage or environment problems.
@@ -71,6 +117,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         None => open_tui(&cli.lessons, None),
         Some(Command::Learn { ref lesson }) => open_tui(&cli.lessons, lesson.as_deref()),
         Some(Command::Check { ref paths }) => check(&cli.lessons, paths),
+        Some(Command::Ring(ref args)) => ring(&cli.lessons, args),
         Some(Command::Completions { shell }) => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "ringlab", &mut io::stdout());
@@ -86,14 +133,10 @@ pub fn load_course(lessons: &Option<PathBuf>) -> Result<Course, LoadError> {
     }
 }
 
-fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<ExitCode> {
+/// The app with the course and the learner's progress loaded.
+fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
     let course = load_course(lessons)?;
     let mut app = App::new(course, Theme::from_env());
-    if let Some(id) = lesson
-        && let Err(known) = app.open_lesson(id)
-    {
-        anyhow::bail!("no lesson `{id}`; known lessons: {}", known.join(", "));
-    }
     let dir = progress::data_dir();
     match progress::load(&dir) {
         Ok((p, notice)) => {
@@ -107,6 +150,20 @@ fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<E
         // Unreadable progress (permissions, say): run without saving rather than clobber it.
         Err(e) => app.status = Some(format!("{e}; progress will not be saved this session")),
     }
+    Ok(app)
+}
+
+fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<ExitCode> {
+    let mut app = new_app(lessons)?;
+    if let Some(id) = lesson
+        && let Err(known) = app.open_lesson(id)
+    {
+        anyhow::bail!("no lesson `{id}`; known lessons: {}", known.join(", "));
+    }
+    run_tui(app)
+}
+
+fn run_tui(app: App) -> anyhow::Result<ExitCode> {
     match tui::run(app) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e @ TuiError::NotATerminal) => {
@@ -150,6 +207,25 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
         );
         Ok(ExitCode::from(1))
     }
+}
+
+fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> {
+    let params = args.params();
+    if params.root >= params.ranks {
+        anyhow::bail!("--root {} is not a rank: with --ranks {} the root is 0..{}", params.root, params.ranks, params.ranks - 1);
+    }
+    let spec = params.spec().map_err(anyhow::Error::msg)?;
+    let schedule = Schedule::build(&spec)?;
+    if args.json {
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        serde_json::to_writer(&mut out, &report(&schedule, params.dtype))?;
+        writeln!(out)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut app = new_app(lessons)?;
+    app.open_ring(params).map_err(anyhow::Error::msg)?;
+    run_tui(app)
 }
 
 fn sources_at(p: &Path) -> Result<Vec<SourceFile>, LoadError> {

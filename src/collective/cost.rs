@@ -2,6 +2,7 @@
 //! Every figure here is read off the schedule; nothing recomputes chunk sizes.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
@@ -42,14 +43,14 @@ pub fn traffic(schedule: &Schedule) -> Traffic {
             bytes_received: 0,
         })
         .collect();
-    let mut links: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut links: HashMap<u64, u64, BuildHasherDefault<LinkHasher>> = HashMap::default();
     let mut total: u64 = 0;
     for t in schedule.steps().iter().flat_map(|s| &s.transfers) {
         let bytes = schedule.transfer_bytes(t);
         let (src, dst) = (&mut per_rank[t.src as usize], t.dst as usize);
         src.bytes_sent = src.bytes_sent.saturating_add(bytes);
         per_rank[dst].bytes_received = per_rank[dst].bytes_received.saturating_add(bytes);
-        let link = links.entry((t.src, t.dst)).or_insert(0);
+        let link = links.entry(u64::from(t.src) << 32 | u64::from(t.dst)).or_insert(0);
         *link = link.saturating_add(bytes);
         total = total.saturating_add(bytes);
     }
@@ -59,6 +60,22 @@ pub fn traffic(schedule: &Schedule) -> Traffic {
         total_bytes_sent: total,
         max_link_bytes,
         steps: schedule.len(),
+    }
+}
+
+/// A multiplicative hash for link keys (src << 32 | dst): SipHash dominated `traffic` at N = 1024.
+#[derive(Default)]
+struct LinkHasher(u64);
+
+impl Hasher for LinkHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.write_u64(u64::from(b)));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 

@@ -11,7 +11,27 @@
 //!   root+1 and ends at the root, each hop reducing into the receiver.
 
 use super::kinds::Collective;
-use super::schedule::{Builder, Phase, chunk_range, push};
+use super::schedule::{Builder, Phase, Transfer, chunk_range, push};
+
+/// (offset, len) of every chunk, computed once: the inner loops below run N² times.
+fn chunk_table(count: usize, n: usize) -> Vec<(u64, u64)> {
+    (0..n).map(|i| chunk_range(count, n, i)).map(|r| (r.start as u64, r.len() as u64)).collect()
+}
+
+/// Every rank r sends chunk (first + r) mod N to r+1: the shape of every ring step.
+fn ring_step(b: &mut Builder, phase: Phase, table: &[(u64, u64)], first: usize, reduce: bool) {
+    let n = table.len();
+    let t = b.step(phase, n);
+    let mut c = first;
+    for r in 0..n {
+        let (offset, len) = table[c];
+        if len > 0 {
+            let dst = if r + 1 == n { 0 } else { r + 1 };
+            t.push(Transfer { src: r as u32, dst: dst as u32, offset, len, reduce });
+        }
+        c = if c + 1 == n { 0 } else { c + 1 };
+    }
+}
 
 /// Appends the ring schedule for `b.spec` (N ≥ 2, collective other than sendrecv).
 pub(super) fn build(b: &mut Builder) {
@@ -31,36 +51,27 @@ pub(super) fn build(b: &mut Builder) {
 }
 
 fn reduce_scatter(b: &mut Builder) {
-    let (n, count) = (b.spec.ranks, b.spec.count);
+    let table = chunk_table(b.spec.count, b.spec.ranks);
+    let n = table.len();
     for s in 0..n - 1 {
-        let t = b.step(Phase::ReduceScatter, n);
-        // Rank 0 sends chunk (−1−s) mod N; each next rank sends the next chunk.
-        let mut c = n - 1 - s;
-        for r in 0..n {
-            let dst = if r + 1 == n { 0 } else { r + 1 };
-            push(t, r, dst, chunk_range(count, n, c), true);
-            c = if c + 1 == n { 0 } else { c + 1 };
-        }
+        // Rank 0 sends chunk (−1−s) mod N.
+        ring_step(b, Phase::ReduceScatter, &table, n - 1 - s, true);
     }
 }
 
 fn all_gather(b: &mut Builder) {
-    let (n, count) = (b.spec.ranks, b.spec.count);
+    let table = chunk_table(b.spec.count, b.spec.ranks);
+    let n = table.len();
     for s in 0..n - 1 {
-        let t = b.step(Phase::AllGather, n);
-        // Rank 0 sends chunk (−s) mod N; each next rank sends the next chunk.
-        let mut c = (n - s) % n;
-        for r in 0..n {
-            let dst = if r + 1 == n { 0 } else { r + 1 };
-            push(t, r, dst, chunk_range(count, n, c), false);
-            c = if c + 1 == n { 0 } else { c + 1 };
-        }
+        // Rank 0 sends chunk (−s) mod N.
+        ring_step(b, Phase::AllGather, &table, (n - s) % n, false);
     }
 }
 
 /// A pipelined chain: position p is rank (start + p) mod N; hop h goes from position h to h+1.
 fn chain(b: &mut Builder, start: usize, phase: Phase, reduce: bool) {
-    let (n, count) = (b.spec.ranks, b.spec.count);
+    let table = chunk_table(b.spec.count, b.spec.ranks);
+    let n = table.len();
     let (hops, chunks) = (n - 1, n);
     for s in 0..hops + chunks - 1 {
         // Hops h with 0 <= s − h < chunks.
@@ -70,7 +81,8 @@ fn chain(b: &mut Builder, start: usize, phase: Phase, reduce: bool) {
         for h in first..=last {
             let src = (start + h) % n;
             let dst = (start + h + 1) % n;
-            push(t, src, dst, chunk_range(count, n, s - h), reduce);
+            let (offset, len) = table[s - h];
+            push(t, src, dst, offset as usize..(offset + len) as usize, reduce);
         }
     }
 }

@@ -904,7 +904,12 @@ fn emit(items: &[Item], w: &mut Writer, mut boxes: Option<&mut Vec<Boxed>>) {
             Item::Group(g) => emit(g, w, boxes.as_deref_mut()),
             Item::Frac(n, d) => match boxes.as_deref_mut() {
                 Some(stack) => push_frac_box(stack, w, n, d),
-                None => w.atom(&frac_inline(n, d), Class::Ord),
+                None => {
+                    w.atom(&frac_inline(n, d), Class::Ord);
+                    if juxtaposed(items, i) {
+                        w.atom("·", Class::Punct); // `(N−1)/N·S`, not `(N−1)/NS`
+                    }
+                }
             },
             Item::Sqrt(index, arg) => w.atom(&sqrt(index.as_deref(), arg), Class::Ord),
             Item::Script(sup, arg) => {
@@ -928,6 +933,20 @@ fn is_unary(items: &[Item], i: usize) -> bool {
         },
         Some(_) => false,
     }
+}
+
+/// Whether item `i` is directly followed by something it multiplies.
+fn juxtaposed(items: &[Item], i: usize) -> bool {
+    matches!(
+        items.get(i + 1),
+        Some(
+            Item::Sym(_, Class::Ord | Class::Op | Class::Open)
+                | Item::Frac(..)
+                | Item::Sqrt(..)
+                | Item::Accent(..)
+                | Item::Group(_)
+        )
+    )
 }
 
 /// Whether the source put white space next to operator `i`.
@@ -1272,6 +1291,7 @@ mod tests {
         assert_eq!(inline(r"\frac{1}{2}"), "1/2");
         assert_eq!(inline(r"2\cdot\frac{N-1}{N}\cdot M"), "2·(N−1)/N·M");
         assert_eq!(inline(r"\frac{(a+b)}{2}"), "(a+b)/2");
+        assert_eq!(inline(r"2\frac{N-1}{N}S"), "2(N−1)/N·S");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::keys::Context;
-use super::screens::{self, help::HelpState, home::HomeState, lesson::LessonState};
+use super::screens::{self, help::HelpState, home::HomeState, lesson::LessonState, ring::{RingParams, RingState}};
 use super::theme::Theme;
 use std::path::PathBuf;
 
@@ -44,6 +44,7 @@ pub enum Action {
     CycleAlgo,
     CycleOp,
     CycleSize,
+    CycleLink,
     /// Animation clock.
     Tick,
 }
@@ -51,6 +52,7 @@ pub enum Action {
 pub enum Screen {
     Home(HomeState),
     Lesson(Box<LessonState>),
+    Ring(Box<RingState>),
 }
 
 pub const MIN_WIDTH: u16 = 80;
@@ -122,6 +124,13 @@ impl App {
         }
     }
 
+    /// Open the ring view on top of the course map.
+    pub fn open_ring(&mut self, params: RingParams) -> Result<(), String> {
+        let state = RingState::new(params)?;
+        self.stack.push(Screen::Ring(Box::new(state)));
+        Ok(())
+    }
+
     pub fn too_small(&self) -> bool {
         self.width < MIN_WIDTH || self.height < MIN_HEIGHT
     }
@@ -133,6 +142,7 @@ impl App {
         }
         match self.stack.last() {
             Some(Screen::Lesson(_)) => vec![Context::Lesson],
+            Some(Screen::Ring(_)) => vec![Context::Ring],
             _ => vec![Context::Home],
         }
     }
@@ -144,7 +154,12 @@ impl App {
 
     /// How often the app wants a Tick (a running animation); None when idle.
     pub fn tick_interval(&self) -> Option<std::time::Duration> {
-        None
+        match self.stack.last() {
+            Some(Screen::Ring(r)) if r.playing && self.help.is_none() => {
+                Some(std::time::Duration::from_millis(r.tick_ms()))
+            }
+            _ => None,
+        }
     }
 
     /// The area screens draw into: all but the hint bar.
@@ -189,6 +204,7 @@ pub fn update(app: &mut App, action: Action) {
     let outcome = match &mut screen {
         Screen::Home(s) => screens::home::update(s, app, action),
         Screen::Lesson(s) => screens::lesson::update(s, app, action),
+        Screen::Ring(s) => screens::ring::update(s, app, action),
     };
     app.stack[top] = screen;
     // Every screen below the top keeps its layout current too.

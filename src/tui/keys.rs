@@ -330,6 +330,7 @@ pub const BINDINGS: &[Binding] = &[
         Action::CycleSize,
         false,
     ),
+    b(Ring, &[Char('L')], "L", "link for time estimates", Action::CycleLink, false),
     // Help overlay
     b(
         Help,

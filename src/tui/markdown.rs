@@ -230,9 +230,10 @@ impl<'t> Wrapper<'t> {
         let mut space = self.space.take().filter(|_| self.line.width > 0);
         let needed = self.word_width + usize::from(space.is_some());
         let fits = self.line.width + needed <= self.width;
-        let room = self.width.saturating_sub(self.line.width + 1);
-        let too_long = self.word_width > self.width;
-        if !fits && !(too_long && room >= MIN_FILL) && self.line.width > 0 {
+        // A word that must be broken anyway may start on this line if enough room is left.
+        let fill_here = self.word_width > self.width
+            && self.width.saturating_sub(self.line.width + 1) >= MIN_FILL;
+        if self.line.width > 0 && !fits && !fill_here {
             self.new_line();
             space = None;
         }
@@ -294,7 +295,10 @@ fn truncate_spans(spans: Vec<Span<'static>>, max: usize) -> Vec<Span<'static>> {
         }
         let (len, _) = fit_prefix(&span.content, max - used, false);
         if len > 0 {
-            out.push(Span::styled(span.content.get(..len).unwrap_or("").to_string(), span.style));
+            out.push(Span::styled(
+                span.content.get(..len).unwrap_or("").to_string(),
+                span.style,
+            ));
         }
         break;
     }
@@ -346,7 +350,10 @@ fn highlighting() -> &'static Highlighting {
             .remove("base16-eighties.dark")
             .or_else(|| themes.into_values().next())
             .unwrap_or_default();
-        Highlighting { syntaxes: SyntaxSet::load_defaults_newlines(), theme }
+        Highlighting {
+            syntaxes: SyntaxSet::load_defaults_newlines(),
+            theme,
+        }
     })
 }
 
@@ -403,7 +410,11 @@ const BULLETS: [&str; 3] = ["•", "◦", "▪"];
 
 enum Container {
     Quote,
-    Item { marker: String, width: usize, used: bool },
+    Item {
+        marker: String,
+        width: usize,
+        used: bool,
+    },
 }
 
 impl Container {
@@ -444,6 +455,7 @@ struct Renderer<'o> {
     /// Alt text of the image being read.
     image: Option<String>,
     table: Option<Table>,
+    in_heading: bool,
     pending_blank: bool,
 }
 
@@ -462,6 +474,7 @@ impl<'o> Renderer<'o> {
             code: None,
             image: None,
             table: None,
+            in_heading: false,
             pending_blank: false,
         }
     }
@@ -512,6 +525,7 @@ impl<'o> Renderer<'o> {
             Tag::Paragraph => self.start_block(),
             Tag::Heading { level, .. } => {
                 self.start_block();
+                self.in_heading = true;
                 let style = match level {
                     HeadingLevel::H1 => self.theme.h1,
                     HeadingLevel::H2 => self.theme.h2,
@@ -538,8 +552,12 @@ impl<'o> Renderer<'o> {
             Tag::Item => self.start_item(),
             Tag::Table(aligns) => {
                 self.start_block();
-                self.table =
-                    Some(Table { aligns, rows: Vec::new(), current: Vec::new(), in_head: false });
+                self.table = Some(Table {
+                    aligns,
+                    rows: Vec::new(),
+                    current: Vec::new(),
+                    in_head: false,
+                });
             }
             Tag::TableHead => {
                 if let Some(table) = &mut self.table {
@@ -549,11 +567,17 @@ impl<'o> Renderer<'o> {
             Tag::TableCell => {
                 self.inline.clear();
                 let head = self.table.as_ref().is_some_and(|t| t.in_head);
-                self.styles.push(if head { self.theme.strong } else { Style::new() });
+                self.styles.push(if head {
+                    self.theme.strong
+                } else {
+                    Style::new()
+                });
             }
             Tag::Emphasis => self.styles.push(self.theme.emphasis),
             Tag::Strong => self.styles.push(self.theme.strong),
-            Tag::Strikethrough => self.styles.push(Style::new().add_modifier(Modifier::CROSSED_OUT)),
+            Tag::Strikethrough => self
+                .styles
+                .push(Style::new().add_modifier(Modifier::CROSSED_OUT)),
             Tag::Superscript | Tag::Subscript => self.styles.push(Style::new()),
             Tag::Link { dest_url, .. } => self.start_link(&dest_url),
             Tag::Image { .. } => self.image = Some(String::new()),
@@ -619,8 +643,15 @@ impl<'o> Renderer<'o> {
     // -- inline content ------------------------------------------------------------------------
 
     fn style(&self) -> Style {
-        let in_quote = self.containers.iter().any(|c| matches!(c, Container::Quote));
-        let base = if in_quote { self.theme.quote } else { self.theme.base };
+        let in_quote = self
+            .containers
+            .iter()
+            .any(|c| matches!(c, Container::Quote));
+        let base = if in_quote {
+            self.theme.quote
+        } else {
+            self.theme.base
+        };
         self.styles.iter().fold(base, |acc, s| acc.patch(*s))
     }
 
@@ -658,6 +689,11 @@ impl<'o> Renderer<'o> {
             self.raw_display_math(tex, style);
             return;
         }
+        if self.in_heading || self.table.is_some() {
+            // No room to stack here: keep it in the line.
+            self.push_frag(&math::inline(tex).replace(' ', "\u{a0}"), style);
+            return;
+        }
         let lines = math::display(tex);
         let avail = self.avail();
         let widest = lines.iter().map(|l| str_width(l)).max().unwrap_or(0);
@@ -690,11 +726,17 @@ impl<'o> Renderer<'o> {
 
     fn start_link(&mut self, dest: &str) {
         if !is_external(dest) {
-            let style = self.style().patch(self.theme.link).remove_modifier(Modifier::UNDERLINED);
+            let style = self
+                .style()
+                .patch(self.theme.link)
+                .remove_modifier(Modifier::UNDERLINED);
             self.push_frag("→\u{a0}", style);
         }
         self.styles.push(self.theme.link);
-        self.links.push(Link { dest: dest.to_string(), start: self.inline.len() });
+        self.links.push(Link {
+            dest: dest.to_string(),
+            start: self.inline.len(),
+        });
     }
 
     fn end_link(&mut self) {
@@ -733,7 +775,9 @@ impl<'o> Renderer<'o> {
         for container in &mut self.containers {
             match container {
                 Container::Quote => spans.push(Span::styled("│ ", quote)),
-                Container::Item { marker: text, used, .. } if !*used && !blank => {
+                Container::Item {
+                    marker: text, used, ..
+                } if !*used && !blank => {
                     *used = true;
                     spans.push(Span::styled(text.clone(), marker));
                 }
@@ -788,6 +832,7 @@ impl<'o> Renderer<'o> {
 
     fn end_heading(&mut self, level: HeadingLevel) {
         self.styles.pop();
+        self.in_heading = false;
         let frags = std::mem::take(&mut self.inline);
         let line = self.out.lines.len();
         let avail = self.avail();
@@ -824,7 +869,11 @@ impl<'o> Renderer<'o> {
             _ => format!("{} ", BULLETS[depth % BULLETS.len()]),
         };
         let width = str_width(&marker);
-        self.containers.push(Container::Item { marker, width, used: false });
+        self.containers.push(Container::Item {
+            marker,
+            width,
+            used: false,
+        });
     }
 
     fn end_item(&mut self) {
@@ -840,7 +889,9 @@ impl<'o> Renderer<'o> {
     // -- code blocks and embeds ----------------------------------------------------------------
 
     fn end_code_block(&mut self) {
-        let Some((info, body)) = self.code.take() else { return };
+        let Some((info, body)) = self.code.take() else {
+            return;
+        };
         match BlockKind::from_info(&info) {
             Some(kind) => self.embed(kind, &body),
             None => self.code_block(&info, &body),
@@ -852,7 +903,11 @@ impl<'o> Renderer<'o> {
         let lang = info.split_whitespace().next().unwrap_or("");
         let width = self.avail().saturating_sub(4).max(1);
         let assets = highlighting();
-        let syntax = if self.theme.mono { None } else { syntax_for(&assets.syntaxes, lang) };
+        let syntax = if self.theme.mono {
+            None
+        } else {
+            syntax_for(&assets.syntaxes, lang)
+        };
         let mut highlighter = syntax.map(|s| HighlightLines::new(s, &assets.theme));
         let plain = self.theme.code_block;
         let mut any = false;
@@ -902,7 +957,11 @@ impl<'o> Renderer<'o> {
             Ok(block) => {
                 self.boxed(kind.name(), &block.placeholder(), self.theme.placeholder);
                 let height = self.out.lines.len() - first;
-                self.out.embeds.push(EmbedRef { line: first, height, block });
+                self.out.embeds.push(EmbedRef {
+                    line: first,
+                    height,
+                    block,
+                });
             }
             Err(e) => {
                 let text = format!("line {}, col {}: {}", e.line, e.col, e.message);
@@ -939,10 +998,17 @@ impl<'o> Renderer<'o> {
     // -- tables --------------------------------------------------------------------------------
 
     fn end_table(&mut self) {
-        let Some(table) = self.table.take() else { return };
+        let Some(table) = self.table.take() else {
+            return;
+        };
         self.pending_blank = true;
-        let columns =
-            table.rows.iter().map(Vec::len).max().unwrap_or(0).max(table.aligns.len());
+        let columns = table
+            .rows
+            .iter()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0)
+            .max(table.aligns.len());
         if columns == 0 {
             return;
         }
@@ -955,7 +1021,11 @@ impl<'o> Renderer<'o> {
         let natural: Vec<usize> = (0..columns)
             .map(|c| {
                 let cells = table.rows.iter().filter_map(|r| r.get(c));
-                cells.map(|cell| natural_width(cell)).max().unwrap_or(0).max(1)
+                cells
+                    .map(|cell| natural_width(cell))
+                    .max()
+                    .unwrap_or(0)
+                    .max(1)
             })
             .collect();
         let widths = fit_columns(&natural, avail - overhead);
@@ -997,7 +1067,11 @@ impl<'o> Renderer<'o> {
                 if c > 0 {
                     spans.push(Span::styled(" │ ", border));
                 }
-                let content = cells.get(c).and_then(|l| l.get(i)).cloned().unwrap_or_default();
+                let content = cells
+                    .get(c)
+                    .and_then(|l| l.get(i))
+                    .cloned()
+                    .unwrap_or_default();
                 let align = aligns.get(c).copied().unwrap_or(Alignment::None);
                 aligned(&mut spans, content, *w, align);
             }
@@ -1025,7 +1099,11 @@ impl<'o> Renderer<'o> {
 
 /// Width of a cell laid out on one line.
 fn natural_width(cell: &[Frag]) -> usize {
-    wrap(cell, usize::MAX / 4).iter().map(|l| spans_width(l)).max().unwrap_or(0)
+    wrap(cell, usize::MAX / 4)
+        .iter()
+        .map(|l| spans_width(l))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Column widths summing to at most `target`: the widest columns shrink first.
@@ -1054,7 +1132,12 @@ fn fit_columns(natural: &[usize], target: usize) -> Vec<usize> {
     widths
 }
 
-fn aligned(spans: &mut Vec<Span<'static>>, content: Vec<Span<'static>>, width: usize, align: Alignment) {
+fn aligned(
+    spans: &mut Vec<Span<'static>>,
+    content: Vec<Span<'static>>,
+    width: usize,
+    align: Alignment,
+) {
     let free = width.saturating_sub(spans_width(&content));
     let left = match align {
         Alignment::Right => free,
@@ -1082,11 +1165,17 @@ fn heading_number(level: HeadingLevel) -> u8 {
 }
 
 fn is_external(dest: &str) -> bool {
-    ["http://", "https://", "mailto:", "ftp://"].iter().any(|p| dest.starts_with(p))
+    ["http://", "https://", "mailto:", "ftp://"]
+        .iter()
+        .any(|p| dest.starts_with(p))
 }
 
 fn is_line_break_tag(html: &str) -> bool {
-    let tag: String = html.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_lowercase();
+    let tag: String = html
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase();
     matches!(tag.as_str(), "<br>" | "<br/>")
 }
 
@@ -1096,7 +1185,14 @@ mod tests {
     use crate::course::block::RingBlock;
 
     fn render_with(md: &str, width: u16, theme: &Theme) -> Rendered {
-        render(md, &RenderOptions { width, theme, raw_tex: false })
+        render(
+            md,
+            &RenderOptions {
+                width,
+                theme,
+                raw_tex: false,
+            },
+        )
     }
 
     fn text_of(md: &str, width: u16) -> Vec<String> {
@@ -1105,17 +1201,29 @@ mod tests {
 
     fn assert_fits(r: &Rendered, width: usize) {
         for (i, line) in r.lines.iter().enumerate() {
-            assert!(line.width() <= width, "line {i} is {} wide: {line:?}", line.width());
+            assert!(
+                line.width() <= width,
+                "line {i} is {} wide: {line:?}",
+                line.width()
+            );
         }
     }
 
     #[test]
     fn heading_gives_a_heading_ref() {
-        let r = render_with("intro\n\n# Ring all-reduce\n\n## Cost *model*\n\ntext", 40, &Theme::color());
+        let r = render_with(
+            "intro\n\n# Ring all-reduce\n\n## Cost *model*\n\ntext",
+            40,
+            &Theme::color(),
+        );
         let lines = plain_lines(&r);
         assert_eq!(
             r.headings[0],
-            HeadingRef { line: 2, level: 1, title: "Ring all-reduce".into() }
+            HeadingRef {
+                line: 2,
+                level: 1,
+                title: "Ring all-reduce".into()
+            }
         );
         assert_eq!(lines[2], "Ring all-reduce");
         assert_eq!(lines[3], "═".repeat(40));
@@ -1134,13 +1242,20 @@ mod tests {
         assert!(lines.len() > 4);
         assert_eq!(lines[0], "The ring all-reduce");
         assert!(lines.iter().any(|l| l.contains("break here.")));
-        let words: Vec<String> = lines.iter().flat_map(|l| l.split(' ')).map(String::from).collect();
+        let words: Vec<String> = lines
+            .iter()
+            .flat_map(|l| l.split(' '))
+            .map(String::from)
+            .collect();
         assert!(words.contains(&"all-reduce".to_string()));
     }
 
     #[test]
     fn long_words_and_wide_characters_are_broken() {
-        let md = format!("{} 全角文字の長い行がここにあります全角文字の長い行 😀😀😀😀😀😀😀😀😀😀😀", "x".repeat(70));
+        let md = format!(
+            "{} 全角文字の長い行がここにあります全角文字の長い行 😀😀😀😀😀😀😀😀😀😀😀",
+            "x".repeat(70)
+        );
         let r = render_with(&md, 20, &Theme::color());
         assert_fits(&r, 20);
         assert_eq!(plain_lines(&r)[0], "x".repeat(20));
@@ -1150,7 +1265,12 @@ mod tests {
     fn styles_for_inline_markup() {
         let r = render_with("*em* **strong** ~~gone~~ `code`", 40, &Theme::color());
         let spans = &r.lines[0].spans;
-        let style_of = |t: &str| spans.iter().find(|s| s.content.contains(t)).map(|s| s.style);
+        let style_of = |t: &str| {
+            spans
+                .iter()
+                .find(|s| s.content.contains(t))
+                .map(|s| s.style)
+        };
         assert!(style_of("em").is_some_and(|s| s.add_modifier.contains(Modifier::ITALIC)));
         assert!(style_of("strong").is_some_and(|s| s.add_modifier.contains(Modifier::BOLD)));
         assert!(style_of("gone").is_some_and(|s| s.add_modifier.contains(Modifier::CROSSED_OUT)));
@@ -1181,7 +1301,10 @@ mod tests {
         let md = "| Collective | Bytes sent per rank | Steps |\n|:--|--:|:-:|\n\
                   | all-reduce | 2(N-1)/N · S | 2(N-1) |\n| all-gather | (N-1)/N · S | N-1 |";
         let wide = text_of(md, 80);
-        assert!(wide[0].starts_with('┌') && wide[0].ends_with('┐'), "{wide:?}");
+        assert!(
+            wide[0].starts_with('┌') && wide[0].ends_with('┐'),
+            "{wide:?}"
+        );
         assert!(wide[2].starts_with('├'), "{wide:?}");
         assert!(wide.last().is_some_and(|l| l.starts_with('└')));
         assert!(wide[1].contains("Collective"));
@@ -1195,15 +1318,21 @@ mod tests {
         assert!(narrow.len() > 6, "cells wrap: {narrow:?}");
         assert!(narrow.iter().all(|l| str_width(l) == str_width(&narrow[0])));
         // header bold
-        assert!(r.lines[1].spans.iter().any(|s| s.content.contains("Coll")
-            && s.style.add_modifier.contains(Modifier::BOLD)));
+        assert!(
+            r.lines[1].spans.iter().any(
+                |s| s.content.contains("Coll") && s.style.add_modifier.contains(Modifier::BOLD)
+            )
+        );
     }
 
     #[test]
     fn code_is_highlighted_in_colour_only() {
         let md = "```rust\nfn main() { let x = 1; }\n```";
         let colour = render_with(md, 40, &Theme::color());
-        let has_rgb = colour.lines[0].spans.iter().any(|s| matches!(s.style.fg, Some(Color::Rgb(..))));
+        let has_rgb = colour.lines[0]
+            .spans
+            .iter()
+            .any(|s| matches!(s.style.fg, Some(Color::Rgb(..))));
         assert!(has_rgb, "{:?}", colour.lines[0]);
         assert!(plain_lines(&colour)[0].starts_with("  │ fn main()"));
 
@@ -1229,18 +1358,29 @@ mod tests {
         assert_eq!(lines[0], "Each rank sends (N−1)/N of it and x².");
 
         let lines = text_of("$$2\\cdot\\frac{N-1}{N}\\cdot M$$", 21);
-        assert_eq!(lines, vec!["         N−1", "      2·─────·M", "          N"].iter().map(|l| {
-            // centred within 21 columns, trailing padding belongs to the math span
-            format!("{l:<15}")
-        }).collect::<Vec<_>>());
+        // centred within 21 columns; the trailing padding belongs to the math span
+        let expected =
+            ["         N−1", "      2·─────·M", "          N"].map(|l| format!("{l:<15}"));
+        assert_eq!(lines, expected);
 
-        let raw = render(r"see $\alpha$ and $$\beta$$", &RenderOptions {
-            width: 40,
-            theme: &Theme::color(),
-            raw_tex: true,
-        });
+        let raw = render(
+            r"see $\alpha$ and $$\beta$$",
+            &RenderOptions {
+                width: 40,
+                theme: &Theme::color(),
+                raw_tex: true,
+            },
+        );
         let raw = plain_lines(&raw);
         assert_eq!(raw, vec![r"see $\alpha$ and", r"$$\beta$$"]);
+    }
+
+    #[test]
+    fn display_math_in_headings_and_tables_stays_inline() {
+        let lines = text_of("# Cost $$\\frac{a}{b}$$\n\n| x |\n|---|\n| $$y^2$$ |", 30);
+        assert_eq!(lines[0], "Cost a/b");
+        assert_eq!(lines[3], "┌────┐");
+        assert_eq!(lines[6], "│ y² │");
     }
 
     #[test]
@@ -1254,7 +1394,9 @@ mod tests {
         assert!(lines[2].starts_with("┌ ring ─"), "{lines:?}");
         assert!(lines[embed.line + embed.height - 1].starts_with('└'));
         assert_eq!(lines[embed.line + embed.height], "");
-        let Block::Ring(RingBlock { ranks, .. }) = embed.block else { panic!("not a ring") };
+        let Block::Ring(RingBlock { ranks, .. }) = embed.block else {
+            panic!("not a ring")
+        };
         assert_eq!(ranks, 8);
         assert_fits(&r, 50);
     }
@@ -1265,7 +1407,11 @@ mod tests {
         assert!(r.embeds.is_empty());
         let error = Theme::color().error;
         let spans: Vec<&Span> = r.lines.iter().flat_map(|l| l.spans.iter()).collect();
-        assert!(spans.iter().any(|s| s.style == error && s.content.contains("malformed")));
+        assert!(
+            spans
+                .iter()
+                .any(|s| s.style == error && s.content.contains("malformed"))
+        );
         assert!(plain_lines(&r)[0].starts_with("┌ ring"));
     }
 
@@ -1274,7 +1420,10 @@ mod tests {
         let md = "[NCCL](https://github.com/NVIDIA/nccl) and [next](ring.md) <https://x.io>\n\n\
                   ![a ring](ring.png)\n\n---\n\n<!-- hidden -->\n\nend";
         let lines = text_of(md, 80);
-        assert_eq!(lines[0], "NCCL (https://github.com/NVIDIA/nccl) and →\u{a0}next https://x.io");
+        assert_eq!(
+            lines[0],
+            "NCCL (https://github.com/NVIDIA/nccl) and →\u{a0}next https://x.io"
+        );
         assert_eq!(lines[2], "[image: a ring]");
         assert_eq!(lines[4], "─".repeat(80));
         assert_eq!(lines[6], "end");
@@ -1285,8 +1434,33 @@ mod tests {
         let md = format!("{}deep text that goes on and on and on", "> ".repeat(40));
         let r = render_with(&md, 20, &Theme::color());
         assert_fits(&r, 20);
-        let md = (0..30).map(|i| format!("{}- item {i}\n", "  ".repeat(i))).collect::<String>();
+        let md = (0..30)
+            .map(|i| format!("{}- item {i}\n", "  ".repeat(i)))
+            .collect::<String>();
         let r = render_with(&md, 20, &Theme::color());
         assert_fits(&r, 20);
+    }
+}
+#[cfg(test)]
+mod scratch {
+    #[test]
+    fn scratch_print() {
+        for path in ["lessons/01-collectives.md", "lessons/02-ring-allreduce.md"] {
+            let md = std::fs::read_to_string(path).unwrap();
+            let body = md.splitn(3, "+++").nth(2).unwrap().to_string();
+            let theme = if std::env::var("MONO").is_ok() { crate::tui::theme::Theme::mono() } else { crate::tui::theme::Theme::color() };
+            let w: u16 = std::env::var("W").ok().and_then(|w| w.parse().ok()).unwrap_or(100);
+            let opts = super::RenderOptions { width: w, theme: &theme, raw_tex: false };
+            let _ = super::render("```rust
+fn x() {}
+```", &opts);
+            let t = std::time::Instant::now();
+            let n = 20;
+            for _ in 0..n { std::hint::black_box(super::render(&body, &opts)); }
+            let dt = t.elapsed() / n;
+            let r = super::render(&body, &opts);
+            if std::env::var("SHOW").is_ok() { for l in super::plain_lines(&r) { println!("|{l}"); } }
+            println!("{path}: {} src lines -> {} lines, {:?} per render", body.lines().count(), r.lines.len(), dt);
+        }
     }
 }

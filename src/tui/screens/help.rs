@@ -18,6 +18,7 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
     // The screen underneath decides which bindings matter.
     let under: Vec<Context> = match app.stack.last() {
         Some(crate::tui::app::Screen::Lesson(_)) => vec![Context::Lesson],
+        Some(crate::tui::app::Screen::Ring(_)) => vec![Context::Ring],
         _ => vec![Context::Home],
     };
     let mut lines = Vec::new();

@@ -8,6 +8,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::course::lesson::Entry;
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::screens::lesson::LessonState;
+use crate::tui::screens::ring::{RingParams, RingState};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HomeState {
@@ -28,9 +29,10 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
         Action::Open if n > 0 => {
             return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
         }
-        Action::OpenRing => {
-            app.status = Some("the ring view arrives with the schedules issue".into())
-        }
+        Action::OpenRing => match RingState::new(RingParams::default()) {
+            Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
+            Err(e) => app.status = Some(e),
+        },
         Action::Back => return Outcome::Pop,
         _ => {}
     }

@@ -8,7 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::course::Block;
-use crate::tui::app::{Action, App, Outcome};
+use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::screens::ring::{RingParams, RingState};
 use crate::tui::markdown::{self, RenderOptions, Rendered};
 
 /// Widest text column: long lines are hard to read, so wide terminals get margins.
@@ -247,8 +248,12 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
             );
         }
         Action::Resize(..) | Action::Reload => s.relayout(app),
-        Action::Open => match s.visible_ring(app) {
-            Some(_) => app.status = Some("the ring view arrives with the schedules issue".into()),
+        Action::Open => match s.visible_ring(app).map(RingParams::from_block) {
+            Some(Ok(p)) => match RingState::new(p) {
+                Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
+                Err(e) => app.status = Some(e),
+            },
+            Some(Err(e)) => app.status = Some(format!("this ring block is invalid: {e}")),
             None => app.status = Some("nothing to open here: scroll to a ring view".into()),
         },
         Action::Back => {

@@ -3,6 +3,8 @@
 pub mod help;
 pub mod home;
 pub mod lesson;
+pub mod ring;
+pub mod ring_draw;
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
@@ -22,6 +24,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     match app.stack.last() {
         Some(Screen::Lesson(s)) => lesson::render(s, app, frame, body),
         Some(Screen::Home(s)) => home::render(s, app, frame, body),
+        Some(Screen::Ring(s)) => ring_draw::render(s, app, frame, body),
         None => {}
     }
     if let Some(h) = &app.help {

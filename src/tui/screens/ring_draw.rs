@@ -1,0 +1,243 @@
+//! Drawing the ring view: the ring (Canvas) with this step's transfers as arrows, each rank's
+//! buffer as chunk cells, bytes-sent counters converging to their final value, and ring vs
+//! naive vs tree on the same N and M. Below 100x32 it falls back to a compact table.
+
+use std::f64::consts::PI;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::canvas::{Canvas, Circle, Line as CLine};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::ring::{MAX_DRAWN, RingState};
+use crate::collective::{Collective, LINK_PRESETS, ring_allreduce_bytes_per_rank};
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+use crate::units::{format_bytes, format_seconds};
+
+/// Colours for ranks' own data (the symbol, a rank digit, carries the meaning without colour).
+const RANK_COLORS: [Color; 8] = [
+    Color::LightBlue,
+    Color::LightGreen,
+    Color::LightMagenta,
+    Color::LightYellow,
+    Color::LightCyan,
+    Color::LightRed,
+    Color::Blue,
+    Color::Green,
+];
+
+pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let compact = area.width < 100 || area.height < 32 || s.params.ranks > MAX_DRAWN;
+    let cmp_h = 5;
+    let [head, body, cmp] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(3),
+        Constraint::Length(cmp_h),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(header(s, t)), head);
+    if compact {
+        frame.render_widget(Paragraph::new(table_lines(s, t, body.height as usize)), body);
+    } else {
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(body);
+        render_ring(s, t, frame, left);
+        frame.render_widget(
+            Paragraph::new(table_lines(s, t, right.height as usize)).block(
+                Block::default()
+                    .borders(Borders::LEFT)
+                    .border_style(t.border),
+            ),
+            right,
+        );
+    }
+    frame.render_widget(Paragraph::new(compare_lines(s, t)), cmp);
+}
+
+fn header(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
+    let state = if s.playing {
+        format!("▶ playing ({} ms/step)", s.tick_ms())
+    } else if s.at_end() {
+        "■ done".to_string()
+    } else {
+        "‖ paused".to_string()
+    };
+    vec![
+        Line::from(vec![Span::styled(format!(" {}", s.title()), t.title)]),
+        Line::from(vec![
+            Span::styled(format!(" {}", s.phase_text()), t.accent),
+            Span::styled(format!("   {state}"), t.dim),
+        ]),
+    ]
+}
+
+/// Position of rank r of n on a unit circle, rank 0 at the top, clockwise.
+fn pos(r: usize, n: usize) -> (f64, f64) {
+    let a = PI / 2.0 - 2.0 * PI * r as f64 / n as f64;
+    (a.cos(), a.sin())
+}
+
+fn arrow(dx: f64, dy: f64) -> &'static str {
+    let a = dy.atan2(dx).to_degrees();
+    const DIRS: [&str; 8] = ["→", "↗", "↑", "↖", "←", "↙", "↓", "↘"];
+    DIRS[(((a + 360.0 + 22.5) % 360.0) / 45.0) as usize % 8]
+}
+
+fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
+    let n = s.params.ranks;
+    // Show what just happened; before the first step, what comes first.
+    let (idx, live) = if s.step == 0 { (0, false) } else { (s.step - 1, true) };
+    let transfers = s.schedule.steps().get(idx).map(|st| st.transfers.as_slice()).unwrap_or(&[]);
+    let line_color = if t.mono { Color::Reset } else if live { Color::Yellow } else { Color::DarkGray };
+    let label_style = if live { t.warn } else { t.dim };
+    let node_style = t.strong;
+    let canvas = Canvas::default()
+        .block(Block::default().title(Span::styled(" ring ", t.h2)))
+        .marker(Marker::Braille)
+        .x_bounds([-1.4, 1.4])
+        .y_bounds([-1.25, 1.25])
+        .paint(move |ctx| {
+            ctx.draw(&Circle {
+                x: 0.0,
+                y: 0.0,
+                radius: 1.0,
+                color: if t.mono { Color::Reset } else { Color::DarkGray },
+            });
+            ctx.layer();
+            for tr in transfers.iter().take(64) {
+                let (x1, y1) = pos(tr.src as usize, n);
+                let (x2, y2) = pos(tr.dst as usize, n);
+                let (sx, sy) = (x1 + (x2 - x1) * 0.18, y1 + (y2 - y1) * 0.18);
+                let (ex, ey) = (x1 + (x2 - x1) * 0.78, y1 + (y2 - y1) * 0.78);
+                ctx.draw(&CLine { x1: sx, y1: sy, x2: ex, y2: ey, color: line_color });
+                ctx.print(ex, ey, Span::styled(arrow(x2 - x1, y2 - y1), label_style));
+                let chunks = s.schedule.chunks_of(tr);
+                let label = if chunks.len() == n {
+                    "all".to_string()
+                } else if chunks.len() == 1 {
+                    format!("c{}", chunks.start)
+                } else {
+                    format!("c{}-{}", chunks.start, chunks.end.saturating_sub(1))
+                };
+                let (mx, my) = ((sx + ex) / 2.0, (sy + ey) / 2.0);
+                ctx.print(mx * 0.8, my * 0.8, Span::styled(label, label_style));
+            }
+            ctx.layer();
+            for r in 0..n {
+                let (x, y) = pos(r, n);
+                ctx.print(x * 1.12 - 0.06, y * 1.1, Span::styled(format!("R{r}"), node_style));
+            }
+        });
+    frame.render_widget(canvas, area);
+}
+
+/// One cell of a rank's buffer: `·` nothing yet, a rank digit for one rank's data, `Σk` for a
+/// partial sum of k ranks, `all` when it holds every rank's data.
+fn cell(s: &RingState, t: &Theme, rank: usize, chunk: usize) -> Span<'static> {
+    let Some(c) = &s.contrib else { return Span::raw("   ") };
+    let n = s.params.ranks;
+    let k = c.count(rank, chunk) as usize;
+    let mask = c.get(rank, chunk);
+    if k == 0 {
+        Span::styled(" · ", t.dim)
+    } else if k == n && n > 1 {
+        Span::styled(if n > 9 { "all" } else { " ■ " }, if t.mono { t.strong } else { t.ok.add_modifier(ratatui::style::Modifier::BOLD) })
+    } else if k == 1 {
+        let src = mask.trailing_zeros() as usize;
+        let style = if t.mono { Style::new() } else { Style::new().fg(RANK_COLORS[src % RANK_COLORS.len()]) };
+        Span::styled(format!("{src:^3x}"), style)
+    } else {
+        Span::styled(format!("Σ{k:<2}"), t.warn)
+    }
+}
+
+fn table_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
+    let n = s.params.ranks;
+    let m = s.params.count() as u64 * s.params.dtype.size() as u64;
+    let mut out = Vec::new();
+    let target = if s.params.op == Collective::AllReduce {
+        format!(
+            "ring bound 2(N−1)/N·M = {}",
+            format_bytes(ring_allreduce_bytes_per_rank(n, m).round() as u64)
+        )
+    } else {
+        String::new()
+    };
+    if s.contrib.is_some() {
+        let mut head = vec![Span::styled(" rank ", t.strong)];
+        for c in 0..n {
+            head.push(Span::styled(format!("c{c:<2x}"), t.dim));
+        }
+        head.push(Span::styled("  sent so far → final", t.strong));
+        out.push(Line::from(head));
+    } else {
+        out.push(Line::styled(
+            format!(" N = {n}: buffers are drawn up to {MAX_DRAWN} ranks; bytes below are exact"),
+            t.dim,
+        ));
+        out.push(Line::styled(" rank  sent so far → final", t.strong));
+    }
+    let rows = height.saturating_sub(out.len() + 2).max(1);
+    let shown: Vec<usize> = if n <= rows {
+        (0..n).collect()
+    } else {
+        let half = rows / 2;
+        (0..half).chain(n - (rows - half - 1)..n).collect()
+    };
+    let mut prev = None;
+    for r in shown {
+        if prev.is_some_and(|p: usize| r != p + 1) {
+            out.push(Line::styled(format!("  ⋮   ({} more ranks)", r - prev.unwrap_or(0) - 1), t.dim));
+        }
+        prev = Some(r);
+        let mut spans = vec![Span::styled(format!(" R{r:<3} "), t.strong)];
+        if s.contrib.is_some() {
+            for c in 0..n {
+                spans.push(cell(s, t, r, c));
+                spans.push(Span::raw(""));
+            }
+        }
+        let fin = s.traffic.per_rank.get(r).map_or(0, |x| x.bytes_sent);
+        let sent = s.sent.get(r).copied().unwrap_or(0);
+        spans.push(Span::styled(format!("  {:>9} → {}", format_bytes(sent), format_bytes(fin)), if sent == fin { t.ok } else { t.base }));
+        out.push(Line::from(spans));
+    }
+    out.push(Line::styled(
+        format!(" · nothing  0-f one rank's data  Σk sum of k ranks  ■/all every rank   {target}"),
+        t.dim,
+    ));
+    out
+}
+
+fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
+    let link = &LINK_PRESETS[s.link];
+    let mut out = vec![Line::styled(
+        format!(
+            " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}   (L: link = {}, assumed)",
+            "algo", "steps", "max sent/rank", "max recv/rank", "busiest link", "est. time", link.name
+        ),
+        t.strong,
+    )];
+    for c in &s.compare {
+        let row = format!(
+            " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}",
+            c.algo.name(),
+            c.steps,
+            format_bytes(c.max_sent),
+            format_bytes(c.max_received),
+            format_bytes(c.max_link),
+            format_seconds(c.estimate.total_s),
+        );
+        let mark = if c.algo == s.params.algo { "◀ shown" } else { "" };
+        out.push(Line::from(vec![
+            Span::styled(row, if c.algo == s.params.algo { t.accent } else { t.base }),
+            Span::styled(format!("  {mark}"), t.dim),
+        ]));
+    }
+    out
+}
