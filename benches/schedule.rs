@@ -15,7 +15,9 @@ fn build(c: &mut Criterion) {
     }
     let spec = Spec::new(Collective::AllReduce, Algorithm::Ring, 1024, count, 4);
     if let Ok(schedule) = Schedule::build(&spec) {
-        c.bench_function("ring_allreduce_traffic_n1024", |b| b.iter(|| traffic(black_box(&schedule))));
+        c.bench_function("ring_allreduce_traffic_n1024", |b| {
+            b.iter(|| traffic(black_box(&schedule)))
+        });
     }
 }
 

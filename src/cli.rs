@@ -8,12 +8,12 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::collective::{Algorithm, Collective, Dtype, Schedule, report};
 use crate::course::Course;
-use crate::tui::screens::ring::RingParams;
-use crate::units::parse_size;
 use crate::course::check::check_sources;
 use crate::course::lesson::{LoadError, SourceFile, read_dir_sources, read_source};
 use crate::study::progress;
+use crate::tui::screens::ring::RingParams;
 use crate::tui::{self, App, TuiError, theme::Theme};
+use crate::units::parse_size;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -212,7 +212,12 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
 fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> {
     let params = args.params();
     if params.root >= params.ranks {
-        anyhow::bail!("--root {} is not a rank: with --ranks {} the root is 0..{}", params.root, params.ranks, params.ranks - 1);
+        anyhow::bail!(
+            "--root {} is not a rank: with --ranks {} the root is 0..{}",
+            params.root,
+            params.ranks,
+            params.ranks - 1
+        );
     }
     let spec = params.spec().map_err(anyhow::Error::msg)?;
     let schedule = Schedule::build(&spec)?;

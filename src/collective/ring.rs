@@ -15,7 +15,10 @@ use super::schedule::{Builder, Phase, Transfer, chunk_range, push};
 
 /// (offset, len) of every chunk, computed once: the inner loops below run N² times.
 fn chunk_table(count: usize, n: usize) -> Vec<(u64, u64)> {
-    (0..n).map(|i| chunk_range(count, n, i)).map(|r| (r.start as u64, r.len() as u64)).collect()
+    (0..n)
+        .map(|i| chunk_range(count, n, i))
+        .map(|r| (r.start as u64, r.len() as u64))
+        .collect()
 }
 
 /// Every rank r sends chunk (first + r) mod N to r+1: the shape of every ring step.
@@ -27,7 +30,13 @@ fn ring_step(b: &mut Builder, phase: Phase, table: &[(u64, u64)], first: usize, 
         let (offset, len) = table[c];
         if len > 0 {
             let dst = if r + 1 == n { 0 } else { r + 1 };
-            t.push(Transfer { src: r as u32, dst: dst as u32, offset, len, reduce });
+            t.push(Transfer {
+                src: r as u32,
+                dst: dst as u32,
+                offset,
+                len,
+                reduce,
+            });
         }
         c = if c + 1 == n { 0 } else { c + 1 };
     }
@@ -82,7 +91,13 @@ fn chain(b: &mut Builder, start: usize, phase: Phase, reduce: bool) {
             let src = (start + h) % n;
             let dst = (start + h + 1) % n;
             let (offset, len) = table[s - h];
-            push(t, src, dst, offset as usize..(offset + len) as usize, reduce);
+            push(
+                t,
+                src,
+                dst,
+                offset as usize..(offset + len) as usize,
+                reduce,
+            );
         }
     }
 }

@@ -5,7 +5,13 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::keys::Context;
-use super::screens::{self, help::HelpState, home::HomeState, lesson::LessonState, ring::{RingParams, RingState}};
+use super::screens::{
+    self,
+    help::HelpState,
+    home::HomeState,
+    lesson::LessonState,
+    ring::{RingParams, RingState},
+};
 use super::theme::Theme;
 use std::path::PathBuf;
 

@@ -330,7 +330,14 @@ pub const BINDINGS: &[Binding] = &[
         Action::CycleSize,
         false,
     ),
-    b(Ring, &[Char('L')], "L", "link for time estimates", Action::CycleLink, false),
+    b(
+        Ring,
+        &[Char('L')],
+        "L",
+        "link for time estimates",
+        Action::CycleLink,
+        false,
+    ),
     // Help overlay
     b(
         Help,

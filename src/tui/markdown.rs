@@ -1448,19 +1448,44 @@ mod scratch {
         for path in ["lessons/01-collectives.md", "lessons/02-ring-allreduce.md"] {
             let md = std::fs::read_to_string(path).unwrap();
             let body = md.splitn(3, "+++").nth(2).unwrap().to_string();
-            let theme = if std::env::var("MONO").is_ok() { crate::tui::theme::Theme::mono() } else { crate::tui::theme::Theme::color() };
-            let w: u16 = std::env::var("W").ok().and_then(|w| w.parse().ok()).unwrap_or(100);
-            let opts = super::RenderOptions { width: w, theme: &theme, raw_tex: false };
-            let _ = super::render("```rust
+            let theme = if std::env::var("MONO").is_ok() {
+                crate::tui::theme::Theme::mono()
+            } else {
+                crate::tui::theme::Theme::color()
+            };
+            let w: u16 = std::env::var("W")
+                .ok()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(100);
+            let opts = super::RenderOptions {
+                width: w,
+                theme: &theme,
+                raw_tex: false,
+            };
+            let _ = super::render(
+                "```rust
 fn x() {}
-```", &opts);
+```",
+                &opts,
+            );
             let t = std::time::Instant::now();
             let n = 20;
-            for _ in 0..n { std::hint::black_box(super::render(&body, &opts)); }
+            for _ in 0..n {
+                std::hint::black_box(super::render(&body, &opts));
+            }
             let dt = t.elapsed() / n;
             let r = super::render(&body, &opts);
-            if std::env::var("SHOW").is_ok() { for l in super::plain_lines(&r) { println!("|{l}"); } }
-            println!("{path}: {} src lines -> {} lines, {:?} per render", body.lines().count(), r.lines.len(), dt);
+            if std::env::var("SHOW").is_ok() {
+                for l in super::plain_lines(&r) {
+                    println!("|{l}");
+                }
+            }
+            println!(
+                "{path}: {} src lines -> {} lines, {:?} per render",
+                body.lines().count(),
+                r.lines.len(),
+                dt
+            );
         }
     }
 }

@@ -9,8 +9,8 @@ use ratatui::widgets::Paragraph;
 
 use crate::course::Block;
 use crate::tui::app::{Action, App, Outcome, Screen};
-use crate::tui::screens::ring::{RingParams, RingState};
 use crate::tui::markdown::{self, RenderOptions, Rendered};
+use crate::tui::screens::ring::{RingParams, RingState};
 
 /// Widest text column: long lines are hard to read, so wide terminals get margins.
 pub const MAX_TEXT_WIDTH: u16 = 100;

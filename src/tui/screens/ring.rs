@@ -61,7 +61,8 @@ impl RingParams {
         if !(1..=MAX_RANKS).contains(&self.ranks) {
             return Err(format!("ranks must be 1..={MAX_RANKS}, got {}", self.ranks));
         }
-        self.spec().and_then(|s| Schedule::build(&s).map(|_| ()).map_err(|e| e.to_string()))
+        self.spec()
+            .and_then(|s| Schedule::build(&s).map(|_| ()).map_err(|e| e.to_string()))
     }
 
     /// Whole elements of the message (a partial element is dropped).
@@ -72,7 +73,13 @@ impl RingParams {
     pub fn spec(&self) -> Result<Spec, String> {
         Ok(Spec {
             root: self.root,
-            ..Spec::new(self.op, self.algo, self.ranks, self.count(), self.dtype.size())
+            ..Spec::new(
+                self.op,
+                self.algo,
+                self.ranks,
+                self.count(),
+                self.dtype.size(),
+            )
         })
     }
 }
@@ -205,7 +212,12 @@ pub fn compare(spec: &Spec, link: &crate::collective::Link) -> Vec<Compare> {
                 algo,
                 steps: t.steps,
                 max_sent: t.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0),
-                max_received: t.per_rank.iter().map(|r| r.bytes_received).max().unwrap_or(0),
+                max_received: t
+                    .per_rank
+                    .iter()
+                    .map(|r| r.bytes_received)
+                    .max()
+                    .unwrap_or(0),
                 max_link: t.max_link_bytes,
                 estimate: estimate(&s, link),
             })
@@ -250,19 +262,43 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             s.seek(len);
         }
         Action::Speed(d) => {
-            s.speed = s.speed.saturating_add_signed(d as isize).min(SPEEDS_MS.len() - 1);
+            s.speed = s
+                .speed
+                .saturating_add_signed(d as isize)
+                .min(SPEEDS_MS.len() - 1);
             app.status = Some(format!("speed: {} ms per step", s.tick_ms()));
         }
         Action::Ranks(d) => {
             let ranks = next_ranks(s.params.ranks, d > 0);
             let root = s.params.root.min(ranks - 1);
-            s.rebuild(RingParams { ranks, root, ..s.params }, app);
+            s.rebuild(
+                RingParams {
+                    ranks,
+                    root,
+                    ..s.params
+                },
+                app,
+            );
             if ranks > MAX_DRAWN {
-                app.status = Some(format!("N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"));
+                app.status = Some(format!(
+                    "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
+                ));
             }
         }
-        Action::CycleAlgo => s.rebuild(RingParams { algo: s.params.algo.next(), ..s.params }, app),
-        Action::CycleOp => s.rebuild(RingParams { op: s.params.op.next(), ..s.params }, app),
+        Action::CycleAlgo => s.rebuild(
+            RingParams {
+                algo: s.params.algo.next(),
+                ..s.params
+            },
+            app,
+        ),
+        Action::CycleOp => s.rebuild(
+            RingParams {
+                op: s.params.op.next(),
+                ..s.params
+            },
+            app,
+        ),
         Action::CycleSize => {
             let bytes = SIZES
                 .iter()
@@ -273,9 +309,15 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         }
         Action::CycleLink => {
             s.link = (s.link + 1) % LINK_PRESETS.len();
-            let spec = Spec { algo: s.params.algo, ..s.schedule.spec().to_owned() };
+            let spec = Spec {
+                algo: s.params.algo,
+                ..s.schedule.spec().to_owned()
+            };
             s.compare = compare(&spec, &LINK_PRESETS[s.link]);
-            app.status = Some(format!("estimates for {}: {}", LINK_PRESETS[s.link].name, LINK_PRESETS[s.link].note));
+            app.status = Some(format!(
+                "estimates for {}: {}",
+                LINK_PRESETS[s.link].name, LINK_PRESETS[s.link].note
+            ));
         }
         Action::Back => return Outcome::Pop,
         _ => {}

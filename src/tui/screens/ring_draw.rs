@@ -33,7 +33,7 @@ const RANK_COLORS: [Color; 8] = [
 pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     let compact = area.width < 100 || area.height < 32 || s.params.ranks > MAX_DRAWN;
-    let cmp_h = 5;
+    let cmp_h = 6;
     let [head, body, cmp] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(3),
@@ -42,13 +42,17 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     .areas(area);
     frame.render_widget(Paragraph::new(header(s, t)), head);
     if compact {
-        frame.render_widget(Paragraph::new(table_lines(s, t, body.height as usize)), body);
+        frame.render_widget(
+            Paragraph::new(table_lines(s, t, body.height as usize)),
+            body,
+        );
     } else {
         let [left, right] =
-            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(body);
+            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)])
+                .areas(body);
         render_ring(s, t, frame, left);
         frame.render_widget(
-            Paragraph::new(table_lines(s, t, right.height as usize)).block(
+            Paragraph::new(panel_lines(s, t, right.height as usize)).block(
                 Block::default()
                     .borders(Borders::LEFT)
                     .border_style(t.border),
@@ -91,9 +95,24 @@ fn arrow(dx: f64, dy: f64) -> &'static str {
 fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
     let n = s.params.ranks;
     // Show what just happened; before the first step, what comes first.
-    let (idx, live) = if s.step == 0 { (0, false) } else { (s.step - 1, true) };
-    let transfers = s.schedule.steps().get(idx).map(|st| st.transfers.as_slice()).unwrap_or(&[]);
-    let line_color = if t.mono { Color::Reset } else if live { Color::Yellow } else { Color::DarkGray };
+    let (idx, live) = if s.step == 0 {
+        (0, false)
+    } else {
+        (s.step - 1, true)
+    };
+    let transfers = s
+        .schedule
+        .steps()
+        .get(idx)
+        .map(|st| st.transfers.as_slice())
+        .unwrap_or(&[]);
+    let line_color = if t.mono {
+        Color::Reset
+    } else if live {
+        Color::Yellow
+    } else {
+        Color::DarkGray
+    };
     let label_style = if live { t.warn } else { t.dim };
     let node_style = t.strong;
     let canvas = Canvas::default()
@@ -106,7 +125,11 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
                 x: 0.0,
                 y: 0.0,
                 radius: 1.0,
-                color: if t.mono { Color::Reset } else { Color::DarkGray },
+                color: if t.mono {
+                    Color::Reset
+                } else {
+                    Color::DarkGray
+                },
             });
             ctx.layer();
             for tr in transfers.iter().take(64) {
@@ -114,7 +137,13 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
                 let (x2, y2) = pos(tr.dst as usize, n);
                 let (sx, sy) = (x1 + (x2 - x1) * 0.18, y1 + (y2 - y1) * 0.18);
                 let (ex, ey) = (x1 + (x2 - x1) * 0.78, y1 + (y2 - y1) * 0.78);
-                ctx.draw(&CLine { x1: sx, y1: sy, x2: ex, y2: ey, color: line_color });
+                ctx.draw(&CLine {
+                    x1: sx,
+                    y1: sy,
+                    x2: ex,
+                    y2: ey,
+                    color: line_color,
+                });
                 ctx.print(ex, ey, Span::styled(arrow(x2 - x1, y2 - y1), label_style));
                 let chunks = s.schedule.chunks_of(tr);
                 let label = if chunks.len() == n {
@@ -130,7 +159,11 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
             ctx.layer();
             for r in 0..n {
                 let (x, y) = pos(r, n);
-                ctx.print(x * 1.12 - 0.06, y * 1.1, Span::styled(format!("R{r}"), node_style));
+                ctx.print(
+                    x * 1.12 - 0.06,
+                    y * 1.1,
+                    Span::styled(format!("R{r}"), node_style),
+                );
             }
         });
     frame.render_widget(canvas, area);
@@ -139,90 +172,206 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
 /// One cell of a rank's buffer: `·` nothing yet, a rank digit for one rank's data, `Σk` for a
 /// partial sum of k ranks, `all` when it holds every rank's data.
 fn cell(s: &RingState, t: &Theme, rank: usize, chunk: usize) -> Span<'static> {
-    let Some(c) = &s.contrib else { return Span::raw("   ") };
+    let Some(c) = &s.contrib else {
+        return Span::raw("   ");
+    };
     let n = s.params.ranks;
     let k = c.count(rank, chunk) as usize;
     let mask = c.get(rank, chunk);
     if k == 0 {
         Span::styled(" · ", t.dim)
     } else if k == n && n > 1 {
-        Span::styled(if n > 9 { "all" } else { " ■ " }, if t.mono { t.strong } else { t.ok.add_modifier(ratatui::style::Modifier::BOLD) })
+        Span::styled(
+            if n > 9 { "all" } else { " ■ " },
+            if t.mono {
+                t.strong
+            } else {
+                t.ok.add_modifier(ratatui::style::Modifier::BOLD)
+            },
+        )
     } else if k == 1 {
         let src = mask.trailing_zeros() as usize;
-        let style = if t.mono { Style::new() } else { Style::new().fg(RANK_COLORS[src % RANK_COLORS.len()]) };
+        let style = if t.mono {
+            Style::new()
+        } else {
+            Style::new().fg(RANK_COLORS[src % RANK_COLORS.len()])
+        };
         Span::styled(format!("{src:^3x}"), style)
     } else {
         Span::styled(format!("Σ{k:<2}"), t.warn)
     }
 }
 
+const LEGEND: &str = " · nothing yet  0-f that rank's own data  Σk sum of k ranks  ■ all N";
+
+/// The bound the counters converge to, for all-reduce: 2(N−1)/N·M.
+fn bound(s: &RingState) -> Option<String> {
+    (s.params.op == Collective::AllReduce).then(|| {
+        let m = s.params.count() as u64 * s.params.dtype.size() as u64;
+        format!(
+            "2(N−1)/N·M = {}",
+            format_bytes(ring_allreduce_bytes_per_rank(s.params.ranks, m).round() as u64)
+        )
+    })
+}
+
+/// Which ranks get a row when there is room for `rows`: all, or the first and last few.
+fn shown_ranks(n: usize, rows: usize) -> Vec<Option<usize>> {
+    if n <= rows {
+        return (0..n).map(Some).collect();
+    }
+    let head = rows.saturating_sub(1) / 2;
+    let tail = rows.saturating_sub(1) - head;
+    (0..head)
+        .map(Some)
+        .chain([None])
+        .chain((n - tail..n).map(Some))
+        .collect()
+}
+
+fn sent_span(s: &RingState, t: &Theme, r: usize) -> Span<'static> {
+    let fin = s.traffic.per_rank.get(r).map_or(0, |x| x.bytes_sent);
+    let sent = s.sent.get(r).copied().unwrap_or(0);
+    Span::styled(
+        format!("{:>10} / {}", format_bytes(sent), format_bytes(fin)),
+        if sent == fin { t.ok } else { t.base },
+    )
+}
+
+fn bar(s: &RingState, t: &Theme, r: usize, width: usize) -> Span<'static> {
+    let fin = s.traffic.per_rank.get(r).map_or(0, |x| x.bytes_sent);
+    let sent = s.sent.get(r).copied().unwrap_or(0);
+    let filled = if fin == 0 {
+        width
+    } else {
+        (sent as f64 / fin as f64 * width as f64).round() as usize
+    };
+    Span::styled(
+        format!(
+            "{}{}",
+            "█".repeat(filled.min(width)),
+            "░".repeat(width.saturating_sub(filled))
+        ),
+        t.accent,
+    )
+}
+
+fn grid_header(s: &RingState, t: &Theme) -> Line<'static> {
+    let mut head = vec![Span::styled(" rank ", t.strong)];
+    for c in 0..s.params.ranks {
+        head.push(Span::styled(format!("c{c:<2x}"), t.dim));
+    }
+    Line::from(head)
+}
+
+fn grid_row(s: &RingState, t: &Theme, r: usize) -> Vec<Span<'static>> {
+    let mut spans = vec![Span::styled(format!(" R{r:<3} "), t.strong)];
+    if s.contrib.is_some() {
+        for c in 0..s.params.ranks {
+            spans.push(cell(s, t, r, c));
+        }
+    }
+    spans
+}
+
+/// Wide layout, right side: the buffer grid, then the counters with bars.
+fn panel_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
+    let n = s.params.ranks;
+    let mut out = vec![
+        Line::styled(
+            format!(" Buffers after step {} (rank × chunk)", s.step),
+            t.h2,
+        ),
+        grid_header(s, t),
+    ];
+    for r in 0..n {
+        out.push(Line::from(grid_row(s, t, r)));
+    }
+    out.push(Line::styled(LEGEND, t.dim));
+    out.push(Line::raw(""));
+    let mut title = vec![Span::styled(" Bytes sent so far / in all", t.h2)];
+    if let Some(b) = bound(s) {
+        title.push(Span::styled(format!("   ring bound {b}"), t.dim));
+    }
+    out.push(Line::from(title));
+    let rows = height.saturating_sub(out.len());
+    for r in shown_ranks(n, rows) {
+        out.push(match r {
+            Some(r) => Line::from(vec![
+                Span::styled(format!(" R{r:<3} "), t.strong),
+                bar(s, t, r, 16),
+                Span::raw(" "),
+                sent_span(s, t, r),
+            ]),
+            None => Line::styled("  ⋮", t.dim),
+        });
+    }
+    out
+}
+
+/// Compact layout (80x24, or N too large to draw): one row per rank, cells then counters.
 fn table_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
     let n = s.params.ranks;
-    let m = s.params.count() as u64 * s.params.dtype.size() as u64;
     let mut out = Vec::new();
-    let target = if s.params.op == Collective::AllReduce {
-        format!(
-            "ring bound 2(N−1)/N·M = {}",
-            format_bytes(ring_allreduce_bytes_per_rank(n, m).round() as u64)
-        )
-    } else {
-        String::new()
-    };
     if s.contrib.is_some() {
-        let mut head = vec![Span::styled(" rank ", t.strong)];
-        for c in 0..n {
-            head.push(Span::styled(format!("c{c:<2x}"), t.dim));
-        }
-        head.push(Span::styled("  sent so far → final", t.strong));
-        out.push(Line::from(head));
+        let mut head = grid_header(s, t);
+        head.spans
+            .push(Span::styled("   sent so far / in all", t.strong));
+        out.push(head);
     } else {
         out.push(Line::styled(
-            format!(" N = {n}: buffers are drawn up to {MAX_DRAWN} ranks; bytes below are exact"),
+            format!(" N = {n}: buffers are drawn up to {MAX_DRAWN} ranks; the bytes are exact"),
             t.dim,
         ));
-        out.push(Line::styled(" rank  sent so far → final", t.strong));
+        out.push(Line::styled(" rank   sent so far / in all", t.strong));
     }
-    let rows = height.saturating_sub(out.len() + 2).max(1);
-    let shown: Vec<usize> = if n <= rows {
-        (0..n).collect()
-    } else {
-        let half = rows / 2;
-        (0..half).chain(n - (rows - half - 1)..n).collect()
-    };
-    let mut prev = None;
-    for r in shown {
-        if prev.is_some_and(|p: usize| r != p + 1) {
-            out.push(Line::styled(format!("  ⋮   ({} more ranks)", r - prev.unwrap_or(0) - 1), t.dim));
-        }
-        prev = Some(r);
-        let mut spans = vec![Span::styled(format!(" R{r:<3} "), t.strong)];
-        if s.contrib.is_some() {
-            for c in 0..n {
-                spans.push(cell(s, t, r, c));
-                spans.push(Span::raw(""));
+    let rows = height.saturating_sub(out.len() + 1).max(1);
+    for r in shown_ranks(n, rows) {
+        out.push(match r {
+            Some(r) => {
+                let mut spans = grid_row(s, t, r);
+                spans.push(Span::raw("  "));
+                spans.push(sent_span(s, t, r));
+                Line::from(spans)
             }
-        }
-        let fin = s.traffic.per_rank.get(r).map_or(0, |x| x.bytes_sent);
-        let sent = s.sent.get(r).copied().unwrap_or(0);
-        spans.push(Span::styled(format!("  {:>9} → {}", format_bytes(sent), format_bytes(fin)), if sent == fin { t.ok } else { t.base }));
-        out.push(Line::from(spans));
+            None => Line::styled(format!("  ⋮   ({} ranks in all)", n), t.dim),
+        });
     }
-    out.push(Line::styled(
-        format!(" · nothing  0-f one rank's data  Σk sum of k ranks  ■/all every rank   {target}"),
-        t.dim,
-    ));
+    let legend = match (s.contrib.is_some(), bound(s)) {
+        (true, Some(b)) if out.len() + 2 <= height => {
+            out.push(Line::styled(LEGEND, t.dim));
+            format!(" each rank's bytes sent converge to the ring bound {b}")
+        }
+        (true, Some(b)) => format!(" ■ all N  Σk sum of k ranks  bound {b}"),
+        (true, None) => LEGEND.to_string(),
+        (false, Some(b)) => format!(" each rank converges to the ring bound {b}"),
+        (false, None) => String::new(),
+    };
+    out.push(Line::styled(legend, t.dim));
     out
 }
 
 fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
     let link = &LINK_PRESETS[s.link];
-    let mut out = vec![Line::styled(
-        format!(
-            " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}   (L: link = {}, assumed)",
-            "algo", "steps", "max sent/rank", "max recv/rank", "busiest link", "est. time", link.name
+    let mut out = vec![
+        Line::from(vec![
+            Span::styled(" Same N and M, three ways", t.h2),
+            Span::styled(
+                format!(
+                    "   time: α–β on {}, {} GB/s, {} µs/step (assumed; L)",
+                    link.name, link.bandwidth_gbps, link.latency_us
+                ),
+                t.dim,
+            ),
+        ]),
+        Line::styled(
+            format!(
+                " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}",
+                "algo", "steps", "max sent/rank", "max recv/rank", "busiest link", "est. time"
+            ),
+            t.strong,
         ),
-        t.strong,
-    )];
+    ];
     for c in &s.compare {
         let row = format!(
             " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}",
@@ -233,10 +382,10 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             format_bytes(c.max_link),
             format_seconds(c.estimate.total_s),
         );
-        let mark = if c.algo == s.params.algo { "◀ shown" } else { "" };
+        let shown = c.algo == s.params.algo;
         out.push(Line::from(vec![
-            Span::styled(row, if c.algo == s.params.algo { t.accent } else { t.base }),
-            Span::styled(format!("  {mark}"), t.dim),
+            Span::styled(row, if shown { t.accent } else { t.base }),
+            Span::styled(if shown { "  ◀" } else { "" }, t.dim),
         ]));
     }
     out

@@ -1,0 +1,159 @@
+//! The ring view: snapshots at several steps, exact rewind, and the counters converging to
+//! 2(N−1)/N·M.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ringlab::collective::{Algorithm, Collective, Dtype};
+use ringlab::course::Course;
+use ringlab::course::lesson::{Origin, SourceFile};
+use ringlab::tui::app::{self, Action, App, Screen};
+use ringlab::tui::screens::ring::RingParams;
+use ringlab::tui::theme::Theme;
+
+fn app_with_ring(params: RingParams, w: u16, h: u16) -> App {
+    let course = Course::from_sources(Origin::Embedded, Vec::<SourceFile>::new());
+    let mut app = App::new(course, Theme::color());
+    app::update(&mut app, Action::Resize(w, h));
+    app.open_ring(params).expect("ring");
+    app
+}
+
+fn frame(app: &App) -> String {
+    let mut t = Terminal::new(TestBackend::new(app.width, app.height)).expect("terminal");
+    t.draw(|f| app::render(app, f)).expect("draw");
+    format!("{}", t.backend())
+}
+
+fn ring(app: &App) -> &ringlab::tui::screens::ring::RingState {
+    match app.stack.last() {
+        Some(Screen::Ring(r)) => r,
+        _ => panic!("ring view not on top"),
+    }
+}
+
+#[test]
+fn ring_view_step_0_120x40() {
+    let app = app_with_ring(RingParams::default(), 120, 40);
+    insta::assert_snapshot!(frame(&app));
+}
+
+#[test]
+fn ring_view_reduce_scatter_step_2_120x40() {
+    let mut app = app_with_ring(RingParams::default(), 120, 40);
+    app::update(&mut app, Action::Step(1));
+    app::update(&mut app, Action::Step(1));
+    let f = frame(&app);
+    assert!(f.contains("reduce-scatter step 2 of 3"), "{f}");
+    insta::assert_snapshot!(f);
+}
+
+#[test]
+fn ring_view_done_80x24_compact() {
+    let mut app = app_with_ring(RingParams::default(), 80, 24);
+    app::update(&mut app, Action::Bottom);
+    let f = frame(&app);
+    assert!(f.contains("all-gather step 3 of 3"), "{f}");
+    insta::assert_snapshot!(f);
+}
+
+#[test]
+fn stepping_forward_then_back_gives_the_first_frame_exactly() {
+    let mut app = app_with_ring(RingParams::default(), 120, 40);
+    let first = frame(&app);
+    for _ in 0..5 {
+        app::update(&mut app, Action::Step(1));
+    }
+    assert_ne!(frame(&app), first);
+    for _ in 0..5 {
+        app::update(&mut app, Action::Step(-1));
+    }
+    assert_eq!(frame(&app), first);
+    // Past the ends it clamps.
+    app::update(&mut app, Action::Step(-1));
+    assert_eq!(frame(&app), first);
+}
+
+#[test]
+fn counters_reach_the_ring_bound_at_the_end() {
+    for n in [2usize, 3, 5, 8, 16] {
+        let params = RingParams {
+            ranks: n,
+            bytes: 1 << 20,
+            ..RingParams::default()
+        };
+        let mut app = app_with_ring(params, 120, 40);
+        app::update(&mut app, Action::Bottom);
+        let r = ring(&app);
+        let m = (1u64 << 20) as f64;
+        let bound = 2.0 * (n as f64 - 1.0) / n as f64 * m;
+        for &sent in &r.sent {
+            assert!(
+                (sent as f64 - bound).abs() <= 4.0,
+                "N={n}: {sent} vs {bound}"
+            );
+        }
+    }
+}
+
+#[test]
+fn play_advances_on_ticks_and_stops_at_the_end() {
+    let mut app = app_with_ring(RingParams::default(), 120, 40);
+    assert!(app.tick_interval().is_none(), "idle: no ticks");
+    app::update(&mut app, Action::PlayPause);
+    assert!(app.tick_interval().is_some());
+    for _ in 0..20 {
+        app::update(&mut app, Action::Tick);
+    }
+    assert!(ring(&app).at_end());
+    assert!(app.tick_interval().is_none(), "stops at the end");
+}
+
+#[test]
+fn plus_and_minus_change_ranks_and_cycle_keys_change_the_schedule() {
+    let mut app = app_with_ring(RingParams::default(), 120, 40);
+    app::update(&mut app, Action::Ranks(1));
+    assert_eq!(ring(&app).params.ranks, 5);
+    app::update(&mut app, Action::Ranks(-1));
+    app::update(&mut app, Action::Ranks(-1));
+    app::update(&mut app, Action::Ranks(-1));
+    app::update(&mut app, Action::Ranks(-1));
+    assert_eq!(ring(&app).params.ranks, 2, "never below 2");
+    for _ in 0..16 {
+        app::update(&mut app, Action::Ranks(1));
+    }
+    assert!(ring(&app).params.ranks > 16);
+    let f = frame(&app);
+    assert!(f.contains("drawn up to 16"), "{f}");
+    app::update(&mut app, Action::CycleAlgo);
+    assert_eq!(ring(&app).params.algo, Algorithm::Naive);
+    app::update(&mut app, Action::CycleOp);
+    assert_ne!(ring(&app).params.op, Collective::AllReduce);
+}
+
+#[test]
+fn ranks_up_to_1024_keep_exact_numbers() {
+    let params = RingParams {
+        ranks: 1024,
+        bytes: 1 << 30,
+        dtype: Dtype::F32,
+        ..RingParams::default()
+    };
+    let mut app = app_with_ring(params, 120, 40);
+    app::update(&mut app, Action::Bottom);
+    let r = ring(&app);
+    let total: u64 = r.sent.iter().sum();
+    assert_eq!(total, 2 * 1023 * (1u64 << 30));
+}
+
+#[test]
+fn naive_view_shows_rank_0_as_the_bottleneck() {
+    let params = RingParams {
+        algo: Algorithm::Naive,
+        ..RingParams::default()
+    };
+    let mut app = app_with_ring(params, 120, 40);
+    app::update(&mut app, Action::Bottom);
+    let r = ring(&app);
+    assert_eq!(r.traffic.per_rank[0].bytes_received, 3 * (1 << 20));
+    assert_eq!(r.traffic.per_rank[0].bytes_sent, 3 * (1 << 20));
+}
