@@ -15,6 +15,9 @@ use crate::tui::screens::ring::RingParams;
 use crate::tui::{self, App, TuiError, theme::Theme};
 use crate::units::parse_size;
 
+pub mod lab;
+pub mod plan;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ringlab",
@@ -55,6 +58,24 @@ pub enum Command {
     /// Opens the ring view: Space plays, ← and → step back and forward, + and − change the
     /// number of ranks, a/c/m cycle algorithm, collective and message size.
     Ring(RingArgs),
+    /// Tensor-parallel calculator: bytes and time of TP's all-reduces for a model.
+    ///
+    /// Two all-reduces per layer, every forward pass; per-GPU bytes come from the ring
+    /// all-reduce schedule. Exits 1 when vLLM would refuse the TP degree.
+    Tp(plan::TpArgs),
+    /// vLLM launch planner: TP and PP for a cluster, a memory check, commands for every node.
+    ///
+    /// Exits 1 when the plan cannot work (the model won't fit, an interface cannot reach peers).
+    Plan(plan::PlanArgs),
+    /// Benchmark a collective between real processes over TCP, measured like nccl-tests.
+    ///
+    /// Example: ringlab bench --nproc-per-node 2 -b 1K -e 64M -f 4
+    Bench(lab::BenchArgs),
+    /// The classic NCCL sanity check: an all-reduce of ones must equal the world size.
+    Sanity(lab::SanityArgs),
+    /// (internal) one rank of a job, started by the launcher.
+    #[command(name = "__rank", hide = true)]
+    Rank,
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -118,6 +139,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Learn { ref lesson }) => open_tui(&cli.lessons, lesson.as_deref()),
         Some(Command::Check { ref paths }) => check(&cli.lessons, paths),
         Some(Command::Ring(ref args)) => ring(&cli.lessons, args),
+        Some(Command::Tp(ref args)) => plan::tp(args),
+        Some(Command::Plan(ref args)) => plan::plan_cmd(args),
+        Some(Command::Bench(ref args)) => lab::bench(args),
+        Some(Command::Sanity(ref args)) => lab::sanity(args),
+        Some(Command::Rank) => Ok(crate::lab::rank::main()),
         Some(Command::Completions { shell }) => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "ringlab", &mut io::stdout());

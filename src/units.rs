@@ -70,7 +70,7 @@ pub fn format_bytes(bytes: u64) -> String {
         return format!("{bytes} B");
     }
     let scale = 1u64 << (10 * unit);
-    if bytes % scale == 0 {
+    if bytes.is_multiple_of(scale) {
         format!("{} {}", bytes / scale, UNITS[unit])
     } else {
         format!("{:.2} {}", bytes as f64 / scale as f64, UNITS[unit])

@@ -75,7 +75,9 @@ impl Hasher for LinkHasher {
         self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
     fn finish(&self) -> u64 {
-        self.0
+        // Fold the well-mixed high half down: the table indexes by the low bits, which alone
+        // would ignore `src` (many senders to one root would all collide).
+        self.0 ^ (self.0 >> 32)
     }
 }
 

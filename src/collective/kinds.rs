@@ -391,3 +391,21 @@ mod tests {
         assert_eq!(Dtype::I8.size(), 1);
     }
 }
+
+/// Names on the wire and in JSON: the same spellings the CLI takes.
+macro_rules! serde_by_name {
+    ($($t:ty),*) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <String as serde::Deserialize>::deserialize(d)?;
+                s.parse().map_err(|e: ParseError| serde::de::Error::custom(e.to_string()))
+            }
+        }
+    )*};
+}
+serde_by_name!(Collective, Algorithm, Dtype, Op);

@@ -17,9 +17,9 @@
 //! | reduce         | 2N−2 (pipelined chain, N chunks) | 1 | D |
 //! | sendrecv       | 1                    | 1     | 1    |
 //!
-//! Modules: [`schedule`] (data and chunking), `ring`/`naive`/`tree` (builders), [`simulate`]
-//! (numbers and the independent reference), [`contrib`] (who holds whose data), [`cost`]
-//! (bytes, busbw, alpha–beta), [`report`] (JSON).
+//! Modules: `schedule` (data and chunking), `ring`/`naive`/`tree` (builders), `simulate`
+//! (numbers and the independent reference), `contrib` (who holds whose data), `cost`
+//! (bytes, busbw, alpha–beta), `report` (JSON).
 
 pub mod contrib;
 pub mod cost;

@@ -25,9 +25,8 @@ fn chunk_table(count: usize, n: usize) -> Vec<(u64, u64)> {
 fn ring_step(b: &mut Builder, phase: Phase, table: &[(u64, u64)], first: usize, reduce: bool) {
     let n = table.len();
     let t = b.step(phase, n);
-    let mut c = first;
-    for r in 0..n {
-        let (offset, len) = table[c];
+    let chunks = table[first..].iter().chain(&table[..first]);
+    for (r, &(offset, len)) in chunks.enumerate() {
         if len > 0 {
             let dst = if r + 1 == n { 0 } else { r + 1 };
             t.push(Transfer {
@@ -38,7 +37,6 @@ fn ring_step(b: &mut Builder, phase: Phase, table: &[(u64, u64)], first: usize, 
                 reduce,
             });
         }
-        c = if c + 1 == n { 0 } else { c + 1 };
     }
 }
 

@@ -115,7 +115,7 @@ pub struct Transfer {
 impl Transfer {
     /// The element range this transfer reads on `src` and writes on `dst`.
     pub fn range(&self) -> Range<usize> {
-        self.offset as usize..(self.offset + self.len) as usize
+        self.offset as usize..self.offset.saturating_add(self.len) as usize
     }
 }
 
@@ -280,7 +280,7 @@ impl Schedule {
 
     /// Bytes a transfer moves: len × elem_size.
     pub fn transfer_bytes(&self, t: &Transfer) -> u64 {
-        t.len * self.spec.elem_size as u64
+        t.len.saturating_mul(self.spec.elem_size as u64)
     }
 
     /// For step `step`: its phase, its 1-based position within that phase, and the phase's length,

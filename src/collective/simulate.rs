@@ -11,7 +11,7 @@
 use std::fmt::Debug;
 
 use super::kinds::{Collective, Op};
-use super::schedule::{Schedule, Step, chunk_range, defined_range};
+use super::schedule::{Schedule, Step, chunk_of, chunk_range, defined_range};
 
 /// Why buffers could not be simulated or checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -161,10 +161,44 @@ pub fn simulate<T: Element>(
     Ok(bufs)
 }
 
-/// The expected result of `collective` on `inputs` (one equal-length buffer per rank), from the
-/// definitions alone. Rank r's entry holds only the part of its buffer the collective defines (see
-/// [`defined_range`]): the whole buffer, chunk r for reduce-scatter, empty for non-root reduce.
-/// All-gather reads chunk r of rank r's input; sendrecv gives rank r the input of rank r−1.
+/// The element a collective defines at index `i` of `rank`'s buffer, straight from the
+/// definitions (facts.md), given every rank's input through `input(rank, i)`; `None` where the
+/// collective leaves the element undefined (outside chunk r for reduce-scatter, non-root ranks
+/// for reduce) and for out-of-range arguments (n = 0, root/rank ≥ n, i ≥ count). Streaming, so a
+/// checker never needs every rank's buffer in memory.
+#[allow(clippy::too_many_arguments)]
+pub fn expected_at<T: Element>(
+    op: Op,
+    collective: Collective,
+    n: usize,
+    root: usize,
+    count: usize,
+    rank: usize,
+    i: usize,
+    input: impl Fn(usize, usize) -> T,
+) -> Option<T> {
+    if n == 0 || root >= n || rank >= n || i >= count {
+        return None;
+    }
+    let fold = || {
+        let mut acc = input(0, i);
+        for r in 1..n {
+            acc = T::combine(op, acc, input(r, i));
+        }
+        if op == Op::Avg { acc.div_ranks(n) } else { acc }
+    };
+    match collective {
+        Collective::AllReduce => Some(fold()),
+        Collective::ReduceScatter => chunk_range(count, n, rank).contains(&i).then(fold),
+        Collective::Reduce => (rank == root).then(fold),
+        Collective::Broadcast => Some(input(root, i)),
+        Collective::AllGather => chunk_of(count, n, i).map(|c| input(c, i)),
+        Collective::SendRecv => Some(input((rank + n - 1) % n, i)),
+    }
+}
+
+/// What each rank must hold after the collective, from the definitions (never from a
+/// schedule): the defined part of every rank's buffer (see [`expected_at`]).
 pub fn reference<T: Element>(
     op: Op,
     collective: Collective,
@@ -177,30 +211,17 @@ pub fn reference<T: Element>(
     if root >= n {
         return Err(SimError::RootOutOfRange { root, ranks: n });
     }
-    let reduced = |range: std::ops::Range<usize>| -> Vec<T> {
-        let mut acc = inputs[0][range.clone()].to_vec();
-        for input in &inputs[1..] {
-            acc.iter_mut()
-                .zip(&input[range.clone()])
-                .for_each(|(a, &b)| *a = T::combine(op, *a, b));
-        }
-        if op == Op::Avg {
-            acc.iter_mut().for_each(|x| *x = x.div_ranks(n));
-        }
-        acc
-    };
-    let out = (0..n).map(|r| match collective {
-        Collective::AllReduce => reduced(0..count),
-        Collective::ReduceScatter => reduced(chunk_range(count, n, r)),
-        Collective::Reduce if r == root => reduced(0..count),
-        Collective::Reduce => Vec::new(),
-        Collective::Broadcast => inputs[root].clone(),
-        Collective::AllGather => (0..n)
-            .flat_map(|c| inputs[c][chunk_range(count, n, c)].iter().copied())
-            .collect(),
-        Collective::SendRecv => inputs[(r + n - 1) % n].clone(),
-    });
-    Ok(out.collect())
+    Ok((0..n)
+        .map(|r| {
+            (0..count)
+                .filter_map(|i| {
+                    expected_at(op, collective, n, root, count, r, i, |src, j| {
+                        inputs[src][j]
+                    })
+                })
+                .collect()
+        })
+        .collect())
 }
 
 /// Elements of `outputs` that differ from `expected` (a [`reference`] result), counting only each

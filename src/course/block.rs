@@ -146,7 +146,16 @@ impl Block {
             })
         }
         match kind {
-            BlockKind::Quiz => de(kind, body).map(Self::Quiz),
+            BlockKind::Quiz => {
+                // The full item check (answers, tolerance, choices, template parameters).
+                let q = de(kind, body)?;
+                super::quiz::parse(body).map_err(|e| BlockError {
+                    line: e.line,
+                    col: e.col,
+                    message: e.message,
+                })?;
+                Ok(Self::Quiz(q))
+            }
             BlockKind::Ring => de(kind, body).map(Self::Ring),
             BlockKind::Lab => de(kind, body).map(Self::Lab),
         }
@@ -156,7 +165,7 @@ impl Block {
     pub fn placeholder(&self) -> String {
         match self {
             Self::Quiz(q) => format!(
-                "quiz item `{}` ({}): {} — the quiz screen arrives with the quizzes issue",
+                "quiz item `{}` ({}): {} — press Q to take this lesson's quiz",
                 q.id, q.kind, q.prompt
             ),
             Self::Ring(r) => format!(

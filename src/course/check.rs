@@ -28,7 +28,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    fn error(file: &str, (line, col): (usize, usize), message: impl Into<String>) -> Self {
+    pub(crate) fn error(file: &str, (line, col): (usize, usize), message: impl Into<String>) -> Self {
         Self {
             file: file.to_string(),
             line,
@@ -80,6 +80,13 @@ pub fn slug(title: &str) -> String {
 
 /// Check a set of lesson files together (ids, prerequisites and links cross files).
 pub fn check_sources(files: &[SourceFile]) -> Vec<Diagnostic> {
+    check_all(files, &[])
+}
+
+/// Check lesson files and drill files (`lessons/drills/*.md`) together: everything
+/// [`check_sources`] does, the drill files' blocks, links and math, and quiz item ids unique
+/// across all of them, with every `follow_ups` id naming an item.
+pub fn check_all(files: &[SourceFile], drills: &[SourceFile]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut lessons: Vec<(&SourceFile, Lesson)> = Vec::new();
     for f in files {
@@ -99,6 +106,14 @@ pub fn check_sources(files: &[SourceFile]) -> Vec<Diagnostic> {
     for (f, l) in &lessons {
         check_body(f, l, &anchors, &mut out);
     }
+    let drill_lessons: Vec<(&SourceFile, Lesson)> = drills
+        .iter()
+        .map(|f| (f, super::quizcheck::as_lesson(f)))
+        .collect();
+    for (f, l) in &drill_lessons {
+        check_body(f, l, &anchors, &mut out);
+    }
+    super::quizcheck::check_item_ids(&lessons, &drill_lessons, &mut out);
     check_ids_and_prerequisites(&lessons, &mut out);
     out.sort_by(|a, b| (&a.file, a.line, a.col).cmp(&(&b.file, b.line, b.col)));
     out

@@ -20,7 +20,7 @@ use include_dir::{Dir, include_dir};
 use serde::Deserialize;
 
 use super::block::offset_to_line_col;
-use super::check::{Diagnostic, check_sources};
+use super::check::{Diagnostic, check_all};
 
 static EMBEDDED: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lessons");
 
@@ -87,6 +87,11 @@ pub struct Course {
     pub origin: Origin,
     /// Lessons in course order, then broken files.
     pub entries: Vec<Entry>,
+    /// Drill files (`lessons/drills/*.md`): interview questions as ```quiz blocks, no front
+    /// matter. They are not lessons and never appear in the course map.
+    pub drills: Vec<SourceFile>,
+    /// What `ringlab check` says about the drill files (and item ids shared with lessons).
+    pub drill_diagnostics: Vec<Diagnostic>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,10 +171,14 @@ fn find_closing(rest: &str) -> Option<usize> {
 impl Course {
     /// The lessons built into the binary.
     pub fn embedded() -> Self {
-        Self::from_sources(Origin::Embedded, embedded_sources())
+        Self::with_drills(
+            Origin::Embedded,
+            embedded_sources(),
+            embedded_drill_sources(),
+        )
     }
 
-    /// Lessons from a folder (top-level `*.md` files).
+    /// Lessons from a folder (top-level `*.md` files), and drills from its `drills/` folder.
     pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
         let files = read_dir_sources(dir)?;
         if files.is_empty() {
@@ -177,7 +186,12 @@ impl Course {
                 path: dir.display().to_string(),
             });
         }
-        Ok(Self::from_sources(Origin::Dir(dir.to_path_buf()), files))
+        let drills = read_drill_sources(dir)?;
+        Ok(Self::with_drills(
+            Origin::Dir(dir.to_path_buf()),
+            files,
+            drills,
+        ))
     }
 
     /// Load again from where this course came from.
@@ -189,7 +203,17 @@ impl Course {
     }
 
     pub fn from_sources(origin: Origin, files: Vec<SourceFile>) -> Self {
-        let diagnostics = check_sources(&files);
+        Self::with_drills(origin, files, Vec::new())
+    }
+
+    /// Lessons and drill files, checked together (item ids are unique across both).
+    pub fn with_drills(origin: Origin, files: Vec<SourceFile>, drills: Vec<SourceFile>) -> Self {
+        let diagnostics = check_all(&files, &drills);
+        let drill_diagnostics = diagnostics
+            .iter()
+            .filter(|d| drills.iter().any(|f| f.path == d.file))
+            .cloned()
+            .collect();
         let mut entries: Vec<Entry> = files
             .iter()
             .map(|f| Entry {
@@ -212,7 +236,12 @@ impl Course {
             };
             key(a).cmp(&key(b))
         });
-        Self { origin, entries }
+        Self {
+            origin,
+            entries,
+            drills,
+            drill_diagnostics,
+        }
     }
 
     pub fn lessons(&self) -> impl Iterator<Item = &Lesson> {
@@ -243,6 +272,35 @@ pub fn embedded_sources() -> Vec<SourceFile> {
     files.sort_by(|a, b| a.path.cmp(&b.path));
     files
 }
+
+/// The drill files built into the binary (`lessons/drills/*.md`), sorted by path.
+pub fn embedded_drill_sources() -> Vec<SourceFile> {
+    let Some(dir) = EMBEDDED.get_dir("drills") else {
+        return Vec::new();
+    };
+    let mut files: Vec<SourceFile> = dir
+        .files()
+        .filter(|f| f.path().extension().is_some_and(|e| e == "md"))
+        .map(|f| SourceFile {
+            path: format!("lessons/{}", f.path().display()),
+            text: String::from_utf8_lossy(f.contents()).into_owned(),
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files
+}
+
+/// The drill files of a lessons folder: `DIR/drills/*.md` (none when there is no such folder).
+pub fn read_drill_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
+    let drills = dir.join(DRILLS_DIR);
+    if !drills.is_dir() {
+        return Ok(Vec::new());
+    }
+    read_dir_sources(&drills)
+}
+
+/// The folder inside a lessons folder that holds drill files.
+pub const DRILLS_DIR: &str = "drills";
 
 /// Top-level `*.md` files of a folder, sorted by name.
 pub fn read_dir_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {

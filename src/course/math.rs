@@ -828,7 +828,7 @@ impl Writer {
     fn atom(&mut self, s: &str, class: Class) {
         let source_space = self.space_pending && class != Class::Punct && !self.after_open;
         let op_space = self.op_pending && matches!(class, Class::Ord | Class::Op);
-        if source_space || op_space {
+        if (source_space || op_space) && !s.starts_with(' ') {
             self.push_space();
         }
         self.space_pending = false;
@@ -963,18 +963,51 @@ fn render_inline(items: &[Item], tight: bool) -> String {
 
 fn frac_inline(num: &[Item], den: &[Item]) -> String {
     let (n, d) = (render_inline(num, false), render_inline(den, false));
-    format!("{}/{}", parenthesize(n), parenthesize(d))
+    let n = if is_product(&n) { n } else { format!("({n})") };
+    let d = if is_atomic(&d) { d } else { format!("({d})") };
+    format!("{n}/{d}")
 }
 
-fn parenthesize(s: String) -> String {
-    if is_atomic(&s) { s } else { format!("({s})") }
+/// A numerator that needs no brackets before `/`: factors only, like `2(N−1)` or `x²`.
+fn is_product(s: &str) -> bool {
+    let mut depth = 0i32;
+    for c in s.chars() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ' ' | '+' | '−' | '±' | '∓' | '/' | '·' | '×' | '=' | '<' | '>' | '≤' | '≥' | '≈'
+            | '≠' | '→' | ',' | '!'
+                if depth == 0 =>
+            {
+                return false;
+            }
+            _ => {}
+        }
+    }
+    depth == 0
 }
 
-/// One "token" for fraction purposes: a number, a name, or an already bracketed expression.
+/// A denominator that needs no brackets after `/`: a number, a name (`N`, `busbw`, `xᵢ²`),
+/// or an already bracketed expression. `2N` is a product and gets brackets.
 fn is_atomic(s: &str) -> bool {
-    s.chars()
-        .all(|c| c.is_alphanumeric() || matches!(c, '.' | '′' | '∞' | '∂'))
-        || is_wrapped(s)
+    let base = s.trim_end_matches(is_script_char);
+    let number = base.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let name = base
+        .chars()
+        .all(|c| c.is_alphabetic() || matches!(c, '∞' | '∂'));
+    (!base.is_empty() && (number || name)) || is_wrapped(s)
+}
+
+/// Characters produced by [`superscript`] and [`subscript`], and primes.
+fn is_script_char(c: char) -> bool {
+    matches!(c,
+        '¹' | '²' | '³' | '′' | 'ⁱ' | 'ⁿ' | 'ⱼ' | 'ⱽ' | '°'
+        | '\u{2070}'..='\u{207E}'
+        | '\u{2080}'..='\u{209C}'
+        | '\u{02B0}'..='\u{02B8}'
+        | '\u{02E1}'..='\u{02E3}'
+        | '\u{1D2C}'..='\u{1D6A}'
+        | '\u{1D9C}'..='\u{1DBF}')
 }
 
 /// `(…)` where the first bracket closes at the very end.
@@ -1292,6 +1325,9 @@ mod tests {
         assert_eq!(inline(r"2\cdot\frac{N-1}{N}\cdot M"), "2·(N−1)/N·M");
         assert_eq!(inline(r"\frac{(a+b)}{2}"), "(a+b)/2");
         assert_eq!(inline(r"2\frac{N-1}{N}S"), "2(N−1)/N·S");
+        assert_eq!(inline(r"\frac{2(N-1)}{N}"), "2(N−1)/N");
+        assert_eq!(inline(r"\frac{a}{2N}"), "a/(2N)");
+        assert_eq!(inline(r"(r-1) \text{ mod } N"), "(r−1) mod N");
     }
 
     #[test]

@@ -1,2 +1,4 @@
-//! What the learner has done: progress and (later) review history.
+//! What the learner has done: progress, review history, spaced repetition and study sessions.
 pub mod progress;
+pub mod session;
+pub mod srs;

@@ -1,6 +1,11 @@
 //! Progress that is never lost: one human-readable JSON file with a schema version, written
 //! atomically (temp file, fsync, rename, fsync the directory). A corrupt file, or one written
 //! by a newer ringlab, is moved aside with a timestamp and never overwritten.
+//!
+//! Schema 2 adds, per quiz item id, the review history and the FSRS card state
+//! ([`ItemRecord`]). A schema 1 file is migrated on load (and a copy of it kept as
+//! `progress.json.schema1.bak`). Items are keyed by id, so an edited lesson keeps the history
+//! of every id it still has; ids that disappeared are reported as orphans and kept.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -10,7 +15,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA: u32 = 1;
+pub const SCHEMA: u32 = 2;
 pub const FILE_NAME: &str = "progress.json";
 
 /// A lesson counts as read when the reader has seen this much of it.
@@ -29,6 +34,9 @@ pub struct Progress {
     pub schema: u32,
     #[serde(default)]
     pub lessons: BTreeMap<String, LessonProgress>,
+    /// Review history and spaced-repetition state per quiz item id.
+    #[serde(default)]
+    pub items: BTreeMap<String, ItemRecord>,
 }
 
 impl Default for Progress {
@@ -36,8 +44,78 @@ impl Default for Progress {
         Self {
             schema: SCHEMA,
             lessons: BTreeMap::new(),
+            items: BTreeMap::new(),
         }
     }
+}
+
+/// Where an FSRS card is in its life (mirrors `rs_fsrs::State`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CardPhase {
+    #[default]
+    New,
+    Learning,
+    Review,
+    Relearning,
+}
+
+/// An item's FSRS memory state, stored in ringlab's own words so the file does not depend on
+/// the scheduler crate's field names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardState {
+    pub due: DateTime<Utc>,
+    pub stability: f64,
+    pub difficulty: f64,
+    pub elapsed_days: i64,
+    pub scheduled_days: i64,
+    pub reps: u32,
+    pub lapses: u32,
+    pub phase: CardPhase,
+    pub last_review: Option<DateTime<Utc>>,
+}
+
+/// One graded answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Review {
+    pub at: DateTime<Utc>,
+    /// FSRS grade 1..=4: Again, Hard, Good, Easy.
+    pub grade: u8,
+    /// For auto-graded items: was the typed answer right? None for self-graded recall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct: Option<bool>,
+    /// "quiz", "drill" or "mock".
+    #[serde(default)]
+    pub mode: String,
+    /// Seconds from showing the item to the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+/// Everything ringlab remembers about one quiz item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemRecord {
+    pub card: CardState,
+    #[serde(default)]
+    pub reviews: Vec<Review>,
+}
+
+impl ItemRecord {
+    pub fn last_review(&self) -> Option<&Review> {
+        self.reviews.iter().max_by_key(|r| r.at)
+    }
+}
+
+/// What [`Progress::merge`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Items only the imported file knew.
+    pub added: usize,
+    /// Items whose imported history was newer (their card state now comes from it).
+    pub updated: usize,
+    /// Items where this file's history was newer or equal (kept, with any new reviews added).
+    pub kept: usize,
+    pub lessons: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +146,9 @@ pub enum ProgressError {
 pub enum LoadNotice {
     /// The file was unreadable as progress and was moved aside to this path.
     Quarantined { reason: String, moved_to: PathBuf },
+    /// The file had an older schema and was upgraded in memory; the original was copied to
+    /// `backup` (it is rewritten in the new schema at the next save).
+    Migrated { from: u32, backup: Option<PathBuf> },
 }
 
 impl std::fmt::Display for LoadNotice {
@@ -78,11 +159,80 @@ impl std::fmt::Display for LoadNotice {
                 "progress file {reason}; kept it as {} and started fresh",
                 moved_to.display()
             ),
+            Self::Migrated { from, backup } => {
+                write!(f, "progress file upgraded from schema {from} to {SCHEMA}")?;
+                match backup {
+                    Some(b) => write!(f, " (the old file is kept as {})", b.display()),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
 
 impl Progress {
+    /// Merge another progress file into this one. Per item the review histories are united,
+    /// and the card state of whichever side reviewed it last wins; per lesson the furthest
+    /// reading wins.
+    pub fn merge(&mut self, other: &Progress) -> MergeReport {
+        let mut report = MergeReport::default();
+        for (id, theirs) in &other.lessons {
+            match self.lessons.get_mut(id) {
+                None => {
+                    self.lessons.insert(id.clone(), theirs.clone());
+                    report.lessons += 1;
+                }
+                Some(mine) => {
+                    if theirs.read > mine.read || theirs.last_opened > mine.last_opened {
+                        report.lessons += 1;
+                    }
+                    mine.read = mine.read.max(theirs.read);
+                    mine.first_opened = mine.first_opened.min(theirs.first_opened);
+                    mine.last_opened = mine.last_opened.max(theirs.last_opened);
+                }
+            }
+        }
+        for (id, theirs) in &other.items {
+            let Some(mine) = self.items.get_mut(id) else {
+                self.items.insert(id.clone(), theirs.clone());
+                report.added += 1;
+                continue;
+            };
+            let newest = |r: &ItemRecord| r.last_review().map(|x| x.at);
+            if newest(theirs) > newest(mine) {
+                mine.card = theirs.card.clone();
+                report.updated += 1;
+            } else {
+                report.kept += 1;
+            }
+            for r in &theirs.reviews {
+                if !mine
+                    .reviews
+                    .iter()
+                    .any(|m| m.at == r.at && m.grade == r.grade)
+                {
+                    mine.reviews.push(r.clone());
+                }
+            }
+            mine.reviews.sort_by_key(|r| r.at);
+        }
+        report
+    }
+
+    /// Ids with history that `known` does not recognise (items removed or renamed in the course).
+    pub fn orphans(&self, known: impl Fn(&str) -> bool) -> Vec<&str> {
+        self.items
+            .keys()
+            .map(String::as_str)
+            .filter(|id| !known(id))
+            .collect()
+    }
+
+    /// Total graded answers on record.
+    pub fn review_count(&self) -> usize {
+        self.items.values().map(|r| r.reviews.len()).sum()
+    }
+
     pub fn lesson_state(&self, id: &str) -> LessonMark {
         match self.lessons.get(id) {
             None => LessonMark::New,
@@ -168,10 +318,80 @@ pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError>
         }
         _ => {}
     }
-    match serde_json::from_str::<Progress>(&text) {
+    let value = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => v,
+        Err(e) => return quarantine(&path, format!("is corrupt ({e})")),
+    };
+    let (value, from) = match migrate(value) {
+        Ok(m) => m,
+        Err(e) => return quarantine(&path, format!("is corrupt ({e})")),
+    };
+    match serde_json::from_value::<Progress>(value) {
+        Ok(p) if from < SCHEMA => {
+            let backup = path.with_file_name(format!("{FILE_NAME}.schema{from}.bak"));
+            let backup = (backup.exists() || fs::copy(&path, &backup).is_ok()).then_some(backup);
+            Ok((p, Some(LoadNotice::Migrated { from, backup })))
+        }
         Ok(p) => Ok((p, None)),
         Err(e) => quarantine(&path, format!("is corrupt ({e})")),
     }
+}
+
+/// Bring a parsed progress file up to [`SCHEMA`], one version at a time. Returns the upgraded
+/// JSON and the schema it was written in.
+pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), String> {
+    let obj = v.as_object_mut().ok_or("not a JSON object")?;
+    let from = obj
+        .get("schema")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or("no schema number")? as u32;
+    if from == 0 {
+        return Err("schema 0 does not exist".into());
+    }
+    let mut at = from;
+    while at < SCHEMA {
+        match at {
+            // 1 → 2: per-item review history and FSRS state arrive, empty.
+            1 => {
+                obj.entry("items")
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            }
+            _ => return Err(format!("no migration from schema {at}")),
+        }
+        at += 1;
+        obj.insert("schema".into(), serde_json::Value::from(at));
+    }
+    Ok((v, from))
+}
+
+/// Read a progress file for import: it must be readable and of this or an older schema.
+/// Unlike [`load`] it never moves the file.
+pub fn read_file(path: &Path) -> Result<Progress, String> {
+    let shown = path.display();
+    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
+    if let Some(s) = value.get("schema").and_then(serde_json::Value::as_u64)
+        && s > u64::from(SCHEMA)
+    {
+        return Err(format!(
+            "{shown} was written by a newer ringlab (schema {s} > {SCHEMA}); update ringlab first"
+        ));
+    }
+    let (value, _) = migrate(value).map_err(|e| format!("{shown} is not a progress file: {e}"))?;
+    serde_json::from_value(value).map_err(|e| format!("{shown} is not a progress file: {e}"))
+}
+
+/// Write progress to any path, atomically (export).
+pub fn write_file(path: &Path, progress: &Progress) -> Result<(), ProgressError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| FILE_NAME.into(), |n| n.to_string_lossy().into_owned());
+    save_as(&dir, &name, progress)
 }
 
 fn quarantine(
@@ -192,14 +412,18 @@ fn quarantine(
 
 /// Write atomically: a reader sees the old file or the new one, never a mix or nothing.
 pub fn save(dir: &Path, progress: &Progress) -> Result<(), ProgressError> {
-    let path = dir.join(FILE_NAME);
+    save_as(dir, FILE_NAME, progress)
+}
+
+fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressError> {
+    let path = dir.join(name);
     let err = |source| ProgressError::Write {
         path: path.display().to_string(),
         source,
     };
     fs::create_dir_all(dir).map_err(err)?;
     let json = serde_json::to_string_pretty(progress).map_err(|e| err(std::io::Error::other(e)))?;
-    let tmp = dir.join(format!(".{FILE_NAME}.tmp-{}", std::process::id()));
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(json.as_bytes())?;
@@ -264,5 +488,137 @@ mod tests {
         assert!(
             matches!(notice, Some(LoadNotice::Quarantined { reason, .. }) if reason.contains("newer"))
         );
+    }
+
+    #[test]
+    fn empty_progress_file_is_quarantined() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(FILE_NAME), "").expect("write");
+        let (p, notice) = load(dir.path()).expect("load");
+        assert_eq!(p, Progress::default());
+        assert!(matches!(notice, Some(LoadNotice::Quarantined { .. })));
+    }
+
+    #[test]
+    fn schema_1_file_is_migrated_keeping_lessons_and_a_backup() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let v1 = r#"{
+  "schema": 1,
+  "lessons": {
+    "collectives": {
+      "read": 0.5,
+      "first_opened": "2025-01-02T03:04:05Z",
+      "last_opened": "2025-01-03T03:04:05Z"
+    }
+  }
+}"#;
+        fs::write(dir.path().join(FILE_NAME), v1).expect("write");
+        let (p, notice) = load(dir.path()).expect("load");
+        assert_eq!(p.schema, SCHEMA);
+        assert_eq!(p.lesson_state("collectives"), LessonMark::Started);
+        assert!(p.items.is_empty());
+        let Some(LoadNotice::Migrated {
+            from: 1,
+            backup: Some(b),
+        }) = notice
+        else {
+            panic!("expected a migration notice, got {notice:?}")
+        };
+        assert_eq!(fs::read_to_string(b).expect("backup"), v1);
+        // Saved again, it loads as schema 2 with no notice.
+        save(dir.path(), &p).expect("save");
+        let (q, notice) = load(dir.path()).expect("load");
+        assert_eq!((q, notice), (p, None));
+    }
+
+    fn record(at: &str, grade: u8, due: &str) -> ItemRecord {
+        let at: DateTime<Utc> = at.parse().expect("time");
+        ItemRecord {
+            card: CardState {
+                due: due.parse().expect("time"),
+                stability: 1.0,
+                difficulty: 5.0,
+                elapsed_days: 0,
+                scheduled_days: 1,
+                reps: 1,
+                lapses: 0,
+                phase: CardPhase::Review,
+                last_review: Some(at),
+            },
+            reviews: vec![Review {
+                at,
+                grade,
+                correct: None,
+                mode: "drill".into(),
+                seconds: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn merge_keeps_the_newer_review_per_item() {
+        let mut mine = Progress::default();
+        mine.items.insert(
+            "a".into(),
+            record("2025-01-01T00:00:00Z", 3, "2025-01-05T00:00:00Z"),
+        );
+        mine.items.insert(
+            "b".into(),
+            record("2025-02-01T00:00:00Z", 4, "2025-03-01T00:00:00Z"),
+        );
+        let mut theirs = Progress::default();
+        theirs.items.insert(
+            "a".into(),
+            record("2025-01-10T00:00:00Z", 1, "2025-01-10T00:01:00Z"),
+        );
+        theirs.items.insert(
+            "b".into(),
+            record("2025-01-15T00:00:00Z", 3, "2025-01-20T00:00:00Z"),
+        );
+        theirs.items.insert(
+            "c".into(),
+            record("2025-01-15T00:00:00Z", 3, "2025-01-20T00:00:00Z"),
+        );
+        let r = mine.merge(&theirs);
+        assert_eq!((r.added, r.updated, r.kept), (1, 1, 1));
+        let a = &mine.items["a"];
+        assert_eq!(
+            a.card.due,
+            "2025-01-10T00:01:00Z".parse::<DateTime<Utc>>().expect("t")
+        );
+        assert_eq!(a.reviews.len(), 2);
+        assert!(a.reviews[0].at < a.reviews[1].at, "history stays in order");
+        assert_eq!(
+            mine.items["b"].card.due,
+            "2025-03-01T00:00:00Z".parse::<DateTime<Utc>>().expect("t")
+        );
+        // Merging the same file twice changes nothing more.
+        let before = mine.clone();
+        mine.merge(&theirs);
+        assert_eq!(mine, before);
+    }
+
+    #[test]
+    fn orphans_are_ids_the_course_no_longer_has() {
+        let mut p = Progress::default();
+        p.items.insert(
+            "kept".into(),
+            record("2025-01-01T00:00:00Z", 3, "2025-01-05T00:00:00Z"),
+        );
+        p.items.insert(
+            "gone".into(),
+            record("2025-01-01T00:00:00Z", 3, "2025-01-05T00:00:00Z"),
+        );
+        assert_eq!(p.orphans(|id| id == "kept"), vec!["gone"]);
+    }
+
+    #[test]
+    fn import_refuses_a_newer_file_without_moving_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("other.json");
+        fs::write(&f, r#"{"schema": 99}"#).expect("write");
+        let e = read_file(&f).expect_err("newer");
+        assert!(e.contains("newer"), "{e}");
+        assert!(f.exists());
     }
 }

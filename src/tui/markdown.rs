@@ -21,7 +21,8 @@
 //! Blocks are separated by one blank line, and no line is ever wider than the width.
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, HeadingLevel, Parser, Tag, TagEnd};
 use ratatui::style::{Color, Modifier, Style};
@@ -341,6 +342,12 @@ struct Highlighting {
     theme: SyntaxTheme,
 }
 
+/// Load the syntax-highlighting assets now (tens of milliseconds, once per process), e.g. on a
+/// background thread at start-up, so the first lesson with code renders without that delay.
+pub fn preload_highlighting() {
+    highlighting();
+}
+
 /// Syntect's bundled syntaxes and theme, loaded once.
 fn highlighting() -> &'static Highlighting {
     static ASSETS: OnceLock<Highlighting> = OnceLock::new();
@@ -369,6 +376,49 @@ fn syntax_for<'s>(syntaxes: &'s SyntaxSet, lang: &str) -> Option<&'s SyntaxRefer
         other => other,
     };
     syntaxes.find_syntax_by_token(token)
+}
+
+/// A highlighted code block: per line, styled pieces without the line ending.
+type Highlighted = Vec<Vec<(Style, String)>>;
+
+/// Highlight a code block, or `None` for plain text. Syntect (fancy-regex) needs about a
+/// millisecond for a few lines, so results are memoized: a lesson re-laid out for another
+/// width, or opened again, costs nothing here.
+fn highlight(lang: &str, body: &str) -> Option<Arc<Highlighted>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Highlighted>>>> = OnceLock::new();
+    const CACHE_ENTRIES: usize = 512;
+    let assets = highlighting();
+    let syntax = syntax_for(&assets.syntaxes, lang)?;
+    let cache = CACHE.get_or_init(Mutex::default);
+    let key = format!("{lang}\n{body}");
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Some(hit);
+    }
+    let mut highlighter = HighlightLines::new(syntax, &assets.theme);
+    let mut lines = Vec::new();
+    for raw in LinesWithEndings::from(body) {
+        let line = code_text(raw);
+        let pieces = highlighter.highlight_line(&line, &assets.syntaxes).ok()?;
+        let pieces = pieces
+            .into_iter()
+            .map(|(style, text)| {
+                (
+                    syntect_style(style),
+                    text.trim_end_matches(['\n', '\r']).to_string(),
+                )
+            })
+            .filter(|(_, text)| !text.is_empty())
+            .collect();
+        lines.push(pieces);
+    }
+    let lines = Arc::new(lines);
+    if let Ok(mut cache) = cache.lock() {
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&lines));
+    }
+    Some(lines)
 }
 
 fn syntect_style(style: syntect::highlighting::Style) -> Style {
@@ -902,27 +952,31 @@ impl<'o> Renderer<'o> {
     fn code_block(&mut self, info: &str, body: &str) {
         let lang = info.split_whitespace().next().unwrap_or("");
         let width = self.avail().saturating_sub(4).max(1);
-        let assets = highlighting();
-        let syntax = if self.theme.mono {
+        if body.is_empty() {
+            self.code_rows(&[], width);
+            return;
+        }
+        let highlighted = if self.theme.mono {
             None
         } else {
-            syntax_for(&assets.syntaxes, lang)
+            highlight(lang, body)
         };
-        let mut highlighter = syntax.map(|s| HighlightLines::new(s, &assets.theme));
-        let plain = self.theme.code_block;
-        let mut any = false;
-        for raw in LinesWithEndings::from(body) {
-            any = true;
-            let line = code_text(raw);
-            let pieces: Vec<(Style, &str)> = highlighter
-                .as_mut()
-                .and_then(|h| h.highlight_line(&line, &assets.syntaxes).ok())
-                .map(|v| v.into_iter().map(|(s, t)| (syntect_style(s), t)).collect())
-                .unwrap_or_else(|| vec![(plain, line.as_ref())]);
-            self.code_rows(&pieces, width);
-        }
-        if !any {
-            self.code_rows(&[], width);
+        match highlighted {
+            Some(lines) => {
+                for line in lines.iter() {
+                    let pieces: Vec<(Style, &str)> = line
+                        .iter()
+                        .map(|(style, text)| (*style, text.as_str()))
+                        .collect();
+                    self.code_rows(&pieces, width);
+                }
+            }
+            None => {
+                for raw in LinesWithEndings::from(body) {
+                    let line = code_text(raw);
+                    self.code_rows(&[(self.theme.code_block, &line)], width);
+                }
+            }
         }
     }
 
@@ -1439,53 +1493,5 @@ mod tests {
             .collect::<String>();
         let r = render_with(&md, 20, &Theme::color());
         assert_fits(&r, 20);
-    }
-}
-#[cfg(test)]
-mod scratch {
-    #[test]
-    fn scratch_print() {
-        for path in ["lessons/01-collectives.md", "lessons/02-ring-allreduce.md"] {
-            let md = std::fs::read_to_string(path).unwrap();
-            let body = md.splitn(3, "+++").nth(2).unwrap().to_string();
-            let theme = if std::env::var("MONO").is_ok() {
-                crate::tui::theme::Theme::mono()
-            } else {
-                crate::tui::theme::Theme::color()
-            };
-            let w: u16 = std::env::var("W")
-                .ok()
-                .and_then(|w| w.parse().ok())
-                .unwrap_or(100);
-            let opts = super::RenderOptions {
-                width: w,
-                theme: &theme,
-                raw_tex: false,
-            };
-            let _ = super::render(
-                "```rust
-fn x() {}
-```",
-                &opts,
-            );
-            let t = std::time::Instant::now();
-            let n = 20;
-            for _ in 0..n {
-                std::hint::black_box(super::render(&body, &opts));
-            }
-            let dt = t.elapsed() / n;
-            let r = super::render(&body, &opts);
-            if std::env::var("SHOW").is_ok() {
-                for l in super::plain_lines(&r) {
-                    println!("|{l}");
-                }
-            }
-            println!(
-                "{path}: {} src lines -> {} lines, {:?} per render",
-                body.lines().count(),
-                r.lines.len(),
-                dt
-            );
-        }
     }
 }

@@ -1,0 +1,247 @@
+//! `ringlab bench`, `ringlab sanity` and the hidden `ringlab __rank`: the live labs on the
+//! command line, with nccl-tests' flags and table.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::collective::{Algorithm, Collective, Dtype, Op};
+use crate::lab::bench::{Collector, sizes};
+use crate::lab::launch::{self, Launch, LaunchError, Msg};
+use crate::lab::{Event, Job, JobKind, table};
+use crate::units::parse_size;
+
+/// Where the ranks run (torchrun's flags).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LaunchArgs {
+    /// Rank processes on this node.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub nproc_per_node: u64,
+    /// Nodes in the job (multi-node needs the same RINGLAB_TOKEN on every node).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub nnodes: u64,
+    /// This node's index, 0..nnodes.
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: u64,
+    /// Address of node 0, where the rendezvous store listens.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub master_addr: String,
+    /// Port of the rendezvous store (0 picks a free one; single node only).
+    #[arg(long, default_value_t = 0)]
+    pub master_port: u16,
+    /// Seconds without progress from a rank before the job is declared hung and killed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub timeout: u64,
+}
+
+impl LaunchArgs {
+    pub fn launch(&self) -> Result<Launch, String> {
+        if self.node_rank >= self.nnodes {
+            return Err(format!("--node-rank {} is not a node: with --nnodes {} it is 0..{}", self.node_rank, self.nnodes, self.nnodes - 1));
+        }
+        if self.nnodes > 1 && self.master_port == 0 {
+            return Err("multi-node jobs need --master-port (the port node 0's store listens on)".into());
+        }
+        Ok(Launch {
+            nproc_per_node: self.nproc_per_node as usize,
+            nnodes: self.nnodes as usize,
+            node_rank: self.node_rank as usize,
+            master_addr: self.master_addr.clone(),
+            master_port: self.master_port,
+            timeout: Duration::from_secs(self.timeout),
+            env: Vec::new(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    /// Smallest size in bytes (K/M/G suffixes, powers of 1024).
+    #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
+    pub minbytes: u64,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = parse_size)]
+    pub maxbytes: u64,
+    /// Multiply the size by this between rows.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub stepfactor: u64,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    pub iters: u64,
+    /// Warm-up iterations per size.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
+    pub warmup: u64,
+    /// Check results (1) or not (0).
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// Reduction: sum, prod, max, min, avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: Op,
+    /// Data type: float, half, bfloat16, double, int32, int64 (or f32, f16, bf16, …).
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub dtype: Dtype,
+    /// Collective.
+    #[arg(long, default_value = "all-reduce")]
+    pub coll: Collective,
+    /// Algorithm (the schedule the TCP backend executes).
+    #[arg(long, default_value = "ring")]
+    pub algo: Algorithm,
+    /// Root rank for broadcast and reduce.
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: usize,
+    /// tcp (any machine), nccl (GPUs), or auto.
+    #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
+    pub backend: String,
+    /// One JSON object per size and placement, then a summary.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// CSV instead of the table.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SanityArgs {
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    /// Print {"world_size","pass","ranks":[{"rank","value"}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn backend(name: &str) -> Result<&'static str, String> {
+    match name {
+        "tcp" => Ok("tcp"),
+        "auto" => {
+            eprintln!("# backend: tcp (auto: the NCCL backend is not built into this ringlab yet)");
+            Ok("tcp")
+        }
+        _ => Err("--backend nccl: the NCCL backend is not built yet (it arrives with the GPU-labs issue); use --backend tcp".into()),
+    }
+}
+
+fn fail(e: LaunchError) -> anyhow::Result<ExitCode> {
+    match e {
+        LaunchError::Setup(s) => anyhow::bail!(s),
+        LaunchError::Failed(f) => {
+            eprintln!("ringlab: job failed: {f}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn forward_log(msg: &Msg) {
+    if let Msg::Log { rank, line } = msg {
+        eprintln!("[rank {rank}] {line}");
+    }
+}
+
+pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let backend = backend(&args.backend).map_err(anyhow::Error::msg)?;
+    let l = args.launch.launch().map_err(anyhow::Error::msg)?;
+    let world = l.world();
+    if args.root >= world {
+        anyhow::bail!("--root {} is not a rank: the job has {world} ranks", args.root);
+    }
+    let job = Job {
+        kind: JobKind::Bench,
+        coll: args.coll,
+        algo: args.algo,
+        op: args.op,
+        dtype: args.dtype,
+        root: args.root,
+        sizes: sizes(args.minbytes, args.maxbytes, args.stepfactor).map_err(anyhow::Error::msg)?,
+        iters: args.iters as usize,
+        warmup: args.warmup as usize,
+        check: args.check == 1,
+    };
+    let mut out = io::stdout().lock();
+    let title = format!(
+        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus 0 iters {} warmup {} check {}",
+        job.coll.nccl_name(), job.algo.name(), world, l.nnodes, job.iters, job.warmup, args.check
+    );
+    if args.csv {
+        writeln!(out, "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong")?;
+    } else if !args.json {
+        writeln!(out, "{}", table::header(&title))?;
+    }
+    let mut collector = Collector::new(&job, world, l.nproc_per_node, backend);
+    let mut pending_out = None;
+    let mut io_err = None;
+    let result = launch::run(&job, &l, |msg| {
+        forward_log(msg);
+        let Msg::Event(ev @ Event::Row { .. }) = msg else { return };
+        let Some(row) = collector.feed(ev, l.nproc_per_node) else { return };
+        let r = if args.json {
+            serde_json::to_string(&row).map_err(io::Error::other).and_then(|s| writeln!(out, "{s}"))
+        } else if args.csv {
+            writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{:.3},{:.4},{:.4},{}",
+                row.coll.name(), row.backend, row.algo, row.ranks, row.size, row.count, row.dtype, row.redop, row.root,
+                row.in_place, row.time_us, row.algbw_gbps, row.busbw_gbps, row.wrong
+            )
+        } else if !row.in_place {
+            pending_out = Some(row);
+            Ok(())
+        } else {
+            match pending_out.take() {
+                Some(o) => writeln!(out, "{}", table::line(&o, &row)),
+                None => Ok(()),
+            }
+        };
+        let _ = out.flush();
+        if let Err(e) = r {
+            io_err.get_or_insert(e);
+        }
+    });
+    if let Some(e) = io_err {
+        return Err(e.into());
+    }
+    if let Err(e) = result {
+        return fail(e);
+    }
+    let summary = collector.summary();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&summary)?)?;
+    } else if !args.csv {
+        writeln!(out, "{}", table::footer(&summary))?;
+    }
+    Ok(if summary.wrong_total == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
+    let l = args.launch.launch().map_err(anyhow::Error::msg)?;
+    let world = l.world();
+    if world < 2 {
+        eprintln!(
+            "ringlab sanity: refusing world size 1: a one-rank all-reduce moves no data and proves nothing \
+(the bare `python` trap). Use --nproc-per-node 2 or more."
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let mut values: Vec<(usize, f64)> = Vec::new();
+    let result = launch::run(&Job::sanity(), &l, |msg| {
+        forward_log(msg);
+        if let Msg::Event(Event::Value { rank, value }) = msg {
+            values.push((*rank, *value));
+        }
+    });
+    if let Err(e) = result {
+        return fail(e);
+    }
+    values.sort_by_key(|v| v.0);
+    let pass = values.len() == l.nproc_per_node && values.iter().all(|(_, v)| *v == world as f64);
+    if args.json {
+        let ranks: Vec<_> = values.iter().map(|(r, v)| serde_json::json!({"rank": r, "value": v})).collect();
+        println!("{}", serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks}));
+    } else {
+        for (r, v) in &values {
+            println!("rank {r}: all_reduce(ones) = {v}  (expect {world})");
+        }
+        println!("{}: world size {world}", if pass { "PASS" } else { "FAIL" });
+    }
+    Ok(if pass { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

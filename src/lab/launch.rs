@@ -1,0 +1,335 @@
+//! The launcher, like torchrun: spawn one rank process per local slot, host the rendezvous
+//! store (node 0), stream every rank's reports, and watch for a hang. Rank processes never
+//! outlive the launcher: they carry a parent-death signal and share a process group the
+//! launcher kills on every way out.
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{Event, Job};
+use crate::comm::ifaces;
+use crate::comm::store::StoreServer;
+use crate::comm::wire::{new_token, token_from_hex, token_hex};
+
+/// Where the job runs.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub nproc_per_node: usize,
+    pub nnodes: usize,
+    pub node_rank: usize,
+    pub master_addr: String,
+    pub master_port: u16,
+    /// No progress from a rank for this long is a hang.
+    pub timeout: Duration,
+    /// Extra environment for every rank (the hang lab stages NCCL_SOCKET_IFNAME this way).
+    pub env: Vec<(String, String)>,
+}
+
+impl Launch {
+    pub fn single(nproc: usize) -> Self {
+        Self {
+            nproc_per_node: nproc,
+            nnodes: 1,
+            node_rank: 0,
+            master_addr: "127.0.0.1".into(),
+            master_port: 0,
+            timeout: Duration::from_secs(60),
+            env: Vec::new(),
+        }
+    }
+    pub fn world(&self) -> usize {
+        self.nproc_per_node * self.nnodes
+    }
+}
+
+/// Everything the launcher hears, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Msg {
+    Event(Event),
+    /// A line a rank wrote to stderr (NCCL_DEBUG output, errors).
+    Log { rank: usize, line: String },
+    Exit { rank: usize, code: Option<i32> },
+}
+
+/// Why a job ended badly, with what each rank was doing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub reason: String,
+    /// (rank, last phase, seconds since its last progress)
+    pub ranks: Vec<(usize, String, f64)>,
+    /// The last log lines per rank.
+    pub logs: Vec<(usize, Vec<String>)>,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}", self.reason)?;
+        for (r, phase, idle) in &self.ranks {
+            writeln!(f, "  rank {r}: {phase} (no progress for {idle:.1} s)")?;
+        }
+        for (r, lines) in &self.logs {
+            for l in lines {
+                writeln!(f, "  [rank {r}] {l}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("{0}")]
+    Failed(Failure),
+}
+
+fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> LaunchError + '_ {
+    move |e| LaunchError::Setup(format!("{what}: {e}"))
+}
+
+/// The address the store listens on. Single node: loopback only. Multi-node: the master
+/// address (GLOO_SOCKET_IFNAME may name the interface, as with PyTorch's Gloo).
+fn store_bind(l: &Launch) -> Result<SocketAddr, LaunchError> {
+    if l.nnodes == 1 {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), l.master_port));
+    }
+    if let Ok(spec) = std::env::var("GLOO_SOCKET_IFNAME")
+        && !spec.is_empty()
+    {
+        let all = ifaces::list().map_err(setup("listing interfaces"))?;
+        let (chosen, _) = ifaces::select(&all, Some(&spec)).map_err(|e| LaunchError::Setup(format!("GLOO_SOCKET_IFNAME={spec}: {e}")))?;
+        return Ok(SocketAddr::new(chosen[0].addr, l.master_port));
+    }
+    master(l)
+}
+
+fn master(l: &Launch) -> Result<SocketAddr, LaunchError> {
+    (l.master_addr.as_str(), l.master_port)
+        .to_socket_addrs()
+        .map_err(setup(&format!("--master-addr {}", l.master_addr)))?
+        .next()
+        .ok_or_else(|| LaunchError::Setup(format!("--master-addr {} does not resolve", l.master_addr)))
+}
+
+struct Ranks {
+    children: Vec<(usize, Child)>,
+    pgid: i32,
+}
+
+impl Ranks {
+    fn kill_all(&mut self) {
+        if self.pgid > 0 {
+            // SAFETY: signalling our own children's process group.
+            unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        }
+        for (_, c) in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Run `job` on this node's ranks, calling `on` for everything heard. Returns when every rank
+/// is done; a rank that fails or stalls ends the job at once with a report.
+pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), LaunchError> {
+    let world = l.world();
+    let multi = l.nnodes > 1;
+    let token = if multi {
+        let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
+            LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
+        })?;
+        token_from_hex(&hex).ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))?
+    } else {
+        new_token().map_err(setup("making a job token"))?
+    };
+    // Node 0 hosts the store; everyone else dials it.
+    let (_server, store_addr) = if l.node_rank == 0 {
+        let s = StoreServer::start(store_bind(l)?, token).map_err(setup("starting the rendezvous store"))?;
+        let a = s.addr();
+        (Some(s), if multi { master(l).map(|m| SocketAddr::new(m.ip(), a.port()))? } else { a })
+    } else {
+        (None, master(l)?)
+    };
+    let exe = std::env::current_exe().map_err(setup("finding the ringlab binary"))?;
+    let job_json = serde_json::to_string(job).map_err(setup("encoding the job"))?;
+    let (tx, rx) = mpsc::channel::<Inner>();
+    let mut ranks = Ranks { children: Vec::new(), pgid: 0 };
+    for local in 0..l.nproc_per_node {
+        let rank = l.node_rank * l.nproc_per_node + local;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("__rank")
+            .env("RINGLAB_RANK", rank.to_string())
+            .env("RINGLAB_WORLD", world.to_string())
+            .env("RINGLAB_LOCAL_RANK", local.to_string())
+            .env("RINGLAB_STORE", store_addr.to_string())
+            .env("RINGLAB_TOKEN", token_hex(&token))
+            .env("RINGLAB_JOB", &job_json)
+            .env("RINGLAB_MULTI_NODE", if multi { "1" } else { "0" })
+            .env("RINGLAB_PARENT", std::process::id().to_string())
+            .envs(l.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(ranks.pgid);
+        let mut child = cmd.spawn().map_err(setup(&format!("starting rank {rank}")))?;
+        if ranks.pgid == 0 {
+            ranks.pgid = child.id() as i32;
+        }
+        if let Some(out) = child.stdout.take() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let msg = match serde_json::from_str::<Event>(&line) {
+                        Ok(ev) => Msg::Event(ev),
+                        Err(_) => Msg::Log { rank, line },
+                    };
+                    if tx.send(Inner::Msg(msg)).is_err() {
+                        break;
+                    }
+                }
+                let _ = tx.send(Inner::Eof(rank));
+            });
+        }
+        if let Some(err) = child.stderr.take() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    if tx.send(Inner::Msg(Msg::Log { rank, line })).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        ranks.children.push((rank, child));
+    }
+    drop(tx);
+    watch(&mut ranks, &rx, l, &mut on)
+}
+
+/// What the reader threads send: a message, or the end of a rank's report stream.
+enum Inner {
+    Msg(Msg),
+    Eof(usize),
+}
+
+struct RankState {
+    eof: bool,
+    phase: String,
+    last: Instant,
+    done: bool,
+    exited: Option<ExitStatus>,
+    logs: Vec<String>,
+}
+
+fn watch(ranks: &mut Ranks, rx: &mpsc::Receiver<Inner>, l: &Launch, on: &mut impl FnMut(&Msg)) -> Result<(), LaunchError> {
+    let mut st: Vec<(usize, RankState)> = ranks
+        .children
+        .iter()
+        .map(|(r, _)| (*r, RankState { eof: false, phase: "starting".into(), last: Instant::now(), done: false, exited: None, logs: Vec::new() }))
+        .collect();
+    let fail = |st: &[(usize, RankState)], reason: String| {
+        let now = Instant::now();
+        Failure {
+            reason,
+            ranks: st.iter().filter(|(_, s)| !s.done).map(|(r, s)| (*r, s.phase.clone(), (now - s.last).as_secs_f64())).collect(),
+            logs: st.iter().filter(|(_, s)| !s.logs.is_empty()).map(|(r, s)| (*r, s.logs.clone())).collect(),
+        }
+    };
+    loop {
+        if st.iter().all(|(_, s)| s.done && s.exited.is_some() && s.eof) {
+            return Ok(());
+        }
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(Inner::Eof(rank)) => {
+                if let Some((_, s)) = st.iter_mut().find(|(r, _)| *r == rank) {
+                    s.eof = true;
+                }
+            }
+            Ok(Inner::Msg(msg)) => {
+                on(&msg);
+                let rank = match &msg {
+                    Msg::Event(ev) => ev.rank(),
+                    Msg::Log { rank, .. } | Msg::Exit { rank, .. } => *rank,
+                };
+                if let Some((_, s)) = st.iter_mut().find(|(r, _)| *r == rank) {
+                    match &msg {
+                        Msg::Event(Event::Phase { phase, .. }) => {
+                            s.phase = phase.clone();
+                            s.last = Instant::now();
+                        }
+                        Msg::Event(Event::Done { .. }) => {
+                            s.phase = "done".into();
+                            s.done = true;
+                        }
+                        Msg::Event(Event::Error { message, .. }) => {
+                            s.logs.push(message.clone());
+                            let reason = format!("rank {rank} failed during {}: {message}", s.phase);
+                            ranks.kill_all();
+                            return Err(LaunchError::Failed(fail(&st, reason)));
+                        }
+                        Msg::Event(_) => s.last = Instant::now(),
+                        Msg::Log { line, .. } => {
+                            s.logs.push(line.clone());
+                            if s.logs.len() > 8 {
+                                s.logs.remove(0);
+                            }
+                        }
+                        Msg::Exit { .. } => {}
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        }
+        // Reap exits; a rank that dies before saying done fails the job at once.
+        for (rank, child) in &mut ranks.children {
+            if let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank)
+                && s.exited.is_none()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                s.exited = Some(status);
+                on(&Msg::Exit { rank: *rank, code: status.code() });
+            }
+        }
+        // A rank whose process ended and whose reports are all read, without saying done.
+        for (rank, _) in &ranks.children {
+            if let Some((_, s)) = st.iter().find(|(r, _)| r == rank)
+                && let Some(status) = s.exited
+                && s.eof
+                && !s.done
+            {
+                {
+                    let how = match status.code() {
+                        Some(c) => format!("exited with status {c}"),
+                        None => "was killed by a signal".into(),
+                    };
+                    let reason = format!("rank {rank} {how} during {}", s.phase);
+                    let failure = fail(&st, reason);
+                    ranks.kill_all();
+                    return Err(LaunchError::Failed(failure));
+                }
+            }
+        }
+        let now = Instant::now();
+        if let Some((rank, s)) = st.iter().find(|(_, s)| !s.done && now - s.last > l.timeout) {
+            let reason = format!(
+                "HANG: rank {rank} made no progress for {} s (stuck in {}); killed the job",
+                l.timeout.as_secs(),
+                s.phase
+            );
+            let failure = fail(&st, reason);
+            ranks.kill_all();
+            return Err(LaunchError::Failed(failure));
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Experiments composed from the comm layer, returning results as data: the same structs the
+//! TUI shows and `--json` prints.
+
+pub mod bench;
+pub mod launch;
+pub mod pattern;
+pub mod rank;
+pub mod table;
+
+use serde::{Deserialize, Serialize};
+
+use crate::collective::{Algorithm, Collective, Dtype, Op};
+
+/// What every rank of a job runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub kind: JobKind,
+    pub coll: Collective,
+    pub algo: Algorithm,
+    pub op: Op,
+    pub dtype: Dtype,
+    pub root: usize,
+    /// nccl-tests' size column, bytes: the whole array for all-gather and reduce-scatter.
+    pub sizes: Vec<u64>,
+    pub iters: usize,
+    pub warmup: usize,
+    pub check: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    Bench,
+    Sanity,
+}
+
+impl Job {
+    /// The classic sanity check: an all-reduce (sum) of 128 ones must give the world size.
+    pub fn sanity() -> Self {
+        Self {
+            kind: JobKind::Sanity,
+            coll: Collective::AllReduce,
+            algo: Algorithm::Ring,
+            op: Op::Sum,
+            dtype: Dtype::F32,
+            root: 0,
+            sizes: vec![128 * 4],
+            iters: 1,
+            warmup: 0,
+            check: true,
+        }
+    }
+}
+
+/// What a rank reports to its launcher, one JSON object per stdout line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    Phase { rank: usize, phase: String },
+    Row { rank: usize, size: u64, count: u64, in_place: bool, time_us: f64, wrong: u64 },
+    Value { rank: usize, value: f64 },
+    Done { rank: usize },
+    Error { rank: usize, message: String },
+}
+
+impl Event {
+    pub fn rank(&self) -> usize {
+        match self {
+            Self::Phase { rank, .. }
+            | Self::Row { rank, .. }
+            | Self::Value { rank, .. }
+            | Self::Done { rank }
+            | Self::Error { rank, .. } => *rank,
+        }
+    }
+}
+
+/// Elements in each rank's buffer for a size, and the count nccl-tests prints: for all-gather
+/// and reduce-scatter the size is the whole array and the printed count is per rank.
+pub fn counts(coll: Collective, size: u64, elem: usize, ranks: usize) -> (usize, u64) {
+    let elems = (size / elem.max(1) as u64) as usize;
+    match coll {
+        Collective::AllGather | Collective::ReduceScatter => {
+            let per = elems / ranks.max(1);
+            (per * ranks, per as u64)
+        }
+        _ => (elems, elems as u64),
+    }
+}

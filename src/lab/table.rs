@@ -1,0 +1,78 @@
+//! nccl-tests' table, so a learner can lay this output beside a real cluster's.
+
+use super::bench::{Row, Summary};
+
+pub fn header(title: &str) -> String {
+    format!(
+        "# {title}\n#\n\
+#                                                              out-of-place                       in-place          \n\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
+    )
+}
+
+fn time(us: f64) -> String {
+    if us >= 10000.0 { format!("{us:7.0}") } else if us >= 100.0 { format!("{us:7.1}") } else { format!("{us:7.2}") }
+}
+
+/// One table line from the out-of-place and in-place rows of a size.
+pub fn line(out: &Row, inp: &Row) -> String {
+    format!(
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:>6.2}  {:>6.2}  {:>5}  {}  {:>6.2}  {:>6.2}  {:>5}",
+        out.size,
+        out.count,
+        out.dtype,
+        out.redop,
+        out.root,
+        time(out.time_us),
+        out.algbw_gbps,
+        out.busbw_gbps,
+        out.wrong,
+        time(inp.time_us),
+        inp.algbw_gbps,
+        inp.busbw_gbps,
+        inp.wrong
+    )
+}
+
+pub fn footer(s: &Summary) -> String {
+    let oob = if s.wrong_total == 0 { "0 OK".to_string() } else { format!("{} ERROR", s.wrong_total) };
+    format!("# Out of bounds values : {oob}\n# Avg bus bandwidth    : {:.6} \n#", s.avg_busbw_gbps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+
+    #[test]
+    fn a_line_has_the_nccl_tests_columns() {
+        let row = |in_place| Row {
+            coll: Collective::AllReduce,
+            backend: "tcp",
+            algo: "ring",
+            ranks: 2,
+            size: 1024,
+            count: 256,
+            dtype: "float",
+            redop: "sum",
+            root: -1,
+            in_place,
+            time_us: 23.21,
+            algbw_gbps: 0.04,
+            busbw_gbps: 0.04,
+            wrong: 0,
+        };
+        let l = line(&row(false), &row(true));
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(cols, ["1024", "256", "float", "sum", "-1", "23.21", "0.04", "0.04", "0", "23.21", "0.04", "0.04", "0"]);
+    }
+
+    #[test]
+    fn footer_reads_like_nccl_tests() {
+        let s = Summary { summary: true, avg_busbw_gbps: 1.5, wrong_total: 0, ranks: 2, backend: "tcp" };
+        let f = footer(&s);
+        assert!(f.contains("# Out of bounds values : 0 OK"), "{f}");
+        assert!(f.contains("# Avg bus bandwidth    : 1.500000"), "{f}");
+    }
+}

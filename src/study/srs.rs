@@ -1,0 +1,341 @@
+//! Spaced repetition: FSRS scheduling through the `rs-fsrs` crate, the due queue across all
+//! lessons and drills, the 7-day forecast, the study streak and mastery per deck.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Duration, FixedOffset, NaiveDate, Utc};
+use rs_fsrs::{Card, FSRS, Parameters, Rating, State};
+
+use super::progress::{CardPhase, CardState, ItemRecord, Progress, Review};
+use crate::course::bank::Bank;
+use crate::course::grade::SelfGrade;
+
+/// New items introduced per drill session (the rest wait for the next one).
+pub const NEW_PER_SESSION: usize = 10;
+
+fn rating(g: SelfGrade) -> Rating {
+    match g {
+        SelfGrade::Again => Rating::Again,
+        SelfGrade::Hard => Rating::Hard,
+        SelfGrade::Good => Rating::Good,
+        SelfGrade::Easy => Rating::Easy,
+    }
+}
+
+fn to_card(c: &CardState) -> Card {
+    Card {
+        due: c.due,
+        stability: c.stability,
+        difficulty: c.difficulty,
+        elapsed_days: c.elapsed_days,
+        scheduled_days: c.scheduled_days,
+        reps: i32::try_from(c.reps).unwrap_or(i32::MAX),
+        lapses: i32::try_from(c.lapses).unwrap_or(i32::MAX),
+        state: match c.phase {
+            CardPhase::New => State::New,
+            CardPhase::Learning => State::Learning,
+            CardPhase::Review => State::Review,
+            CardPhase::Relearning => State::Relearning,
+        },
+        last_review: c.last_review.unwrap_or(c.due),
+    }
+}
+
+fn from_card(c: &Card) -> CardState {
+    CardState {
+        due: c.due,
+        stability: c.stability,
+        difficulty: c.difficulty,
+        elapsed_days: c.elapsed_days,
+        scheduled_days: c.scheduled_days,
+        reps: u32::try_from(c.reps).unwrap_or(0),
+        lapses: u32::try_from(c.lapses).unwrap_or(0),
+        phase: match c.state {
+            State::New => CardPhase::New,
+            State::Learning => CardPhase::Learning,
+            State::Review => CardPhase::Review,
+            State::Relearning => CardPhase::Relearning,
+        },
+        last_review: Some(c.last_review),
+    }
+}
+
+/// A card never reviewed, due now.
+pub fn new_card(now: DateTime<Utc>) -> CardState {
+    CardState {
+        due: now,
+        stability: 0.0,
+        difficulty: 0.0,
+        elapsed_days: 0,
+        scheduled_days: 0,
+        reps: 0,
+        lapses: 0,
+        phase: CardPhase::New,
+        last_review: None,
+    }
+}
+
+/// The scheduler with FSRS's default parameters (short-term steps on, no fuzz).
+pub fn scheduler() -> FSRS {
+    FSRS::new(Parameters::default())
+}
+
+/// The card after answering it with `grade` at `now`, as FSRS schedules it.
+pub fn review(card: &CardState, grade: SelfGrade, now: DateTime<Utc>) -> CardState {
+    let info = scheduler().next(to_card(card), now, rating(grade));
+    from_card(&info.card)
+}
+
+/// How a typed answer maps to an FSRS grade: right is Good, wrong is Again.
+pub fn grade_for(correct: bool) -> SelfGrade {
+    if correct {
+        SelfGrade::Good
+    } else {
+        SelfGrade::Again
+    }
+}
+
+impl Progress {
+    /// Record one graded answer for `id`: append it to the history and reschedule the card.
+    pub fn record_review(
+        &mut self,
+        id: &str,
+        grade: SelfGrade,
+        correct: Option<bool>,
+        mode: &str,
+        seconds: Option<f64>,
+        now: DateTime<Utc>,
+    ) -> &ItemRecord {
+        let rec = self
+            .items
+            .entry(id.to_string())
+            .or_insert_with(|| ItemRecord {
+                card: new_card(now),
+                reviews: Vec::new(),
+            });
+        rec.card = review(&rec.card, grade, now);
+        rec.reviews.push(Review {
+            at: now,
+            grade: grade.number(),
+            correct,
+            mode: mode.to_string(),
+            seconds,
+        });
+        rec
+    }
+}
+
+/// Bank indices to drill now: items whose card is due (most overdue first), then up to
+/// `new_limit` never-seen items in course order. Inline follow-ups come with their parent.
+pub fn due_queue(bank: &Bank, p: &Progress, now: DateTime<Utc>, new_limit: usize) -> Vec<usize> {
+    let mut due: Vec<(DateTime<Utc>, usize)> = Vec::new();
+    let mut fresh = Vec::new();
+    for (i, e) in bank.entries.iter().enumerate() {
+        if e.inline_of.is_some() {
+            continue;
+        }
+        match p.items.get(&e.item.id) {
+            Some(r) if r.card.due <= now => due.push((r.card.due, i)),
+            Some(_) => {}
+            None => fresh.push(i),
+        }
+    }
+    due.sort();
+    due.into_iter()
+        .map(|(_, i)| i)
+        .chain(fresh.into_iter().take(new_limit))
+        .collect()
+}
+
+/// Items due now (seen before) and never seen, across the bank.
+pub fn due_counts(bank: &Bank, p: &Progress, now: DateTime<Utc>) -> (usize, usize) {
+    let mut due = 0;
+    let mut new = 0;
+    for e in bank.entries.iter().filter(|e| e.inline_of.is_none()) {
+        match p.items.get(&e.item.id) {
+            Some(r) if r.card.due <= now => due += 1,
+            Some(_) => {}
+            None => new += 1,
+        }
+    }
+    (due, new)
+}
+
+/// Items coming due on each of the next `days` local days (day 0 includes the overdue).
+/// Only items of the current course count.
+pub fn forecast(
+    bank: &Bank,
+    p: &Progress,
+    now: DateTime<Utc>,
+    tz: FixedOffset,
+    days: usize,
+) -> Vec<usize> {
+    let today = now.with_timezone(&tz).date_naive();
+    let mut out = vec![0; days];
+    for e in &bank.entries {
+        let Some(r) = p.items.get(&e.item.id) else {
+            continue;
+        };
+        let d = r.card.due.with_timezone(&tz).date_naive();
+        let k = (d - today).num_days().max(0) as usize;
+        if let Some(slot) = out.get_mut(k) {
+            *slot += 1;
+        }
+    }
+    out
+}
+
+/// Local days with at least one review.
+pub fn study_days(p: &Progress, tz: FixedOffset) -> BTreeSet<NaiveDate> {
+    p.items
+        .values()
+        .flat_map(|r| &r.reviews)
+        .map(|r| r.at.with_timezone(&tz).date_naive())
+        .collect()
+}
+
+/// Consecutive days with reviews up to today; a streak still counts until the end of the day
+/// after its last review.
+pub fn streak(p: &Progress, now: DateTime<Utc>, tz: FixedOffset) -> u32 {
+    let days = study_days(p, tz);
+    let today = now.with_timezone(&tz).date_naive();
+    let mut d = if days.contains(&today) {
+        today
+    } else {
+        today - Duration::days(1)
+    };
+    let mut n = 0;
+    while days.contains(&d) {
+        n += 1;
+        d -= Duration::days(1);
+    }
+    n
+}
+
+/// How well a deck is known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mastery {
+    pub total: usize,
+    /// Reviewed at least once.
+    pub seen: usize,
+    /// In FSRS's review phase with the last answer Good or Easy.
+    pub mastered: usize,
+    pub due: usize,
+}
+
+/// Mastery of each deck of the bank, in deck order.
+pub fn mastery(bank: &Bank, p: &Progress, now: DateTime<Utc>) -> Vec<Mastery> {
+    let mut out = vec![Mastery::default(); bank.decks.len()];
+    for e in &bank.entries {
+        let Some(m) = out.get_mut(e.deck) else {
+            continue;
+        };
+        m.total += 1;
+        if let Some(r) = p.items.get(&e.item.id) {
+            m.seen += 1;
+            if r.card.phase == CardPhase::Review
+                && r.last_review()
+                    .is_some_and(|x| x.grade >= SelfGrade::Good.number())
+            {
+                m.mastered += 1;
+            }
+            if r.card.due <= now {
+                m.due += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().expect("time")
+    }
+
+    #[test]
+    fn due_dates_move_as_fsrs_says_for_each_grade() {
+        let now = t("2025-03-01T12:00:00Z");
+        let card = new_card(now);
+        for g in SelfGrade::ALL {
+            let ours = review(&card, g, now);
+            let theirs = scheduler().next(to_card(&card), now, rating(g)).card;
+            assert_eq!(ours.due, theirs.due, "{g:?}");
+            assert_eq!(ours.stability, theirs.stability, "{g:?}");
+        }
+        // FSRS's short-term steps for a new card: 1, 5 and 10 minutes, Easy straight to days.
+        assert_eq!(
+            review(&card, SelfGrade::Again, now).due,
+            now + Duration::minutes(1)
+        );
+        assert_eq!(
+            review(&card, SelfGrade::Hard, now).due,
+            now + Duration::minutes(5)
+        );
+        assert_eq!(
+            review(&card, SelfGrade::Good, now).due,
+            now + Duration::minutes(10)
+        );
+        let easy = review(&card, SelfGrade::Easy, now);
+        assert!(easy.due >= now + Duration::days(1), "{:?}", easy.due);
+        assert_eq!(easy.phase, CardPhase::Review);
+        // A learned card: better grades push it further out, Again brings it back soon.
+        let learned = review(
+            &review(&card, SelfGrade::Good, now),
+            SelfGrade::Good,
+            now + Duration::minutes(10),
+        );
+        let later = now + Duration::days(learned.scheduled_days);
+        let dues: Vec<_> = SelfGrade::ALL
+            .iter()
+            .map(|&g| review(&learned, g, later).due)
+            .collect();
+        assert!(dues.windows(2).all(|w| w[0] <= w[1]), "{dues:?}");
+        assert!(dues[0] < later + Duration::days(1));
+        assert!(dues[3] > dues[0]);
+    }
+
+    #[test]
+    fn record_review_appends_history() {
+        let mut p = Progress::default();
+        let now = t("2025-03-01T12:00:00Z");
+        p.record_review("x", SelfGrade::Good, Some(true), "quiz", Some(4.0), now);
+        p.record_review(
+            "x",
+            SelfGrade::Again,
+            Some(false),
+            "quiz",
+            None,
+            now + Duration::minutes(11),
+        );
+        let r = &p.items["x"];
+        assert_eq!(r.reviews.len(), 2);
+        assert_eq!(r.reviews[1].grade, 1);
+        assert_eq!(r.card.reps, 2);
+    }
+
+    #[test]
+    fn streak_counts_consecutive_local_days() {
+        let tz = FixedOffset::east_opt(0).expect("tz");
+        let mut p = Progress::default();
+        for d in ["2025-03-01", "2025-03-02", "2025-03-03", "2025-02-27"] {
+            p.record_review(
+                d,
+                SelfGrade::Good,
+                None,
+                "drill",
+                None,
+                t(&format!("{d}T10:00:00Z")),
+            );
+        }
+        assert_eq!(streak(&p, t("2025-03-03T20:00:00Z"), tz), 3);
+        assert_eq!(
+            streak(&p, t("2025-03-04T08:00:00Z"), tz),
+            3,
+            "alive until tonight"
+        );
+        assert_eq!(streak(&p, t("2025-03-05T08:00:00Z"), tz), 0);
+    }
+}
