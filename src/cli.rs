@@ -8,8 +8,10 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::collective::{Algorithm, Collective, Dtype, Schedule, report};
 use crate::course::Course;
-use crate::course::check::check_sources;
-use crate::course::lesson::{LoadError, SourceFile, read_dir_sources, read_source};
+use crate::course::check::check_all;
+use crate::course::lesson::{
+    LoadError, SourceFile, read_dir_sources, read_drill_sources, read_source,
+};
 use crate::study::progress;
 use crate::tui::screens::ring::RingParams;
 use crate::tui::{self, App, TuiError, theme::Theme};
@@ -17,6 +19,7 @@ use crate::units::parse_size;
 
 pub mod lab;
 pub mod plan;
+pub mod study;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -73,9 +76,35 @@ pub enum Command {
     Bench(lab::BenchArgs),
     /// The classic NCCL sanity check: an all-reduce of ones must equal the world size.
     Sanity(lab::SanityArgs),
+    /// Quiz yourself on a lesson: typed answers graded at once, missed items come back.
+    ///
+    /// Without a terminal, `--list` prints the items (`--json`; answers only with `--answers`).
+    Quiz(study::QuizArgs),
+    /// Spaced-repetition drills across the course and the interview questions (FSRS).
+    ///
+    /// `--mock` runs a mock interview that chains follow-ups; `--timer 60` gives each answer a
+    /// countdown; `--minutes 15` ends the session after 15 minutes.
+    Drill(study::DrillArgs),
+    /// Study stats: streak, what is due over the next 7 days, mastery per lesson.
+    Stats(study::StatsArgs),
+    /// Export your progress to a file, or merge one in (the newer review wins per item).
+    Progress {
+        #[command(subcommand)]
+        command: study::ProgressCommand,
+    },
+    /// (internal) save progress in a loop until killed; the durability test uses it.
+    #[command(name = "__progress-stress", hide = true)]
+    ProgressStress {
+        dir: PathBuf,
+        #[arg(long)]
+        iterations: Option<u64>,
+    },
     /// (internal) one rank of a job, started by the launcher.
     #[command(name = "__rank", hide = true)]
     Rank,
+    /// (internal) the loopback ceiling: two processes streaming both ways.
+    #[command(name = "__loopback", hide = true)]
+    Loopback(lab::LoopbackArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -144,6 +173,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Bench(ref args)) => lab::bench(args),
         Some(Command::Sanity(ref args)) => lab::sanity(args),
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
+        Some(Command::Quiz(ref args)) => study::quiz_cmd(&cli.lessons, args),
+        Some(Command::Drill(ref args)) => study::drill_cmd(&cli.lessons, args),
+        Some(Command::Stats(ref args)) => study::stats_cmd(&cli.lessons, args),
+        Some(Command::Progress { ref command }) => study::progress_cmd(command),
+        Some(Command::ProgressStress {
+            ref dir,
+            iterations,
+        }) => study::progress_stress(dir, iterations),
+        Some(Command::Loopback(ref args)) => lab::loopback(args),
         Some(Command::Completions { shell }) => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "ringlab", &mut io::stdout());
@@ -201,20 +239,33 @@ fn run_tui(app: App) -> anyhow::Result<ExitCode> {
 }
 
 fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut drills = Vec::new();
     let (what, files) = if paths.is_empty() {
         match lessons {
-            Some(dir) => (dir.display().to_string(), read_dir_sources(dir)?),
-            None => ("the built-in course".to_string(), embedded_sources()),
+            Some(dir) => {
+                drills = read_drill_sources(dir)?;
+                (dir.display().to_string(), read_dir_sources(dir)?)
+            }
+            None => {
+                drills = crate::course::lesson::embedded_drill_sources();
+                ("the built-in course".to_string(), embedded_sources())
+            }
         }
     } else {
         let mut files = Vec::new();
         for p in paths {
             files.extend(sources_at(p)?);
+            if p.is_dir() {
+                drills.extend(read_drill_sources(p)?);
+            }
         }
         let names: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
         (names.join(", "), files)
     };
-    let diags = check_sources(&files);
+    let diags = check_all(&files, &drills);
+    if paths.is_empty() {
+        report_orphans(&files, &drills);
+    }
     let mut out = io::stdout().lock();
     for d in &diags {
         writeln!(out, "{d}")?;
@@ -257,6 +308,28 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
     let mut app = new_app(lessons)?;
     app.open_ring(params).map_err(anyhow::Error::msg)?;
     run_tui(app)
+}
+
+/// Tell (on stderr, never failing the check) about review history whose items are gone.
+fn report_orphans(files: &[SourceFile], drills: &[SourceFile]) {
+    let path = progress::data_dir().join(progress::FILE_NAME);
+    let Ok(p) = progress::read_file(&path) else {
+        return;
+    };
+    let course = Course::with_drills(
+        crate::course::lesson::Origin::Embedded,
+        files.to_vec(),
+        drills.to_vec(),
+    );
+    let bank = crate::course::bank::Bank::from_course(&course);
+    let orphans = p.orphans(|id| bank.get(id).is_some());
+    if !orphans.is_empty() {
+        eprintln!(
+            "ringlab check: note: your progress has review history for {} item(s) no longer in the course (kept): {}",
+            orphans.len(),
+            orphans.join(", ")
+        );
+    }
 }
 
 fn sources_at(p: &Path) -> Result<Vec<SourceFile>, LoadError> {

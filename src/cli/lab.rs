@@ -37,10 +37,17 @@ pub struct LaunchArgs {
 impl LaunchArgs {
     pub fn launch(&self) -> Result<Launch, String> {
         if self.node_rank >= self.nnodes {
-            return Err(format!("--node-rank {} is not a node: with --nnodes {} it is 0..{}", self.node_rank, self.nnodes, self.nnodes - 1));
+            return Err(format!(
+                "--node-rank {} is not a node: with --nnodes {} it is 0..{}",
+                self.node_rank,
+                self.nnodes,
+                self.nnodes - 1
+            ));
         }
         if self.nnodes > 1 && self.master_port == 0 {
-            return Err("multi-node jobs need --master-port (the port node 0's store listens on)".into());
+            return Err(
+                "multi-node jobs need --master-port (the port node 0's store listens on)".into(),
+            );
         }
         Ok(Launch {
             nproc_per_node: self.nproc_per_node as usize,
@@ -143,7 +150,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let l = args.launch.launch().map_err(anyhow::Error::msg)?;
     let world = l.world();
     if args.root >= world {
-        anyhow::bail!("--root {} is not a rank: the job has {world} ranks", args.root);
+        anyhow::bail!(
+            "--root {} is not a rank: the job has {world} ranks",
+            args.root
+        );
     }
     let job = Job {
         kind: JobKind::Bench,
@@ -160,10 +170,19 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
     let title = format!(
         "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus 0 iters {} warmup {} check {}",
-        job.coll.nccl_name(), job.algo.name(), world, l.nnodes, job.iters, job.warmup, args.check
+        job.coll.nccl_name(),
+        job.algo.name(),
+        world,
+        l.nnodes,
+        job.iters,
+        job.warmup,
+        args.check
     );
     if args.csv {
-        writeln!(out, "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong")?;
+        writeln!(
+            out,
+            "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong"
+        )?;
     } else if !args.json {
         writeln!(out, "{}", table::header(&title))?;
     }
@@ -172,16 +191,34 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let mut io_err = None;
     let result = launch::run(&job, &l, |msg| {
         forward_log(msg);
-        let Msg::Event(ev @ Event::Row { .. }) = msg else { return };
-        let Some(row) = collector.feed(ev, l.nproc_per_node) else { return };
+        let Msg::Event(ev @ Event::Row { .. }) = msg else {
+            return;
+        };
+        let Some(row) = collector.feed(ev, l.nproc_per_node) else {
+            return;
+        };
         let r = if args.json {
-            serde_json::to_string(&row).map_err(io::Error::other).and_then(|s| writeln!(out, "{s}"))
+            serde_json::to_string(&row)
+                .map_err(io::Error::other)
+                .and_then(|s| writeln!(out, "{s}"))
         } else if args.csv {
             writeln!(
                 out,
                 "{},{},{},{},{},{},{},{},{},{},{:.3},{:.4},{:.4},{}",
-                row.coll.name(), row.backend, row.algo, row.ranks, row.size, row.count, row.dtype, row.redop, row.root,
-                row.in_place, row.time_us, row.algbw_gbps, row.busbw_gbps, row.wrong
+                row.coll.name(),
+                row.backend,
+                row.algo,
+                row.ranks,
+                row.size,
+                row.count,
+                row.dtype,
+                row.redop,
+                row.root,
+                row.in_place,
+                row.time_us,
+                row.algbw_gbps,
+                row.busbw_gbps,
+                row.wrong
             )
         } else if !row.in_place {
             pending_out = Some(row);
@@ -209,7 +246,11 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     } else if !args.csv {
         writeln!(out, "{}", table::footer(&summary))?;
     }
-    Ok(if summary.wrong_total == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if summary.wrong_total == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
@@ -235,13 +276,96 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
     values.sort_by_key(|v| v.0);
     let pass = values.len() == l.nproc_per_node && values.iter().all(|(_, v)| *v == world as f64);
     if args.json {
-        let ranks: Vec<_> = values.iter().map(|(r, v)| serde_json::json!({"rank": r, "value": v})).collect();
-        println!("{}", serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks}));
+        let ranks: Vec<_> = values
+            .iter()
+            .map(|(r, v)| serde_json::json!({"rank": r, "value": v}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks})
+        );
     } else {
         for (r, v) in &values {
             println!("rank {r}: all_reduce(ones) = {v}  (expect {world})");
         }
         println!("{}: world size {world}", if pass { "PASS" } else { "FAIL" });
     }
-    Ok(if pass { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoopbackArgs {
+    /// Bytes each side sends.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    pub bytes: u64,
+    /// (internal) connect to this port as the second process.
+    #[arg(long)]
+    pub connect: Option<u16>,
+}
+
+/// Each side sends `bytes` while receiving as many: a send thread and a receive loop, 4 MiB
+/// writes and reads.
+fn stream_both_ways(s: std::net::TcpStream, bytes: u64) -> io::Result<()> {
+    use std::io::Read;
+    let mut tx = s.try_clone()?;
+    let sender = std::thread::spawn(move || -> io::Result<()> {
+        let buf = vec![7u8; 4 << 20];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            tx.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    });
+    let mut rx = s;
+    let mut buf = vec![0u8; 4 << 20];
+    let mut left = bytes;
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        let n = rx.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        left -= n as u64;
+    }
+    sender
+        .join()
+        .map_err(|_| io::Error::other("sender panicked"))?
+}
+
+/// The loopback ceiling: two processes streaming both ways at once over 127.0.0.1.
+pub fn loopback(args: &LoopbackArgs) -> anyhow::Result<ExitCode> {
+    if let Some(port) = args.connect {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        s.set_nodelay(true)?;
+        stream_both_ways(s, args.bytes)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "__loopback",
+            "--bytes",
+            &args.bytes.to_string(),
+            "--connect",
+            &port.to_string(),
+        ])
+        .spawn()?;
+    let (s, _) = listener.accept()?;
+    s.set_nodelay(true)?;
+    let t0 = std::time::Instant::now();
+    stream_both_ways(s, args.bytes)?;
+    let secs = t0.elapsed().as_secs_f64();
+    child.wait()?;
+    println!(
+        "{}",
+        serde_json::json!({"bytes": args.bytes, "seconds": secs, "per_direction_gbps": args.bytes as f64 / secs / 1e9})
+    );
+    Ok(ExitCode::SUCCESS)
 }

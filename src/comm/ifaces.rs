@@ -44,14 +44,21 @@ impl IfnameFilter {
             .map(|n| n.trim().split(':').next().unwrap_or("").to_string())
             .filter(|n| !n.is_empty())
             .collect();
-        Self { exclude, exact, names }
+        Self {
+            exclude,
+            exact,
+            names,
+        }
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        let hit = self
-            .names
-            .iter()
-            .any(|n| if self.exact { name == n } else { name.starts_with(n.as_str()) });
+        let hit = self.names.iter().any(|n| {
+            if self.exact {
+                name == n
+            } else {
+                name.starts_with(n.as_str())
+            }
+        });
         hit != self.exclude
     }
 }
@@ -70,25 +77,39 @@ pub enum SelectError {
 pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, String), SelectError> {
     if let Some(spec) = ifname.filter(|s| !s.trim().is_empty()) {
         let f = IfnameFilter::parse(spec);
-        let found: Vec<Iface> = ifaces.iter().filter(|i| f.matches(&i.name)).cloned().collect();
+        let found: Vec<Iface> = ifaces
+            .iter()
+            .filter(|i| f.matches(&i.name))
+            .cloned()
+            .collect();
         if found.is_empty() {
             return Err(SelectError::NoMatch {
                 filter: spec.to_string(),
                 available: names(ifaces),
             });
         }
-        return Ok((found, format!("NCCL_SOCKET_IFNAME set by environment to {spec}")));
+        return Ok((
+            found,
+            format!("NCCL_SOCKET_IFNAME set by environment to {spec}"),
+        ));
     }
     let tiers: [(&str, &str); 5] = [
         ("ib", "InfiniBand (ib*) first"),
-        ("^docker,lo,virbr", "no ib*: anything but docker*, lo, virbr*"),
+        (
+            "^docker,lo,virbr",
+            "no ib*: anything but docker*, lo, virbr*",
+        ),
         ("docker", "only docker* left"),
         ("lo", "only loopback left"),
         ("virbr", "only virbr* left"),
     ];
     for (spec, why) in tiers {
         let f = IfnameFilter::parse(spec);
-        let found: Vec<Iface> = ifaces.iter().filter(|i| f.matches(&i.name)).cloned().collect();
+        let found: Vec<Iface> = ifaces
+            .iter()
+            .filter(|i| f.matches(&i.name))
+            .cloned()
+            .collect();
         if !found.is_empty() {
             return Ok((found, format!("NCCL_SOCKET_IFNAME unset: {why}")));
         }
@@ -99,7 +120,11 @@ pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, Str
 fn names(ifaces: &[Iface]) -> String {
     let mut n: Vec<&str> = ifaces.iter().map(|i| i.name.as_str()).collect();
     n.dedup();
-    if n.is_empty() { "none".into() } else { n.join(", ") }
+    if n.is_empty() {
+        "none".into()
+    } else {
+        n.join(", ")
+    }
 }
 
 /// Up interfaces with an IPv4 or (non link-local) IPv6 address, IPv4 first, in kernel order.
@@ -119,20 +144,28 @@ pub fn list() -> std::io::Result<Vec<Iface>> {
             continue;
         }
         // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
         // SAFETY: ifa_addr is non-null; its family says which sockaddr it is.
         let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
         if family == libc::AF_INET {
             // SAFETY: family is AF_INET, so this is a sockaddr_in.
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            v4.push(Iface { name, addr: IpAddr::V4(ip) });
+            v4.push(Iface {
+                name,
+                addr: IpAddr::V4(ip),
+            });
         } else if family == libc::AF_INET6 {
             // SAFETY: family is AF_INET6, so this is a sockaddr_in6.
             let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
             let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
             if ip.segments()[0] & 0xffc0 != 0xfe80 {
-                v6.push(Iface { name, addr: IpAddr::V6(ip) });
+                v6.push(Iface {
+                    name,
+                    addr: IpAddr::V6(ip),
+                });
             }
         }
     }
@@ -149,26 +182,51 @@ mod tests {
     fn ifs(names: &[(&str, &str)]) -> Vec<Iface> {
         names
             .iter()
-            .map(|(n, a)| Iface { name: n.to_string(), addr: a.parse().expect("ip") })
+            .map(|(n, a)| Iface {
+                name: n.to_string(),
+                addr: a.parse().expect("ip"),
+            })
             .collect()
     }
 
     fn host() -> Vec<Iface> {
-        ifs(&[("lo", "127.0.0.1"), ("docker0", "172.17.0.1"), ("eth0", "10.0.0.1"), ("eth1", "10.1.0.1")])
+        ifs(&[
+            ("lo", "127.0.0.1"),
+            ("docker0", "172.17.0.1"),
+            ("eth0", "10.0.0.1"),
+            ("eth1", "10.1.0.1"),
+        ])
     }
 
     fn first(list: &[Iface], spec: Option<&str>) -> String {
-        select(list, spec).map(|(v, _)| v[0].name.clone()).unwrap_or_else(|e| e.to_string())
+        select(list, spec)
+            .map(|(v, _)| v[0].name.clone())
+            .unwrap_or_else(|e| e.to_string())
     }
 
     #[test]
     fn default_prefers_ib_then_real_nics_then_docker_then_lo() {
         assert_eq!(first(&host(), None), "eth0");
         let mut with_ib = host();
-        with_ib.push(Iface { name: "ib0".into(), addr: "192.168.0.1".parse().expect("ip") });
+        with_ib.push(Iface {
+            name: "ib0".into(),
+            addr: "192.168.0.1".parse().expect("ip"),
+        });
         assert_eq!(first(&with_ib, None), "ib0");
-        assert_eq!(first(&ifs(&[("lo", "127.0.0.1"), ("docker0", "172.17.0.1")]), None), "docker0");
-        assert_eq!(first(&ifs(&[("lo", "127.0.0.1"), ("virbr0", "192.168.122.1")]), None), "lo");
+        assert_eq!(
+            first(
+                &ifs(&[("lo", "127.0.0.1"), ("docker0", "172.17.0.1")]),
+                None
+            ),
+            "docker0"
+        );
+        assert_eq!(
+            first(
+                &ifs(&[("lo", "127.0.0.1"), ("virbr0", "192.168.122.1")]),
+                None
+            ),
+            "lo"
+        );
     }
 
     #[test]

@@ -78,7 +78,14 @@ pub fn log(level: Level, msg: &str) {
     if l.level < level {
         return;
     }
-    let line = format!("{}:{} [{}] NCCL {} {}\n", l.prefix, tid(), l.dev, level.tag(), msg);
+    let line = format!(
+        "{}:{} [{}] NCCL {} {}\n",
+        l.prefix,
+        tid(),
+        l.dev,
+        level.tag(),
+        msg
+    );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 

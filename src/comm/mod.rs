@@ -17,26 +17,71 @@ pub trait Communicator {
     fn rank(&self) -> usize;
     fn world(&self) -> usize;
     /// Run `coll` with `algo` in place on `buf`.
-    fn collective(&mut self, coll: Collective, algo: Algorithm, op: Op, root: usize, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError>;
+    fn collective(
+        &mut self,
+        coll: Collective,
+        algo: Algorithm,
+        op: Op,
+        root: usize,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError>;
 
-    fn all_reduce(&mut self, algo: Algorithm, op: Op, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
+    fn all_reduce(
+        &mut self,
+        algo: Algorithm,
+        op: Op,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError> {
         self.collective(Collective::AllReduce, algo, op, 0, dtype, buf)
     }
-    fn reduce_scatter(&mut self, algo: Algorithm, op: Op, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
+    fn reduce_scatter(
+        &mut self,
+        algo: Algorithm,
+        op: Op,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError> {
         self.collective(Collective::ReduceScatter, algo, op, 0, dtype, buf)
     }
-    fn all_gather(&mut self, algo: Algorithm, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
+    fn all_gather(
+        &mut self,
+        algo: Algorithm,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError> {
         self.collective(Collective::AllGather, algo, Op::Sum, 0, dtype, buf)
     }
-    fn broadcast(&mut self, algo: Algorithm, root: usize, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
+    fn broadcast(
+        &mut self,
+        algo: Algorithm,
+        root: usize,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError> {
         self.collective(Collective::Broadcast, algo, Op::Sum, root, dtype, buf)
     }
-    fn reduce(&mut self, algo: Algorithm, op: Op, root: usize, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
+    fn reduce(
+        &mut self,
+        algo: Algorithm,
+        op: Op,
+        root: usize,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError> {
         self.collective(Collective::Reduce, algo, op, root, dtype, buf)
     }
     /// Rank r sends its buffer to r+1 and receives r−1's (nccl-tests' sendrecv).
     fn send_recv(&mut self, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
-        self.collective(Collective::SendRecv, Algorithm::Ring, Op::Sum, 0, dtype, buf)
+        self.collective(
+            Collective::SendRecv,
+            Algorithm::Ring,
+            Op::Sum,
+            0,
+            dtype,
+            buf,
+        )
     }
 }
 
@@ -47,9 +92,20 @@ impl Communicator for tcp::TcpComm {
     fn world(&self) -> usize {
         tcp::TcpComm::world(self)
     }
-    fn collective(&mut self, coll: Collective, algo: Algorithm, op: Op, root: usize, dtype: Dtype, buf: &mut [u8]) -> Result<(), tcp::CommError> {
+    fn collective(
+        &mut self,
+        coll: Collective,
+        algo: Algorithm,
+        op: Op,
+        root: usize,
+        dtype: Dtype,
+        buf: &mut [u8],
+    ) -> Result<(), tcp::CommError> {
         let es = dtype.size();
-        let spec = Spec { root, ..Spec::new(coll, algo, self.world(), buf.len() / es, es) };
+        let spec = Spec {
+            root,
+            ..Spec::new(coll, algo, self.world(), buf.len() / es, es)
+        };
         let schedule = Schedule::build(&spec).map_err(|e| tcp::CommError::Io {
             rank: self.rank(),
             what: e.to_string(),

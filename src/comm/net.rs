@@ -11,13 +11,24 @@ use std::time::Duration;
 use super::log;
 
 fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
 }
 
 /// Errors NCCL treats as "not there yet": retry.
 fn retryable(e: &io::Error) -> bool {
     use io::ErrorKind::*;
-    matches!(e.kind(), ConnectionRefused | TimedOut | HostUnreachable | NetworkUnreachable | ConnectionReset | AddrNotAvailable)
+    matches!(
+        e.kind(),
+        ConnectionRefused
+            | TimedOut
+            | HostUnreachable
+            | NetworkUnreachable
+            | ConnectionReset
+            | AddrNotAvailable
+    )
 }
 
 /// Connect to `addr`, retrying like NCCL. `connect_timeout` bounds one attempt (a silently
@@ -42,7 +53,12 @@ pub fn connect_retry(addr: SocketAddr, connect_timeout: Duration) -> io::Result<
                 ));
                 std::thread::sleep(Duration::from_millis(wait));
             }
-            Err(e) => return Err(io::Error::new(e.kind(), format!("connect to {addr}: {}", describe(&e)))),
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("connect to {addr}: {}", describe(&e)),
+                ));
+            }
         }
     }
 }
@@ -64,7 +80,11 @@ pub fn describe(e: &io::Error) -> String {
 pub fn tune(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
     let fd = s.as_raw_fd();
-    let size: libc::c_int = 4 << 20;
+    // RINGLAB_SOCKBUF=0 leaves the kernel's autotuning alone (for experiments).
+    let size = env_num("RINGLAB_SOCKBUF", 4 << 20) as libc::c_int;
+    if size == 0 {
+        return Ok(());
+    }
     for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
         // SAFETY: fd is a valid socket; the option value is a c_int that outlives the call.
         unsafe {

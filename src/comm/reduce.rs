@@ -20,7 +20,10 @@ pub struct AlignedBuf {
 
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> Self {
-        Self { words: vec![0; len.div_ceil(8)], len }
+        Self {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
     }
     /// Grow (never shrink) to at least `len` bytes.
     pub fn reserve_len(&mut self, len: usize) {
@@ -45,12 +48,18 @@ impl AlignedBuf {
 
 #[inline]
 fn apply<T: Pod>(dst: &mut [u8], src: &[u8], f: impl Fn(T, T) -> T) {
-    match (bytemuck::try_cast_slice_mut::<u8, T>(dst), bytemuck::try_cast_slice::<u8, T>(src)) {
+    match (
+        bytemuck::try_cast_slice_mut::<u8, T>(dst),
+        bytemuck::try_cast_slice::<u8, T>(src),
+    ) {
         (Ok(d), Ok(s)) => d.iter_mut().zip(s).for_each(|(a, &b)| *a = f(*a, b)),
         _ => {
             let size = std::mem::size_of::<T>();
             for (d, s) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
-                let v = f(bytemuck::pod_read_unaligned(d), bytemuck::pod_read_unaligned(s));
+                let v = f(
+                    bytemuck::pod_read_unaligned(d),
+                    bytemuck::pod_read_unaligned(s),
+                );
                 d.copy_from_slice(bytemuck::bytes_of(&v));
             }
         }
@@ -133,12 +142,19 @@ mod tests {
     #[test]
     fn f32_sum_and_max() {
         let mut a = AlignedBuf::zeroed(16);
-        a.bytes_mut().copy_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]));
+        a.bytes_mut()
+            .copy_from_slice(bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]));
         let b: Vec<u8> = bytemuck::cast_slice(&[10.0f32, 0.5, 3.5, -1.0]).to_vec();
         kernel(Dtype::F32)(Op::Sum, a.bytes_mut(), &b);
-        assert_eq!(bytemuck::cast_slice::<u8, f32>(a.bytes()), &[11.0, 2.5, 6.5, 3.0]);
+        assert_eq!(
+            bytemuck::cast_slice::<u8, f32>(a.bytes()),
+            &[11.0, 2.5, 6.5, 3.0]
+        );
         kernel(Dtype::F32)(Op::Max, a.bytes_mut(), &b);
-        assert_eq!(bytemuck::cast_slice::<u8, f32>(a.bytes()), &[11.0, 2.5, 6.5, 3.0]);
+        assert_eq!(
+            bytemuck::cast_slice::<u8, f32>(a.bytes()),
+            &[11.0, 2.5, 6.5, 3.0]
+        );
     }
 
     #[test]

@@ -54,25 +54,45 @@ impl StoreServer {
         let rejected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let shared = Arc::new(Shared::default());
         let (stop2, rejected2) = (stop.clone(), rejected.clone());
-        std::thread::Builder::new().name("store".into()).spawn(move || {
-            for conn in listener.incoming() {
-                if stop2.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(conn) = conn else { continue };
-                let (shared, rejected) = (shared.clone(), rejected2.clone());
-                let _ = std::thread::Builder::new().name("store-conn".into()).spawn(move || {
-                    let peer = conn.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
-                    if let Err(e) = serve(conn, &token, &shared) {
-                        if matches!(e, WireError::BadMagic(_) | WireError::BadVersion { .. } | WireError::BadToken | WireError::BadRole(_) | WireError::FrameTooLarge(_)) {
-                            rejected.fetch_add(1, Ordering::Relaxed);
-                            log::warn(&format!("store: dropped connection from {peer}: {e}"));
-                        }
+        std::thread::Builder::new()
+            .name("store".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if stop2.load(Ordering::Relaxed) {
+                        break;
                     }
-                });
-            }
-        })?;
-        Ok(Self { addr, stop, rejected })
+                    let Ok(conn) = conn else { continue };
+                    let (shared, rejected) = (shared.clone(), rejected2.clone());
+                    let _ =
+                        std::thread::Builder::new()
+                            .name("store-conn".into())
+                            .spawn(move || {
+                                let peer = conn
+                                    .peer_addr()
+                                    .map_or_else(|_| "?".into(), |a| a.to_string());
+                                if let Err(e) = serve(conn, &token, &shared) {
+                                    if matches!(
+                                        e,
+                                        WireError::BadMagic(_)
+                                            | WireError::BadVersion { .. }
+                                            | WireError::BadToken
+                                            | WireError::BadRole(_)
+                                            | WireError::FrameTooLarge(_)
+                                    ) {
+                                        rejected.fetch_add(1, Ordering::Relaxed);
+                                        log::warn(&format!(
+                                            "store: dropped connection from {peer}: {e}"
+                                        ));
+                                    }
+                                }
+                            });
+                }
+            })?;
+        Ok(Self {
+            addr,
+            stop,
+            rejected,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -101,7 +121,8 @@ fn serve(mut conn: TcpStream, token: &Token, shared: &Shared) -> Result<(), Wire
             Err(WireError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         };
-        let req: Request = serde_json::from_slice(&frame).map_err(|e| WireError::Malformed(e.to_string()))?;
+        let req: Request =
+            serde_json::from_slice(&frame).map_err(|e| WireError::Malformed(e.to_string()))?;
         let reply = handle(req, shared);
         let bytes = serde_json::to_vec(&reply).map_err(|e| WireError::Malformed(e.to_string()))?;
         write_frame(&mut conn, &bytes)?;
@@ -109,9 +130,17 @@ fn serve(mut conn: TcpStream, token: &Token, shared: &Shared) -> Result<(), Wire
 }
 
 fn handle(req: Request, shared: &Shared) -> Reply {
-    let ok = |value: Option<String>| Reply { ok: true, value, error: None };
+    let ok = |value: Option<String>| Reply {
+        ok: true,
+        value,
+        error: None,
+    };
     let Ok(mut map) = shared.map.lock() else {
-        return Reply { ok: false, value: None, error: Some("store poisoned".into()) };
+        return Reply {
+            ok: false,
+            value: None,
+            error: Some("store poisoned".into()),
+        };
     };
     match req {
         Request::Set { key, value } => {
@@ -120,7 +149,11 @@ fn handle(req: Request, shared: &Shared) -> Reply {
             ok(None)
         }
         Request::Add { key, delta } => {
-            let n = map.get(&key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0) + delta;
+            let n = map
+                .get(&key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0)
+                + delta;
             map.insert(key, n.to_string());
             shared.changed.notify_all();
             ok(Some(n.to_string()))
@@ -133,11 +166,21 @@ fn handle(req: Request, shared: &Shared) -> Reply {
                 }
                 let now = Instant::now();
                 if now >= deadline {
-                    return Reply { ok: false, value: None, error: Some(format!("timed out waiting for key `{key}`")) };
+                    return Reply {
+                        ok: false,
+                        value: None,
+                        error: Some(format!("timed out waiting for key `{key}`")),
+                    };
                 }
                 match shared.changed.wait_timeout(map, deadline - now) {
                     Ok((m, _)) => map = m,
-                    Err(_) => return Reply { ok: false, value: None, error: Some("store poisoned".into()) },
+                    Err(_) => {
+                        return Reply {
+                            ok: false,
+                            value: None,
+                            error: Some("store poisoned".into()),
+                        };
+                    }
                 }
             }
         }
@@ -160,42 +203,75 @@ pub struct StoreClient {
 
 impl StoreClient {
     pub fn connect(addr: SocketAddr, token: &Token, rank: u32) -> Result<Self, StoreError> {
-        let mut conn = connect_retry(addr, Duration::from_secs(5)).map_err(|source| StoreError::Connect { addr, source })?;
+        let mut conn = connect_retry(addr, Duration::from_secs(5))
+            .map_err(|source| StoreError::Connect { addr, source })?;
         conn.set_nodelay(true).map_err(WireError::from)?;
         use std::io::Write;
-        conn.write_all(&Hello { token: *token, role: Role::Store, rank }.encode()).map_err(WireError::from)?;
+        conn.write_all(
+            &Hello {
+                token: *token,
+                role: Role::Store,
+                rank,
+            }
+            .encode(),
+        )
+        .map_err(WireError::from)?;
         Ok(Self { conn })
     }
 
     fn call(&mut self, req: &Request) -> Result<Option<String>, StoreError> {
         let bytes = serde_json::to_vec(req).map_err(|e| WireError::Malformed(e.to_string()))?;
         write_frame(&mut self.conn, &bytes)?;
-        let reply: Reply = serde_json::from_slice(&read_frame(&mut self.conn)?).map_err(|e| WireError::Malformed(e.to_string()))?;
-        if reply.ok { Ok(reply.value) } else { Err(StoreError::Refused(reply.error.unwrap_or_default())) }
+        let reply: Reply = serde_json::from_slice(&read_frame(&mut self.conn)?)
+            .map_err(|e| WireError::Malformed(e.to_string()))?;
+        if reply.ok {
+            Ok(reply.value)
+        } else {
+            Err(StoreError::Refused(reply.error.unwrap_or_default()))
+        }
     }
 
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.call(&Request::Set { key: key.into(), value: value.into() }).map(|_| ())
+        self.call(&Request::Set {
+            key: key.into(),
+            value: value.into(),
+        })
+        .map(|_| ())
     }
 
     /// Wait up to `timeout` for `key`.
     pub fn get(&mut self, key: &str, timeout: Duration) -> Result<String, StoreError> {
-        self.call(&Request::Get { key: key.into(), timeout_ms: timeout.as_millis() as u64 })?
-            .ok_or_else(|| StoreError::Refused(format!("no value for `{key}`")))
+        self.call(&Request::Get {
+            key: key.into(),
+            timeout_ms: timeout.as_millis() as u64,
+        })?
+        .ok_or_else(|| StoreError::Refused(format!("no value for `{key}`")))
     }
 
     pub fn add(&mut self, key: &str, delta: i64) -> Result<i64, StoreError> {
-        let v = self.call(&Request::Add { key: key.into(), delta })?.unwrap_or_default();
-        v.parse().map_err(|_| StoreError::Refused(format!("`{key}` is not a counter")))
+        let v = self
+            .call(&Request::Add {
+                key: key.into(),
+                delta,
+            })?
+            .unwrap_or_default();
+        v.parse()
+            .map_err(|_| StoreError::Refused(format!("`{key}` is not a counter")))
     }
 
     /// Every one of `world` ranks arrives before any leaves.
-    pub fn barrier(&mut self, name: &str, world: usize, timeout: Duration) -> Result<(), StoreError> {
+    pub fn barrier(
+        &mut self,
+        name: &str,
+        world: usize,
+        timeout: Duration,
+    ) -> Result<(), StoreError> {
         let n = self.add(&format!("barrier/{name}/count"), 1)?;
         if n as usize == world {
             self.set(&format!("barrier/{name}/done"), "1")?;
         }
-        self.get(&format!("barrier/{name}/done"), timeout).map(|_| ())
+        self.get(&format!("barrier/{name}/done"), timeout)
+            .map(|_| ())
     }
 }
 
@@ -207,28 +283,43 @@ mod tests {
     #[test]
     fn set_get_add_and_barrier_across_threads() {
         let token = [1u8; 16];
-        let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("start");
+        let server =
+            StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("start");
         let addr = server.addr();
         let handles: Vec<_> = (0..3)
             .map(|r| {
                 std::thread::spawn(move || {
                     let mut c = StoreClient::connect(addr, &token, r).expect("connect");
-                    c.set(&format!("addr/{r}"), &format!("host{r}")).expect("set");
+                    c.set(&format!("addr/{r}"), &format!("host{r}"))
+                        .expect("set");
                     c.barrier("b", 3, Duration::from_secs(5)).expect("barrier");
-                    c.get(&format!("addr/{}", (r + 1) % 3), Duration::from_secs(5)).expect("get")
+                    c.get(&format!("addr/{}", (r + 1) % 3), Duration::from_secs(5))
+                        .expect("get")
                 })
             })
             .collect();
-        let got: Vec<String> = handles.into_iter().map(|h| h.join().expect("join")).collect();
+        let got: Vec<String> = handles
+            .into_iter()
+            .map(|h| h.join().expect("join"))
+            .collect();
         assert_eq!(got, vec!["host1", "host2", "host0"]);
     }
 
     #[test]
     fn a_client_without_the_token_is_dropped() {
         let token = [1u8; 16];
-        let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("start");
+        let server =
+            StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("start");
         let mut s = TcpStream::connect(server.addr()).expect("connect");
-        s.write_all(&Hello { token: [2u8; 16], role: Role::Store, rank: 0 }.encode()).expect("write");
+        s.write_all(
+            &Hello {
+                token: [2u8; 16],
+                role: Role::Store,
+                rank: 0,
+            }
+            .encode(),
+        )
+        .expect("write");
         let mut buf = [0u8; 1];
         // The server closes the connection instead of answering.
         assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
@@ -239,9 +330,15 @@ mod tests {
     #[test]
     fn get_times_out_with_a_clear_error() {
         let token = [1u8; 16];
-        let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("start");
+        let server =
+            StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("start");
         let mut c = StoreClient::connect(server.addr(), &token, 0).expect("connect");
-        let e = c.get("never", Duration::from_millis(50)).expect_err("timeout");
-        assert!(e.to_string().contains("timed out waiting for key `never`"), "{e}");
+        let e = c
+            .get("never", Duration::from_millis(50))
+            .expect_err("timeout");
+        assert!(
+            e.to_string().contains("timed out waiting for key `never`"),
+            "{e}"
+        );
     }
 }

@@ -25,9 +25,17 @@ pub enum CommError {
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("rank {rank}: {what}: {source}")]
-    Io { rank: usize, what: String, source: io::Error },
+    Io {
+        rank: usize,
+        what: String,
+        source: io::Error,
+    },
     #[error("rank {peer} closed the connection during {phase} step {step}")]
-    PeerClosed { peer: usize, phase: String, step: usize },
+    PeerClosed {
+        peer: usize,
+        phase: String,
+        step: usize,
+    },
     #[error("buffer of {got} bytes, the schedule needs {need}")]
     BadBuffer { got: usize, need: usize },
 }
@@ -55,9 +63,16 @@ pub struct TcpComm {
 /// The address this rank listens on and how it was chosen (logged like NCCL).
 pub fn choose_address(multi_node: bool) -> Result<(IpAddr, String), CommError> {
     if !multi_node {
-        return Ok((IpAddr::V4(Ipv4Addr::LOCALHOST), "lo:127.0.0.1<0> (single node: loopback only)".into()));
+        return Ok((
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            "lo:127.0.0.1<0> (single node: loopback only)".into(),
+        ));
     }
-    let all = ifaces::list().map_err(|source| CommError::Io { rank: 0, what: "listing interfaces".into(), source })?;
+    let all = ifaces::list().map_err(|source| CommError::Io {
+        rank: 0,
+        what: "listing interfaces".into(),
+        source,
+    })?;
     let ifname = std::env::var("NCCL_SOCKET_IFNAME").ok();
     let (chosen, why) = ifaces::select(&all, ifname.as_deref())?;
     log::info(&why);
@@ -67,17 +82,28 @@ pub fn choose_address(multi_node: bool) -> Result<(IpAddr, String), CommError> {
 impl TcpComm {
     /// Meet the other ranks through the store and connect to every partner the schedules need.
     /// The higher rank of a pair dials the lower; every dial opens with this job's hello.
-    pub fn init(env: &RankEnv, store: &mut StoreClient, partners: &[usize], mut phase: impl FnMut(&str)) -> Result<Self, CommError> {
+    pub fn init(
+        env: &RankEnv,
+        store: &mut StoreClient,
+        partners: &[usize],
+        mut phase: impl FnMut(&str),
+    ) -> Result<Self, CommError> {
         let io_err = |what: &str| {
             let what = what.to_string();
             let rank = env.rank;
             move |source| CommError::Io { rank, what, source }
         };
-        log::info(&format!("Init START rank {} nranks {}", env.rank, env.world));
+        log::info(&format!(
+            "Init START rank {} nranks {}",
+            env.rank, env.world
+        ));
         let (ip, shown) = choose_address(env.multi_node)?;
         log::info(&format!("Bootstrap: Using {shown}"));
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0)).map_err(io_err("binding the listener"))?;
-        let me = listener.local_addr().map_err(io_err("reading the listener address"))?;
+        let listener =
+            TcpListener::bind(SocketAddr::new(ip, 0)).map_err(io_err("binding the listener"))?;
+        let me = listener
+            .local_addr()
+            .map_err(io_err("reading the listener address"))?;
         log::info(&format!("NET/Socket : Using [0]{shown}"));
         log::info("Using network Socket");
         phase("rendezvous");
@@ -94,30 +120,55 @@ impl TcpComm {
             })?;
             phase(&format!("connect to {addr}"));
             log::info(&format!("Connecting to rank {p} at {addr}"));
-            let mut s = connect_retry(addr, Duration::from_secs(10)).map_err(io_err(&format!("connecting to rank {p}")))?;
+            let mut s = connect_retry(addr, Duration::from_secs(10))
+                .map_err(io_err(&format!("connecting to rank {p}")))?;
             tune(&s).map_err(io_err("tuning a socket"))?;
-            s.write_all(&Hello { token: env.token, role: Role::Peer, rank: env.rank as u32 }.encode())
-                .map_err(io_err(&format!("greeting rank {p}")))?;
+            s.write_all(
+                &Hello {
+                    token: env.token,
+                    role: Role::Peer,
+                    rank: env.rank as u32,
+                }
+                .encode(),
+            )
+            .map_err(io_err(&format!("greeting rank {p}")))?;
             peers[p] = Some(s);
         }
         phase("accept");
         let mut missing = higher.len();
         while missing > 0 {
             let (mut s, from) = listener.accept().map_err(io_err("accepting"))?;
-            s.set_read_timeout(Some(Duration::from_secs(5))).map_err(io_err("socket option"))?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))
+                .map_err(io_err("socket option"))?;
             match Hello::read_checked(&mut s, &env.token) {
-                Ok(h) if h.role == Role::Peer && higher.contains(&(h.rank as usize)) && peers[h.rank as usize].is_none() => {
+                Ok(h)
+                    if h.role == Role::Peer
+                        && higher.contains(&(h.rank as usize))
+                        && peers[h.rank as usize].is_none() =>
+                {
                     s.set_read_timeout(None).map_err(io_err("socket option"))?;
                     tune(&s).map_err(io_err("tuning a socket"))?;
                     peers[h.rank as usize] = Some(s);
                     missing -= 1;
                 }
-                Ok(h) => log::warn(&format!("dropped connection from {from}: unexpected rank {} / role", h.rank)),
+                Ok(h) => log::warn(&format!(
+                    "dropped connection from {from}: unexpected rank {} / role",
+                    h.rank
+                )),
                 Err(e) => log::warn(&format!("dropped connection from {from}: {e}")),
             }
         }
-        log::info(&format!("Init COMPLETE rank {} nranks {}", env.rank, env.world));
-        Ok(Self { rank: env.rank, world: env.world, peers, staging: AlignedBuf::default(), send_stage: AlignedBuf::default() })
+        log::info(&format!(
+            "Init COMPLETE rank {} nranks {}",
+            env.rank, env.world
+        ));
+        Ok(Self {
+            rank: env.rank,
+            world: env.world,
+            peers,
+            staging: AlignedBuf::default(),
+            send_stage: AlignedBuf::default(),
+        })
     }
 
     pub fn rank(&self) -> usize {
@@ -128,31 +179,61 @@ impl TcpComm {
     }
 
     /// Execute `schedule` on this rank's buffer (`count × elem_size` bytes), in place.
-    pub fn run(&mut self, schedule: &Schedule, buf: &mut [u8], dtype: Dtype, op: Op) -> Result<(), CommError> {
+    pub fn run(
+        &mut self,
+        schedule: &Schedule,
+        buf: &mut [u8],
+        dtype: Dtype,
+        op: Op,
+    ) -> Result<(), CommError> {
         let spec = schedule.spec();
         let need = spec.count * spec.elem_size;
         if buf.len() != need {
-            return Err(CommError::BadBuffer { got: buf.len(), need });
+            return Err(CommError::BadBuffer {
+                got: buf.len(),
+                need,
+            });
         }
         let reduce = kernel(dtype);
         for (i, step) in schedule.steps().iter().enumerate() {
-            self.step(schedule, i, buf, reduce, op).map_err(|e| match e {
-                StepError::Closed(peer) => CommError::PeerClosed { peer, phase: step.phase.label().into(), step: i + 1 },
-                StepError::Io(peer, source) => CommError::Io {
-                    rank: self.rank,
-                    what: format!("{} step {} with rank {peer}: {}", step.phase.label(), i + 1, describe(&source)),
-                    source,
-                },
-            })?;
+            self.step(schedule, i, buf, reduce, op)
+                .map_err(|e| match e {
+                    StepError::Closed(peer) => CommError::PeerClosed {
+                        peer,
+                        phase: step.phase.label().into(),
+                        step: i + 1,
+                    },
+                    StepError::Io(peer, source) => CommError::Io {
+                        rank: self.rank,
+                        what: format!(
+                            "{} step {} with rank {peer}: {}",
+                            step.phase.label(),
+                            i + 1,
+                            describe(&source)
+                        ),
+                        source,
+                    },
+                })?;
         }
         if op == Op::Avg {
             let r = schedule.defined_range(self.rank);
-            divide(dtype, &mut buf[r.start * spec.elem_size..r.end * spec.elem_size], self.world);
+            divide(
+                dtype,
+                &mut buf[r.start * spec.elem_size..r.end * spec.elem_size],
+                self.world,
+            );
         }
         Ok(())
     }
 
-    fn step(&mut self, schedule: &Schedule, index: usize, buf: &mut [u8], reduce: ReduceFn, op: Op) -> Result<(), StepError> {
+    fn step(
+        &mut self,
+        schedule: &Schedule,
+        index: usize,
+        buf: &mut [u8],
+        reduce: ReduceFn,
+        op: Op,
+    ) -> Result<(), StepError> {
         let es = schedule.spec().elem_size;
         let me = self.rank as u32;
         let step = &schedule.steps()[index];
@@ -160,9 +241,17 @@ impl TcpComm {
         let mut stage_len = 0;
         for t in step.transfers.iter().filter(|t| t.dst == me && t.len > 0) {
             let r = t.offset as usize * es..(t.offset + t.len) as usize * es;
-            recvs.push(Recv { peer: t.src as usize, dst: r.clone(), reduce: t.reduce, got: 0, done: 0, stage: stage_len });
+            recvs.push(Recv {
+                peer: t.src as usize,
+                dst: r.clone(),
+                reduce: t.reduce,
+                got: 0,
+                done: 0,
+                stage: stage_len,
+            });
             if t.reduce {
-                stage_len += r.len();
+                // A cache-sized window per reducing receive: bytes are reduced while hot.
+                stage_len += STAGE_WINDOW;
             }
         }
         let mut sends: Vec<Send> = Vec::new();
@@ -170,8 +259,15 @@ impl TcpComm {
         for t in step.transfers.iter().filter(|t| t.src == me && t.len > 0) {
             let r = t.offset as usize * es..(t.offset + t.len) as usize * es;
             // Transfers read the state before the step: stage what a receive could overwrite.
-            let overlaps = recvs.iter().any(|v| v.dst.start < r.end && r.start < v.dst.end);
-            sends.push(Send { peer: t.dst as usize, src: r.clone(), staged: overlaps.then_some(send_stage_len), sent: 0 });
+            let overlaps = recvs
+                .iter()
+                .any(|v| v.dst.start < r.end && r.start < v.dst.end);
+            sends.push(Send {
+                peer: t.dst as usize,
+                src: r.clone(),
+                staged: overlaps.then_some(send_stage_len),
+                sent: 0,
+            });
             if overlaps {
                 send_stage_len += r.len();
             }
@@ -180,7 +276,8 @@ impl TcpComm {
             self.send_stage.reserve_len(send_stage_len);
             for s in &sends {
                 if let Some(at) = s.staged {
-                    self.send_stage.bytes_mut()[at..at + s.src.len()].copy_from_slice(&buf[s.src.clone()]);
+                    self.send_stage.bytes_mut()[at..at + s.src.len()]
+                        .copy_from_slice(&buf[s.src.clone()]);
                 }
             }
         }
@@ -195,10 +292,19 @@ impl TcpComm {
             // Sends: the first unfinished send to each peer goes, in transfer order.
             for i in 0..sends.len() {
                 let s = &sends[i];
-                if s.sent == s.src.len() || sends[..i].iter().any(|o| o.peer == s.peer && o.sent < o.src.len()) {
+                if s.sent == s.src.len()
+                    || sends[..i]
+                        .iter()
+                        .any(|o| o.peer == s.peer && o.sent < o.src.len())
+                {
                     continue;
                 }
-                let Some(f) = fd(s.peer) else { return Err(StepError::Io(s.peer, io::Error::from(io::ErrorKind::NotConnected))) };
+                let Some(f) = fd(s.peer) else {
+                    return Err(StepError::Io(
+                        s.peer,
+                        io::Error::from(io::ErrorKind::NotConnected),
+                    ));
+                };
                 let data = match s.staged {
                     Some(at) => &send_stage[at + s.sent..at + s.src.len()],
                     None => &buf[s.src.start + s.sent..s.src.end],
@@ -216,7 +322,10 @@ impl TcpComm {
             let open: Vec<usize> = (0..recvs.len())
                 .filter(|&i| {
                     let r = &recvs[i];
-                    r.done < r.dst.len() && !recvs[..i].iter().any(|o| o.peer == r.peer && o.done < o.dst.len())
+                    r.done < r.dst.len()
+                        && !recvs[..i]
+                            .iter()
+                            .any(|o| o.peer == r.peer && o.done < o.dst.len())
                 })
                 .collect();
             if open.is_empty() && sends_done {
@@ -226,23 +335,43 @@ impl TcpComm {
             let block = sends_done && open.len() == 1;
             for &i in &open {
                 let r = &mut recvs[i];
-                let Some(f) = fd(r.peer) else { return Err(StepError::Io(r.peer, io::Error::from(io::ErrorKind::NotConnected))) };
+                let Some(f) = fd(r.peer) else {
+                    return Err(StepError::Io(
+                        r.peer,
+                        io::Error::from(io::ErrorKind::NotConnected),
+                    ));
+                };
                 let target = if r.reduce {
-                    &mut staging[r.stage + r.got..r.stage + r.dst.len()]
+                    // staging[stage..] holds bytes done..got (less than one element).
+                    let held = r.got - r.done;
+                    let room = (STAGE_WINDOW - held).min(r.dst.len() - r.got);
+                    &mut staging[r.stage + held..r.stage + held + room]
                 } else {
                     &mut buf[r.dst.start + r.got..r.dst.end]
                 };
-                match sys_recv(f, target, !block) {
+                let got = if block {
+                    recv_spin_then_block(f, target)
+                } else {
+                    sys_recv(f, target, true)
+                };
+                match got {
                     Ok(0) => return Err(StepError::Closed(r.peer)),
                     Ok(n) => {
                         r.got += n;
                         moved = true;
                         if r.reduce {
-                            // Reduce every whole element that has arrived: overlap with the wire.
-                            let upto = r.got / elem(es) * elem(es);
-                            if upto > r.done {
-                                reduce(op, &mut buf[r.dst.start + r.done..r.dst.start + upto], &staging[r.stage + r.done..r.stage + upto]);
-                                r.done = upto;
+                            // Reduce every whole element that has arrived, while it is in cache.
+                            let held = r.got - r.done;
+                            let whole = held / elem(es) * elem(es);
+                            if whole > 0 {
+                                let win = &mut staging[r.stage..r.stage + held];
+                                reduce(
+                                    op,
+                                    &mut buf[r.dst.start + r.done..r.dst.start + r.done + whole],
+                                    &win[..whole],
+                                );
+                                win.copy_within(whole..held, 0);
+                                r.done += whole;
                             }
                         } else {
                             r.done = r.got;
@@ -258,16 +387,25 @@ impl TcpComm {
             pollfds.clear();
             for s in sends.iter().filter(|s| s.sent < s.src.len()) {
                 if let Some(f) = fd(s.peer) {
-                    pollfds.push(libc::pollfd { fd: f, events: libc::POLLOUT, revents: 0 });
+                    pollfds.push(libc::pollfd {
+                        fd: f,
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    });
                 }
             }
             for &i in &open {
                 if let Some(f) = fd(recvs[i].peer) {
-                    pollfds.push(libc::pollfd { fd: f, events: libc::POLLIN, revents: 0 });
+                    pollfds.push(libc::pollfd {
+                        fd: f,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
                 }
             }
             // SAFETY: pollfds is a valid array of pollfd for the duration of the call.
-            let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
+            let rc =
+                unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
             if rc < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -275,6 +413,30 @@ impl TcpComm {
                 }
             }
         }
+    }
+}
+
+/// Bytes of staging per reducing receive: small enough to stay in L2 while it is reduced.
+const STAGE_WINDOW: usize = 256 << 10;
+
+/// How long a receive spins before it sleeps in the kernel: a wake-up costs more than this
+/// on a busy machine, and small messages arrive within it.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(30);
+
+/// Spin briefly on a nonblocking receive, then block.
+fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
+    let start = std::time::Instant::now();
+    let mut k = 0u32;
+    loop {
+        match sys_recv(fd, data, true) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            other => return other,
+        }
+        k += 1;
+        if k % 16 == 0 && start.elapsed() > SPIN {
+            return sys_recv(fd, data, false);
+        }
+        std::hint::spin_loop();
     }
 }
 
@@ -308,8 +470,19 @@ enum StepError {
 
 fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
     // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    let n = unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    let n = unsafe {
+        libc::send(
+            fd,
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {

@@ -100,8 +100,17 @@ impl Hello {
             2 => Role::Peer,
             r => return Err(WireError::BadRole(r)),
         };
-        let rank = u32::from_le_bytes([b[7 + TOKEN_LEN], b[8 + TOKEN_LEN], b[9 + TOKEN_LEN], b[10 + TOKEN_LEN]]);
-        Ok(Self { token: got, role, rank })
+        let rank = u32::from_le_bytes([
+            b[7 + TOKEN_LEN],
+            b[8 + TOKEN_LEN],
+            b[9 + TOKEN_LEN],
+            b[10 + TOKEN_LEN],
+        ]);
+        Ok(Self {
+            token: got,
+            role,
+            rank,
+        })
     }
 }
 
@@ -136,22 +145,38 @@ mod tests {
     #[test]
     fn hello_round_trips_and_rejects_strangers() {
         let token = [7u8; TOKEN_LEN];
-        let h = Hello { token, role: Role::Peer, rank: 3 };
+        let h = Hello {
+            token,
+            role: Role::Peer,
+            rank: 3,
+        };
         let bytes = h.encode();
         assert_eq!(Hello::read_checked(&mut &bytes[..], &token).expect("ok"), h);
-        assert!(matches!(Hello::read_checked(&mut &bytes[..], &[8u8; TOKEN_LEN]), Err(WireError::BadToken)));
+        assert!(matches!(
+            Hello::read_checked(&mut &bytes[..], &[8u8; TOKEN_LEN]),
+            Err(WireError::BadToken)
+        ));
         let mut v2 = bytes;
         v2[4] = 2;
-        assert!(matches!(Hello::read_checked(&mut &v2[..], &token), Err(WireError::BadVersion { got: 2 })));
+        assert!(matches!(
+            Hello::read_checked(&mut &v2[..], &token),
+            Err(WireError::BadVersion { got: 2 })
+        ));
         let http = *b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-        assert!(matches!(Hello::read_checked(&mut &http[..], &token), Err(WireError::BadMagic(_))));
+        assert!(matches!(
+            Hello::read_checked(&mut &http[..], &token),
+            Err(WireError::BadMagic(_))
+        ));
     }
 
     #[test]
     fn oversized_frames_are_refused_before_allocation() {
         let mut buf = Vec::new();
         buf.extend_from_slice(&(u32::MAX).to_le_bytes());
-        assert!(matches!(read_frame(&mut &buf[..]), Err(WireError::FrameTooLarge(_))));
+        assert!(matches!(
+            read_frame(&mut &buf[..]),
+            Err(WireError::FrameTooLarge(_))
+        ));
     }
 
     #[test]

@@ -9,6 +9,10 @@ pub enum BlockKind {
     Quiz,
     Ring,
     Lab,
+    /// The TP calculator.
+    Tp,
+    /// The vLLM launch planner.
+    Plan,
 }
 
 impl BlockKind {
@@ -18,6 +22,8 @@ impl BlockKind {
             "quiz" => Some(Self::Quiz),
             "ring" => Some(Self::Ring),
             "lab" => Some(Self::Lab),
+            "tp" => Some(Self::Tp),
+            "plan" => Some(Self::Plan),
             _ => None,
         }
     }
@@ -27,6 +33,8 @@ impl BlockKind {
             Self::Quiz => "quiz",
             Self::Ring => "ring",
             Self::Lab => "lab",
+            Self::Tp => "tp",
+            Self::Plan => "plan",
         }
     }
 }
@@ -103,11 +111,109 @@ fn default_max() -> String {
     "64M".into()
 }
 
+/// A preset for the TP calculator: a model preset, a TP degree, tokens per forward pass.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TpBlock {
+    #[serde(default = "default_model")]
+    pub model: String,
+    #[serde(default = "default_tp")]
+    pub tp: usize,
+    #[serde(default = "default_tokens")]
+    pub tokens: u64,
+}
+
+/// A preset for the launch planner.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanBlock {
+    #[serde(default = "default_nodes")]
+    pub nodes: usize,
+    #[serde(default = "default_tp")]
+    pub gpus_per_node: usize,
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// `mp` or `ray`.
+    #[serde(default = "default_backend")]
+    pub backend: String,
+}
+
+fn default_model() -> String {
+    "llama-3.1-70b".into()
+}
+fn default_tp() -> usize {
+    8
+}
+fn default_tokens() -> u64 {
+    1
+}
+fn default_nodes() -> usize {
+    2
+}
+fn default_backend() -> String {
+    "mp".into()
+}
+
+/// Checks a tp/plan block's values against what the calculator and planner accept; the error
+/// points at the offending key's line.
+fn check_infer(kind: BlockKind, body: &str, block: &Block) -> Result<(), BlockError> {
+    use crate::infer::{find_model, plan, tp};
+    let fail = |key: &str, message: String| {
+        let line = body
+            .lines()
+            .position(|l| l.trim_start().starts_with(key))
+            .map_or(1, |i| i + 1);
+        Err(BlockError {
+            line,
+            col: 1,
+            message: format!("```{} block: {message}", kind.name()),
+        })
+    };
+    let (model, ranges): (&str, Vec<(&str, u64, u64, u64)>) = match block {
+        Block::Tp(b) => (
+            &b.model,
+            vec![
+                ("tp", b.tp as u64, 1, tp::MAX_TP as u64),
+                ("tokens", b.tokens, 1, tp::MAX_TOKENS),
+            ],
+        ),
+        Block::Plan(b) => {
+            if let Err(e) = b.backend.parse::<crate::infer::Backend>() {
+                return fail("backend", e);
+            }
+            (
+                &b.model,
+                vec![
+                    ("nodes", b.nodes as u64, 1, plan::MAX_NODES as u64),
+                    (
+                        "gpus_per_node",
+                        b.gpus_per_node as u64,
+                        1,
+                        plan::MAX_GPUS_PER_NODE as u64,
+                    ),
+                ],
+            )
+        }
+        _ => return Ok(()),
+    };
+    if let Err(e) = find_model(model) {
+        return fail("model", e.to_string());
+    }
+    for (key, v, lo, hi) in ranges {
+        if !(lo..=hi).contains(&v) {
+            return fail(key, format!("{key} must be {lo}..={hi}, got {v}"));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Block {
     Quiz(QuizBlock),
     Ring(RingBlock),
     Lab(LabBlock),
+    Tp(TpBlock),
+    Plan(PlanBlock),
 }
 
 /// A malformed block: 1-based line within the block body, column, and message.
@@ -124,6 +230,8 @@ impl Block {
             Self::Quiz(_) => BlockKind::Quiz,
             Self::Ring(_) => BlockKind::Ring,
             Self::Lab(_) => BlockKind::Lab,
+            Self::Tp(_) => BlockKind::Tp,
+            Self::Plan(_) => BlockKind::Plan,
         }
     }
 
@@ -158,6 +266,14 @@ impl Block {
             }
             BlockKind::Ring => de(kind, body).map(Self::Ring),
             BlockKind::Lab => de(kind, body).map(Self::Lab),
+            BlockKind::Tp | BlockKind::Plan => {
+                let block = match kind {
+                    BlockKind::Tp => Self::Tp(de(kind, body)?),
+                    _ => Self::Plan(de(kind, body)?),
+                };
+                check_infer(kind, body, &block)?;
+                Ok(block)
+            }
         }
     }
 
@@ -175,6 +291,16 @@ impl Block {
             Self::Lab(l) => format!(
                 "live lab: {} ({}) on {} ranks, {}..{} — the lab screen arrives with the TCP lab issue",
                 l.coll, l.algo, l.ranks, l.minbytes, l.maxbytes
+            ),
+            Self::Tp(t) => format!(
+                "TP calculator: {} at TP {}, {} token(s) per forward pass — press Enter to open it \
+                 (or `ringlab tp --model {} --tp {} --tokens {}`)",
+                t.model, t.tp, t.tokens, t.model, t.tp, t.tokens
+            ),
+            Self::Plan(p) => format!(
+                "launch planner: {} on {} node(s) × {} GPUs ({}) — press Enter to open it \
+                 (or `ringlab plan --nodes {} --gpus-per-node {} --model {}`)",
+                p.model, p.nodes, p.gpus_per_node, p.backend, p.nodes, p.gpus_per_node, p.model
             ),
         }
     }
@@ -215,6 +341,33 @@ mod tests {
     fn unknown_field_is_an_error() {
         let e = Block::parse(BlockKind::Ring, "rank = 8\n").expect_err("must fail");
         assert!(e.message.contains("rank"), "{}", e.message);
+    }
+
+    #[test]
+    fn tp_and_plan_blocks_parse_with_defaults() {
+        let Ok(Block::Tp(t)) = Block::parse(BlockKind::Tp, "model = \"llama-3.1-8b\"\n") else {
+            panic!("not a tp block")
+        };
+        assert_eq!((t.model.as_str(), t.tp, t.tokens), ("llama-3.1-8b", 8, 1));
+        let Ok(Block::Plan(p)) = Block::parse(BlockKind::Plan, "nodes = 4\n") else {
+            panic!("not a plan block")
+        };
+        assert_eq!((p.nodes, p.gpus_per_node, p.backend.as_str()), (4, 8, "mp"));
+        assert_eq!(BlockKind::from_info("tp"), Some(BlockKind::Tp));
+        assert_eq!(BlockKind::from_info("plan"), Some(BlockKind::Plan));
+    }
+
+    #[test]
+    fn tp_and_plan_blocks_reject_unknown_models_and_bad_values_with_the_line() {
+        let e = Block::parse(BlockKind::Tp, "tp = 8\nmodel = \"gpt-9\"\n").expect_err("unknown");
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("known models"), "{}", e.message);
+        let e = Block::parse(BlockKind::Tp, "tp = 0\n").expect_err("tp 0");
+        assert!(e.message.contains("tp must be"), "{}", e.message);
+        let e = Block::parse(BlockKind::Plan, "backend = \"slurm\"\n").expect_err("backend");
+        assert!(e.message.contains("mp or ray"), "{}", e.message);
+        let e = Block::parse(BlockKind::Plan, "gpus = 8\n").expect_err("unknown key");
+        assert!(e.message.contains("gpus"), "{}", e.message);
     }
 
     #[test]

@@ -155,7 +155,7 @@ fn get(v: &Values, name: &str) -> Result<f64, String> {
 
 fn int(v: &Values, name: &str) -> Result<usize, String> {
     let x = get(v, name)?;
-    if x.fract() != 0.0 || x < 1.0 || x > 1e15 {
+    if x.fract() != 0.0 || !(1.0..=1e15).contains(&x) {
         return Err(format!(
             "parameter `{name}` = {x} must be a whole number >= 1"
         ));

@@ -695,7 +695,7 @@ impl Item {
     /// Draw this attempt's parameters from `seed` and fill in prompt, explanation and answer.
     pub fn instantiate(&self, seed: u64) -> Result<Instance, String> {
         let mut rng = SplitMix(seed);
-        self.instantiate_with(|spec| (rng.next() % spec.len().max(1) as u64) as usize)
+        self.instantiate_with(|spec| (rng.next_u64() % spec.len().max(1) as u64) as usize)
     }
 
     /// Instantiate with each parameter's value index chosen by `pick`.
@@ -765,7 +765,7 @@ pub fn format_number(v: f64) -> String {
 pub struct SplitMix(pub u64);
 
 impl SplitMix {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

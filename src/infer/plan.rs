@@ -600,6 +600,13 @@ impl Plan {
 
     /// The plan as text (at most 80 columns); `backend` None prints both launches.
     pub fn to_text(&self, backend: Option<Backend>) -> String {
+        self.text_for_width(backend, 80)
+    }
+
+    /// The plan as text, its wrapped lines at most `width` columns (the header lines and the
+    /// worker's address expression may be longer).
+    pub fn text_for_width(&self, backend: Option<Backend>, width: usize) -> String {
+        let wrap_at = width.saturating_sub(2).max(20);
         use crate::units::format_seconds;
         let mut s = String::new();
         let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
@@ -621,7 +628,7 @@ impl Plan {
         );
         let _ = writeln!(s, "Why:");
         for r in &self.reasons {
-            s.push_str(&super::wrap(r, 78, "  - ", "    "));
+            s.push_str(&super::wrap(r, wrap_at, "  - ", "    "));
         }
         let m = &self.memory;
         let _ = writeln!(
@@ -689,7 +696,7 @@ impl Plan {
             for ch in &self.checks {
                 s.push_str(&super::wrap(
                     &ch.message,
-                    78,
+                    wrap_at,
                     &format!("  {} ", ch.level.mark()),
                     "    ",
                 ));
@@ -715,7 +722,7 @@ impl Plan {
                     let _ = writeln!(s, "  export {}={}", e.name, e.value);
                 }
                 for cmd in &st.commands {
-                    for line in shell_lines(cmd, 80, "  ") {
+                    for line in shell_lines(cmd, width.max(40), "  ") {
                         let _ = writeln!(s, "{line}");
                     }
                 }

@@ -14,7 +14,9 @@ pub fn sizes(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, String> {
         return Err("-b/--minbytes must be at least 1".into());
     }
     if max < min {
-        return Err(format!("-e/--maxbytes ({max}) is smaller than -b/--minbytes ({min})"));
+        return Err(format!(
+            "-e/--maxbytes ({max}) is smaller than -b/--minbytes ({min})"
+        ));
     }
     if factor < 2 {
         return Err("-f/--stepfactor must be at least 2".into());
@@ -63,8 +65,16 @@ pub struct Summary {
 /// nccl-tests prints `none` for collectives without a reduction and -1 as the root of
 /// collectives without one.
 pub fn redop_and_root(job: &Job) -> (&'static str, i64) {
-    let redop = if job.coll.is_reducing() { job.op.name() } else { "none" };
-    let root = if job.coll.has_root() { job.root as i64 } else { -1 };
+    let redop = if job.coll.is_reducing() {
+        job.op.name()
+    } else {
+        "none"
+    };
+    let root = if job.coll.has_root() {
+        job.root as i64
+    } else {
+        -1
+    };
     (redop, root)
 }
 
@@ -80,13 +90,32 @@ pub struct Collector {
 impl Collector {
     pub fn new(job: &Job, ranks: usize, local_ranks: usize, backend: &'static str) -> Self {
         let _ = local_ranks;
-        Self { job: job.clone(), ranks, backend, pending: BTreeMap::new(), rows: Vec::new() }
+        Self {
+            job: job.clone(),
+            ranks,
+            backend,
+            pending: BTreeMap::new(),
+            rows: Vec::new(),
+        }
     }
 
     /// Feed an event; returns a finished row when the last local rank has reported it.
     pub fn feed(&mut self, ev: &Event, local_ranks: usize) -> Option<Row> {
-        let Event::Row { size, count, in_place, time_us, wrong, .. } = ev else { return None };
-        let e = self.pending.entry((*size, *in_place)).or_insert((0, 0.0, 0, *count));
+        let Event::Row {
+            size,
+            count,
+            in_place,
+            time_us,
+            wrong,
+            ..
+        } = ev
+        else {
+            return None;
+        };
+        let e = self
+            .pending
+            .entry((*size, *in_place))
+            .or_insert((0, 0.0, 0, *count));
         e.0 += 1;
         e.1 = e.1.max(*time_us);
         e.2 += wrong;
@@ -134,7 +163,10 @@ mod tests {
 
     #[test]
     fn sweep_matches_nccl_tests() {
-        assert_eq!(sizes(1024, 65536, 4).expect("ok"), vec![1024, 4096, 16384, 65536]);
+        assert_eq!(
+            sizes(1024, 65536, 4).expect("ok"),
+            vec![1024, 4096, 16384, 65536]
+        );
         assert_eq!(sizes(8, 8, 2).expect("ok"), vec![8]);
         assert!(sizes(0, 8, 2).is_err());
         assert!(sizes(16, 8, 2).expect_err("bad").contains("smaller"));

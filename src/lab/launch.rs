@@ -51,8 +51,14 @@ impl Launch {
 pub enum Msg {
     Event(Event),
     /// A line a rank wrote to stderr (NCCL_DEBUG output, errors).
-    Log { rank: usize, line: String },
-    Exit { rank: usize, code: Option<i32> },
+    Log {
+        rank: usize,
+        line: String,
+    },
+    Exit {
+        rank: usize,
+        code: Option<i32>,
+    },
 }
 
 /// Why a job ended badly, with what each rank was doing.
@@ -96,13 +102,17 @@ fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> LaunchError + '_
 /// address (GLOO_SOCKET_IFNAME may name the interface, as with PyTorch's Gloo).
 fn store_bind(l: &Launch) -> Result<SocketAddr, LaunchError> {
     if l.nnodes == 1 {
-        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), l.master_port));
+        return Ok(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            l.master_port,
+        ));
     }
     if let Ok(spec) = std::env::var("GLOO_SOCKET_IFNAME")
         && !spec.is_empty()
     {
         let all = ifaces::list().map_err(setup("listing interfaces"))?;
-        let (chosen, _) = ifaces::select(&all, Some(&spec)).map_err(|e| LaunchError::Setup(format!("GLOO_SOCKET_IFNAME={spec}: {e}")))?;
+        let (chosen, _) = ifaces::select(&all, Some(&spec))
+            .map_err(|e| LaunchError::Setup(format!("GLOO_SOCKET_IFNAME={spec}: {e}")))?;
         return Ok(SocketAddr::new(chosen[0].addr, l.master_port));
     }
     master(l)
@@ -113,7 +123,9 @@ fn master(l: &Launch) -> Result<SocketAddr, LaunchError> {
         .to_socket_addrs()
         .map_err(setup(&format!("--master-addr {}", l.master_addr)))?
         .next()
-        .ok_or_else(|| LaunchError::Setup(format!("--master-addr {} does not resolve", l.master_addr)))
+        .ok_or_else(|| {
+            LaunchError::Setup(format!("--master-addr {} does not resolve", l.master_addr))
+        })
 }
 
 struct Ranks {
@@ -149,22 +161,34 @@ pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), Launch
         let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
             LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
         })?;
-        token_from_hex(&hex).ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))?
+        token_from_hex(&hex)
+            .ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))?
     } else {
         new_token().map_err(setup("making a job token"))?
     };
     // Node 0 hosts the store; everyone else dials it.
     let (_server, store_addr) = if l.node_rank == 0 {
-        let s = StoreServer::start(store_bind(l)?, token).map_err(setup("starting the rendezvous store"))?;
+        let s = StoreServer::start(store_bind(l)?, token)
+            .map_err(setup("starting the rendezvous store"))?;
         let a = s.addr();
-        (Some(s), if multi { master(l).map(|m| SocketAddr::new(m.ip(), a.port()))? } else { a })
+        (
+            Some(s),
+            if multi {
+                master(l).map(|m| SocketAddr::new(m.ip(), a.port()))?
+            } else {
+                a
+            },
+        )
     } else {
         (None, master(l)?)
     };
     let exe = std::env::current_exe().map_err(setup("finding the ringlab binary"))?;
     let job_json = serde_json::to_string(job).map_err(setup("encoding the job"))?;
     let (tx, rx) = mpsc::channel::<Inner>();
-    let mut ranks = Ranks { children: Vec::new(), pgid: 0 };
+    let mut ranks = Ranks {
+        children: Vec::new(),
+        pgid: 0,
+    };
     for local in 0..l.nproc_per_node {
         let rank = l.node_rank * l.nproc_per_node + local;
         let mut cmd = Command::new(&exe);
@@ -182,7 +206,9 @@ pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), Launch
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(ranks.pgid);
-        let mut child = cmd.spawn().map_err(setup(&format!("starting rank {rank}")))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(setup(&format!("starting rank {rank}")))?;
         if ranks.pgid == 0 {
             ranks.pgid = child.id() as i32;
         }
@@ -232,22 +258,50 @@ struct RankState {
     logs: Vec<String>,
 }
 
-fn watch(ranks: &mut Ranks, rx: &mpsc::Receiver<Inner>, l: &Launch, on: &mut impl FnMut(&Msg)) -> Result<(), LaunchError> {
+fn watch(
+    ranks: &mut Ranks,
+    rx: &mpsc::Receiver<Inner>,
+    l: &Launch,
+    on: &mut impl FnMut(&Msg),
+) -> Result<(), LaunchError> {
     let mut st: Vec<(usize, RankState)> = ranks
         .children
         .iter()
-        .map(|(r, _)| (*r, RankState { eof: false, phase: "starting".into(), last: Instant::now(), done: false, exited: None, logs: Vec::new() }))
+        .map(|(r, _)| {
+            (
+                *r,
+                RankState {
+                    eof: false,
+                    phase: "starting".into(),
+                    last: Instant::now(),
+                    done: false,
+                    exited: None,
+                    logs: Vec::new(),
+                },
+            )
+        })
         .collect();
     let fail = |st: &[(usize, RankState)], reason: String| {
         let now = Instant::now();
         Failure {
             reason,
-            ranks: st.iter().filter(|(_, s)| !s.done).map(|(r, s)| (*r, s.phase.clone(), (now - s.last).as_secs_f64())).collect(),
-            logs: st.iter().filter(|(_, s)| !s.logs.is_empty()).map(|(r, s)| (*r, s.logs.clone())).collect(),
+            ranks: st
+                .iter()
+                .filter(|(_, s)| !s.done)
+                .map(|(r, s)| (*r, s.phase.clone(), (now - s.last).as_secs_f64()))
+                .collect(),
+            logs: st
+                .iter()
+                .filter(|(_, s)| !s.logs.is_empty())
+                .map(|(r, s)| (*r, s.logs.clone()))
+                .collect(),
         }
     };
     loop {
-        if st.iter().all(|(_, s)| s.done && s.exited.is_some() && s.eof) {
+        if st
+            .iter()
+            .all(|(_, s)| s.done && s.exited.is_some() && s.eof)
+        {
             return Ok(());
         }
         match rx.recv_timeout(Duration::from_millis(200)) {
@@ -274,7 +328,8 @@ fn watch(ranks: &mut Ranks, rx: &mpsc::Receiver<Inner>, l: &Launch, on: &mut imp
                         }
                         Msg::Event(Event::Error { message, .. }) => {
                             s.logs.push(message.clone());
-                            let reason = format!("rank {rank} failed during {}: {message}", s.phase);
+                            let reason =
+                                format!("rank {rank} failed during {}: {message}", s.phase);
                             ranks.kill_all();
                             return Err(LaunchError::Failed(fail(&st, reason)));
                         }
@@ -298,7 +353,10 @@ fn watch(ranks: &mut Ranks, rx: &mpsc::Receiver<Inner>, l: &Launch, on: &mut imp
                 && let Ok(Some(status)) = child.try_wait()
             {
                 s.exited = Some(status);
-                on(&Msg::Exit { rank: *rank, code: status.code() });
+                on(&Msg::Exit {
+                    rank: *rank,
+                    code: status.code(),
+                });
             }
         }
         // A rank whose process ended and whose reports are all read, without saying done.

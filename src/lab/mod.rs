@@ -56,11 +56,29 @@ impl Job {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
 pub enum Event {
-    Phase { rank: usize, phase: String },
-    Row { rank: usize, size: u64, count: u64, in_place: bool, time_us: f64, wrong: u64 },
-    Value { rank: usize, value: f64 },
-    Done { rank: usize },
-    Error { rank: usize, message: String },
+    Phase {
+        rank: usize,
+        phase: String,
+    },
+    Row {
+        rank: usize,
+        size: u64,
+        count: u64,
+        in_place: bool,
+        time_us: f64,
+        wrong: u64,
+    },
+    Value {
+        rank: usize,
+        value: f64,
+    },
+    Done {
+        rank: usize,
+    },
+    Error {
+        rank: usize,
+        message: String,
+    },
 }
 
 impl Event {

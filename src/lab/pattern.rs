@@ -116,18 +116,34 @@ mod tests {
                 let (n, count) = (4, 10);
                 let spec = Spec::new(coll, Algorithm::Ring, n, count, 4);
                 let schedule = Schedule::build(&spec).expect("schedule");
-                let inputs: Vec<Vec<f32>> =
-                    (0..n).map(|r| (0..count).map(|i| value(op, n, r, i) as f32).collect()).collect();
+                let inputs: Vec<Vec<f32>> = (0..n)
+                    .map(|r| (0..count).map(|i| value(op, n, r, i) as f32).collect())
+                    .collect();
                 let out = simulate::simulate(&schedule, op, &inputs).expect("simulate");
                 for (r, buf) in out.iter().enumerate() {
-                    let c = Check { coll, op, dtype: Dtype::F32, ranks: n, root: 0, rank: r };
+                    let c = Check {
+                        coll,
+                        op,
+                        dtype: Dtype::F32,
+                        ranks: n,
+                        root: 0,
+                        rank: r,
+                    };
                     let bytes: &[u8] = bytemuck::cast_slice(buf);
                     assert_eq!(wrong(bytes, &c), 0, "{coll:?} {op:?} rank {r}");
                 }
                 let mut bad = out[0].clone();
                 bad[0] += 100.0;
-                let c = Check { coll, op, dtype: Dtype::F32, ranks: n, root: 0, rank: 0 };
-                let defined = !matches!(coll, Collective::ReduceScatter | Collective::Reduce) || coll == Collective::Reduce;
+                let c = Check {
+                    coll,
+                    op,
+                    dtype: Dtype::F32,
+                    ranks: n,
+                    root: 0,
+                    rank: 0,
+                };
+                let defined = !matches!(coll, Collective::ReduceScatter | Collective::Reduce)
+                    || coll == Collective::Reduce;
                 if defined {
                     assert_eq!(wrong(bytemuck::cast_slice(&bad), &c), 1, "{coll:?} {op:?}");
                 }

@@ -25,14 +25,23 @@ pub fn emit(ev: &Event) {
 }
 
 fn env_var(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("{name} is not set (this command is started by `ringlab bench`)"))
+    std::env::var(name)
+        .map_err(|_| format!("{name} is not set (this command is started by `ringlab bench`)"))
 }
 
 fn read_env() -> Result<(RankEnv, Job), String> {
-    let num = |n: &str| -> Result<usize, String> { env_var(n)?.parse().map_err(|_| format!("{n} is not a number")) };
-    let token = token_from_hex(&env_var("RINGLAB_TOKEN")?).ok_or("RINGLAB_TOKEN is not 32 hex digits")?;
-    let store: SocketAddr = env_var("RINGLAB_STORE")?.parse().map_err(|_| "RINGLAB_STORE is not host:port")?;
-    let job: Job = serde_json::from_str(&env_var("RINGLAB_JOB")?).map_err(|e| format!("RINGLAB_JOB: {e}"))?;
+    let num = |n: &str| -> Result<usize, String> {
+        env_var(n)?
+            .parse()
+            .map_err(|_| format!("{n} is not a number"))
+    };
+    let token =
+        token_from_hex(&env_var("RINGLAB_TOKEN")?).ok_or("RINGLAB_TOKEN is not 32 hex digits")?;
+    let store: SocketAddr = env_var("RINGLAB_STORE")?
+        .parse()
+        .map_err(|_| "RINGLAB_STORE is not host:port")?;
+    let job: Job =
+        serde_json::from_str(&env_var("RINGLAB_JOB")?).map_err(|e| format!("RINGLAB_JOB: {e}"))?;
     let env = RankEnv {
         rank: num("RINGLAB_RANK")?,
         world: num("RINGLAB_WORLD")?,
@@ -82,13 +91,23 @@ pub fn main() -> ExitCode {
 
 fn run(env: &RankEnv, job: &Job) -> Result<(), String> {
     let rank = env.rank;
-    let phase = |p: &str| emit(&Event::Phase { rank, phase: p.to_string() });
+    let phase = |p: &str| {
+        emit(&Event::Phase {
+            rank,
+            phase: p.to_string(),
+        })
+    };
     phase("spawned");
-    let mut store = StoreClient::connect(env.store, &env.token, rank as u32).map_err(|e| e.to_string())?;
+    let mut store =
+        StoreClient::connect(env.store, &env.token, rank as u32).map_err(|e| e.to_string())?;
     // Who talks to whom comes from the schedule itself (one element per chunk is enough).
-    let shape = Schedule::build(&Spec { root: job.root, ..Spec::new(job.coll, job.algo, env.world, env.world, 1) })
-        .map_err(|e| e.to_string())?;
-    let mut comm = TcpComm::init(env, &mut store, &partners(rank, &[&shape]), phase).map_err(|e: CommError| e.to_string())?;
+    let shape = Schedule::build(&Spec {
+        root: job.root,
+        ..Spec::new(job.coll, job.algo, env.world, env.world, 1)
+    })
+    .map_err(|e| e.to_string())?;
+    let mut comm = TcpComm::init(env, &mut store, &partners(rank, &[&shape]), phase)
+        .map_err(|e: CommError| e.to_string())?;
     phase("init done");
     match job.kind {
         JobKind::Sanity => sanity(&mut comm, job, rank),
@@ -97,13 +116,18 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), String> {
 }
 
 fn sanity(comm: &mut TcpComm, job: &Job, rank: usize) -> Result<(), String> {
-    emit(&Event::Phase { rank, phase: "all-reduce".into() });
+    emit(&Event::Phase {
+        rank,
+        phase: "all-reduce".into(),
+    });
     let n = 128;
     let mut buf = AlignedBuf::zeroed(n * 4);
-    buf.bytes_mut().copy_from_slice(bytemuck::cast_slice(&vec![1.0f32; n]));
+    buf.bytes_mut()
+        .copy_from_slice(bytemuck::cast_slice(&vec![1.0f32; n]));
     let spec = Spec::new(job.coll, job.algo, comm.world(), n, 4);
     let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
-    comm.run(&schedule, buf.bytes_mut(), job.dtype, job.op).map_err(|e| e.to_string())?;
+    comm.run(&schedule, buf.bytes_mut(), job.dtype, job.op)
+        .map_err(|e| e.to_string())?;
     let vals: &[f32] = bytemuck::cast_slice(buf.bytes());
     // The mean, as the torch sanity test asserts on.
     let mean = vals.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
@@ -111,21 +135,43 @@ fn sanity(comm: &mut TcpComm, job: &Job, rank: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn bench(comm: &mut TcpComm, store: &mut StoreClient, job: &Job, env: &RankEnv) -> Result<(), String> {
+fn bench(
+    comm: &mut TcpComm,
+    store: &mut StoreClient,
+    job: &Job,
+    env: &RankEnv,
+) -> Result<(), String> {
     let (rank, world) = (env.rank, env.world);
     let es = job.dtype.size();
     for (k, &size) in job.sizes.iter().enumerate() {
         let (count, shown) = counts(job.coll, size, es, world);
-        let spec = Spec { root: job.root, ..Spec::new(job.coll, job.algo, world, count, es) };
+        let spec = Spec {
+            root: job.root,
+            ..Spec::new(job.coll, job.algo, world, count, es)
+        };
         let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
-        let check = Check { coll: job.coll, op: job.op, dtype: job.dtype, ranks: world, root: job.root, rank };
+        let check = Check {
+            coll: job.coll,
+            op: job.op,
+            dtype: job.dtype,
+            ranks: world,
+            root: job.root,
+            rank,
+        };
         let bytes = count * es;
         let mut send = AlignedBuf::zeroed(bytes);
         let mut recv = AlignedBuf::zeroed(bytes);
         pattern::fill(send.bytes_mut(), &check);
-        store.barrier(&format!("size{k}"), world, Duration::from_secs(3600)).map_err(|e| e.to_string())?;
+        store
+            .barrier(&format!("size{k}"), world, Duration::from_secs(3600))
+            .map_err(|e| e.to_string())?;
         for in_place in [false, true] {
-            let label = format!("{} {} B ({})", job.coll.name(), size, if in_place { "in-place" } else { "out-of-place" });
+            let label = format!(
+                "{} {} B ({})",
+                job.coll.name(),
+                size,
+                if in_place { "in-place" } else { "out-of-place" }
+            );
             emit(&Event::Phase { rank, phase: label });
             let mut once = |send: &mut AlignedBuf, recv: &mut AlignedBuf| -> Result<(), String> {
                 let buf = if in_place {
@@ -134,7 +180,8 @@ fn bench(comm: &mut TcpComm, store: &mut StoreClient, job: &Job, env: &RankEnv) 
                     recv.bytes_mut().copy_from_slice(send.bytes());
                     recv.bytes_mut()
                 };
-                comm.run(&schedule, buf, job.dtype, job.op).map_err(|e| e.to_string())
+                comm.run(&schedule, buf, job.dtype, job.op)
+                    .map_err(|e| e.to_string())
             };
             for _ in 0..job.warmup {
                 once(&mut send, &mut recv)?;
@@ -154,7 +201,14 @@ fn bench(comm: &mut TcpComm, store: &mut StoreClient, job: &Job, env: &RankEnv) 
             };
             // In-place runs overwrite the input: restore it for the next placement and size.
             pattern::fill(send.bytes_mut(), &check);
-            emit(&Event::Row { rank, size, count: shown, in_place, time_us, wrong });
+            emit(&Event::Row {
+                rank,
+                size,
+                count: shown,
+                in_place,
+                time_us,
+                wrong,
+            });
         }
     }
     Ok(())

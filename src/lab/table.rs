@@ -12,7 +12,13 @@ pub fn header(title: &str) -> String {
 }
 
 fn time(us: f64) -> String {
-    if us >= 10000.0 { format!("{us:7.0}") } else if us >= 100.0 { format!("{us:7.1}") } else { format!("{us:7.2}") }
+    if us >= 10000.0 {
+        format!("{us:7.0}")
+    } else if us >= 100.0 {
+        format!("{us:7.1}")
+    } else {
+        format!("{us:7.2}")
+    }
 }
 
 /// One table line from the out-of-place and in-place rows of a size.
@@ -36,8 +42,15 @@ pub fn line(out: &Row, inp: &Row) -> String {
 }
 
 pub fn footer(s: &Summary) -> String {
-    let oob = if s.wrong_total == 0 { "0 OK".to_string() } else { format!("{} ERROR", s.wrong_total) };
-    format!("# Out of bounds values : {oob}\n# Avg bus bandwidth    : {:.6} \n#", s.avg_busbw_gbps)
+    let oob = if s.wrong_total == 0 {
+        "0 OK".to_string()
+    } else {
+        format!("{} ERROR", s.wrong_total)
+    };
+    format!(
+        "# Out of bounds values : {oob}\n# Avg bus bandwidth    : {:.6} \n#",
+        s.avg_busbw_gbps
+    )
 }
 
 #[cfg(test)]
@@ -65,12 +78,24 @@ mod tests {
         };
         let l = line(&row(false), &row(true));
         let cols: Vec<&str> = l.split_whitespace().collect();
-        assert_eq!(cols, ["1024", "256", "float", "sum", "-1", "23.21", "0.04", "0.04", "0", "23.21", "0.04", "0.04", "0"]);
+        assert_eq!(
+            cols,
+            [
+                "1024", "256", "float", "sum", "-1", "23.21", "0.04", "0.04", "0", "23.21", "0.04",
+                "0.04", "0"
+            ]
+        );
     }
 
     #[test]
     fn footer_reads_like_nccl_tests() {
-        let s = Summary { summary: true, avg_busbw_gbps: 1.5, wrong_total: 0, ranks: 2, backend: "tcp" };
+        let s = Summary {
+            summary: true,
+            avg_busbw_gbps: 1.5,
+            wrong_total: 0,
+            ranks: 2,
+            backend: "tcp",
+        };
         let f = footer(&s);
         assert!(f.contains("# Out of bounds values : 0 OK"), "{f}");
         assert!(f.contains("# Avg bus bandwidth    : 1.500000"), "{f}");

@@ -160,7 +160,7 @@ impl Session {
             *n += 1;
             *n
         };
-        let seed = self.rng.next();
+        let seed = self.rng.next_u64();
         self.current = Some(Current {
             entry,
             instance: e.item.instantiate(seed),

@@ -53,12 +53,32 @@ pub enum Action {
     CycleLink,
     /// Animation clock.
     Tick,
+    // Quizzes, drills, stats
+    OpenQuiz,
+    OpenDrill,
+    OpenStats,
+    /// Next quiz item.
+    Next,
+    /// Open the lesson at the section a quiz item comes from.
+    GotoSource,
+    /// Grade a recall item yourself: 1 Again, 2 Hard, 3 Good, 4 Easy.
+    Rate(u8),
+    // TP calculator and launch planner
+    OpenTpCalc,
+    OpenPlanner,
+    /// Change the focused field's value: +1 next, -1 previous.
+    Adjust(i32),
 }
 
 pub enum Screen {
     Home(HomeState),
     Lesson(Box<LessonState>),
     Ring(Box<RingState>),
+    /// A quiz, a drill session or a mock interview.
+    Quiz(Box<screens::quiz::QuizState>),
+    Stats(Box<screens::stats::StatsState>),
+    TpCalc(Box<screens::tpcalc::TpCalcState>),
+    Planner(Box<screens::planner::PlannerState>),
 }
 
 pub const MIN_WIDTH: u16 = 80;
@@ -137,6 +157,26 @@ impl App {
         Ok(())
     }
 
+    /// Open the TP calculator on top of the stack.
+    pub fn open_tpcalc(&mut self, model: &str, tp: usize, tokens: u64) -> Result<(), String> {
+        let state = screens::tpcalc::TpCalcState::new(model, tp, tokens)?;
+        self.stack.push(Screen::TpCalc(Box::new(state)));
+        Ok(())
+    }
+
+    /// Open the launch planner on top of the stack.
+    pub fn open_planner(
+        &mut self,
+        model: &str,
+        nodes: usize,
+        gpus_per_node: usize,
+        backend: crate::infer::Backend,
+    ) -> Result<(), String> {
+        let state = screens::planner::PlannerState::new(model, nodes, gpus_per_node, backend)?;
+        self.stack.push(Screen::Planner(Box::new(state)));
+        Ok(())
+    }
+
     pub fn too_small(&self) -> bool {
         self.width < MIN_WIDTH || self.height < MIN_HEIGHT
     }
@@ -149,6 +189,10 @@ impl App {
         match self.stack.last() {
             Some(Screen::Lesson(_)) => vec![Context::Lesson],
             Some(Screen::Ring(_)) => vec![Context::Ring],
+            Some(Screen::Quiz(q)) => q.contexts(),
+            Some(Screen::Stats(_)) => vec![Context::Stats],
+            Some(Screen::TpCalc(_)) => vec![Context::TpCalc],
+            Some(Screen::Planner(_)) => vec![Context::Planner],
             _ => vec![Context::Home],
         }
     }
@@ -156,11 +200,15 @@ impl App {
     /// True while text input goes to a prompt instead of the key table.
     pub fn prompt_open(&self) -> bool {
         matches!(self.stack.last(), Some(Screen::Lesson(l)) if l.search.editing)
+            || matches!(self.stack.last(), Some(Screen::Quiz(q)) if q.session.accepts_input())
     }
 
     /// How often the app wants a Tick (a running animation); None when idle.
     pub fn tick_interval(&self) -> Option<std::time::Duration> {
         match self.stack.last() {
+            Some(Screen::Quiz(q)) if q.wants_clock() && self.help.is_none() => {
+                Some(std::time::Duration::from_secs(1))
+            }
             Some(Screen::Ring(r)) if r.playing && self.help.is_none() => {
                 Some(std::time::Duration::from_millis(r.tick_ms()))
             }
@@ -211,6 +259,10 @@ pub fn update(app: &mut App, action: Action) {
         Screen::Home(s) => screens::home::update(s, app, action),
         Screen::Lesson(s) => screens::lesson::update(s, app, action),
         Screen::Ring(s) => screens::ring::update(s, app, action),
+        Screen::Quiz(s) => screens::quiz::update(s, app, action),
+        Screen::Stats(s) => screens::stats::update(s, app, action),
+        Screen::TpCalc(s) => screens::tpcalc::update(s, app, action),
+        Screen::Planner(s) => screens::planner::update(s, app, action),
     };
     app.stack[top] = screen;
     // Every screen below the top keeps its layout current too.

@@ -33,6 +33,41 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
             Err(e) => app.status = Some(e),
         },
+        Action::OpenQuiz => {
+            let id = app
+                .course
+                .entries
+                .get(s.selected)
+                .and_then(|e| e.lesson.as_ref())
+                .map(|l| l.meta.id.clone());
+            match id.map(|id| super::quiz::open(app, Some(&id))) {
+                Some(Ok(q)) => return Outcome::Push(Screen::Quiz(Box::new(q))),
+                Some(Err(e)) => app.status = Some(e),
+                None => app.status = Some("this file is not a lesson; no quiz".into()),
+            }
+        }
+        Action::OpenDrill => {
+            let d = super::drill::open(app, &super::drill::DrillOptions::default());
+            return Outcome::Push(Screen::Quiz(Box::new(d)));
+        }
+        Action::OpenStats => {
+            return Outcome::Push(Screen::Stats(Box::new(super::stats::StatsState::new(app))));
+        }
+        Action::OpenTpCalc => match super::tpcalc::TpCalcState::new("llama-3.1-70b", 8, 1) {
+            Ok(s) => return Outcome::Push(Screen::TpCalc(Box::new(s))),
+            Err(e) => app.status = Some(e),
+        },
+        Action::OpenPlanner => {
+            match super::planner::PlannerState::new(
+                "llama-3.1-70b",
+                2,
+                8,
+                crate::infer::Backend::Mp,
+            ) {
+                Ok(s) => return Outcome::Push(Screen::Planner(Box::new(s))),
+                Err(e) => app.status = Some(e),
+            }
+        }
         Action::Back => return Outcome::Pop,
         _ => {}
     }

@@ -134,6 +134,20 @@ impl LessonState {
         self.rendered.lines.len().saturating_sub(viewport(app))
     }
 
+    /// Scroll so that the body's heading number `index` (from 0) is at the top; `title`
+    /// double-checks it (a lesson edited since may have moved it).
+    pub fn scroll_to_heading(&mut self, app: &App, index: usize, title: &str) {
+        let heads = &self.rendered.headings;
+        let found = heads
+            .get(index)
+            .filter(|h| h.title == title)
+            .or_else(|| heads.iter().find(|h| h.title == title))
+            .or_else(|| heads.get(index));
+        if let Some(h) = found {
+            self.scroll = h.line.min(self.max_scroll(app));
+        }
+    }
+
     /// Index of the heading the top of the screen is in.
     pub fn current_section(&self) -> Option<usize> {
         self.rendered
@@ -158,6 +172,34 @@ impl LessonState {
             Block::Ring(r) if e.line + e.height > self.scroll && e.line < end => Some(r),
             _ => None,
         })
+    }
+
+    /// The first embedded element that Enter opens (ring view, TP calculator, planner) on screen.
+    pub fn visible_embed(&self, app: &App) -> Option<&Block> {
+        let end = self.scroll + viewport(app);
+        self.rendered
+            .embeds
+            .iter()
+            .find(|e| {
+                matches!(e.block, Block::Ring(_) | Block::Tp(_) | Block::Plan(_))
+                    && e.line + e.height > self.scroll
+                    && e.line < end
+            })
+            .map(|e| &e.block)
+    }
+}
+
+/// The screen an embedded block opens.
+fn open_embed(block: &Block) -> Result<Screen, String> {
+    use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
+    match block {
+        Block::Ring(r) => RingParams::from_block(r)
+            .map_err(|e| format!("this ring block is invalid: {e}"))
+            .and_then(RingState::new)
+            .map(|r| Screen::Ring(Box::new(r))),
+        Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
+        Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
+        _ => Err("nothing to open here".into()),
     }
 }
 
@@ -248,13 +290,19 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
             );
         }
         Action::Resize(..) | Action::Reload => s.relayout(app),
-        Action::Open => match s.visible_ring(app).map(RingParams::from_block) {
-            Some(Ok(p)) => match RingState::new(p) {
-                Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
-                Err(e) => app.status = Some(e),
-            },
-            Some(Err(e)) => app.status = Some(format!("this ring block is invalid: {e}")),
-            None => app.status = Some("nothing to open here: scroll to a ring view".into()),
+        Action::Open => match s.visible_embed(app).map(open_embed) {
+            Some(Ok(screen)) => return Outcome::Push(screen),
+            Some(Err(e)) => app.status = Some(e),
+            None => {
+                app.status = Some(
+                    "nothing to open here: scroll to a ring view, TP calculator or planner".into(),
+                )
+            }
+        },
+        Action::OpenQuiz => match s.id.as_deref().map(|id| super::quiz::open(app, Some(id))) {
+            Some(Ok(q)) => return Outcome::Push(Screen::Quiz(Box::new(q))),
+            Some(Err(e)) => app.status = Some(e),
+            None => app.status = Some("this file is not a lesson; no quiz".into()),
         },
         Action::Back => {
             if let Some(id) = &s.id {

@@ -1,10 +1,15 @@
 //! Screens are registered here: one file each, dispatched from one place.
 
+pub mod drill;
 pub mod help;
 pub mod home;
 pub mod lesson;
+pub mod planner;
+pub mod quiz;
 pub mod ring;
 pub mod ring_draw;
+pub mod stats;
+pub mod tpcalc;
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
@@ -25,6 +30,10 @@ pub fn render(app: &App, frame: &mut Frame) {
         Some(Screen::Lesson(s)) => lesson::render(s, app, frame, body),
         Some(Screen::Home(s)) => home::render(s, app, frame, body),
         Some(Screen::Ring(s)) => ring_draw::render(s, app, frame, body),
+        Some(Screen::Quiz(s)) => quiz::render(s, app, frame, body),
+        Some(Screen::Stats(s)) => stats::render(s, app, frame, body),
+        Some(Screen::TpCalc(s)) => tpcalc::render(s, app, frame, body),
+        Some(Screen::Planner(s)) => planner::render(s, app, frame, body),
         None => {}
     }
     if let Some(h) = &app.help {
@@ -64,6 +73,11 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             Span::styled("▏", t.dim),
             Span::styled("   Enter find · Esc cancel", t.dim),
         ]));
+    }
+    if let Some(Screen::Quiz(q)) = app.stack.last()
+        && q.session.accepts_input()
+    {
+        return Paragraph::new(quiz::input_hints(app));
     }
     let mut spans = Vec::new();
     if let Some(s) = &app.status {

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""ringlab's TCP all-reduce beside PyTorch gloo and Open MPI over TCP, on this machine, in one run.
+
+2 ranks, loopback, float32 sum, in place. For each size it takes the median time of REPS timed
+loops and reports busbw (nccl-tests' definition: for all-reduce algbw x 2(n-1)/n, = algbw at n=2),
+ratios against the peers, and busbw as a fraction of the loopback ceiling (a two-process,
+bidirectional socket stream measured by `ringlab __loopback` in the same run).
+
+Peers run only if installed:
+  gloo:     pip install torch numpy
+  Open MPI: apt-get install openmpi-bin libopenmpi-dev && pip install mpi4py numpy
+Usage: scripts/compare/compare.py [--reps 5] [--quick]
+"""
+import argparse, json, os, shutil, socket, statistics, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BIN = os.path.join(ROOT, "target", "release", "ringlab")
+KiB, MiB = 1024, 1024 * 1024
+SIZES = [1 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 128 * MiB, 256 * MiB]
+
+
+def iters_for(size):
+    return max(3, min(500, int(200 * MiB / max(size, 64 * KiB) / 8)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def run_json_lines(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])}... failed: {out.stderr[-800:]}")
+    return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+
+
+def ringlab(size, reps):
+    times = []
+    for _ in range(reps):
+        rows = run_json_lines([BIN, "bench", "--backend", "tcp", "--nproc-per-node", "2", "-b", str(size), "-e", str(size),
+                               "-n", str(iters_for(size)), "-w", "2", "-c", "0", "--json"])
+        times += [r["time_us"] for r in rows if r.get("in_place") is True]
+    return statistics.median(times)
+
+
+def gloo(size, reps):
+    rows = run_json_lines([sys.executable, os.path.join(HERE, "gloo_bench.py"), str(size), str(iters_for(size)), str(reps), str(free_port())])
+    return rows[0]["time_us"]
+
+
+def ompi(size, reps):
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
+           sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters_for(size)), str(reps)]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return run_json_lines(cmd, env)[0]["time_us"]
+
+
+def have(mod):
+    return subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True).returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="fewer sizes")
+    a = ap.parse_args()
+    sizes = [1 * KiB, 1 * MiB, 64 * MiB] if a.quick else SIZES
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    peers = {}
+    if have("torch"):
+        peers["gloo"] = gloo
+    else:
+        print("# gloo: skipped (install with: pip install torch numpy)")
+    if shutil.which("mpirun") and have("mpi4py") and have("numpy"):
+        peers["ompi"] = ompi
+    else:
+        print("# Open MPI: skipped (install with: apt-get install openmpi-bin libopenmpi-dev && pip install mpi4py numpy)")
+    ceiling = run_json_lines([BIN, "__loopback", "--bytes", str(1024 * MiB)])[0]
+    ceil_gbps = ceiling["per_direction_gbps"]
+    print(f"# loopback ceiling (2 processes, bidirectional stream): {ceil_gbps:.2f} GB/s per direction")
+    print(f"# medians of {a.reps} timed loops; busbw in GB/s (1e9 B/s); in-place float32 sum, 2 ranks")
+    names = ["ringlab"] + list(peers)
+    print(f"{'size':>10} " + " ".join(f"{n + ' us':>12} {n + ' busbw':>13}" for n in names)
+          + f" {'vs best peer':>12} {'vs gloo':>8} {'of ceiling':>10}")
+    results = []
+    for size in sizes:
+        t = {"ringlab": ringlab(size, a.reps)}
+        for n, f in peers.items():
+            try:
+                t[n] = f(size, a.reps)
+            except Exception as e:  # a peer failing must not hide the others
+                print(f"# {n} at {size} B failed: {e}")
+        bw = {n: size / (us * 1e-6) / 1e9 for n, us in t.items()}
+        peer_bw = [bw[n] for n in peers if n in bw]
+        best = max(peer_bw) if peer_bw else None
+        vs_best = f"{bw['ringlab'] / best:.2f}x" if best else "-"
+        vs_gloo = f"{bw['ringlab'] / bw['gloo']:.2f}x" if "gloo" in bw else "-"
+        print(f"{size:>10} " + " ".join(f"{t.get(n, float('nan')):>12.1f} {bw.get(n, float('nan')):>13.3f}" for n in names)
+              + f" {vs_best:>12} {vs_gloo:>8} {bw['ringlab'] / ceil_gbps:>9.0%}")
+        results.append({"size": size, "time_us": t, "busbw_gbps": bw})
+    if "ompi" in peers and results and results[0]["size"] == KiB and "ompi" in results[0]["time_us"]:
+        r = results[0]["time_us"]
+        print(f"# 1 KiB latency: ringlab {r['ringlab']:.1f} us, Open MPI {r['ompi']:.1f} us, ratio {r['ringlab'] / r['ompi']:.2f} (target <= 2)")
+    with open(os.path.join(ROOT, "target", "compare.json"), "w") as f:
+        json.dump({"ceiling": ceiling, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+//! The vLLM launch planner screen: pick a cluster and a model; read TP and PP with the
+//! reasons, the memory check, the communication bill and the commands for every node.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Margin, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use super::tpcalc::{GPN_STEPS, form_lines, step};
+use crate::collective::LINK_PRESETS;
+use crate::course::block::PlanBlock;
+use crate::infer::plan::MAX_NODES;
+use crate::infer::{Backend, ModelConfig, Plan, PlanInput, find_model, plan, presets};
+use crate::tui::app::{Action, App, Outcome};
+
+/// GPU memory sizes (GB) ←/→ step through.
+pub const MEM_STEPS: [u64; 8] = [16, 24, 40, 48, 80, 94, 141, 192];
+/// Links inside a node (indices into LINK_PRESETS): NVLink, PCIe.
+pub const INTRA_LINKS: [usize; 2] = [0, 1];
+/// Links between nodes: InfiniBand, Ethernet.
+pub const INTER_LINKS: [usize; 2] = [2, 3];
+
+pub const FIELDS: [&str; 7] = [
+    "model",
+    "nodes",
+    "GPUs/node",
+    "backend",
+    "GPU memory",
+    "inside node",
+    "between",
+];
+
+/// Width of the inputs column.
+const FORM_WIDTH: u16 = 30;
+
+pub struct PlannerState {
+    pub models: Vec<ModelConfig>,
+    pub model: usize,
+    pub nodes: usize,
+    pub gpus_per_node: usize,
+    pub backend: Backend,
+    pub gpu_mem_gb: u64,
+    pub intra: usize,
+    pub inter: usize,
+    /// Index into [`FIELDS`].
+    pub focus: usize,
+    /// First line of the plan text shown.
+    pub scroll: usize,
+    pub plan: Result<Plan, String>,
+}
+
+impl PlannerState {
+    pub fn new(
+        model: &str,
+        nodes: usize,
+        gpus_per_node: usize,
+        backend: Backend,
+    ) -> Result<Self, String> {
+        let m = find_model(model).map_err(|e| e.to_string())?;
+        let models = presets();
+        let idx = models.iter().position(|p| p.name == m.name).unwrap_or(0);
+        let mut s = Self {
+            models,
+            model: idx,
+            nodes,
+            gpus_per_node,
+            backend,
+            gpu_mem_gb: 80,
+            intra: INTRA_LINKS[0],
+            inter: INTER_LINKS[0],
+            focus: 0,
+            scroll: 0,
+            plan: Err(String::new()),
+        };
+        s.recompute();
+        s.plan.as_ref().map_err(Clone::clone)?;
+        Ok(s)
+    }
+
+    /// The planner preset by a ```` ```plan ```` block.
+    pub fn from_block(b: &PlanBlock) -> Result<Self, String> {
+        let backend = b.backend.parse::<Backend>()?;
+        Self::new(&b.model, b.nodes, b.gpus_per_node, backend)
+    }
+
+    pub fn current(&self) -> Option<&ModelConfig> {
+        self.models.get(self.model)
+    }
+
+    fn recompute(&mut self) {
+        self.plan = match self.current() {
+            Some(m) => {
+                let mut input = PlanInput::new(m.clone(), self.nodes, self.gpus_per_node);
+                input.gpu_mem_gb = self.gpu_mem_gb as f64;
+                input.intra = self.intra;
+                input.inter = self.inter;
+                plan(&input).map_err(|e| e.to_string())
+            }
+            None => Err("no model presets".into()),
+        };
+    }
+
+    /// (label, value) of every field, in [`FIELDS`] order.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let link = |i: usize| LINK_PRESETS.get(i).map_or("?", |l| l.name).to_string();
+        vec![
+            (
+                FIELDS[0],
+                self.current().map_or("?".into(), |m| m.name.clone()),
+            ),
+            (FIELDS[1], self.nodes.to_string()),
+            (FIELDS[2], self.gpus_per_node.to_string()),
+            (FIELDS[3], self.backend.to_string()),
+            (FIELDS[4], format!("{} GB", self.gpu_mem_gb)),
+            (FIELDS[5], link(self.intra)),
+            (FIELDS[6], link(self.inter)),
+        ]
+    }
+
+    fn adjust(&mut self, d: i32) {
+        let toggle = |list: &[usize], cur: usize| {
+            let i = list.iter().position(|&x| x == cur).unwrap_or(0);
+            list[(i + 1) % list.len()]
+        };
+        match self.focus {
+            0 => {
+                let n = self.models.len().max(1) as isize;
+                self.model = (self.model as isize + d.signum() as isize).rem_euclid(n) as usize;
+            }
+            1 => {
+                self.nodes = self
+                    .nodes
+                    .saturating_add_signed(d as isize)
+                    .clamp(1, MAX_NODES)
+            }
+            2 => self.gpus_per_node = step(&GPN_STEPS, self.gpus_per_node, d),
+            3 => self.backend = self.backend.next(),
+            4 => self.gpu_mem_gb = step(&MEM_STEPS, self.gpu_mem_gb, d),
+            5 => self.intra = toggle(&INTRA_LINKS, self.intra),
+            _ => self.inter = toggle(&INTER_LINKS, self.inter),
+        }
+        self.scroll = 0;
+        self.recompute();
+    }
+
+    /// The plan text for a pane `width` columns wide.
+    pub fn text(&self, width: u16) -> Vec<String> {
+        match &self.plan {
+            Ok(p) => p
+                .text_for_width(Some(self.backend), width as usize)
+                .lines()
+                .map(str::to_string)
+                .collect(),
+            Err(e) => vec![e.clone()],
+        }
+    }
+}
+
+/// The plan pane for a body area: right of the inputs, one column of margin.
+fn plan_area(body: Rect) -> Rect {
+    let [_, right] =
+        Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
+    right.inner(Margin::new(1, 0))
+}
+
+/// Screen area below the two header lines, as render lays it out.
+fn body_area(area: Rect) -> Rect {
+    let [_, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    body
+}
+
+pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
+    let pane = plan_area(body_area(app.body_area()));
+    let page = (pane.height as usize).saturating_sub(2).max(1);
+    let max = s
+        .text(pane.width)
+        .len()
+        .saturating_sub(pane.height as usize);
+    match action {
+        Action::Move(d) => {
+            s.focus = (s.focus as isize + d as isize).clamp(0, FIELDS.len() as isize - 1) as usize;
+        }
+        Action::Adjust(d) => {
+            s.adjust(d);
+            if let Err(e) = &s.plan {
+                app.status = Some(e.clone());
+            }
+        }
+        Action::Page(d) => {
+            s.scroll = s
+                .scroll
+                .saturating_add_signed(d as isize * page as isize)
+                .min(max);
+        }
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let [head, _] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(" vLLM launch planner ", t.title),
+            Span::styled("— TP = GPUs per node, PP = nodes, and when not to", t.dim),
+        ])),
+        head,
+    );
+    let body = body_area(area);
+    let [left, _] =
+        Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
+    let mut lines = form_lines(&s.fields(), s.focus, t);
+    lines.push(Line::raw(""));
+    match &s.plan {
+        Ok(p) => {
+            lines.push(Line::styled(
+                format!("TP {} × PP {} = {} GPUs", p.tp, p.pp, p.gpus_used),
+                t.h3,
+            ));
+            let (text, style) = match p.memory.fits {
+                Some(true) => ("weights fit", t.ok),
+                Some(false) => ("✗ weights won't fit", t.error),
+                None => ("memory not checked", t.dim),
+            };
+            lines.push(Line::styled(text, style));
+            if !p.valid {
+                lines.push(Line::styled("✗ this plan cannot run", t.error));
+            }
+        }
+        Err(e) => lines.push(Line::styled(e.clone(), t.error)),
+    }
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::RIGHT)
+                .border_style(t.border)
+                .title(Span::styled(" Cluster ", t.h2)),
+        ),
+        left,
+    );
+    let pane = plan_area(body);
+    let text = s.text(pane.width);
+    let max = text.len().saturating_sub(pane.height as usize);
+    let lines: Vec<Line> = text
+        .into_iter()
+        .skip(s.scroll.min(max))
+        .map(|l| styled_line(l, t))
+        .collect();
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), pane);
+}
+
+/// Headings, checks and commands get their own styles.
+fn styled_line(l: String, t: &crate::tui::theme::Theme) -> Line<'static> {
+    let trimmed = l.trim_start();
+    let style = if trimmed.starts_with('✗') {
+        t.error
+    } else if trimmed.starts_with("! ") {
+        t.warn
+    } else if trimmed.starts_with('#') {
+        t.dim
+    } else if !l.starts_with(' ') && l.ends_with(':') {
+        t.h3
+    } else if trimmed.starts_with("export ")
+        || trimmed.starts_with("vllm ")
+        || trimmed.starts_with("ray ")
+        || trimmed.starts_with("--")
+    {
+        t.code
+    } else {
+        t.base
+    };
+    Line::styled(l, style)
+}

@@ -1,0 +1,449 @@
+//! The quiz screen: one item at a time, typed answers graded on Enter, immediate feedback with
+//! the explanation and source, `o` to open the lesson at the section the item comes from,
+//! missed items coming back, and a summary at the end. Drills and mock interviews
+//! ([`super::drill`]) run on the same screen. Every graded answer is saved at once.
+
+use chrono::{DateTime, Utc};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use crate::course::bank::Bank;
+use crate::course::grade::{self, SelfGrade, Verdict, letter};
+use crate::course::quiz::{Kind, Unit};
+use crate::study::session::{Graded, Mode, Phase, Session};
+use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::keys::Context;
+use crate::tui::screens::lesson::{LessonState, text_width};
+
+pub struct QuizState {
+    pub session: Session,
+    pub bank: Bank,
+    /// Lines scrolled in the item view.
+    pub scroll: usize,
+    /// The clock as of the last update (render never reads the clock itself).
+    pub now: DateTime<Utc>,
+    /// Due and new counts when a drill opened (for its header).
+    pub due_at_open: (usize, usize),
+}
+
+/// A seed for parameter draws that differs between sessions.
+pub fn seed(now: DateTime<Utc>) -> u64 {
+    now.timestamp_nanos_opt().unwrap_or_default() as u64
+}
+
+/// A quiz on one deck (a lesson id or a drill file's id), or on every lesson started so far
+/// (all lessons when none is).
+pub fn open(app: &App, deck: Option<&str>) -> Result<QuizState, String> {
+    let now = Utc::now();
+    open_at(app, deck, now, seed(now))
+}
+
+pub fn open_at(
+    app: &App,
+    deck: Option<&str>,
+    now: DateTime<Utc>,
+    seed: u64,
+) -> Result<QuizState, String> {
+    let bank = Bank::from_course(&app.course);
+    let (title, items) = match deck {
+        Some(id) => {
+            let Some(d) = bank.deck_index(id) else {
+                let known: Vec<&str> = bank.decks.iter().map(|d| d.id.as_str()).collect();
+                return Err(format!(
+                    "no lesson or drill deck `{id}`; known: {}",
+                    known.join(", ")
+                ));
+            };
+            let items: Vec<usize> = bank
+                .in_deck(d)
+                .into_iter()
+                .filter(|&i| bank.entries[i].inline_of.is_none())
+                .collect();
+            (bank.decks[d].title.clone(), items)
+        }
+        None => {
+            let started: Vec<usize> = (0..bank.decks.len())
+                .filter(|&d| {
+                    !bank.decks[d].is_drill && app.progress.lessons.contains_key(&bank.decks[d].id)
+                })
+                .collect();
+            let decks: Vec<usize> = if started.is_empty() {
+                (0..bank.decks.len())
+                    .filter(|&d| !bank.decks[d].is_drill)
+                    .collect()
+            } else {
+                started
+            };
+            let items = (0..bank.entries.len())
+                .filter(|&i| {
+                    decks.contains(&bank.entries[i].deck) && bank.entries[i].inline_of.is_none()
+                })
+                .collect();
+            ("lessons you have started".to_string(), items)
+        }
+    };
+    if items.is_empty() {
+        return Err(format!("“{title}” has no quiz items yet"));
+    }
+    Ok(QuizState::new(
+        Session::new(Mode::Quiz, title, items, now, seed),
+        bank,
+        now,
+    ))
+}
+
+impl QuizState {
+    pub fn new(mut session: Session, bank: Bank, now: DateTime<Utc>) -> Self {
+        session.advance(&bank, now);
+        QuizState {
+            session,
+            bank,
+            scroll: 0,
+            now,
+            due_at_open: (0, 0),
+        }
+    }
+
+    pub fn contexts(&self) -> Vec<Context> {
+        match self.session.current.as_ref().map(|c| &c.phase) {
+            Some(Phase::Reveal { .. }) => vec![Context::QuizRate],
+            _ => vec![Context::Quiz],
+        }
+    }
+
+    /// True while a timer or a session length needs the clock to tick.
+    pub fn wants_clock(&self) -> bool {
+        !self.session.finished
+            && (self.session.ends_at.is_some()
+                || (self.session.timer.is_some() && self.session.accepts_input()))
+    }
+}
+
+/// Save one graded answer right away: quitting after it loses nothing.
+fn record(app: &mut App, mode: Mode, g: &Graded, now: DateTime<Utc>) {
+    app.progress
+        .record_review(&g.id, g.grade, g.correct, mode.name(), Some(g.seconds), now);
+    app.save_progress();
+}
+
+pub fn update(s: &mut QuizState, app: &mut App, action: Action) -> Outcome {
+    update_at(s, app, action, Utc::now())
+}
+
+/// [`update`] with the clock passed in (tests).
+pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime<Utc>) -> Outcome {
+    s.now = now;
+    let mode = s.session.mode;
+    if s.session.finished {
+        return match action {
+            Action::Back | Action::Next | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
+            Action::Move(d) => {
+                s.scroll = s.scroll.saturating_add_signed(d as isize);
+                Outcome::Stay
+            }
+            _ => Outcome::Stay,
+        };
+    }
+    if s.session.accepts_input() {
+        let Some(cur) = s.session.current.as_mut() else {
+            return Outcome::Stay;
+        };
+        match action {
+            Action::Input(c) => {
+                cur.input.push(c);
+            }
+            Action::InputBackspace => {
+                cur.input.pop();
+            }
+            Action::InputCancel if cur.input.is_empty() => return Outcome::Pop,
+            Action::InputCancel => {
+                cur.input.clear();
+                cur.note = None;
+            }
+            Action::InputSubmit => {
+                if let Some(g) = s.session.submit(&s.bank, now) {
+                    record(app, mode, &g, now);
+                }
+            }
+            Action::Tick => {
+                if let Some(g) = s.session.tick(&s.bank, now) {
+                    record(app, mode, &g, now);
+                }
+            }
+            Action::Back => return Outcome::Pop,
+            _ => {}
+        }
+        return Outcome::Stay;
+    }
+    match action {
+        Action::Next
+            if matches!(
+                s.session.current.as_ref().map(|c| &c.phase),
+                Some(Phase::Feedback { .. }) | None
+            ) =>
+        {
+            s.session.advance(&s.bank, now);
+            s.scroll = 0;
+        }
+        Action::Rate(n) => {
+            if let Some(g) = SelfGrade::from_number(n).and_then(|g| s.session.rate(&s.bank, g, now))
+            {
+                record(app, mode, &g, now);
+            }
+        }
+        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize),
+        Action::GotoSource => return goto_source(s, app),
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+/// Open the lesson behind the current item, scrolled to the heading its block sits under.
+fn goto_source(s: &QuizState, app: &mut App) -> Outcome {
+    let Some(e) = s
+        .session
+        .current
+        .as_ref()
+        .and_then(|c| s.bank.entries.get(c.entry))
+    else {
+        return Outcome::Stay;
+    };
+    let lesson = s
+        .bank
+        .deck_of(e)
+        .and_then(|d| if d.is_drill { None } else { Some(d.id.clone()) })
+        .and_then(|id| app.course.position_of(&id));
+    let Some(idx) = lesson else {
+        app.status = Some(format!(
+            "this item is a drill ({}:{}); its source: {}",
+            e.path, e.line, e.item.source
+        ));
+        return Outcome::Stay;
+    };
+    let mut l = LessonState::open(app, idx);
+    if let Some(sec) = &e.section {
+        l.scroll_to_heading(app, sec.index, &sec.title);
+    }
+    Outcome::Push(Screen::Lesson(Box::new(l)))
+}
+
+/// The hint bar while the answer line has focus.
+pub fn input_hints(app: &App) -> Line<'static> {
+    let t = &app.theme;
+    let mut spans = Vec::new();
+    if let Some(s) = &app.status {
+        spans.push(Span::styled(format!("{s}  "), t.accent));
+    }
+    spans.extend([
+        Span::styled("type your answer  ", t.dim),
+        Span::styled("Enter", t.key),
+        Span::styled(" submit  ", t.dim),
+        Span::styled("Esc", t.key),
+        Span::styled(" clear, then leave  ", t.dim),
+        Span::styled("Ctrl-C", t.key),
+        Span::styled(" quit", t.dim),
+    ]);
+    Line::from(spans)
+}
+
+pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let (left, right) = super::drill::header(s);
+    let pad = (area.width as usize).saturating_sub(left.chars().count() + right.chars().count());
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(left, t.title),
+            Span::raw(" ".repeat(pad)),
+            Span::styled(right, t.dim),
+        ])),
+        Rect::new(area.x, area.y, area.width, 1),
+    );
+    let width = text_width(area.width);
+    let x = area.x + area.width.saturating_sub(width) / 2;
+    let body = Rect::new(
+        x,
+        area.y + 2,
+        width.min(area.width),
+        area.height.saturating_sub(2),
+    );
+    let lines = if s.session.finished {
+        super::drill::summary_lines(s, app)
+    } else {
+        item_lines(s, app)
+    };
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((s.scroll.min(u16::MAX as usize) as u16, 0)),
+        body,
+    );
+}
+
+fn kind_label(kind: Kind, unit: Option<Unit>) -> String {
+    match (kind, unit) {
+        (Kind::Numeric, Some(u)) => format!("numeric · answer in {}", u.symbol()),
+        (Kind::Single, _) => "one answer".into(),
+        (Kind::Multi, _) => "all that apply".into(),
+        (Kind::Order, _) => "put in order".into(),
+        (k, _) => k.name().into(),
+    }
+}
+
+/// The current item: where it is from, prompt, choices, answer line or feedback.
+pub fn item_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let Some(cur) = &s.session.current else {
+        return out;
+    };
+    let Some(e) = s.bank.entries.get(cur.entry) else {
+        return out;
+    };
+    let deck = s.bank.deck_of(e).map_or("", |d| d.title.as_str());
+    let section = e
+        .section
+        .as_ref()
+        .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
+    let mut meta = vec![Span::styled(section, t.dim)];
+    meta.push(Span::styled(
+        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
+        t.dim,
+    ));
+    if cur.attempt > 1 {
+        meta.push(Span::styled("  ·  again", t.warn));
+    }
+    if cur.follow_up_of.is_some() {
+        meta.push(Span::styled("  ·  follow-up", t.accent));
+    }
+    out.push(Line::from(meta));
+    out.push(Line::raw(""));
+    let inst = match &cur.instance {
+        Ok(i) => i,
+        Err(msg) => {
+            out.push(Line::styled(
+                format!("This item cannot be shown: {msg}"),
+                t.error,
+            ));
+            return out;
+        }
+    };
+    out.push(Line::styled(inst.prompt.clone(), t.strong));
+    if !e.item.choices.is_empty() {
+        out.push(Line::raw(""));
+        for (i, c) in e.item.choices.iter().enumerate() {
+            out.push(Line::from(vec![
+                Span::styled(format!("  {}) ", letter(i)), t.key),
+                Span::raw(c.clone()),
+            ]));
+        }
+    }
+    out.push(Line::raw(""));
+    match &cur.phase {
+        Phase::Asking => {
+            let hint = match e.item.kind {
+                Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
+                Kind::Single => "a letter or number, e.g. b",
+                Kind::Multi => "letters or numbers, e.g. a c",
+                Kind::Order => "letters first to last, e.g. c a b",
+                Kind::Numeric => "a number, e.g. 1.75e9, 1.75 GB, 16 KiB",
+            };
+            out.push(Line::from(vec![
+                Span::styled("› ", t.key),
+                Span::raw(cur.input.clone()),
+                Span::styled("▏", t.accent),
+            ]));
+            out.push(Line::styled(format!("  {hint}"), t.dim));
+            if let Some(left) = s.session.time_left {
+                out.push(Line::styled(
+                    format!("  ⏱ {left} s left: answer aloud as in an interview"),
+                    t.warn,
+                ));
+            }
+            if let Some(n) = &cur.note {
+                out.push(Line::styled(format!("  {n}"), t.warn));
+            }
+        }
+        Phase::Reveal { timed_out } => {
+            if *timed_out {
+                out.push(Line::styled("⏱ Time is up.", t.warn));
+            }
+            if !cur.input.trim().is_empty() {
+                out.push(Line::styled(
+                    format!("Your notes: {}", cur.input.trim()),
+                    t.dim,
+                ));
+            }
+            out.push(Line::styled("Model answer", t.h2));
+            out.push(Line::raw(grade::describe_answer(&e.item, inst)));
+            out.push(Line::raw(""));
+            explanation(&mut out, app, &inst.explanation, &e.item.source);
+            out.push(Line::raw(""));
+            out.push(Line::from(vec![
+                Span::styled("How well did you know it?  ", t.strong),
+                Span::styled("1", t.key),
+                Span::raw(" again  "),
+                Span::styled("2", t.key),
+                Span::raw(" hard  "),
+                Span::styled("3", t.key),
+                Span::raw(" good  "),
+                Span::styled("4", t.key),
+                Span::raw(" easy"),
+            ]));
+        }
+        Phase::Feedback {
+            verdict,
+            grade: g,
+            timed_out,
+        } => {
+            let (mark, style) = match (verdict, e.item.kind) {
+                (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
+                (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
+                (_, _) if *timed_out => ("⏱ Time is up".to_string(), t.warn),
+                (Verdict::Unanswered, _) => ("✗ Given up".to_string(), t.error),
+                _ => ("✗ Not quite".to_string(), t.error),
+            };
+            let mut first = vec![Span::styled(mark, style)];
+            if e.item.kind != Kind::Recall {
+                if !cur.input.trim().is_empty() {
+                    first.push(Span::styled(
+                        format!("  you said {}", cur.input.trim()),
+                        t.dim,
+                    ));
+                }
+                out.push(Line::from(first));
+                out.push(Line::from(vec![
+                    Span::styled("Answer: ", t.strong),
+                    Span::raw(grade::describe_answer(&e.item, inst)),
+                ]));
+            } else {
+                out.push(Line::from(first));
+            }
+            out.push(Line::raw(""));
+            explanation(&mut out, app, &inst.explanation, &e.item.source);
+            if *g == SelfGrade::Again {
+                out.push(Line::raw(""));
+                out.push(Line::styled(
+                    "It will come back later in this session.",
+                    t.dim,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn explanation(out: &mut Vec<Line<'static>>, app: &App, text: &str, source: &str) {
+    let t = &app.theme;
+    if !text.is_empty() {
+        out.push(Line::raw(text.to_string()));
+    }
+    if !source.is_empty() {
+        out.push(Line::from(vec![
+            Span::styled("Source: ", t.dim),
+            Span::styled(source.to_string(), t.dim),
+        ]));
+    }
+}

@@ -1,0 +1,226 @@
+//! Study stats: the streak, what is due over the next 7 days, mastery per lesson and drill
+//! file, and review history whose items are no longer in the course (kept, never deleted).
+
+use chrono::{DateTime, Duration, FixedOffset, Local, Utc};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::course::bank::Bank;
+use crate::study::progress::Progress;
+use crate::study::srs::{self, Mastery};
+use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::screens::lesson::text_width;
+
+/// Everything the stats screen shows, computed once (also printed by `ringlab stats --json`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Stats {
+    pub streak_days: u32,
+    pub reviews_total: usize,
+    pub reviews_today: usize,
+    pub due_now: usize,
+    pub new_items: usize,
+    /// Items coming due on each of the next 7 days; day 0 includes the overdue.
+    pub forecast: Vec<usize>,
+    pub decks: Vec<DeckStats>,
+    /// Ids with review history that the course no longer has.
+    pub orphans: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DeckStats {
+    pub id: String,
+    pub title: String,
+    pub drill: bool,
+    pub total: usize,
+    pub seen: usize,
+    pub mastered: usize,
+    pub due: usize,
+}
+
+impl Stats {
+    pub fn compute(bank: &Bank, p: &Progress, now: DateTime<Utc>, tz: FixedOffset) -> Self {
+        let today = now.with_timezone(&tz).date_naive();
+        let (due_now, new_items) = srs::due_counts(bank, p, now);
+        let mastery = srs::mastery(bank, p, now);
+        let known: std::collections::HashSet<&str> = bank.ids().collect();
+        Stats {
+            streak_days: srs::streak(p, now, tz),
+            reviews_total: p.review_count(),
+            reviews_today: p
+                .items
+                .values()
+                .flat_map(|r| &r.reviews)
+                .filter(|r| r.at.with_timezone(&tz).date_naive() == today)
+                .count(),
+            due_now,
+            new_items,
+            forecast: srs::forecast(bank, p, now, tz, 7),
+            decks: bank
+                .decks
+                .iter()
+                .zip(mastery)
+                .map(|(d, m): (_, Mastery)| DeckStats {
+                    id: d.id.clone(),
+                    title: d.title.clone(),
+                    drill: d.is_drill,
+                    total: m.total,
+                    seen: m.seen,
+                    mastered: m.mastered,
+                    due: m.due,
+                })
+                .collect(),
+            orphans: p
+                .orphans(|id| known.contains(id))
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+}
+
+pub struct StatsState {
+    pub stats: Stats,
+    pub now: DateTime<Utc>,
+    pub tz: FixedOffset,
+    pub scroll: usize,
+}
+
+/// The local time zone's offset now.
+pub fn local_offset() -> FixedOffset {
+    *Local::now().offset()
+}
+
+impl StatsState {
+    pub fn new(app: &App) -> Self {
+        Self::at(app, Utc::now(), local_offset())
+    }
+
+    pub fn at(app: &App, now: DateTime<Utc>, tz: FixedOffset) -> Self {
+        let bank = Bank::from_course(&app.course);
+        StatsState {
+            stats: Stats::compute(&bank, &app.progress, now, tz),
+            now,
+            tz,
+            scroll: 0,
+        }
+    }
+}
+
+pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
+    match action {
+        Action::Back => return Outcome::Pop,
+        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize),
+        Action::OpenDrill => {
+            let d = super::drill::open(app, &super::drill::DrillOptions::default());
+            return Outcome::Push(Screen::Quiz(Box::new(d)));
+        }
+        Action::Reload | Action::Resize(..) => *s = StatsState::at(app, s.now, s.tz),
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+fn bar(n: usize, max: usize, width: usize) -> String {
+    if max == 0 {
+        return " ".repeat(width);
+    }
+    let filled = (n * width).div_ceil(max).min(width);
+    format!("{}{}", "█".repeat(filled), " ".repeat(width - filled))
+}
+
+fn meter(part: usize, total: usize, width: usize) -> String {
+    let filled = (part * width).checked_div(total).unwrap_or(0).min(width);
+    format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
+}
+
+pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let st = &s.stats;
+    let mut out = Vec::new();
+    out.push(Line::from(vec![
+        Span::styled("Streak ", t.strong),
+        Span::styled(
+            format!(
+                "{} day{}",
+                st.streak_days,
+                if st.streak_days == 1 { "" } else { "s" }
+            ),
+            t.accent,
+        ),
+        Span::raw(format!(
+            "   Reviews {} ({} today)   Due now {}   New {}",
+            st.reviews_total, st.reviews_today, st.due_now, st.new_items
+        )),
+    ]));
+    out.push(Line::raw(""));
+    out.push(Line::styled("Due in the next 7 days", t.h2));
+    let max = st.forecast.iter().copied().max().unwrap_or(0);
+    let today = s.now.with_timezone(&s.tz).date_naive();
+    for (k, n) in st.forecast.iter().enumerate() {
+        let day = today + Duration::days(k as i64);
+        let label = match k {
+            0 => "today".to_string(),
+            1 => "tomorrow".to_string(),
+            _ => day.format("%a %d").to_string(),
+        };
+        out.push(Line::from(vec![
+            Span::raw(format!("  {label:<9}")),
+            Span::styled(bar(*n, max, 20), t.accent),
+            Span::raw(format!(" {n}")),
+        ]));
+    }
+    out.push(Line::raw(""));
+    out.push(Line::styled("Mastery", t.h2));
+    let name_w = width.saturating_sub(40).clamp(12, 40);
+    for d in &st.decks {
+        let mut title: String = d.title.chars().take(name_w).collect();
+        if d.drill {
+            title = format!("drills: {title}").chars().take(name_w).collect();
+        }
+        out.push(Line::from(vec![
+            Span::raw(format!("  {title:<name_w$} ")),
+            Span::styled(meter(d.mastered, d.total, 10), t.ok),
+            Span::raw(format!(" {:>2}/{:<2}", d.mastered, d.total)),
+            Span::styled(format!("  {} seen, {} due", d.seen, d.due), t.dim),
+        ]));
+    }
+    out.push(Line::styled(
+        "  mastered: in review and last answered Good or Easy",
+        t.dim,
+    ));
+    if !st.orphans.is_empty() {
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            format!(
+                "{} item(s) with history are no longer in the course (kept): {}",
+                st.orphans.len(),
+                st.orphans.join(", ")
+            ),
+            t.warn,
+        ));
+    }
+    out
+}
+
+pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    frame.render_widget(
+        Paragraph::new(Line::styled(" Study stats", t.title)),
+        Rect::new(area.x, area.y, area.width, 1),
+    );
+    let width = text_width(area.width);
+    let x = area.x + area.width.saturating_sub(width) / 2;
+    frame.render_widget(
+        Paragraph::new(lines(s, app, width as usize))
+            .wrap(ratatui::widgets::Wrap { trim: false })
+            .scroll((s.scroll.min(u16::MAX as usize) as u16, 0)),
+        Rect::new(
+            x,
+            area.y + 2,
+            width.min(area.width),
+            area.height.saturating_sub(2),
+        ),
+    );
+}

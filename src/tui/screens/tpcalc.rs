@@ -1,0 +1,300 @@
+//! The TP calculator screen: pick a model, a TP degree and tokens per forward pass; read the
+//! bytes and estimated time of TP's all-reduces, all computed by `infer::tp` from schedules.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use crate::course::block::TpBlock;
+use crate::infer::{Level, ModelConfig, TpQuery, TpReport, calculate, find_model, presets};
+use crate::tui::app::{Action, App, Outcome};
+use crate::tui::theme::Theme;
+use crate::units::{format_bytes, format_seconds};
+
+/// TP degrees ←/→ step through (3, 6, 7 and 12 are there to show what fails).
+pub const TP_STEPS: [usize; 11] = [1, 2, 3, 4, 6, 7, 8, 12, 16, 32, 64];
+/// Tokens per forward pass: decode steps and prefills.
+pub const TOKEN_STEPS: [u64; 8] = [1, 8, 32, 128, 512, 2048, 8192, 32768];
+/// GPUs per node.
+pub const GPN_STEPS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// The editable fields, top to bottom.
+pub const FIELDS: [&str; 4] = ["model", "TP degree", "tokens/pass", "GPUs/node"];
+
+pub struct TpCalcState {
+    pub models: Vec<ModelConfig>,
+    pub model: usize,
+    pub tp: usize,
+    pub tokens: u64,
+    pub gpus_per_node: usize,
+    /// Index into [`FIELDS`].
+    pub focus: usize,
+    pub report: Result<TpReport, String>,
+}
+
+/// The next value after (d > 0) or before (d < 0) `cur` in the sorted `steps`, clamped.
+pub fn step<T: Copy + PartialOrd>(steps: &[T], cur: T, d: i32) -> T {
+    let next = if d > 0 {
+        steps.iter().copied().find(|&v| v > cur)
+    } else {
+        steps.iter().rev().copied().find(|&v| v < cur)
+    };
+    next.unwrap_or(cur)
+}
+
+impl TpCalcState {
+    /// Opens on a preset (by name or Hugging Face id).
+    pub fn new(model: &str, tp: usize, tokens: u64) -> Result<Self, String> {
+        let m = find_model(model).map_err(|e| e.to_string())?;
+        let models = presets();
+        let idx = models.iter().position(|p| p.name == m.name).unwrap_or(0);
+        let mut s = Self {
+            models,
+            model: idx,
+            tp,
+            tokens,
+            gpus_per_node: 8,
+            focus: 0,
+            report: Err(String::new()),
+        };
+        s.recompute();
+        s.report.as_ref().map_err(Clone::clone)?;
+        Ok(s)
+    }
+
+    /// The calculator preset by a ```` ```tp ```` block.
+    pub fn from_block(b: &TpBlock) -> Result<Self, String> {
+        Self::new(&b.model, b.tp, b.tokens)
+    }
+
+    pub fn current(&self) -> Option<&ModelConfig> {
+        self.models.get(self.model)
+    }
+
+    fn recompute(&mut self) {
+        self.report = match self.current() {
+            Some(m) => {
+                let mut q = TpQuery::new(m.clone(), self.tp, self.tokens);
+                q.gpus_per_node = self.gpus_per_node;
+                calculate(&q).map_err(|e| e.to_string())
+            }
+            None => Err("no model presets".into()),
+        };
+    }
+
+    /// (label, value) of every field, in [`FIELDS`] order.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let model = self.current().map_or("?".into(), |m| m.name.clone());
+        vec![
+            (FIELDS[0], model),
+            (FIELDS[1], self.tp.to_string()),
+            (FIELDS[2], self.tokens.to_string()),
+            (FIELDS[3], self.gpus_per_node.to_string()),
+        ]
+    }
+
+    fn adjust(&mut self, d: i32) {
+        match self.focus {
+            0 => {
+                let n = self.models.len().max(1) as isize;
+                self.model = (self.model as isize + d.signum() as isize).rem_euclid(n) as usize;
+            }
+            1 => self.tp = step(&TP_STEPS, self.tp, d),
+            2 => self.tokens = step(&TOKEN_STEPS, self.tokens, d),
+            _ => self.gpus_per_node = step(&GPN_STEPS, self.gpus_per_node, d),
+        }
+        self.recompute();
+    }
+}
+
+pub fn update(s: &mut TpCalcState, app: &mut App, action: Action) -> Outcome {
+    match action {
+        Action::Move(d) => {
+            s.focus = (s.focus as isize + d as isize).clamp(0, FIELDS.len() as isize - 1) as usize;
+        }
+        Action::Adjust(d) => {
+            s.adjust(d);
+            if let Err(e) = &s.report {
+                app.status = Some(e.clone());
+            }
+        }
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+/// The field list with the focused one marked (▶ and the selection style).
+pub fn form_lines(
+    fields: &[(&'static str, String)],
+    focus: usize,
+    t: &Theme,
+) -> Vec<Line<'static>> {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, (label, value))| {
+            if i == focus {
+                Line::from(vec![
+                    Span::styled(format!("▶ {label:<12}"), t.selection),
+                    Span::styled(format!("◀ {value} ▶"), t.selection),
+                ])
+            } else {
+                Line::from(vec![
+                    Span::styled(format!("  {label:<12}"), t.dim),
+                    Span::raw(format!("  {value}")),
+                ])
+            }
+        })
+        .collect()
+}
+
+fn model_lines(m: &ModelConfig, t: &Theme) -> Vec<Line<'static>> {
+    let params = if m.params > 0 {
+        format!("{:.2} B params", m.params as f64 / 1e9)
+    } else {
+        "params unknown".into()
+    };
+    vec![
+        Line::styled(m.hf_id.clone(), t.h3),
+        Line::raw(format!("hidden {}, {} layers", m.hidden_size, m.layers)),
+        Line::raw(format!("{} heads, {} KV heads", m.heads, m.kv_heads)),
+        Line::styled(params, t.dim),
+    ]
+}
+
+fn check_style(level: Level, t: &Theme) -> ratatui::style::Style {
+    match level {
+        Level::Ok => t.ok,
+        Level::Warn => t.warn,
+        Level::Error => t.error,
+    }
+}
+
+fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
+    let kv = |k: &str, v: String| {
+        Line::from(vec![Span::styled(format!("{k:<22}"), t.dim), Span::raw(v)])
+    };
+    let mut out = vec![
+        kv(
+            "bytes per all-reduce",
+            format!(
+                "{} B ({})",
+                r.allreduce_bytes,
+                format_bytes(r.allreduce_bytes)
+            ),
+        ),
+        kv(
+            "all-reduces per pass",
+            format!("{} (2 × {} layers)", r.allreduces_per_forward, r.layers),
+        ),
+        kv("ring steps each", r.ring_steps.to_string()),
+        kv(
+            "sent/GPU/all-reduce",
+            format!("{} B", r.sent_per_gpu_per_allreduce),
+        ),
+        kv(
+            "sent/GPU/pass",
+            format!(
+                "{} B ({})",
+                r.sent_per_gpu_per_forward,
+                format_bytes(r.sent_per_gpu_per_forward)
+            ),
+        ),
+        kv(
+            "sent/GPU/second",
+            format!(
+                "{} at {} tok/s",
+                crate::infer::tp::format_rate(r.sent_per_gpu_per_s),
+                r.tokens_per_s
+            ),
+        ),
+        Line::raw(""),
+        Line::styled(
+            format!(
+                "{:<16}{:>10}{:>10}{:>11}",
+                "link", "latency", "one AR", "per pass"
+            ),
+            t.strong,
+        ),
+    ];
+    for e in &r.estimates {
+        out.push(Line::raw(format!(
+            "{:<16}{:>10}{:>10}{:>11}",
+            e.link,
+            format_seconds(e.allreduce_latency_s),
+            format_seconds(e.allreduce_s),
+            format_seconds(e.per_forward_s)
+        )));
+    }
+    out.push(Line::styled(
+        "estimates: ring alpha-beta; per-step latencies assumed",
+        t.dim,
+    ));
+    out.push(Line::raw(""));
+    for c in &r.checks {
+        out.push(Line::styled(
+            format!("{} {}", c.level.mark(), c.message),
+            check_style(c.level, t),
+        ));
+    }
+    out
+}
+
+pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(" TP calculator ", t.title),
+            Span::styled("— two all-reduces per layer, every forward pass", t.dim),
+        ])),
+        head,
+    );
+    let [left, right] =
+        Layout::horizontal([Constraint::Length(30), Constraint::Min(20)]).areas(body);
+    let mut lines = form_lines(&s.fields(), s.focus, t);
+    lines.push(Line::raw(""));
+    if let Some(m) = s.current() {
+        lines.extend(model_lines(m, t));
+    }
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::RIGHT)
+                .border_style(t.border)
+                .title(Span::styled(" Inputs ", t.h2)),
+        ),
+        left,
+    );
+    let lines = match &s.report {
+        Ok(r) => result_lines(r, t),
+        Err(e) => vec![Line::styled(e.clone(), t.error)],
+    };
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().title(Span::styled(" Per GPU, from the schedule ", t.h2))),
+        right.inner(ratatui::layout::Margin::new(1, 0)),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_moves_through_the_list_and_clamps() {
+        assert_eq!(step(&TP_STEPS, 8, 1), 12);
+        assert_eq!(step(&TP_STEPS, 8, -1), 7);
+        assert_eq!(step(&TP_STEPS, 64, 1), 64);
+        assert_eq!(step(&TP_STEPS, 1, -1), 1);
+        assert_eq!(step(&TP_STEPS, 5, 1), 6, "off-list values join the list");
+    }
+
+    #[test]
+    fn unknown_model_is_an_error() {
+        assert!(TpCalcState::new("gpt-9", 8, 1).is_err());
+    }
+}

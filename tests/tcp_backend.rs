@@ -1,0 +1,163 @@
+//! The TCP backend in-process: ranks as threads around a real store and real sockets, so the
+//! test can stand between them. A stranger without the job token cannot inject data.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use ringlab::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
+use ringlab::comm::reduce::AlignedBuf;
+use ringlab::comm::store::{StoreClient, StoreServer};
+use ringlab::comm::tcp::{RankEnv, TcpComm, partners};
+use ringlab::comm::wire::{Hello, Role};
+
+fn env(rank: usize, world: usize, store: SocketAddr, token: [u8; 16]) -> RankEnv {
+    RankEnv {
+        rank,
+        world,
+        local_rank: rank,
+        token,
+        store,
+        multi_node: false,
+    }
+}
+
+#[test]
+fn a_stranger_without_the_token_cannot_inject_data() {
+    let token = [9u8; 16];
+    let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
+    let store = server.addr();
+    let world = 2;
+    let count = 1 << 16;
+    let shape = Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        world,
+        world,
+        1,
+    ))
+    .expect("shape");
+    // Rank 0 accepts rank 1. Before rank 1 dials, a stranger dials rank 0 and sends a forged
+    // hello (right rank, wrong token) followed by bytes that would poison the sum.
+    let rank0 = {
+        let shape = shape.clone();
+        std::thread::spawn(move || {
+            let mut sc = StoreClient::connect(store, &token, 0).expect("store client");
+            let mut comm = TcpComm::init(
+                &env(0, world, store, token),
+                &mut sc,
+                &partners(0, &[&shape]),
+                |_| {},
+            )
+            .expect("init");
+            let mut buf = AlignedBuf::zeroed(count * 4);
+            buf.bytes_mut()
+                .copy_from_slice(bytemuck::cast_slice(&vec![1.0f32; count]));
+            let s = Schedule::build(&Spec::new(
+                Collective::AllReduce,
+                Algorithm::Ring,
+                world,
+                count,
+                4,
+            ))
+            .expect("s");
+            comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
+                .expect("run");
+            bytemuck::cast_slice::<u8, f32>(buf.bytes()).to_vec()
+        })
+    };
+    let mut peek = StoreClient::connect(store, &token, 99).expect("peek");
+    let addr0: SocketAddr = peek
+        .get("addr/0", Duration::from_secs(10))
+        .expect("addr/0")
+        .parse()
+        .expect("parse");
+    let mut stranger = TcpStream::connect(addr0).expect("stranger connects");
+    stranger
+        .write_all(
+            &Hello {
+                token: [1u8; 16],
+                role: Role::Peer,
+                rank: 1,
+            }
+            .encode(),
+        )
+        .expect("hello");
+    let _ = stranger.write_all(&vec![0x7fu8; 1 << 16]);
+    std::thread::sleep(Duration::from_millis(100));
+    let rank1 = std::thread::spawn(move || {
+        let mut sc = StoreClient::connect(store, &token, 1).expect("store client");
+        let mut comm = TcpComm::init(
+            &env(1, world, store, token),
+            &mut sc,
+            &partners(1, &[&shape]),
+            |_| {},
+        )
+        .expect("init");
+        let mut buf = AlignedBuf::zeroed(count * 4);
+        buf.bytes_mut()
+            .copy_from_slice(bytemuck::cast_slice(&vec![2.0f32; count]));
+        let s = Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Ring,
+            world,
+            count,
+            4,
+        ))
+        .expect("s");
+        comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
+            .expect("run");
+        bytemuck::cast_slice::<u8, f32>(buf.bytes()).to_vec()
+    });
+    let (a, b) = (rank0.join().expect("rank 0"), rank1.join().expect("rank 1"));
+    assert!(a.iter().all(|&v| v == 3.0), "rank 0 result poisoned");
+    assert!(b.iter().all(|&v| v == 3.0), "rank 1 result poisoned");
+}
+
+#[test]
+fn a_peer_that_closes_mid_step_is_reported_with_rank_and_phase() {
+    let token = [5u8; 16];
+    let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
+    let store = server.addr();
+    let shape = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 2, 2, 1))
+        .expect("shape");
+    let s2 = shape.clone();
+    let quitter = std::thread::spawn(move || {
+        let mut sc = StoreClient::connect(store, &token, 1).expect("sc");
+        let comm = TcpComm::init(
+            &env(1, 2, store, token),
+            &mut sc,
+            &partners(1, &[&s2]),
+            |_| {},
+        )
+        .expect("init");
+        drop(comm); // leaves without taking part
+    });
+    let mut sc = StoreClient::connect(store, &token, 0).expect("sc");
+    let mut comm = TcpComm::init(
+        &env(0, 2, store, token),
+        &mut sc,
+        &partners(0, &[&shape]),
+        |_| {},
+    )
+    .expect("init");
+    quitter.join().expect("quitter");
+    let count = 1 << 20;
+    let mut buf = AlignedBuf::zeroed(count * 4);
+    let s = Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        2,
+        count,
+        4,
+    ))
+    .expect("s");
+    let e = comm
+        .run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
+        .expect_err("peer gone");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("rank 1") && msg.contains("reduce-scatter"),
+        "{msg}"
+    );
+}

@@ -1,0 +1,328 @@
+//! The live lab over TCP: real rank processes launched by the real binary, every collective ×
+//! dtype × algorithm on 2, 3 and 4 ranks with uneven counts, both placements, each checked
+//! element by element; plus what must go wrong cleanly.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn ringlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(args)
+        .env_remove("NCCL_DEBUG")
+        .output()
+        .expect("run ringlab")
+}
+
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Runs a bench and asserts every row of both placements checked with 0 wrong.
+fn bench_clean(coll: &str, algo: &str, dtype: &str, op: &str, ranks: usize) {
+    let n = ranks.to_string();
+    // 1000 B .. 64000 B: element counts that do not divide by 3 or 4, and a count < N for int64.
+    let out = ringlab(&[
+        "bench",
+        "--backend",
+        "tcp",
+        "--nproc-per-node",
+        &n,
+        "-b",
+        "1000",
+        "-e",
+        "64000",
+        "-f",
+        "8",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--coll",
+        coll,
+        "--algo",
+        algo,
+        "-d",
+        dtype,
+        "-o",
+        op,
+        "--json",
+    ]);
+    let rows = json_lines(&out);
+    let ctx = format!(
+        "{coll} {algo} {dtype} {op} N={ranks}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{ctx}");
+    let data: Vec<_> = rows.iter().filter(|r| r.get("summary").is_none()).collect();
+    assert_eq!(data.len(), 3 * 2, "3 sizes × 2 placements: {ctx}");
+    for r in &data {
+        assert_eq!(r["wrong"], 0, "{r} {ctx}");
+        assert_eq!(r["ranks"], ranks, "{ctx}");
+    }
+    let summary = rows.last().expect("summary");
+    assert_eq!(summary["summary"], true);
+    assert_eq!(summary["wrong_total"], 0);
+}
+
+#[test]
+fn every_collective_algorithm_and_dtype_is_exact() {
+    let colls = [
+        "all-reduce",
+        "reduce-scatter",
+        "all-gather",
+        "broadcast",
+        "reduce",
+        "sendrecv",
+    ];
+    let algos = ["ring", "naive", "tree"];
+    let dtypes = ["float", "double", "int32", "int64", "half", "bfloat16"];
+    let mut k = 0;
+    for coll in colls {
+        for algo in algos {
+            for dtype in dtypes {
+                bench_clean(coll, algo, dtype, "sum", 2 + k % 3);
+                k += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn every_reduction_op_is_exact() {
+    for op in ["sum", "prod", "max", "min", "avg"] {
+        for (dtype, ranks) in [("float", 3), ("int32", 4), ("bfloat16", 2)] {
+            bench_clean("all-reduce", "ring", dtype, op, ranks);
+        }
+        bench_clean("reduce-scatter", "tree", "int64", op, 3);
+    }
+}
+
+#[test]
+fn rooted_collectives_honour_the_root() {
+    for coll in ["broadcast", "reduce"] {
+        for algo in ["ring", "naive", "tree"] {
+            let out = ringlab(&[
+                "bench",
+                "--backend",
+                "tcp",
+                "--nproc-per-node",
+                "4",
+                "-b",
+                "4K",
+                "-e",
+                "4K",
+                "-n",
+                "1",
+                "--coll",
+                coll,
+                "--algo",
+                algo,
+                "-r",
+                "2",
+                "--json",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let rows = json_lines(&out);
+            assert_eq!(rows[0]["root"], 2);
+            assert_eq!(rows.last().expect("summary")["wrong_total"], 0);
+        }
+    }
+}
+
+#[test]
+fn the_table_looks_like_nccl_tests() {
+    let out = ringlab(&[
+        "bench",
+        "--backend",
+        "tcp",
+        "--nproc-per-node",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "64K",
+        "-f",
+        "4",
+        "-n",
+        "2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("#wrong"), "{text}");
+    assert!(text.contains("# Out of bounds values : 0 OK"), "{text}");
+    assert!(text.contains("# Avg bus bandwidth"), "{text}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "1K, 4K, 16K, 64K: {text}");
+    assert_eq!(&rows[0][..5], ["1024", "256", "float", "sum", "-1"]);
+    assert_eq!(rows[0][8], "0");
+    assert_eq!(rows[0][12], "0");
+}
+
+#[test]
+fn sanity_passes_with_four_ranks_and_refuses_one() {
+    let out = ringlab(&["sanity", "--nproc-per-node", "4", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = &json_lines(&out)[0];
+    assert_eq!(v["world_size"], 4);
+    assert_eq!(v["pass"], true);
+    assert_eq!(v["ranks"].as_array().map(Vec::len), Some(4));
+    for r in v["ranks"].as_array().expect("ranks") {
+        assert_eq!(r["value"], 4.0);
+    }
+    let one = ringlab(&["sanity", "--nproc-per-node", "1"]);
+    assert_eq!(one.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&one.stderr).contains("proves nothing"));
+}
+
+#[test]
+fn bad_flags_and_sizes_give_clear_errors() {
+    for (args, needle) in [
+        (&["bench", "-b", "12Q"][..], "invalid size"),
+        (&["bench", "-b", "1M", "-e", "1K"][..], "smaller than"),
+        (&["bench", "--coll", "allfoo"][..], "expected one of"),
+        (&["bench", "-d", "float128"][..], "float128"),
+        (&["bench", "--nproc-per-node", "0"][..], "nproc-per-node"),
+        (&["bench", "--backend", "nccl"][..], "not built yet"),
+        (&["bench", "-r", "5"][..], "not a rank"),
+        (
+            &[
+                "bench",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "2",
+                "--master-port",
+                "29500",
+            ][..],
+            "not a node",
+        ),
+    ] {
+        let out = ringlab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected `{needle}` in {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "bench",
+            "--backend",
+            "tcp",
+            "--nproc-per-node",
+            "3",
+            "-b",
+            "16M",
+            "-e",
+            "16M",
+            "-n",
+            "100000",
+            "-c",
+            "0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = launcher.id();
+    let start = Instant::now();
+    let mut kids = Vec::new();
+    while kids.len() < 3 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        kids = children_of(pid);
+    }
+    assert_eq!(kids.len(), 3, "three rank processes");
+    std::thread::sleep(Duration::from_millis(800));
+    let victim = kids[1];
+    let killed = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &victim.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let out = launcher.wait_with_output().expect("wait");
+    let took = killed.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(5), "failed fast: {took:?}");
+    assert!(
+        err.contains("killed by a signal") || err.contains("closed the connection"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    for k in kids {
+        assert!(!alive(k), "rank process {k} outlived the job");
+    }
+}
+
+#[test]
+fn a_missing_rank_is_declared_hung_by_the_watchdog() {
+    // World size 2 across two "nodes", but only node 0 is started: rank 0 waits for a peer
+    // that never comes, like NCCL's bootstrap. The watchdog must say so and clean up.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "sanity",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+        ])
+        .args(["--master-port", &port.to_string(), "--timeout", "2"])
+        .env("RINGLAB_TOKEN", "00112233445566778899aabbccddeeff")
+        .env("NCCL_SOCKET_IFNAME", "lo")
+        .env("GLOO_SOCKET_IFNAME", "lo")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("HANG"), "{err}");
+    assert!(err.contains("rank 0"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(15));
+}
