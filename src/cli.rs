@@ -271,6 +271,10 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
         writeln!(out, "{d}")?;
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
+    let what = match drills.len() {
+        0 => what,
+        n => format!("{what} (and {n} drill file(s))"),
+    };
     if errors == 0 {
         eprintln!(
             "ringlab check: {} lesson file(s) in {what}: no problems",

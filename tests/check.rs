@@ -181,3 +181,53 @@ fn a_missing_path_is_a_clear_error_not_a_panic() {
     assert!(err.contains("no/such/dir"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn quiz_without_answer_is_reported_at_the_block() {
+    assert_reports(
+        "quiz-missing-answer",
+        &[&format!(
+            "{D}/quiz-missing-answer/lesson.md:13:1: error: quiz item `a-pick`: missing `answer`"
+        )],
+    );
+}
+
+#[test]
+fn numeric_quiz_without_tolerance_is_reported() {
+    assert_reports(
+        "quiz-numeric-no-tolerance",
+        &[&format!(
+            "{D}/quiz-numeric-no-tolerance/lesson.md:16:10: error: quiz item `a-bytes`: numeric item without `tolerance`"
+        )],
+    );
+}
+
+#[test]
+fn quiz_answer_outside_the_choices_points_at_the_answer() {
+    assert_reports(
+        "quiz-answer-not-a-choice",
+        &[&format!(
+            "{D}/quiz-answer-not-a-choice/lesson.md:17:10: error: quiz item `a-pick`: answer 3 is not among the 3 choices"
+        )],
+    );
+}
+
+#[test]
+fn unknown_template_parameter_points_into_the_prompt() {
+    assert_reports(
+        "quiz-unknown-param",
+        &[&format!(
+            "{D}/quiz-unknown-param/lesson.md:15:43: error: quiz item `a-ring`: unknown parameter `NN` in template"
+        )],
+    );
+}
+
+#[test]
+fn duplicate_quiz_ids_across_lessons_and_drills_are_reported() {
+    assert_reports(
+        "quiz-duplicate-id",
+        &[&format!(
+            "{D}/quiz-duplicate-id/drills/interview.md:6:1: error: duplicate quiz item id `shared-id` (also at {D}/quiz-duplicate-id/lesson.md:13)"
+        )],
+    );
+}

@@ -16,6 +16,7 @@ fn env(rank: usize, world: usize, store: SocketAddr, token: [u8; 16]) -> RankEnv
         rank,
         world,
         local_rank: rank,
+        local_world: world,
         token,
         store,
         multi_node: false,

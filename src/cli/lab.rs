@@ -57,6 +57,7 @@ impl LaunchArgs {
             master_port: self.master_port,
             timeout: Duration::from_secs(self.timeout),
             env: Vec::new(),
+            cancel: None,
         })
     }
 }

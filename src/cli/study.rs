@@ -154,14 +154,24 @@ fn write_item_text(out: &mut impl Write, e: &Entry, answers: bool) -> io::Result
             Ok(inst) if !it.is_parametric() => {
                 writeln!(out, "  answer: {}", describe_answer(it, &inst))?;
             }
-            _ => {
-                if let Answer::Computed(name) = &it.answer {
-                    writeln!(
-                        out,
-                        "  answer: computed by {name} from the drawn parameters"
-                    )?;
-                }
+            Ok(inst) => {
+                let drawn: Vec<String> = inst
+                    .values
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {}", crate::course::quiz::format_number(*v)))
+                    .collect();
+                let how = match &it.answer {
+                    Answer::Computed(name) => format!("computed by {name}"),
+                    _ => "fixed".to_string(),
+                };
+                writeln!(
+                    out,
+                    "  answer: {how}; e.g. with {}: {}",
+                    drawn.join(", "),
+                    describe_answer(it, &inst)
+                )?;
             }
+            Err(e) => writeln!(out, "  answer: cannot be computed: {e}")?,
         }
     }
     writeln!(out)

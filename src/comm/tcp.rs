@@ -46,6 +46,8 @@ pub struct RankEnv {
     pub rank: usize,
     pub world: usize,
     pub local_rank: usize,
+    /// Ranks on this machine (they share its cores).
+    pub local_world: usize,
     pub token: Token,
     pub store: SocketAddr,
     /// Multi-node jobs pick an interface like NCCL; single-node jobs bind loopback only.
@@ -58,6 +60,8 @@ pub struct TcpComm {
     peers: Vec<Option<TcpStream>>,
     staging: AlignedBuf,
     send_stage: AlignedBuf,
+    /// Spin briefly before sleeping in a receive: only when every local rank has a core.
+    spin: bool,
 }
 
 /// The address this rank listens on and how it was chosen (logged like NCCL).
@@ -162,12 +166,14 @@ impl TcpComm {
             "Init COMPLETE rank {} nranks {}",
             env.rank, env.world
         ));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Self {
             rank: env.rank,
             world: env.world,
             peers,
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
+            spin: env.local_world <= cores,
         })
     }
 
@@ -349,10 +355,10 @@ impl TcpComm {
                 } else {
                     &mut buf[r.dst.start + r.got..r.dst.end]
                 };
-                let got = if block {
-                    recv_spin_then_block(f, target)
-                } else {
-                    sys_recv(f, target, true)
+                let got = match (block, self.spin) {
+                    (true, true) => recv_spin_then_block(f, target),
+                    (true, false) => sys_recv(f, target, false),
+                    _ => sys_recv(f, target, true),
                 };
                 match got {
                     Ok(0) => return Err(StepError::Closed(r.peer)),

@@ -228,13 +228,13 @@ impl ModelConfig {
         if self.hidden_size == 0 || self.layers == 0 || self.heads == 0 || self.kv_heads == 0 {
             return bad("hidden size, layers, heads and KV heads must all be at least 1".into());
         }
-        if self.hidden_size % self.heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.heads) {
             return bad(format!(
                 "{} heads do not divide hidden size {}",
                 self.heads, self.hidden_size
             ));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!(
                 "{} KV heads do not divide {} query heads",
                 self.kv_heads, self.heads

@@ -240,7 +240,7 @@ pub struct Plan {
 /// True when `tp` splits both the attention heads and the KV heads evenly.
 pub fn divides_heads(model: &ModelConfig, tp: usize) -> bool {
     let t = tp as u64;
-    t > 0 && model.heads % t == 0 && model.kv_heads % t == 0
+    t > 0 && model.heads.is_multiple_of(t) && model.kv_heads.is_multiple_of(t)
 }
 
 /// TP = GPUs per node if it divides the heads and KV heads, else the largest power of two at

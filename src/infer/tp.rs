@@ -150,7 +150,7 @@ pub fn tp_checks(model: &ModelConfig, tp: usize, gpus_per_node: usize) -> Vec<Ch
     let tp64 = tp as u64;
     let mut out = Vec::new();
     let mut push = |level, message: String| out.push(Check { level, message });
-    if model.heads % tp64 == 0 {
+    if model.heads.is_multiple_of(tp64) {
         push(
             Level::Ok,
             format!(
@@ -168,7 +168,7 @@ pub fn tp_checks(model: &ModelConfig, tp: usize, gpus_per_node: usize) -> Vec<Ch
             ),
         );
     }
-    if model.kv_heads % tp64 == 0 {
+    if model.kv_heads.is_multiple_of(tp64) {
         push(
             Level::Ok,
             format!(
@@ -177,7 +177,7 @@ pub fn tp_checks(model: &ModelConfig, tp: usize, gpus_per_node: usize) -> Vec<Ch
                 model.kv_heads / tp64
             ),
         );
-    } else if tp64 % model.kv_heads == 0 {
+    } else if tp64.is_multiple_of(model.kv_heads) {
         push(
             Level::Warn,
             format!(
@@ -280,7 +280,7 @@ pub fn calculate(q: &TpQuery) -> Result<TpReport, TpError> {
         dtype: q.dtype.name(),
         dtype_bytes: q.dtype.size() as u64,
         heads_per_gpu: m.heads / tp64,
-        kv_replicas: if tp64 > m.kv_heads && tp64 % m.kv_heads == 0 {
+        kv_replicas: if tp64 > m.kv_heads && tp64.is_multiple_of(m.kv_heads) {
             tp64 / m.kv_heads
         } else {
             1

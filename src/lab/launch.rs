@@ -27,6 +27,8 @@ pub struct Launch {
     pub timeout: Duration,
     /// Extra environment for every rank (the hang lab stages NCCL_SOCKET_IFNAME this way).
     pub env: Vec<(String, String)>,
+    /// Set to stop the job: the ranks are killed and `run` returns `cancelled`.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Launch {
@@ -39,6 +41,7 @@ impl Launch {
             master_port: 0,
             timeout: Duration::from_secs(60),
             env: Vec::new(),
+            cancel: None,
         }
     }
     pub fn world(&self) -> usize {
@@ -196,6 +199,7 @@ pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), Launch
             .env("RINGLAB_RANK", rank.to_string())
             .env("RINGLAB_WORLD", world.to_string())
             .env("RINGLAB_LOCAL_RANK", local.to_string())
+            .env("RINGLAB_LOCAL_WORLD", l.nproc_per_node.to_string())
             .env("RINGLAB_STORE", store_addr.to_string())
             .env("RINGLAB_TOKEN", token_hex(&token))
             .env("RINGLAB_JOB", &job_json)
@@ -377,6 +381,13 @@ fn watch(
                     return Err(LaunchError::Failed(failure));
                 }
             }
+        }
+        if l.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            ranks.kill_all();
+            return Err(LaunchError::Setup("cancelled".into()));
         }
         let now = Instant::now();
         if let Some((rank, s)) = st.iter().find(|(_, s)| !s.done && now - s.last > l.timeout) {

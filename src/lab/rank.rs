@@ -46,6 +46,7 @@ fn read_env() -> Result<(RankEnv, Job), String> {
         rank: num("RINGLAB_RANK")?,
         world: num("RINGLAB_WORLD")?,
         local_rank: num("RINGLAB_LOCAL_RANK")?,
+        local_world: num("RINGLAB_LOCAL_WORLD")?,
         token,
         store,
         multi_node: env_var("RINGLAB_MULTI_NODE").is_ok_and(|v| v == "1"),

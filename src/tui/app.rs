@@ -66,6 +66,8 @@ pub enum Action {
     // TP calculator and launch planner
     OpenTpCalc,
     OpenPlanner,
+    /// The live lab.
+    OpenLab,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
 }
@@ -79,6 +81,27 @@ pub enum Screen {
     Stats(Box<screens::stats::StatsState>),
     TpCalc(Box<screens::tpcalc::TpCalcState>),
     Planner(Box<screens::planner::PlannerState>),
+    /// The live lab (real rank processes over TCP).
+    Lab(Box<screens::lab::LabState>),
+}
+
+/// Results of background work, sent to the event loop over the app's channel.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Background {
+    Lab(screens::lab::LabUpdate),
+}
+
+/// Apply a background result to whichever screen owns it.
+pub fn receive(app: &mut App, msg: Background) {
+    match msg {
+        Background::Lab(u) => {
+            for s in app.stack.iter_mut() {
+                if let Screen::Lab(l) = s {
+                    l.receive(u.clone());
+                }
+            }
+        }
+    }
 }
 
 pub const MIN_WIDTH: u16 = 80;
@@ -99,6 +122,8 @@ pub struct App {
     pub progress: Progress,
     /// Where progress is saved; None keeps it in memory (tests, snapshots).
     pub progress_dir: Option<PathBuf>,
+    /// Where background work sends its results (set by the event loop).
+    pub bg: Option<tokio::sync::mpsc::UnboundedSender<Background>>,
 }
 
 impl App {
@@ -106,6 +131,7 @@ impl App {
         Self {
             progress: Progress::default(),
             progress_dir: None,
+            bg: None,
             course,
             theme,
             width: MIN_WIDTH,
@@ -177,6 +203,11 @@ impl App {
         Ok(())
     }
 
+    /// Open the live lab on top of the current screen.
+    pub fn open_lab(&mut self, params: screens::lab::LabParams) {
+        self.stack.push(Screen::Lab(Box::new(screens::lab::LabState::new(params))));
+    }
+
     pub fn too_small(&self) -> bool {
         self.width < MIN_WIDTH || self.height < MIN_HEIGHT
     }
@@ -193,6 +224,7 @@ impl App {
             Some(Screen::Stats(_)) => vec![Context::Stats],
             Some(Screen::TpCalc(_)) => vec![Context::TpCalc],
             Some(Screen::Planner(_)) => vec![Context::Planner],
+            Some(Screen::Lab(_)) => vec![Context::Lab],
             _ => vec![Context::Home],
         }
     }
@@ -212,6 +244,8 @@ impl App {
             Some(Screen::Ring(r)) if r.playing && self.help.is_none() => {
                 Some(std::time::Duration::from_millis(r.tick_ms()))
             }
+            // Elapsed times on the phase board move while ranks run.
+            Some(Screen::Lab(l)) if l.running() => Some(std::time::Duration::from_millis(250)),
             _ => None,
         }
     }
@@ -263,6 +297,7 @@ pub fn update(app: &mut App, action: Action) {
         Screen::Stats(s) => screens::stats::update(s, app, action),
         Screen::TpCalc(s) => screens::tpcalc::update(s, app, action),
         Screen::Planner(s) => screens::planner::update(s, app, action),
+        Screen::Lab(s) => screens::lab::update(s, app, action),
     };
     app.stack[top] = screen;
     // Every screen below the top keeps its layout current too.

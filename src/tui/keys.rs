@@ -16,11 +16,15 @@ pub enum Context {
     Quiz,
     /// Recall item revealed: grade yourself.
     QuizRate,
+    /// The end-of-session summary.
+    QuizDone,
     Stats,
     /// The TP calculator.
     TpCalc,
     /// The vLLM launch planner.
     Planner,
+    /// The live lab.
+    Lab,
 }
 
 impl Context {
@@ -33,9 +37,11 @@ impl Context {
             Self::Help => "Help",
             Self::Quiz => "Quiz and drills",
             Self::QuizRate => "Grade yourself",
+            Self::QuizDone => "Session summary",
             Self::Stats => "Study stats",
             Self::TpCalc => "TP calculator",
             Self::Planner => "Launch planner",
+            Self::Lab => "Live lab",
         }
     }
 }
@@ -249,7 +255,7 @@ pub const BINDINGS: &[Binding] = &[
         Lesson,
         &[Code(KeyCode::Enter)],
         "Enter",
-        "open the ring view on screen",
+        "open the ring view, calculator or planner on screen",
         Action::Open,
         false,
     ),
@@ -371,6 +377,7 @@ pub const BINDINGS: &[Binding] = &[
         false,
     ),
     b(Home, &[Char('S')], "S", "study stats", Action::OpenStats, false),
+    b(Home, &[Char('B')], "B", "live lab (bench)", Action::OpenLab, true),
     b(
         Lesson,
         &[Char('Q')],
@@ -410,6 +417,30 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Quiz,
+        &[Char('k'), Code(KeyCode::Up)],
+        "k/↑",
+        "scroll",
+        Action::Move(-1),
+        false,
+    ),
+    b(
+        QuizDone,
+        &[Code(KeyCode::Enter), Char(' ')],
+        "Enter",
+        "done",
+        Action::Next,
+        true,
+    ),
+    b(
+        QuizDone,
+        &[Char('j'), Code(KeyCode::Down)],
+        "j/↓",
+        "scroll",
+        Action::Move(1),
+        false,
+    ),
+    b(
+        QuizDone,
         &[Char('k'), Code(KeyCode::Up)],
         "k/↑",
         "scroll",
@@ -489,7 +520,7 @@ pub const BINDINGS: &[Binding] = &[
         TpCalc,
         &[Char('j'), Code(KeyCode::Down)],
         "j/k",
-        "next / previous field",
+        "choose field",
         Action::Move(1),
         true,
     ),
@@ -521,7 +552,7 @@ pub const BINDINGS: &[Binding] = &[
         Planner,
         &[Char('j'), Code(KeyCode::Down)],
         "j/k",
-        "next / previous field",
+        "choose field",
         Action::Move(1),
         true,
     ),
@@ -553,7 +584,7 @@ pub const BINDINGS: &[Binding] = &[
         Planner,
         &[Code(KeyCode::PageDown), Char(' '), Ctrl('d')],
         "PgDn/PgUp",
-        "scroll the plan",
+        "scroll plan",
         Action::Page(1),
         true,
     ),
@@ -582,6 +613,12 @@ pub const BINDINGS: &[Binding] = &[
         Action::Move(-1),
         false,
     ),
+    // Live lab
+    b(Lab, &[Code(KeyCode::Enter), Char('r')], "Enter", "run on real processes", Action::Open, true),
+    b(Lab, &[Char('j'), Code(KeyCode::Down)], "↑↓", "choose a field", Action::Move(1), true),
+    b(Lab, &[Char('k'), Code(KeyCode::Up)], "k/↑", "previous field", Action::Move(-1), false),
+    b(Lab, &[Char('l'), Code(KeyCode::Right)], "←→", "change the value", Action::Adjust(1), true),
+    b(Lab, &[Char('h'), Code(KeyCode::Left)], "h/←", "previous value", Action::Adjust(-1), false),
     // Everywhere
     b(
         Global,

@@ -77,8 +77,9 @@ async fn event_loop(mut app: App) -> Result<(), TuiError> {
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     let size = terminal.size()?;
     app::update(&mut app, Action::Resize(size.width, size.height));
-    // Background work (labs, animations) sends actions back over this channel.
-    let (_tx, mut rx) = mpsc::unbounded_channel::<Action>();
+    // Background work (a running lab) reports back over this channel.
+    let (tx, mut rx) = mpsc::unbounded_channel::<app::Background>();
+    app.bg = Some(tx);
     let mut events = crossterm::event::EventStream::new();
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -105,8 +106,12 @@ async fn event_loop(mut app: App) -> Result<(), TuiError> {
                 Some(Err(e)) => return Err(e.into()),
                 None => break,
             },
-            Some(a) = rx.recv() => {
-                app::update(&mut app, a);
+            Some(msg) = rx.recv() => {
+                app::receive(&mut app, msg);
+                // Coalesce a burst of reports into one frame.
+                while let Ok(msg) = rx.try_recv() {
+                    app::receive(&mut app, msg);
+                }
                 dirty = true;
             }
             _ = async { tokio::time::sleep(tick.unwrap_or_default()).await }, if tick.is_some() => {

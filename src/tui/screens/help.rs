@@ -19,10 +19,13 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
     let under: Vec<Context> = match app.stack.last() {
         Some(crate::tui::app::Screen::Lesson(_)) => vec![Context::Lesson],
         Some(crate::tui::app::Screen::Ring(_)) => vec![Context::Ring],
-        Some(crate::tui::app::Screen::Quiz(_)) => vec![Context::Quiz, Context::QuizRate],
+        Some(crate::tui::app::Screen::Quiz(_)) => {
+            vec![Context::Quiz, Context::QuizRate, Context::QuizDone]
+        }
         Some(crate::tui::app::Screen::Stats(_)) => vec![Context::Stats],
         Some(crate::tui::app::Screen::TpCalc(_)) => vec![Context::TpCalc],
         Some(crate::tui::app::Screen::Planner(_)) => vec![Context::Planner],
+        Some(crate::tui::app::Screen::Lab(_)) => vec![Context::Lab],
         _ => vec![Context::Home],
     };
     let mut lines = Vec::new();

@@ -181,7 +181,7 @@ impl LessonState {
             .embeds
             .iter()
             .find(|e| {
-                matches!(e.block, Block::Ring(_) | Block::Tp(_) | Block::Plan(_))
+                matches!(e.block, Block::Ring(_) | Block::Tp(_) | Block::Plan(_) | Block::Lab(_))
                     && e.line + e.height > self.scroll
                     && e.line < end
             })
@@ -199,6 +199,9 @@ fn open_embed(block: &Block) -> Result<Screen, String> {
             .map(|r| Screen::Ring(Box::new(r))),
         Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
         Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
+        Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
+            .map_err(|e| format!("this lab block is invalid: {e}"))
+            .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
         _ => Err("nothing to open here".into()),
     }
 }

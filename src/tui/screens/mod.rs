@@ -3,6 +3,7 @@
 pub mod drill;
 pub mod help;
 pub mod home;
+pub mod lab;
 pub mod lesson;
 pub mod planner;
 pub mod quiz;
@@ -30,6 +31,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         Some(Screen::Lesson(s)) => lesson::render(s, app, frame, body),
         Some(Screen::Home(s)) => home::render(s, app, frame, body),
         Some(Screen::Ring(s)) => ring_draw::render(s, app, frame, body),
+        Some(Screen::Lab(s)) => lab::render(s, app, frame, body),
         Some(Screen::Quiz(s)) => quiz::render(s, app, frame, body),
         Some(Screen::Stats(s)) => stats::render(s, app, frame, body),
         Some(Screen::TpCalc(s)) => tpcalc::render(s, app, frame, body),

@@ -4,9 +4,9 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Margin, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::tpcalc::{GPN_STEPS, form_lines, step};
+use super::tpcalc::{FORM_WIDTH, GPN_STEPS, form_lines, step};
 use crate::collective::LINK_PRESETS;
 use crate::course::block::PlanBlock;
 use crate::infer::plan::MAX_NODES;
@@ -29,9 +29,6 @@ pub const FIELDS: [&str; 7] = [
     "inside node",
     "between",
 ];
-
-/// Width of the inputs column.
-const FORM_WIDTH: u16 = 30;
 
 pub struct PlannerState {
     pub models: Vec<ModelConfig>,
@@ -102,7 +99,7 @@ impl PlannerState {
 
     /// (label, value) of every field, in [`FIELDS`] order.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let link = |i: usize| LINK_PRESETS.get(i).map_or("?", |l| l.name).to_string();
+        let link = |i: usize| short_link(i).to_string();
         vec![
             (
                 FIELDS[0],
@@ -149,11 +146,36 @@ impl PlannerState {
             Ok(p) => p
                 .text_for_width(Some(self.backend), width as usize)
                 .lines()
-                .map(str::to_string)
+                .flat_map(|l| wrap_line(l, width as usize))
                 .collect(),
             Err(e) => vec![e.clone()],
         }
     }
+}
+
+/// A link preset's name, short enough for the inputs column.
+fn short_link(i: usize) -> &'static str {
+    match i {
+        0 => "NVLink 4",
+        1 => "PCIe 5",
+        2 => "IB 400G",
+        3 => "Ethernet 100G",
+        _ => LINK_PRESETS.get(i).map_or("?", |l| l.name),
+    }
+}
+
+/// Wraps one line of the plan at spaces to `width`, keeping its indentation (plus two columns
+/// on continuation lines).
+fn wrap_line(l: &str, width: usize) -> Vec<String> {
+    if l.chars().count() <= width || width < 10 {
+        return vec![l.to_string()];
+    }
+    let indent: String = l.chars().take_while(|&c| c == ' ').collect();
+    let rest = format!("{indent}  ");
+    crate::infer::wrap(l.trim_start(), width, &indent, &rest)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// The plan pane for a body area: right of the inputs, one column of margin.
@@ -248,7 +270,7 @@ pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
         .skip(s.scroll.min(max))
         .map(|l| styled_line(l, t))
         .collect();
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), pane);
+    frame.render_widget(Paragraph::new(lines), pane);
 }
 
 /// Headings, checks and commands get their own styles.

@@ -107,6 +107,9 @@ impl QuizState {
     }
 
     pub fn contexts(&self) -> Vec<Context> {
+        if self.session.finished {
+            return vec![Context::QuizDone];
+        }
         match self.session.current.as_ref().map(|c| &c.phase) {
             Some(Phase::Reveal { .. }) => vec![Context::QuizRate],
             _ => vec![Context::Quiz],

@@ -19,6 +19,9 @@ pub const TOKEN_STEPS: [u64; 8] = [1, 8, 32, 128, 512, 2048, 8192, 32768];
 /// GPUs per node.
 pub const GPN_STEPS: [usize; 5] = [1, 2, 4, 8, 16];
 
+/// Width of the inputs column (both screens).
+pub const FORM_WIDTH: u16 = 32;
+
 /// The editable fields, top to bottom.
 pub const FIELDS: [&str; 4] = ["model", "TP degree", "tokens/pass", "GPUs/node"];
 
@@ -137,12 +140,12 @@ pub fn form_lines(
         .map(|(i, (label, value))| {
             if i == focus {
                 Line::from(vec![
-                    Span::styled(format!("▶ {label:<12}"), t.selection),
+                    Span::styled(format!("▶ {label:<11}"), t.selection),
                     Span::styled(format!("◀ {value} ▶"), t.selection),
                 ])
             } else {
                 Line::from(vec![
-                    Span::styled(format!("  {label:<12}"), t.dim),
+                    Span::styled(format!("  {label:<11}"), t.dim),
                     Span::raw(format!("  {value}")),
                 ])
             }
@@ -174,11 +177,11 @@ fn check_style(level: Level, t: &Theme) -> ratatui::style::Style {
 
 fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
     let kv = |k: &str, v: String| {
-        Line::from(vec![Span::styled(format!("{k:<22}"), t.dim), Span::raw(v)])
+        Line::from(vec![Span::styled(format!("{k:<20}"), t.dim), Span::raw(v)])
     };
     let mut out = vec![
         kv(
-            "bytes per all-reduce",
+            "bytes/all-reduce",
             format!(
                 "{} B ({})",
                 r.allreduce_bytes,
@@ -186,7 +189,7 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
             ),
         ),
         kv(
-            "all-reduces per pass",
+            "all-reduces/pass",
             format!("{} (2 × {} layers)", r.allreduces_per_forward, r.layers),
         ),
         kv("ring steps each", r.ring_steps.to_string()),
@@ -213,7 +216,7 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
         Line::raw(""),
         Line::styled(
             format!(
-                "{:<16}{:>10}{:>10}{:>11}",
+                "{:<15}{:>10}{:>10}{:>11}",
                 "link", "latency", "one AR", "per pass"
             ),
             t.strong,
@@ -221,7 +224,7 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
     ];
     for e in &r.estimates {
         out.push(Line::raw(format!(
-            "{:<16}{:>10}{:>10}{:>11}",
+            "{:<15}{:>10}{:>10}{:>11}",
             e.link,
             format_seconds(e.allreduce_latency_s),
             format_seconds(e.allreduce_s),
@@ -253,7 +256,7 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         head,
     );
     let [left, right] =
-        Layout::horizontal([Constraint::Length(30), Constraint::Min(20)]).areas(body);
+        Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
     let mut lines = form_lines(&s.fields(), s.focus, t);
     lines.push(Line::raw(""));
     if let Some(m) = s.current() {

@@ -1,0 +1,490 @@
+//! The live lab: choose a collective, algorithm, ranks, type and sizes; run real rank
+//! processes over TCP; rows arrive as the ranks report them, beside a busbw-vs-size chart and
+//! a per-rank phase board. Esc cancels and kills the ranks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph};
+
+use crate::collective::{Algorithm, Collective, Dtype, Op};
+use crate::course::block::LabBlock;
+use crate::lab::bench::{Collector, Row, sizes};
+use crate::lab::launch::{self, Launch, Msg};
+use crate::lab::{Event, Job, JobKind};
+use crate::tui::app::{Action, App, Background, Outcome};
+use crate::units::{format_bytes, parse_size};
+
+/// Sizes the min/max fields step through.
+const SIZE_STEPS: [u64; 11] = [
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+    64 << 20,
+    128 << 20,
+    256 << 20,
+];
+const DTYPES: [Dtype; 6] = [
+    Dtype::F32,
+    Dtype::F64,
+    Dtype::I32,
+    Dtype::I64,
+    Dtype::F16,
+    Dtype::Bf16,
+];
+const FIELDS: [&str; 6] = ["coll", "algo", "ranks", "type", "min", "max"];
+const MAX_LAB_RANKS: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabParams {
+    pub coll: Collective,
+    pub algo: Algorithm,
+    pub ranks: usize,
+    pub dtype: Dtype,
+    pub minbytes: u64,
+    pub maxbytes: u64,
+}
+
+impl Default for LabParams {
+    fn default() -> Self {
+        Self {
+            coll: Collective::AllReduce,
+            algo: Algorithm::Ring,
+            ranks: 2,
+            dtype: Dtype::F32,
+            minbytes: 1 << 10,
+            maxbytes: 64 << 20,
+        }
+    }
+}
+
+impl LabParams {
+    pub fn from_block(b: &LabBlock) -> Result<Self, String> {
+        let p = Self {
+            coll: b.coll.parse().map_err(|e| format!("{e}"))?,
+            algo: b.algo.parse().map_err(|e| format!("{e}"))?,
+            ranks: b.ranks,
+            dtype: Dtype::F32,
+            minbytes: parse_size(&b.minbytes)?,
+            maxbytes: parse_size(&b.maxbytes)?,
+        };
+        if !(2..=MAX_LAB_RANKS).contains(&p.ranks) {
+            return Err(format!(
+                "ranks must be 2..={MAX_LAB_RANKS}, got {}",
+                p.ranks
+            ));
+        }
+        sizes(p.minbytes, p.maxbytes, 4)?;
+        Ok(p)
+    }
+
+    fn job(&self) -> Result<Job, String> {
+        Ok(Job {
+            kind: JobKind::Bench,
+            coll: self.coll,
+            algo: self.algo,
+            op: Op::Sum,
+            dtype: self.dtype,
+            root: 0,
+            sizes: sizes(self.minbytes, self.maxbytes, 4)?,
+            iters: 10,
+            warmup: 2,
+            check: true,
+        })
+    }
+}
+
+/// What the runner thread sends back; the id ties it to one run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabUpdate {
+    Msg(u64, Msg),
+    Finished(u64, Result<(), String>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunState {
+    Idle,
+    Running,
+    Done { avg_busbw: f64, wrong: u64 },
+    Failed(String),
+    Cancelled,
+}
+
+pub struct LabState {
+    pub params: LabParams,
+    pub field: usize,
+    pub state: RunState,
+    run_id: u64,
+    cancel: Option<Arc<AtomicBool>>,
+    collector: Option<Collector>,
+    /// (out-of-place, in-place) per size, as they complete.
+    pub rows: Vec<(Row, Row)>,
+    pending: Option<Row>,
+    /// Per rank: its phase and when it started.
+    pub phases: Vec<(String, Instant)>,
+    pub logs: Vec<String>,
+    started: Option<Instant>,
+}
+
+impl LabState {
+    pub fn new(params: LabParams) -> Self {
+        Self {
+            params,
+            field: 0,
+            state: RunState::Idle,
+            run_id: 0,
+            cancel: None,
+            collector: None,
+            rows: Vec::new(),
+            pending: None,
+            phases: Vec::new(),
+            logs: Vec::new(),
+            started: None,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.state == RunState::Running
+    }
+
+    fn start(&mut self, app: &mut App) {
+        let job = match self.params.job() {
+            Ok(j) => j,
+            Err(e) => {
+                app.status = Some(e);
+                return;
+            }
+        };
+        let Some(tx) = app.bg.clone() else {
+            app.status = Some("the lab needs the interactive app (no background channel)".into());
+            return;
+        };
+        self.run_id += 1;
+        let id = self.run_id;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut l = Launch::single(self.params.ranks);
+        l.cancel = Some(cancel.clone());
+        self.cancel = Some(cancel);
+        self.collector = Some(Collector::new(
+            &job,
+            self.params.ranks,
+            self.params.ranks,
+            "tcp",
+        ));
+        self.rows.clear();
+        self.pending = None;
+        self.logs.clear();
+        self.phases = (0..self.params.ranks)
+            .map(|_| ("starting".to_string(), Instant::now()))
+            .collect();
+        self.state = RunState::Running;
+        self.started = Some(Instant::now());
+        std::thread::spawn(move || {
+            let r = launch::run(&job, &l, |m| {
+                let _ = tx.send(Background::Lab(LabUpdate::Msg(id, m.clone())));
+            });
+            let _ = tx.send(Background::Lab(LabUpdate::Finished(
+                id,
+                r.map_err(|e| e.to_string()),
+            )));
+        });
+    }
+
+    fn stop(&mut self) {
+        if let Some(c) = &self.cancel {
+            c.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A report from the runner thread.
+    pub fn receive(&mut self, u: LabUpdate) {
+        match u {
+            LabUpdate::Msg(id, _) | LabUpdate::Finished(id, _) if id != self.run_id => {}
+            LabUpdate::Msg(_, Msg::Event(ev)) => {
+                if let Event::Phase { rank, phase } = &ev
+                    && let Some(p) = self.phases.get_mut(*rank)
+                {
+                    *p = (phase.clone(), Instant::now());
+                }
+                if let Event::Done { rank } = &ev
+                    && let Some(p) = self.phases.get_mut(*rank)
+                {
+                    *p = ("done".into(), Instant::now());
+                }
+                let ranks = self.params.ranks;
+                if let Some(row) = self.collector.as_mut().and_then(|c| c.feed(&ev, ranks)) {
+                    if row.in_place {
+                        if let Some(out) = self.pending.take() {
+                            self.rows.push((out, row));
+                        }
+                    } else {
+                        self.pending = Some(row);
+                    }
+                }
+            }
+            LabUpdate::Msg(_, Msg::Log { rank, line }) => {
+                self.logs.push(format!("[rank {rank}] {line}"));
+                if self.logs.len() > 50 {
+                    self.logs.remove(0);
+                }
+            }
+            LabUpdate::Msg(_, Msg::Exit { .. }) => {}
+            LabUpdate::Finished(_, r) => {
+                self.cancel = None;
+                self.state = match r {
+                    _ if self.state == RunState::Cancelled => RunState::Cancelled,
+                    Ok(()) => {
+                        let s = self.collector.as_ref().map(Collector::summary);
+                        RunState::Done {
+                            avg_busbw: s.as_ref().map_or(0.0, |s| s.avg_busbw_gbps),
+                            wrong: s.map_or(0, |s| s.wrong_total),
+                        }
+                    }
+                    Err(e) => RunState::Failed(e),
+                };
+            }
+        }
+    }
+}
+
+fn cycle<T: Copy + PartialEq>(all: &[T], cur: T, d: i32) -> T {
+    let i = all.iter().position(|&x| x == cur).unwrap_or(0) as i32;
+    all[(i + d).rem_euclid(all.len() as i32) as usize]
+}
+
+fn step_size(cur: u64, d: i32) -> u64 {
+    let i = SIZE_STEPS
+        .iter()
+        .position(|&s| s >= cur)
+        .unwrap_or(SIZE_STEPS.len() - 1) as i32;
+    SIZE_STEPS[(i + d).clamp(0, SIZE_STEPS.len() as i32 - 1) as usize]
+}
+
+pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
+    match action {
+        Action::Move(d) if !s.running() => {
+            s.field = (s.field as i32 + d).rem_euclid(FIELDS.len() as i32) as usize
+        }
+        Action::Adjust(d) if !s.running() => {
+            let p = &mut s.params;
+            match s.field {
+                0 => p.coll = cycle(&Collective::ALL, p.coll, d),
+                1 => p.algo = cycle(&Algorithm::ALL, p.algo, d),
+                2 => p.ranks = (p.ranks as i32 + d).clamp(2, MAX_LAB_RANKS as i32) as usize,
+                3 => p.dtype = cycle(&DTYPES, p.dtype, d),
+                4 => {
+                    p.minbytes = step_size(p.minbytes, d);
+                    p.maxbytes = p.maxbytes.max(p.minbytes);
+                }
+                _ => {
+                    p.maxbytes = step_size(p.maxbytes, d);
+                    p.minbytes = p.minbytes.min(p.maxbytes);
+                }
+            }
+        }
+        Action::Open if !s.running() => s.start(app),
+        Action::Open => app.status = Some("already running: Esc cancels".into()),
+        Action::Back if s.running() => {
+            s.stop();
+            s.state = RunState::Cancelled;
+            app.status = Some("cancelled: the ranks were killed".into());
+        }
+        Action::Back => return Outcome::Pop,
+        Action::Quit => s.stop(),
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let board_h = (s.params.ranks as u16 + 2).min(10);
+    let [head, mid, board] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Min(6),
+        Constraint::Length(board_h),
+    ])
+    .areas(area);
+    // Parameters, the focused one marked with ▶ and reverse video.
+    let p = &s.params;
+    let values = [
+        p.coll.name().to_string(),
+        p.algo.name().to_string(),
+        p.ranks.to_string(),
+        p.dtype.nccl_name().to_string(),
+        format_bytes(p.minbytes),
+        format_bytes(p.maxbytes),
+    ];
+    let mut spans = vec![Span::styled(" Live lab (TCP) ", t.title)];
+    for (i, (name, v)) in FIELDS.iter().zip(values).enumerate() {
+        let focus = i == s.field && !s.running();
+        spans.push(Span::styled(
+            format!("{}{name}: ", if focus { "▶" } else { " " }),
+            t.dim,
+        ));
+        spans.push(Span::styled(
+            format!(" {v} "),
+            if focus { t.selection } else { t.strong },
+        ));
+    }
+    let status = match &s.state {
+        RunState::Idle => Span::styled(" Enter runs · ↑↓ choose a field · ←→ change it", t.dim),
+        RunState::Running => Span::styled(
+            format!(
+                " running… {:.1} s · Esc cancels",
+                s.started.map_or(0.0, |x| x.elapsed().as_secs_f64())
+            ),
+            t.accent,
+        ),
+        RunState::Done { avg_busbw, wrong } => Span::styled(
+            format!(
+                " done: avg busbw {avg_busbw:.3} GB/s · #wrong {wrong} {}",
+                if *wrong == 0 { "✓" } else { "✗" }
+            ),
+            if *wrong == 0 { t.ok } else { t.error },
+        ),
+        RunState::Failed(e) => {
+            Span::styled(format!(" ✗ {}", e.lines().next().unwrap_or("")), t.error)
+        }
+        RunState::Cancelled => Span::styled(" cancelled", t.warn),
+    };
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(spans), Line::from(status)]),
+        head,
+    );
+    let [table, chart] =
+        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(mid);
+    frame.render_widget(
+        Paragraph::new(table_lines(s, t)).block(
+            Block::default()
+                .borders(Borders::TOP)
+                .border_style(t.border)
+                .title(Span::styled(
+                    " nccl-tests table (in-place | out-of-place) ",
+                    t.h2,
+                )),
+        ),
+        table,
+    );
+    render_chart(s, app, frame, chart);
+    frame.render_widget(
+        Paragraph::new(board_lines(s, t)).block(
+            Block::default()
+                .borders(Borders::TOP)
+                .border_style(t.border)
+                .title(Span::styled(" ranks ", t.h2)),
+        ),
+        board,
+    );
+}
+
+fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        format!(
+            "{:>10} {:>9} {:>8} {:>7} {:>3} | {:>9} {:>7}",
+            "size", "time us", "algbw", "busbw", "#w", "time us", "busbw"
+        ),
+        t.strong,
+    )];
+    for (o, i) in &s.rows {
+        let style = if o.wrong + i.wrong == 0 {
+            t.base
+        } else {
+            t.error
+        };
+        out.push(Line::styled(
+            format!(
+                "{:>10} {:>9.1} {:>8.3} {:>7.3} {:>3} | {:>9.1} {:>7.3}",
+                format_bytes(i.size),
+                i.time_us,
+                i.algbw_gbps,
+                i.busbw_gbps,
+                i.wrong + o.wrong,
+                o.time_us,
+                o.busbw_gbps
+            ),
+            style,
+        ));
+    }
+    if s.rows.is_empty() && s.running() {
+        out.push(Line::styled("  waiting for the first size…", t.dim));
+    }
+    out
+}
+
+fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let pts: Vec<(f64, f64)> = s
+        .rows
+        .iter()
+        .map(|(_, i)| ((i.size as f64).log2(), i.busbw_gbps))
+        .collect();
+    let (x0, x1) = (
+        (s.params.minbytes as f64).log2(),
+        (s.params.maxbytes as f64)
+            .log2()
+            .max((s.params.minbytes as f64).log2() + 1.0),
+    );
+    let ymax = pts.iter().map(|p| p.1).fold(0.1, f64::max) * 1.15;
+    let style = if t.mono { Style::new() } else { t.accent };
+    let data = [Dataset::default()
+        .name("busbw in-place")
+        .marker(Marker::Braille)
+        .graph_type(GraphType::Line)
+        .style(style)
+        .data(&pts)];
+    let lbl = |v: f64| Span::styled(format_bytes(v.exp2().round() as u64), t.dim);
+    let chart = Chart::new(data.to_vec())
+        .block(
+            Block::default()
+                .borders(Borders::TOP)
+                .border_style(t.border)
+                .title(Span::styled(" busbw (GB/s) vs size (log) ", t.h2)),
+        )
+        .x_axis(Axis::default().bounds([x0, x1]).labels(vec![
+            lbl(x0),
+            lbl((x0 + x1) / 2.0),
+            lbl(x1),
+        ]))
+        .y_axis(Axis::default().bounds([0.0, ymax]).labels(vec![
+            Span::styled("0", t.dim),
+            Span::styled(format!("{ymax:.2}"), t.dim),
+        ]));
+    frame.render_widget(chart, area);
+}
+
+fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
+    let mut out: Vec<Line> = s
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(r, (p, since))| {
+            Line::from(vec![
+                Span::styled(format!(" rank {r:<2} "), t.strong),
+                Span::styled(format!("{p:<48}"), if p == "done" { t.ok } else { t.base }),
+                Span::styled(format!(" {:>6.1} s", since.elapsed().as_secs_f64()), t.dim),
+            ])
+        })
+        .collect();
+    if let Some(l) = s.logs.last() {
+        out.push(Line::styled(format!(" {l}"), t.dim));
+    }
+    if out.is_empty() {
+        out.push(Line::styled(
+            " no run yet: each rank will be its own process, meeting through a rendezvous store",
+            t.dim,
+        ));
+    }
+    out
+}

@@ -1,0 +1,171 @@
+//! Progress is never lost: a process saving in a loop is SIGKILLed at random moments hundreds
+//! of times, and the file is always a whole progress file (the old state or the new one),
+//! never corrupt, empty or gone backwards. Plus export / import through the CLI.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringlab::study::progress::{self, Progress};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ringlab")
+}
+
+/// A small xorshift generator: random kill moments without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn read_whole(dir: &Path) -> Option<Progress> {
+    let path = dir.join(progress::FILE_NAME);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => panic!("cannot read {}: {e}", path.display()),
+    };
+    assert!(!text.trim().is_empty(), "progress file is empty");
+    let p: Progress = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("progress file is corrupt ({e}):\n{text}"));
+    assert_eq!(p.schema, progress::SCHEMA);
+    Some(p)
+}
+
+#[test]
+fn sigkill_at_random_moments_never_corrupts_progress() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    let mut rng = Rng(seed);
+    let start = Instant::now();
+    let (mut kills, mut last) = (0u32, 0usize);
+    while kills < 400 && start.elapsed() < Duration::from_secs(15) {
+        let mut child = Command::new(bin())
+            .arg("__progress-stress")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the writer");
+        std::thread::sleep(Duration::from_micros(rng.next() % 25_000));
+        if let Some(status) = child.try_wait().expect("poll") {
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the writer stopped on its own ({status}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        kills += 1;
+        if let Some(p) = read_whole(dir.path()) {
+            let n = p.review_count();
+            assert!(
+                n >= last,
+                "progress went backwards: {n} < {last} (seed {seed})"
+            );
+            last = n;
+        }
+    }
+    eprintln!("{kills} kills, {last} saves survived (seed {seed})");
+    assert!(kills >= 100, "only {kills} kills in the time allowed");
+    assert!(last > 0, "the writer never finished a save");
+    // Loading is clean: nothing quarantined, nothing migrated.
+    let (p, notice) = progress::load(dir.path()).expect("load");
+    assert_eq!(notice, None);
+    assert_eq!(p.review_count(), last);
+    let quarantined = std::fs::read_dir(dir.path())
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("quarantined"))
+        .count();
+    assert_eq!(quarantined, 0);
+}
+
+#[test]
+fn export_then_import_merges_and_the_newer_review_wins() {
+    let home = tempfile::tempdir().expect("home");
+    let other = tempfile::tempdir().expect("other");
+    let run = |home: &Path, args: &[&str]| {
+        let out = Command::new(bin())
+            .args(args)
+            .env("RINGLAB_HOME", home)
+            .output()
+            .expect("run ringlab");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Two machines' histories, written by the stress writer (3 and 5 reviews).
+    for (dir, n) in [(home.path(), "3"), (other.path(), "5")] {
+        let out = Command::new(bin())
+            .args([
+                "__progress-stress",
+                &dir.display().to_string(),
+                "--iterations",
+                n,
+            ])
+            .output()
+            .expect("run");
+        assert!(out.status.success());
+    }
+    let file = other.path().join("export.json");
+    let msg = run(
+        other.path(),
+        &["progress", "export", &file.display().to_string()],
+    );
+    assert!(msg.contains("5 reviews"), "{msg}");
+    let msg = run(
+        home.path(),
+        &["progress", "import", &file.display().to_string()],
+    );
+    assert!(msg.contains("imported"), "{msg}");
+    let (p, _) = progress::load(home.path()).expect("load");
+    // stress-0..2 are on both sides (the other's are newer); stress-3, stress-4 are new.
+    assert_eq!(p.items.len(), 5);
+    assert_eq!(p.review_count(), 8);
+    let theirs = progress::read_file(&file).expect("export reads back");
+    for id in ["stress-0", "stress-1", "stress-2"] {
+        assert_eq!(p.items[id].card, theirs.items[id].card, "{id}: newer wins");
+    }
+    // Importing the same file again changes nothing.
+    run(
+        home.path(),
+        &["progress", "import", &file.display().to_string()],
+    );
+    let (q, _) = progress::load(home.path()).expect("load");
+    assert_eq!(q, p);
+}
+
+#[test]
+fn importing_a_corrupt_file_is_a_clear_error_and_keeps_progress() {
+    let home = tempfile::tempdir().expect("home");
+    let bad = home.path().join("bad.json");
+    std::fs::write(&bad, "{ nope").expect("write");
+    let out = Command::new(bin())
+        .args(["progress", "import", &bad.display().to_string()])
+        .env("RINGLAB_HOME", home.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("not valid JSON"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(bad.exists(), "the file is left where it was");
+}

@@ -1,0 +1,318 @@
+//! Quiz items end to end: grading every type with edge inputs, parametric items computed by
+//! the schedule, the shipped course's items (the seven interview questions, explanations and
+//! sources everywhere), and `ringlab quiz --list --json`.
+
+use std::process::Command;
+
+use ringlab::course::Course;
+use ringlab::course::bank::Bank;
+use ringlab::course::grade::{Verdict, grade};
+use ringlab::course::quiz::{self, Answer, Item, Kind};
+
+fn item(toml: &str) -> Item {
+    quiz::parse(toml).unwrap_or_else(|e| panic!("{}:{}: {}", e.line, e.col, e.message))
+}
+
+fn check(it: &Item, cases: &[(&str, Verdict)]) {
+    let inst = it.instantiate(1).expect("instance");
+    for (input, want) in cases {
+        let got = grade(it, &inst, input);
+        match (want, &got) {
+            (Verdict::Invalid(_), Verdict::Invalid(_)) => {}
+            _ => assert_eq!(&got, want, "{} ← {input:?}", it.id),
+        }
+    }
+}
+
+fn invalid() -> Verdict {
+    Verdict::Invalid(String::new())
+}
+
+#[test]
+fn single_choice_by_letter_or_number() {
+    let it = item(
+        "id = \"s\"\ntype = \"single\"\nprompt = \"p\"\nchoices = [\"w\", \"x\", \"y\", \"z\"]\nanswer = 2\n",
+    );
+    check(
+        &it,
+        &[
+            ("c", Verdict::Correct),
+            ("C", Verdict::Correct),
+            ("  3  ", Verdict::Correct),
+            ("c)", Verdict::Correct),
+            ("a", Verdict::Wrong),
+            ("1", Verdict::Wrong),
+            ("", Verdict::Unanswered),
+            ("   ", Verdict::Unanswered),
+            ("e", invalid()),
+            ("5", invalid()),
+            ("a c", invalid()),
+            ("maybe?", invalid()),
+        ],
+    );
+}
+
+#[test]
+fn multi_choice_needs_exactly_the_right_set() {
+    let it = item(
+        "id = \"m\"\ntype = \"multi\"\nprompt = \"p\"\nchoices = [\"w\", \"x\", \"y\", \"z\"]\nanswer = [0, 2]\n",
+    );
+    check(
+        &it,
+        &[
+            ("a c", Verdict::Correct),
+            ("c a", Verdict::Correct),
+            ("ac", Verdict::Correct),
+            ("1,3", Verdict::Correct),
+            (" A, C ", Verdict::Correct),
+            ("a c c", Verdict::Correct),
+            ("a", Verdict::Wrong),
+            ("a c d", Verdict::Wrong),
+            ("", Verdict::Unanswered),
+            ("a q", invalid()),
+        ],
+    );
+}
+
+#[test]
+fn order_as_numbers_or_letters_and_every_item_once() {
+    let it = item(
+        "id = \"o\"\ntype = \"order\"\nprompt = \"p\"\nchoices = [\"x\", \"y\", \"z\"]\nanswer = [2, 0, 1]\n",
+    );
+    check(
+        &it,
+        &[
+            ("3 1 2", Verdict::Correct),
+            ("c a b", Verdict::Correct),
+            ("cab", Verdict::Correct),
+            ("c, a, b", Verdict::Correct),
+            ("a b c", Verdict::Wrong),
+            ("c a", invalid()),
+            ("c a a", invalid()),
+            ("c a b d", invalid()),
+            ("\t", Verdict::Unanswered),
+        ],
+    );
+}
+
+#[test]
+fn numeric_accepts_units_separators_and_exponents() {
+    let it = item(
+        "id = \"n\"\ntype = \"numeric\"\nprompt = \"p\"\nanswer = 1750000000\ntolerance = 0.01\nunit = \"B\"\n",
+    );
+    check(
+        &it,
+        &[
+            ("1.75e9", Verdict::Correct),
+            ("1.75E9", Verdict::Correct),
+            ("1.75 GB", Verdict::Correct),
+            ("1,750,000,000", Verdict::Correct),
+            ("1750000000", Verdict::Correct),
+            ("  1750 MB ", Verdict::Correct),
+            ("1.74e9", Verdict::Correct),
+            ("1.7e9", Verdict::Wrong),
+            ("1.75 GiB", Verdict::Wrong),
+            ("", Verdict::Unanswered),
+            (" ", Verdict::Unanswered),
+            ("1.75 Gb", invalid()),
+            ("2 ms", invalid()),
+            ("1.75 GB/s", invalid()),
+            ("lots", invalid()),
+            ("1,75", invalid()),
+        ],
+    );
+    let kib = item(
+        "id = \"k\"\ntype = \"numeric\"\nprompt = \"p\"\nanswer = 16384\ntolerance = 0\nunit = \"B\"\n",
+    );
+    check(
+        &kib,
+        &[
+            ("16 KiB", Verdict::Correct),
+            ("16KiB", Verdict::Correct),
+            ("16384", Verdict::Correct),
+            ("16 KB", Verdict::Wrong),
+        ],
+    );
+}
+
+#[test]
+fn numeric_times_and_bandwidths_convert() {
+    let us = item(
+        "id = \"t\"\ntype = \"numeric\"\nprompt = \"p\"\nanswer = 2240\ntolerance = 0.01\nunit = \"us\"\n",
+    );
+    check(
+        &us,
+        &[
+            ("2240", Verdict::Correct),
+            ("2240 us", Verdict::Correct),
+            ("2240 µs", Verdict::Correct),
+            ("2.24 ms", Verdict::Correct),
+            ("0.00224 s", Verdict::Correct),
+            ("2.24 s", Verdict::Wrong),
+            ("2240 B", invalid()),
+        ],
+    );
+    let bw = item(
+        "id = \"b\"\ntype = \"numeric\"\nprompt = \"p\"\nanswer = 367\ntolerance = 0.01\nunit = \"GB/s\"\n",
+    );
+    check(
+        &bw,
+        &[
+            ("367", Verdict::Correct),
+            ("367 GB/s", Verdict::Correct),
+            ("367000 MB/s", Verdict::Correct),
+            ("367 Gbps", invalid()),
+            ("367 GB", invalid()),
+        ],
+    );
+    let plain =
+        item("id = \"c\"\ntype = \"numeric\"\nprompt = \"p\"\nanswer = 64\ntolerance = 0\n");
+    check(
+        &plain,
+        &[
+            ("64", Verdict::Correct),
+            ("6.4e1", Verdict::Correct),
+            ("63", Verdict::Wrong),
+            ("64 B", invalid()),
+        ],
+    );
+}
+
+#[test]
+fn recall_is_graded_by_the_learner_not_by_text() {
+    let it = item("id = \"r\"\ntype = \"recall\"\nprompt = \"p\"\nanswer = \"model\"\n");
+    check(&it, &[("model", invalid()), ("", Verdict::Unanswered)]);
+    assert_eq!(it.kind, Kind::Recall);
+}
+
+#[test]
+fn parametric_answers_come_from_the_schedule_for_every_draw() {
+    let it = item(
+        "id = \"p\"\ntype = \"numeric\"\nprompt = \"N = {N}, M = {M}\"\nanswer_from = \"ring_allreduce_bytes_per_rank\"\ntolerance = 0.01\nunit = \"B\"\n[params]\nN = [2, 4, 8, 16]\nM = { min = 1048576, max = 8388608, step = 1048576 }\n",
+    );
+    for seed in 0..50 {
+        let inst = it.instantiate(seed).expect("instance");
+        let (n, m) = (inst.values["N"], inst.values["M"]);
+        assert_eq!(inst.prompt, format!("N = {n}, M = {m}"));
+        let spec = ringlab::collective::Spec::new(
+            ringlab::collective::Collective::AllReduce,
+            ringlab::collective::Algorithm::Ring,
+            n as usize,
+            m as usize,
+            1,
+        );
+        let s = ringlab::collective::Schedule::build(&spec).expect("schedule");
+        let want = ringlab::collective::traffic(&s).per_rank[0].bytes_sent as f64;
+        assert_eq!(inst.answer, Answer::Number(want));
+        let typed = format!("{want}");
+        assert_eq!(grade(&it, &inst, &typed), Verdict::Correct);
+    }
+}
+
+const INTERVIEW: [&str; 7] = [
+    "interview-allreduce-n-times-slower",
+    "interview-tp-collective",
+    "interview-allreduce-from-simpler",
+    "interview-vllm-backend",
+    "interview-multinode-hang-first-move",
+    "interview-tp-within-node",
+    "interview-bare-python-sanity",
+];
+
+#[test]
+fn the_shipped_course_has_the_interview_questions_and_enough_items() {
+    let bank = Bank::from_course(&Course::embedded());
+    for id in INTERVIEW {
+        let e = bank.get(id).unwrap_or_else(|| panic!("missing {id}"));
+        assert_eq!(e.item.kind, Kind::Recall, "{id}");
+        assert!(!e.item.follow_ups.is_empty(), "{id} has follow-ups");
+        assert!(bank.decks[e.deck].is_drill, "{id} is a drill");
+        for f in &e.item.follow_ups {
+            assert!(bank.get(f).is_some(), "{id}: follow-up {f} exists");
+        }
+    }
+    assert!(
+        bank.entries.len() >= INTERVIEW.len() + 40,
+        "{} items",
+        bank.entries.len()
+    );
+    for e in &bank.entries {
+        let id = &e.item.id;
+        assert!(!e.item.explanation.is_empty(), "{id} has an explanation");
+        assert!(!e.item.source.is_empty(), "{id} has a source");
+        // Every parametric item instantiates for many draws.
+        for seed in 0..20 {
+            e.item
+                .instantiate(seed)
+                .unwrap_or_else(|err| panic!("{id}: {err}"));
+        }
+    }
+    // Lesson items know the section they sit under.
+    assert!(
+        bank.entries
+            .iter()
+            .filter(|e| !bank.decks[e.deck].is_drill)
+            .all(|e| e.section.is_some())
+    );
+}
+
+fn ringlab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(args)
+        .env(
+            "RINGLAB_HOME",
+            std::env::temp_dir().join("ringlab-quiz-tests-none"),
+        )
+        .output()
+        .expect("run ringlab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn list_json_hides_answers_unless_asked() {
+    let (code, out, err) = ringlab(&["quiz", "ring-allreduce", "--list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let items: Vec<serde_json::Value> = serde_json::from_str(&out).expect("json");
+    assert!(items.len() >= 10);
+    assert!(items.iter().all(|i| i.get("answer").is_none()));
+    assert!(items.iter().all(|i| i.get("explanation").is_none()));
+    assert!(items.iter().all(|i| i["deck"] == "ring-allreduce"));
+    let (code, out, _) = ringlab(&["quiz", "ring-allreduce", "--list", "--json", "--answers"]);
+    assert_eq!(code, 0);
+    let items: Vec<serde_json::Value> = serde_json::from_str(&out).expect("json");
+    let busbw = items
+        .iter()
+        .find(|i| i["id"] == "ring-allreduce-busbw")
+        .expect("item");
+    assert_eq!(busbw["answer"], 367.0);
+    assert_eq!(busbw["unit"], "GB/s");
+    let param = items
+        .iter()
+        .find(|i| i["id"] == "ring-allreduce-bytes-any-n")
+        .expect("item");
+    assert_eq!(param["answer"]["from"], "ring_allreduce_bytes_per_rank");
+    assert!(param["params"]["N"].is_array());
+}
+
+#[test]
+fn unknown_deck_and_no_terminal_are_clear_errors() {
+    let (code, _, err) = ringlab(&["quiz", "nope", "--list"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no lesson or drill deck `nope`") && err.contains("interview"),
+        "{err}"
+    );
+    let (code, _, err) = ringlab(&["quiz", "collectives"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("terminal"), "{err}");
+    let (code, _, err) = ringlab(&["drill", "--minutes", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--minutes"), "{err}");
+    let (code, _, err) = ringlab(&["quiz", "--answers"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("panicked"));
+}

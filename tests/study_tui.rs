@@ -1,0 +1,267 @@
+//! The quiz, drill and stats screens: snapshots at 80x24 through ratatui's TestBackend, jumping
+//! from an item to its lesson section, and every graded answer saved at once.
+
+use std::path::Path;
+
+use chrono::{DateTime, Duration, FixedOffset, Utc};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ringlab::course::Course;
+use ringlab::course::grade::SelfGrade;
+use ringlab::study::progress;
+use ringlab::tui::app::{self, Action, App, Screen};
+use ringlab::tui::screens::drill::{self, DrillOptions};
+use ringlab::tui::screens::quiz::{self, QuizState};
+use ringlab::tui::screens::stats::StatsState;
+use ringlab::tui::theme::Theme;
+
+fn t0() -> DateTime<Utc> {
+    "2025-03-03T10:00:00Z".parse().expect("time")
+}
+
+fn app() -> App {
+    let course = Course::from_dir(Path::new("tests/fixtures/quiz")).expect("fixture course");
+    let mut app = App::new(course, Theme::color());
+    app::update(&mut app, Action::Resize(80, 24));
+    app
+}
+
+fn frame(app: &App) -> String {
+    let mut t = Terminal::new(TestBackend::new(app.width, app.height)).expect("terminal");
+    t.draw(|f| app::render(app, f)).expect("draw");
+    format!("{}", t.backend())
+}
+
+fn push_quiz(app: &mut App, q: QuizState) {
+    app.stack.push(Screen::Quiz(Box::new(q)));
+}
+
+fn quiz_state(app: &App) -> &QuizState {
+    match app.stack.last() {
+        Some(Screen::Quiz(q)) => q,
+        _ => panic!("quiz not on top"),
+    }
+}
+
+fn type_text(app: &mut App, s: &str) {
+    for c in s.chars() {
+        app::update(app, Action::Input(c));
+    }
+}
+
+#[test]
+fn quiz_asking_80x24() {
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    assert!(app.prompt_open(), "typing goes to the answer line");
+    type_text(&mut app, "b");
+    insta::assert_snapshot!(frame(&app));
+}
+
+#[test]
+fn quiz_feedback_after_a_wrong_answer_80x24() {
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    type_text(&mut app, "c");
+    app::update(&mut app, Action::InputSubmit);
+    assert!(!app.prompt_open());
+    let text = frame(&app);
+    assert!(text.contains("Not quite"), "{text}");
+    assert!(text.contains("Patarasuk"), "the source is shown:\n{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn quiz_parametric_item_and_units_80x24() {
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    type_text(&mut app, "b");
+    app::update(&mut app, Action::InputSubmit);
+    app::update(&mut app, Action::Next);
+    // 2 x 7/8 x 1 MiB = 1835008 B = 1.75 MiB; a time unit is refused, not marked wrong.
+    type_text(&mut app, "3 ms");
+    app::update(&mut app, Action::InputSubmit);
+    assert!(app.prompt_open(), "a wrong unit is not an answer");
+    assert!(frame(&app).contains("this answer is a size in bytes"));
+    for _ in 0.."3 ms".len() {
+        app::update(&mut app, Action::InputBackspace);
+    }
+    type_text(&mut app, "1.75 MiB");
+    app::update(&mut app, Action::InputSubmit);
+    let text = frame(&app);
+    assert!(text.contains("✓ Correct"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn quiz_summary_lists_missed_items_80x24() {
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    for answer in ["a", "1835008", "b a"] {
+        type_text(&mut app, answer);
+        app::update(&mut app, Action::InputSubmit);
+        app::update(&mut app, Action::Next);
+    }
+    // The missed first item comes back (after the others, as the queue is short).
+    assert_eq!(
+        quiz_state(&app)
+            .session
+            .current
+            .as_ref()
+            .map(|c| (c.entry, c.attempt)),
+        Some((0, 2))
+    );
+    type_text(&mut app, "2");
+    app::update(&mut app, Action::InputSubmit);
+    app::update(&mut app, Action::Next);
+    assert!(quiz_state(&app).session.finished);
+    insta::assert_snapshot!(frame(&app));
+}
+
+#[test]
+fn o_opens_the_lesson_at_the_items_section() {
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    type_text(&mut app, "b");
+    app::update(&mut app, Action::InputSubmit);
+    app::update(&mut app, Action::Next);
+    type_text(&mut app, "1835008");
+    app::update(&mut app, Action::InputSubmit);
+    app::update(&mut app, Action::GotoSource);
+    let Some(Screen::Lesson(l)) = app.stack.last() else {
+        panic!("lesson not opened")
+    };
+    let top = l
+        .current_section()
+        .map(|i| l.rendered.headings[i].title.clone());
+    assert_eq!(top.as_deref(), Some("Bytes"));
+    assert!(frame(&app).contains("§ Bytes"));
+    // Back returns to the quiz, where it was.
+    app::update(&mut app, Action::Back);
+    assert!(matches!(app.stack.last(), Some(Screen::Quiz(_))));
+}
+
+#[test]
+fn every_graded_answer_is_saved_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = app();
+    app.progress_dir = Some(dir.path().to_path_buf());
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    type_text(&mut app, "b");
+    app::update(&mut app, Action::InputSubmit);
+    // No quit, no save on exit: the answer is on disk already.
+    let (p, notice) = progress::load(dir.path()).expect("load");
+    assert_eq!(notice, None);
+    let rec = &p.items["basics-steps"];
+    assert_eq!(rec.reviews.len(), 1);
+    assert_eq!(rec.reviews[0].correct, Some(true));
+    assert_eq!(rec.reviews[0].mode, "quiz");
+}
+
+#[test]
+fn drill_recall_revealed_80x24() {
+    let mut app = app();
+    let opts = DrillOptions {
+        mock: false,
+        minutes: None,
+        timer: Some(60),
+    };
+    let d = drill::open_at(&app, &opts, t0(), 1);
+    push_quiz(&mut app, d);
+    let before = frame(&app);
+    assert!(before.contains("60 s left"), "{before}");
+    // Three items: the lesson's, then the drill file's (new items in course order).
+    while quiz_state(&app)
+        .session
+        .current
+        .as_ref()
+        .is_some_and(|c| c.entry < 3)
+    {
+        // An empty Enter asks for an answer; a second one gives up.
+        app::update(&mut app, Action::InputSubmit);
+        app::update(&mut app, Action::InputSubmit);
+        app::update(&mut app, Action::Next);
+    }
+    app::update(&mut app, Action::InputSubmit);
+    assert_eq!(app.contexts(), vec![ringlab::tui::keys::Context::QuizRate]);
+    insta::assert_snapshot!(frame(&app));
+}
+
+#[test]
+fn mock_interview_chains_the_follow_up() {
+    let mut app = app();
+    let opts = DrillOptions {
+        mock: true,
+        minutes: Some(15),
+        timer: None,
+    };
+    // The session clock is real here (updates read it), so start it now.
+    let d = drill::open_at(&app, &opts, Utc::now(), 1);
+    push_quiz(&mut app, d);
+    let q = quiz_state(&app);
+    let first = q.session.current.as_ref().map(|c| c.entry);
+    assert_eq!(first, q.bank.index_of("practice-why-ring"));
+    app::update(&mut app, Action::InputSubmit);
+    app::update(&mut app, Action::Rate(3));
+    app::update(&mut app, Action::Next);
+    let q = quiz_state(&app);
+    assert_eq!(
+        q.session.current.as_ref().map(|c| c.entry),
+        q.bank.index_of("practice-what-grows")
+    );
+    assert!(frame(&app).contains("follow-up"));
+}
+
+#[test]
+fn stats_80x24() {
+    let mut app = app();
+    let tz = FixedOffset::east_opt(0).expect("tz");
+    let now = t0();
+    // Three days of study; one item learned, one missed today, one orphan from an old lesson.
+    for d in [2, 1] {
+        let at = now - Duration::days(d);
+        app.progress.record_review(
+            "basics-steps",
+            SelfGrade::Good,
+            Some(true),
+            "quiz",
+            None,
+            at,
+        );
+    }
+    app.progress.record_review(
+        "basics-bytes",
+        SelfGrade::Again,
+        Some(false),
+        "quiz",
+        None,
+        now - Duration::hours(1),
+    );
+    app.progress.record_review(
+        "practice-why-ring",
+        SelfGrade::Easy,
+        None,
+        "drill",
+        None,
+        now - Duration::hours(2),
+    );
+    app.progress.record_review(
+        "removed-item",
+        SelfGrade::Good,
+        None,
+        "drill",
+        None,
+        now - Duration::days(3),
+    );
+    let s = StatsState::at(&app, now, tz);
+    assert_eq!(s.stats.streak_days, 4);
+    assert_eq!(s.stats.orphans, vec!["removed-item".to_string()]);
+    app.stack.push(Screen::Stats(Box::new(s)));
+    insta::assert_snapshot!(frame(&app));
+}
