@@ -58,6 +58,7 @@ impl LaunchArgs {
             timeout: Duration::from_secs(self.timeout),
             env: Vec::new(),
             cancel: None,
+            placement: None,
         })
     }
 }
@@ -369,4 +370,118 @@ pub fn loopback(args: &LoopbackArgs) -> anyhow::Result<ExitCode> {
         serde_json::json!({"bytes": args.bytes, "seconds": secs, "per_direction_gbps": args.bytes as f64 / secs / 1e9})
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum HangLab {
+    /// The scenarios: a NIC misconfiguration each, staged on a virtual cluster.
+    List,
+    /// Stage a scenario, watch it hang, diagnose it; with --fix, apply the fix and re-run.
+    Run {
+        /// Scenario name (see `ringlab lab list`).
+        scenario: String,
+        /// Apply the scenario's fix and re-run: it must pass.
+        #[arg(long)]
+        fix: bool,
+        /// Seconds without progress before the watchdog calls it a hang (default: the scenario's).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600))]
+        timeout: Option<u64>,
+        /// The report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove namespaces a crashed run left behind (everything named rlab-*).
+    Cleanup,
+}
+
+pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
+    use crate::lab::{cluster, scenario};
+    match cmd {
+        HangLab::List => {
+            let (all, bad) = scenario::all();
+            for s in &all {
+                println!("{:<26} {}", s.name, s.title);
+            }
+            for b in &bad {
+                eprintln!("{}: {}", b.file, b.message);
+            }
+            Ok(if bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        HangLab::Cleanup => {
+            let removed = cluster::cleanup_all();
+            if removed.is_empty() {
+                println!("nothing to clean up");
+            }
+            for r in removed {
+                println!("removed netns {r}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        HangLab::Run { scenario: name, fix, timeout, json } => {
+            let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
+            if let Some(t) = timeout {
+                s.timeout = *t;
+            }
+            if !json {
+                println!("# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress", s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout);
+            }
+            let quiet = *json;
+            let mut on = |m: &Msg| {
+                if quiet {
+                    return;
+                }
+                match m {
+                    Msg::Event(Event::Phase { rank, phase }) => println!("  rank {rank}: {phase}"),
+                    Msg::Log { rank, line } if line.contains("NCCL") => println!("  [rank {rank}] {line}"),
+                    _ => {}
+                }
+            };
+            let report = match scenario::run(&s, *fix, &mut on) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("ringlab lab: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            if *json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print_report(&report);
+            }
+            Ok(if scenario::as_expected(&s, &report) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+    }
+}
+
+fn print_report(r: &crate::lab::scenario::LabReport) {
+    let st = &r.staged;
+    println!("\n== staged: {}{}", st.outcome.to_uppercase(), st.detected_after_s.map(|s| format!(" (detected after {s:.1} s)")).unwrap_or_default());
+    if let Some(reason) = &st.reason {
+        println!("{reason}");
+    }
+    for rr in &st.ranks {
+        println!("  rank {} (node {}): {:<40} advertised {}", rr.rank, rr.node, rr.phase, rr.advertised.as_deref().unwrap_or("-"));
+    }
+    let d = &r.diagnosis;
+    println!("\n== evidence: interfaces");
+    for i in &d.interfaces {
+        println!("  node {}  {:<8} {}", i.node, i.name, i.addr);
+    }
+    println!("== evidence: can node i reach each advertised address?");
+    for x in &d.reachability {
+        println!("  node {} → rank {} at {:<22} {}", x.from_node, x.to_rank, x.addr, x.result);
+    }
+    for (rank, lines) in &d.last_logs {
+        for l in lines.iter().rev().take(3).rev() {
+            println!("  [rank {rank}] {l}");
+        }
+    }
+    println!("\n== diagnosis: {}\n  {}\n  fix: {}", d.culprit, d.explanation, d.fix);
+    if let Some(f) = &r.fixed {
+        println!("\n== after the fix: {} (all-reduce correct: {})", f.outcome.to_uppercase(), f.allreduce_correct);
+    }
+    println!("\n# the cluster, in iproute2 commands:");
+    for c in &r.commands {
+        println!("  {c}");
+    }
 }

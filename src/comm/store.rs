@@ -41,6 +41,8 @@ struct Shared {
 /// A running store; dropping it stops accepting.
 pub struct StoreServer {
     addr: SocketAddr,
+    listener: Arc<TcpListener>,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     /// Connections refused for a bad hello (wrong token, version, garbage).
     pub rejected: Arc<std::sync::atomic::AtomicUsize>,
@@ -48,21 +50,22 @@ pub struct StoreServer {
 
 impl StoreServer {
     pub fn start(bind: SocketAddr, token: Token) -> io::Result<Self> {
-        let listener = TcpListener::bind(bind)?;
+        let listener = Arc::new(TcpListener::bind(bind)?);
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let rejected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let shared = Arc::new(Shared::default());
         let (stop2, rejected2) = (stop.clone(), rejected.clone());
+        let (listener2, shared2) = (listener.clone(), shared.clone());
         std::thread::Builder::new()
             .name("store".into())
             .spawn(move || {
-                for conn in listener.incoming() {
+                for conn in listener2.incoming() {
                     if stop2.load(Ordering::Relaxed) {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let (shared, rejected) = (shared.clone(), rejected2.clone());
+                    let (shared, rejected) = (shared2.clone(), rejected2.clone());
                     let _ =
                         std::thread::Builder::new()
                             .name("store-conn".into())
@@ -90,6 +93,8 @@ impl StoreServer {
             })?;
         Ok(Self {
             addr,
+            listener,
+            shared,
             stop,
             rejected,
         })
@@ -98,13 +103,19 @@ impl StoreServer {
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// Read a key directly (the launcher inspects what ranks published).
+    pub fn peek(&self, key: &str) -> Option<String> {
+        self.shared.map.lock().ok()?.get(key).cloned()
+    }
 }
 
 impl Drop for StoreServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(100));
+        // Wake the accept loop (shutdown makes a blocked accept return), wherever it listens.
+        // SAFETY: the fd belongs to a listener this struct keeps alive.
+        unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&*self.listener), libc::SHUT_RDWR) };
     }
 }
 

@@ -1,4 +1,5 @@
-//! Custom fenced blocks in lessons: ```` ```quiz ````, ```` ```ring ````, ```` ```lab ````.
+//! Custom fenced blocks in lessons: ```` ```quiz ````, ```` ```ring ````, ```` ```lab ````,
+//! ```` ```tp ```` (TP calculator) and ```` ```plan ```` (launch planner).
 //! Their bodies are TOML. Here they parse into typed elements; the screens that bring them to
 //! life arrive with their own issues and until then show a placeholder saying what they will be.
 

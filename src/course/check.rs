@@ -28,7 +28,11 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub(crate) fn error(file: &str, (line, col): (usize, usize), message: impl Into<String>) -> Self {
+    pub(crate) fn error(
+        file: &str,
+        (line, col): (usize, usize),
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             file: file.to_string(),
             line,
@@ -199,7 +203,10 @@ fn check_body(
                     out.push(Diagnostic::error(&f.path, body_pos(l, range.start), msg));
                 }
             }
-            Event::Start(Tag::Heading { level, .. }) if level == HeadingLevel::H1 => {}
+            Event::Start(Tag::Heading {
+                level: HeadingLevel::H1,
+                ..
+            }) => {}
             _ => {}
         }
     }

@@ -644,7 +644,7 @@ fn check_template(
 ) -> Result<(), ItemError> {
     // Where the string's characters start in the body: after the opening quote(s).
     let span = text.span();
-    let src = &cx.body[span.clone()];
+    let src = cx.body.get(span.clone()).unwrap_or("");
     for p in placeholders(text.get_ref()) {
         let token = &text.get_ref()[p.start..p.end];
         let at = src.find(token).map_or(span.start, |o| span.start + o);
@@ -706,7 +706,10 @@ impl Item {
         let values: BTreeMap<String, f64> = self
             .params
             .iter()
-            .map(|(k, spec)| (k.clone(), spec.value(pick(spec).min(spec.len() - 1))))
+            .map(|(k, spec)| {
+                let i = pick(spec).min(spec.len().saturating_sub(1));
+                (k.clone(), spec.value(i))
+            })
             .collect();
         let answer = match &self.answer {
             Answer::Computed(name) => {

@@ -29,6 +29,24 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Set to stop the job: the ranks are killed and `run` returns `cancelled`.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Run the whole job here, each node in its own network namespace (the hang lab).
+    pub placement: Option<Placement>,
+}
+
+/// Where each node of a virtual cluster lives and what is staged on it.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// `/var/run/netns/…` per node.
+    pub netns: Vec<String>,
+    /// Node 0's fabric address: the store listens there.
+    pub store_ip: IpAddr,
+    /// Per node: dial this address for the store instead (a wrong --master-addr).
+    pub store_ip_for_node: Vec<Option<IpAddr>>,
+    /// Per node: extra environment (the staged misconfiguration).
+    pub env_for_node: Vec<Vec<(String, String)>>,
+    pub ranks_per_node: usize,
+    /// Ranks actually started (fewer than the world size stages a missing rank).
+    pub start: usize,
 }
 
 impl Launch {
@@ -42,10 +60,14 @@ impl Launch {
             timeout: Duration::from_secs(60),
             env: Vec::new(),
             cancel: None,
+            placement: None,
         }
     }
     pub fn world(&self) -> usize {
-        self.nproc_per_node * self.nnodes
+        match &self.placement {
+            Some(p) => p.netns.len() * p.ranks_per_node,
+            None => self.nproc_per_node * self.nnodes,
+        }
     }
 }
 
@@ -157,9 +179,54 @@ impl Drop for Ranks {
 
 /// Run `job` on this node's ranks, calling `on` for everything heard. Returns when every rank
 /// is done; a rank that fails or stalls ends the job at once with a report.
-pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), LaunchError> {
+pub fn run(job: &Job, l: &Launch, on: impl FnMut(&Msg)) -> Result<(), LaunchError> {
+    run_with(job, l, on, |_, _| {})
+}
+
+/// One rank to start: who it is, where it runs, whom it dials for the store.
+struct Slot {
+    rank: usize,
+    local: usize,
+    local_world: usize,
+    netns: Option<String>,
+    store: SocketAddr,
+    env: Vec<(String, String)>,
+}
+
+/// [`run`], with a look at the job before a hung or failed job's ranks are killed (the hang
+/// lab gathers its evidence there, while the ranks still listen).
+pub fn run_with(
+    job: &Job,
+    l: &Launch,
+    mut on: impl FnMut(&Msg),
+    mut before_kill: impl FnMut(&Failure, Option<&StoreServer>),
+) -> Result<(), LaunchError> {
     let world = l.world();
-    let multi = l.nnodes > 1;
+    let multi = l.nnodes > 1 || l.placement.is_some();
+    if let Some(p) = &l.placement {
+        let token = new_token().map_err(setup("making a job token"))?;
+        let bind = SocketAddr::new(p.store_ip, 0);
+        let node0 = p.netns.first().cloned().unwrap_or_default();
+        let server = super::cluster::in_netns(&node0, move || StoreServer::start(bind, token))
+            .map_err(setup("entering node 0"))?
+            .map_err(setup("starting the rendezvous store on node 0"))?;
+        let port = server.addr().port();
+        let slots = (0..p.start.min(world))
+            .map(|rank| {
+                let node = rank / p.ranks_per_node.max(1);
+                let ip = p.store_ip_for_node.get(node).copied().flatten().unwrap_or(p.store_ip);
+                Slot {
+                    rank,
+                    local: rank % p.ranks_per_node.max(1),
+                    local_world: p.ranks_per_node,
+                    netns: p.netns.get(node).cloned(),
+                    store: SocketAddr::new(ip, port),
+                    env: p.env_for_node.get(node).cloned().unwrap_or_default(),
+                }
+            })
+            .collect();
+        return spawn_and_watch(job, l, world, token, slots, Some(&server), &mut on, &mut before_kill);
+    }
     let token = if multi {
         let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
             LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
@@ -185,6 +252,31 @@ pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), Launch
     } else {
         (None, master(l)?)
     };
+    let slots = (0..l.nproc_per_node)
+        .map(|local| Slot {
+            rank: l.node_rank * l.nproc_per_node + local,
+            local,
+            local_world: l.nproc_per_node,
+            netns: None,
+            store: store_addr,
+            env: Vec::new(),
+        })
+        .collect();
+    spawn_and_watch(job, l, world, token, slots, _server.as_ref(), &mut on, &mut before_kill)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_and_watch(
+    job: &Job,
+    l: &Launch,
+    world: usize,
+    token: crate::comm::wire::Token,
+    slots: Vec<Slot>,
+    server: Option<&StoreServer>,
+    on: &mut impl FnMut(&Msg),
+    before_kill: &mut impl FnMut(&Failure, Option<&StoreServer>),
+) -> Result<(), LaunchError> {
+    let multi = l.nnodes > 1 || l.placement.is_some();
     let exe = std::env::current_exe().map_err(setup("finding the ringlab binary"))?;
     let job_json = serde_json::to_string(job).map_err(setup("encoding the job"))?;
     let (tx, rx) = mpsc::channel::<Inner>();
@@ -192,24 +284,42 @@ pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), Launch
         children: Vec::new(),
         pgid: 0,
     };
-    for local in 0..l.nproc_per_node {
-        let rank = l.node_rank * l.nproc_per_node + local;
+    for slot in slots {
+        let rank = slot.rank;
         let mut cmd = Command::new(&exe);
         cmd.arg("__rank")
             .env("RINGLAB_RANK", rank.to_string())
             .env("RINGLAB_WORLD", world.to_string())
-            .env("RINGLAB_LOCAL_RANK", local.to_string())
-            .env("RINGLAB_LOCAL_WORLD", l.nproc_per_node.to_string())
-            .env("RINGLAB_STORE", store_addr.to_string())
+            .env("RINGLAB_LOCAL_RANK", slot.local.to_string())
+            .env("RINGLAB_LOCAL_WORLD", slot.local_world.to_string())
+            .env("RINGLAB_STORE", slot.store.to_string())
             .env("RINGLAB_TOKEN", token_hex(&token))
             .env("RINGLAB_JOB", &job_json)
             .env("RINGLAB_MULTI_NODE", if multi { "1" } else { "0" })
             .env("RINGLAB_PARENT", std::process::id().to_string())
             .envs(l.env.iter().map(|(k, v)| (k, v)))
+            .envs(slot.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(ranks.pgid);
+        // Keep the namespace file open until the child has entered it.
+        let ns_file = match &slot.netns {
+            Some(path) => Some(std::fs::File::open(path).map_err(setup(&format!("opening {path}")))?),
+            None => None,
+        };
+        if let Some(f) = &ns_file {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(f);
+            // SAFETY: setns is async-signal-safe; fd stays open across fork (closed at exec).
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = cmd
             .spawn()
             .map_err(setup(&format!("starting rank {rank}")))?;
@@ -244,7 +354,7 @@ pub fn run(job: &Job, l: &Launch, mut on: impl FnMut(&Msg)) -> Result<(), Launch
         ranks.children.push((rank, child));
     }
     drop(tx);
-    watch(&mut ranks, &rx, l, &mut on)
+    watch(&mut ranks, &rx, l, on, &mut |f: &Failure| before_kill(f, server))
 }
 
 /// What the reader threads send: a message, or the end of a rank's report stream.
@@ -267,6 +377,7 @@ fn watch(
     rx: &mpsc::Receiver<Inner>,
     l: &Launch,
     on: &mut impl FnMut(&Msg),
+    before_kill: &mut impl FnMut(&Failure),
 ) -> Result<(), LaunchError> {
     let mut st: Vec<(usize, RankState)> = ranks
         .children
@@ -334,8 +445,10 @@ fn watch(
                             s.logs.push(message.clone());
                             let reason =
                                 format!("rank {rank} failed during {}: {message}", s.phase);
+                            let failure = fail(&st, reason);
+                            before_kill(&failure);
                             ranks.kill_all();
-                            return Err(LaunchError::Failed(fail(&st, reason)));
+                            return Err(LaunchError::Failed(failure));
                         }
                         Msg::Event(_) => s.last = Instant::now(),
                         Msg::Log { line, .. } => {
@@ -377,6 +490,7 @@ fn watch(
                     };
                     let reason = format!("rank {rank} {how} during {}", s.phase);
                     let failure = fail(&st, reason);
+                    before_kill(&failure);
                     ranks.kill_all();
                     return Err(LaunchError::Failed(failure));
                 }
@@ -397,6 +511,7 @@ fn watch(
                 s.phase
             );
             let failure = fail(&st, reason);
+            before_kill(&failure);
             ranks.kill_all();
             return Err(LaunchError::Failed(failure));
         }

@@ -2,9 +2,11 @@
 //! TUI shows and `--json` prints.
 
 pub mod bench;
+pub mod cluster;
 pub mod launch;
 pub mod pattern;
 pub mod rank;
+pub mod scenario;
 pub mod table;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,377 @@
+//! The hang lab: scenarios are data (`labs/*.toml`). A scenario is staged on a virtual cluster,
+//! the sanity all-reduce runs under it, the watchdog declares the hang, evidence is gathered
+//! while the ranks still wait (interface tables, advertised addresses, a reachability matrix,
+//! last log lines), a culprit is named from that evidence, and the fix is applied and re-run.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use include_dir::{Dir, include_dir};
+use serde::{Deserialize, Serialize};
+
+use super::cluster::{self, Cluster};
+use super::launch::{self, Failure, Launch, LaunchError, Msg, Placement};
+use super::{Event, Job};
+
+static LABS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/labs");
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fix {
+    pub text: String,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Give every node the right master address.
+    #[serde(default)]
+    pub master_addr: bool,
+    /// Start every rank of the world.
+    #[serde(default)]
+    pub start_all: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    pub title: String,
+    pub story: String,
+    pub nodes: usize,
+    pub ranks_per_node: usize,
+    /// Seconds without progress before the watchdog calls it a hang.
+    pub timeout: u64,
+    /// What the staged run does: "hang" or "error".
+    pub expect: String,
+    pub symptom: String,
+    /// The culprit the diagnosis must find: unroutable-address, iface-not-found,
+    /// store-unreachable, missing-rank.
+    pub culprit: String,
+    pub hints: Vec<String>,
+    #[serde(default)]
+    pub fabric: Vec<String>,
+    #[serde(default)]
+    pub stage_env: BTreeMap<String, String>,
+    /// Nodes other than node 0 dial this address for the master.
+    #[serde(default)]
+    pub stage_master_addr: Option<String>,
+    /// Ranks started (fewer than nodes × ranks_per_node stages a missing rank).
+    #[serde(default)]
+    pub stage_start: Option<usize>,
+    pub fix: Fix,
+}
+
+/// One file that did not parse, with where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub message: String,
+}
+
+/// All scenarios shipped in the binary, by name.
+pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    let mut files: Vec<_> = LABS.files().filter(|f| f.path().extension().is_some_and(|e| e == "toml")).collect();
+    files.sort_by_key(|f| f.path().to_path_buf());
+    for f in files {
+        let file = format!("labs/{}", f.path().display());
+        match parse(&String::from_utf8_lossy(f.contents())) {
+            Ok(s) => ok.push(s),
+            Err(message) => bad.push(ScenarioError { file, message }),
+        }
+    }
+    (ok, bad)
+}
+
+pub fn parse(text: &str) -> Result<Scenario, String> {
+    let s: Scenario = toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((1, 1), |sp| crate::course::block::offset_to_line_col(text, sp.start));
+        format!("{line}:{col}: {}", e.message())
+    })?;
+    if !(2..=8).contains(&s.nodes) {
+        return Err(format!("nodes must be 2..=8, got {}", s.nodes));
+    }
+    if !(1..=4).contains(&s.ranks_per_node) {
+        return Err(format!("ranks_per_node must be 1..=4, got {}", s.ranks_per_node));
+    }
+    if !["hang", "error"].contains(&s.expect.as_str()) {
+        return Err(format!("expect must be `hang` or `error`, got `{}`", s.expect));
+    }
+    Ok(s)
+}
+
+pub fn find(name: &str) -> Result<Scenario, String> {
+    let (all, _) = all();
+    let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+    all.into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("no scenario `{name}`; known: {}", names.join(", ")))
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankReport {
+    pub rank: usize,
+    pub node: usize,
+    pub phase: String,
+    pub advertised: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Staged {
+    /// hang | ok | error
+    pub outcome: String,
+    pub stuck_phase: Option<String>,
+    pub detected_after_s: Option<f64>,
+    pub ranks: Vec<RankReport>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IfaceRow {
+    pub node: usize,
+    pub name: String,
+    pub addr: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reach {
+    pub from_node: usize,
+    pub to_rank: usize,
+    pub addr: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Diagnosis {
+    pub interfaces: Vec<IfaceRow>,
+    pub reachability: Vec<Reach>,
+    /// The culprit's kind (unroutable-address, iface-not-found, store-unreachable,
+    /// missing-rank) and, in `explanation`, what the evidence shows.
+    pub culprit: String,
+    pub explanation: String,
+    pub fix: String,
+    pub last_logs: Vec<(usize, Vec<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fixed {
+    pub outcome: String,
+    pub allreduce_correct: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LabReport {
+    pub scenario: String,
+    pub mode: String,
+    pub staged: Staged,
+    pub diagnosis: Diagnosis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<Fixed>,
+    /// The iproute2 commands that built the cluster.
+    pub commands: Vec<String>,
+}
+
+/// What one run of the sanity all-reduce on the cluster did.
+struct RunResult {
+    outcome: String,
+    failure: Option<Failure>,
+    detected_after: Option<f64>,
+    phases: BTreeMap<usize, String>,
+    values: Vec<(usize, f64)>,
+    evidence: Option<Diagnosis>,
+}
+
+fn placement(s: &Scenario, c: &Cluster, staged: bool) -> Placement {
+    let mut env: Vec<(String, String)> = vec![("NCCL_DEBUG".into(), "INFO".into())];
+    let vars = if staged { &s.stage_env } else { &s.fix.env };
+    // The fix replaces the staged environment; what it does not mention stays staged.
+    let mut merged = s.stage_env.clone();
+    if !staged {
+        merged.extend(vars.clone());
+    }
+    env.extend(merged);
+    let wrong: Option<IpAddr> = s.stage_master_addr.as_deref().and_then(|a| a.parse().ok());
+    let use_wrong = staged || !s.fix.master_addr;
+    let world = s.nodes * s.ranks_per_node;
+    let start = match (staged || !s.fix.start_all, s.stage_start) {
+        (true, Some(n)) => n,
+        _ => world,
+    };
+    Placement {
+        netns: (0..s.nodes).filter_map(|i| c.netns_path(i)).collect(),
+        store_ip: IpAddr::V4(c.nodes[0].ip),
+        store_ip_for_node: (0..s.nodes).map(|i| if i > 0 && use_wrong { wrong } else { None }).collect(),
+        env_for_node: (0..s.nodes).map(|_| env.clone()).collect(),
+        ranks_per_node: s.ranks_per_node,
+        start,
+    }
+}
+
+fn run_once(s: &Scenario, c: &Cluster, staged: bool, on: &mut dyn FnMut(&Msg)) -> RunResult {
+    let mut l = Launch::single(s.ranks_per_node);
+    l.timeout = Duration::from_secs(s.timeout);
+    l.placement = Some(placement(s, c, staged));
+    let started = Instant::now();
+    let mut phases = BTreeMap::new();
+    let mut values = Vec::new();
+    let mut evidence = None;
+    let world = s.nodes * s.ranks_per_node;
+    let r = launch::run_with(
+        &Job::sanity(),
+        &l,
+        |m| {
+            match m {
+                Msg::Event(Event::Phase { rank, phase }) => {
+                    phases.insert(*rank, phase.clone());
+                }
+                Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
+                Msg::Event(Event::Done { rank }) => {
+                    phases.insert(*rank, "done".into());
+                }
+                _ => {}
+            }
+            on(m);
+        },
+        |f, server| evidence = Some(gather(s, c, f, server, world)),
+    );
+    let detected_after = Some(started.elapsed().as_secs_f64());
+    match r {
+        Ok(()) => RunResult { outcome: "ok".into(), failure: None, detected_after: None, phases, values, evidence },
+        Err(LaunchError::Failed(f)) => {
+            let outcome = if f.reason.starts_with("HANG") { "hang" } else { "error" };
+            RunResult { outcome: outcome.into(), failure: Some(f), detected_after, phases, values, evidence }
+        }
+        Err(LaunchError::Setup(e)) => RunResult {
+            outcome: "error".into(),
+            failure: Some(Failure { reason: e, ranks: Vec::new(), logs: Vec::new() }),
+            detected_after,
+            phases,
+            values,
+            evidence,
+        },
+    }
+}
+
+/// Evidence, gathered while the ranks still wait.
+fn gather(s: &Scenario, c: &Cluster, f: &Failure, server: Option<&crate::comm::store::StoreServer>, world: usize) -> Diagnosis {
+    let mut d = Diagnosis { last_logs: f.logs.clone(), ..Default::default() };
+    for n in &c.nodes {
+        let path = c.netns_path(n.index).unwrap_or_default();
+        for i in cluster::interfaces(&path).unwrap_or_default() {
+            d.interfaces.push(IfaceRow { node: n.index, name: i.name, addr: i.addr.to_string() });
+        }
+    }
+    let advertised: Vec<(usize, Option<SocketAddr>)> =
+        (0..world).map(|r| (r, server.and_then(|sv| sv.peek(&format!("addr/{r}"))).and_then(|a| a.parse().ok()))).collect();
+    for (r, a) in &advertised {
+        let Some(a) = a else { continue };
+        for n in &c.nodes {
+            let path = c.netns_path(n.index).unwrap_or_default();
+            d.reachability.push(Reach { from_node: n.index, to_rank: *r, addr: a.to_string(), result: cluster::probe(&path, *a) });
+        }
+    }
+    let node_of = |r: usize| r / s.ranks_per_node.max(1);
+    let iface_of = |node: usize, ip: &IpAddr| {
+        d.interfaces.iter().find(|i| i.node == node && i.addr == ip.to_string()).map(|i| i.name.clone())
+    };
+    let logs = f.logs.iter().flat_map(|(r, l)| l.iter().map(move |x| (*r, x))).collect::<Vec<_>>();
+    let (culprit, explanation) = if let Some((r, line)) = logs.iter().find(|(_, l)| l.contains("no socket interface found")) {
+        ("iface-not-found", format!("rank {r} on node {}: {line}", node_of(*r)))
+    } else if let Some((r, a)) = advertised.iter().find_map(|(r, a)| a.filter(|a| !cluster::is_fabric(&a.ip())).map(|a| (*r, a))) {
+        let name = iface_of(node_of(r), &a.ip()).unwrap_or_else(|| "?".into());
+        let everywhere = c.nodes.iter().all(|n| iface_of(n.index, &a.ip()).is_some());
+        (
+            "unroutable-address",
+            format!(
+                "rank {r} advertised {a} on {name}{}; a peer that dials it reaches its own node, not rank {r}",
+                if everywhere { ", an address every node has" } else { "" }
+            ),
+        )
+    } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < f.ranks.len().max(1) && f.ranks.iter().any(|(_, p, _)| p == "spawned") {
+        let stuck: Vec<String> = f.ranks.iter().filter(|(_, p, _)| p == "spawned").map(|(r, _, _)| format!("rank {r} (node {})", node_of(*r))).collect();
+        ("store-unreachable", format!("{} never reached the rendezvous store: check --master-addr on that node", stuck.join(", ")))
+    } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < world {
+        let missing: Vec<String> = advertised.iter().filter(|(_, a)| a.is_none()).map(|(r, _)| r.to_string()).collect();
+        ("missing-rank", format!("world size {world}, but rank(s) {} never arrived; the others wait for them", missing.join(", ")))
+    } else {
+        ("unknown", "no known misconfiguration in the evidence".to_string())
+    };
+    d.culprit = culprit.into();
+    d.explanation = explanation;
+    d.fix = s.fix.text.clone();
+    d
+}
+
+/// Stage `s`, run it, diagnose; with `fix`, apply the fix and run again.
+pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabReport, String> {
+    cluster::available().map_err(|e| format!("{e}. The emulated cluster is not built yet; run as root (CI does)."))?;
+    let c = Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())?;
+    let staged = run_once(s, &c, true, on);
+    let ranks = (0..s.nodes * s.ranks_per_node)
+        .map(|r| RankReport {
+            rank: r,
+            node: r / s.ranks_per_node,
+            phase: staged.phases.get(&r).cloned().unwrap_or_else(|| "not started".into()),
+            advertised: None,
+        })
+        .collect::<Vec<_>>();
+    let mut diagnosis = staged.evidence.clone().unwrap_or_default();
+    let ranks = ranks
+        .into_iter()
+        .map(|mut rr| {
+            rr.advertised = diagnosis.reachability.iter().find(|x| x.to_rank == rr.rank).map(|x| x.addr.clone());
+            rr
+        })
+        .collect();
+    if diagnosis.fix.is_empty() {
+        diagnosis.fix = s.fix.text.clone();
+    }
+    let stuck_phase = staged.failure.as_ref().and_then(|f| f.ranks.first().map(|(_, p, _)| p.clone()));
+    let report_staged = Staged {
+        outcome: staged.outcome.clone(),
+        stuck_phase,
+        detected_after_s: staged.detected_after,
+        ranks,
+        reason: staged.failure.as_ref().map(|f| f.reason.clone()),
+    };
+    let fixed = fix.then(|| {
+        let r = run_once(s, &c, false, on);
+        let world = (s.nodes * s.ranks_per_node) as f64;
+        let correct = r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
+        Fixed { outcome: if r.outcome == "ok" && correct { "pass".into() } else { r.outcome }, allreduce_correct: correct }
+    });
+    Ok(LabReport {
+        scenario: s.name.clone(),
+        mode: "netns".into(),
+        staged: report_staged,
+        diagnosis,
+        fixed,
+        commands: c.commands.clone(),
+    })
+}
+
+/// Did the run end as the scenario expects? (Staged: its symptom and culprit; fixed: pass.)
+pub fn as_expected(s: &Scenario, r: &LabReport) -> bool {
+    r.staged.outcome == s.expect && r.diagnosis.culprit == s.culprit && r.fixed.as_ref().is_none_or(|f| f.outcome == "pass")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scenario_parses() {
+        let (ok, bad) = all();
+        assert!(bad.is_empty(), "{bad:?}");
+        let names: Vec<&str> = ok.iter().map(|s| s.name.as_str()).collect();
+        for n in ["docker0", "exclude-docker-picks-lo", "lo-across-nodes", "iface-names-differ", "wrong-master-addr", "missing-rank"] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_scenario_names_the_line() {
+        let e = parse("name = \"x\"\nnodes = \"two\"\n").expect_err("bad");
+        assert!(e.starts_with("2:"), "{e}");
+    }
+}
