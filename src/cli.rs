@@ -102,6 +102,9 @@ pub enum Command {
     /// The hang lab: NIC misconfigurations staged on a virtual cluster of network namespaces.
     #[command(subcommand)]
     Lab(lab::HangLab),
+    /// (internal) holds one network namespace of the hang lab's virtual cluster.
+    #[command(name = "__netns-holder", hide = true)]
+    NetnsHolder,
     /// (internal) one rank of a job, started by the launcher.
     #[command(name = "__rank", hide = true)]
     Rank,
@@ -176,6 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Bench(ref args)) => lab::bench(args),
         Some(Command::Sanity(ref args)) => lab::sanity(args),
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
+        Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
         Some(Command::Quiz(ref args)) => study::quiz_cmd(&cli.lessons, args),
         Some(Command::Drill(ref args)) => study::drill_cmd(&cli.lessons, args),

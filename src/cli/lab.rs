@@ -413,7 +413,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 println!("nothing to clean up");
             }
             for r in removed {
-                println!("removed netns {r}");
+                println!("removed {r}");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -21,18 +21,85 @@ pub const PREFIX: &str = "rlab-";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub index: usize,
+    /// `/proc/<pid>/ns/net` of the process holding this node's namespace.
     pub netns: String,
     /// The fabric interface's name on this node (eth0, or eno1 where names differ).
     pub fabric: String,
     pub ip: Ipv4Addr,
 }
 
-#[derive(Debug)]
+/// A process that owns one network namespace: it unshares, then waits. When it dies (with the
+/// launcher, through its parent-death signal, even after a SIGKILL) the namespace and every
+/// link in it go away: nothing can be left behind.
+struct Holder {
+    child: std::process::Child,
+}
+
+impl Holder {
+    fn spawn() -> Result<Self, ClusterError> {
+        use std::io::BufRead;
+        let exe = super::self_exe().map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        let mut child = Command::new(exe)
+            .arg("__netns-holder")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        }
+        if line.trim() != "ready" {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            let _ = child.wait();
+            return Err(ClusterError::Unavailable(format!("cannot create a network namespace: {}", err.trim())));
+        }
+        Ok(Self { child })
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The holder side (`ringlab __netns-holder`): a fresh network namespace kept alive until the
+/// parent goes away.
+pub fn holder_main() -> std::process::ExitCode {
+    // SAFETY: prctl and unshare only change this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        eprintln!("unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error());
+        return std::process::ExitCode::from(1);
+    }
+    println!("ready");
+    let mut sink = String::new();
+    // Until the launcher closes our stdin or dies.
+    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut sink);
+    std::process::ExitCode::SUCCESS
+}
+
 pub struct Cluster {
-    pub id: String,
     pub nodes: Vec<Node>,
-    /// The iproute2 commands that built it, to show the learner.
+    /// The iproute2 commands that build the same cluster by hand, to show the learner.
     pub commands: Vec<String>,
+    holders: Vec<Holder>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("nodes", &self.nodes).finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,85 +112,112 @@ pub enum ClusterError {
     Setns { ns: String, err: String },
 }
 
-fn ip(args: &[&str], log: &mut Vec<String>) -> Result<(), ClusterError> {
+/// Run `ip ARGS`, inside the namespace at `ns` when given.
+fn ip(ns: Option<&str>, args: &[String]) -> Result<(), ClusterError> {
     let cmd = format!("ip {}", args.join(" "));
-    let out = Command::new("ip").args(args).output().map_err(|e| ClusterError::Command { cmd: cmd.clone(), err: e.to_string() })?;
+    let mut c = Command::new("ip");
+    c.args(args);
+    let file = match ns {
+        Some(path) => Some(File::open(path).map_err(|e| ClusterError::Setns { ns: path.into(), err: e.to_string() })?),
+        None => None,
+    };
+    if let Some(f) = &file {
+        let fd = f.as_raw_fd();
+        // SAFETY: setns is async-signal-safe; fd stays open until spawn returns.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let out = c.output().map_err(|e| ClusterError::Command { cmd: cmd.clone(), err: e.to_string() })?;
     if !out.status.success() {
         return Err(ClusterError::Command { cmd, err: String::from_utf8_lossy(&out.stderr).trim().to_string() });
     }
-    log.push(cmd);
     Ok(())
 }
 
-/// Can this process make network namespaces? (Root, with iproute2.)
+fn sv(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Can this process make network namespaces? (Root, or unprivileged user namespaces.)
 pub fn available() -> Result<(), ClusterError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(ClusterError::Unavailable("not root".into()));
-    }
-    let probe = format!("{PREFIX}probe-{}", std::process::id());
-    let mut log = Vec::new();
-    ip(&["netns", "add", &probe], &mut log).map_err(|e| ClusterError::Unavailable(e.to_string()))?;
-    let _ = ip(&["netns", "del", &probe], &mut log);
-    Ok(())
+    Holder::spawn().map(|_| ())
 }
 
 impl Cluster {
     /// Build K nodes; `fabric_names[i]` names node i's fabric NIC (default eth0).
     pub fn create(k: usize, fabric_names: &[String]) -> Result<Self, ClusterError> {
-        let id = format!("{}", std::process::id() % 100000);
-        let mut c = Cluster { id: id.clone(), nodes: Vec::new(), commands: Vec::new() };
-        let sw = format!("{PREFIX}{id}-sw");
-        let log = &mut c.commands;
-        ip(&["netns", "add", &sw], log)?;
-        ip(&["-n", &sw, "link", "add", "br0", "type", "bridge"], log)?;
-        ip(&["-n", &sw, "link", "set", "br0", "up"], log)?;
+        let mut c = Cluster { nodes: Vec::new(), commands: Vec::new(), holders: Vec::new() };
+        let sw = Holder::spawn()?;
+        let sw_ns = format!("/proc/{}/ns/net", sw.pid());
+        let sw_pid = sw.pid().to_string();
+        c.holders.push(sw);
+        c.commands.push(format!("ip netns add {PREFIX}sw"));
+        ip(Some(&sw_ns), &sv(&["link", "add", "br0", "type", "bridge"]))?;
+        ip(Some(&sw_ns), &sv(&["link", "set", "br0", "up"]))?;
+        c.commands.push(format!("ip -n {PREFIX}sw link add br0 type bridge && ip -n {PREFIX}sw link set br0 up"));
         for i in 0..k {
-            let ns = format!("{PREFIX}{id}-n{i}");
+            let h = Holder::spawn()?;
+            let ns = format!("/proc/{}/ns/net", h.pid());
+            let pid = h.pid().to_string();
+            c.holders.push(h);
+            let name = format!("{PREFIX}n{i}");
             let fabric = fabric_names.get(i).cloned().unwrap_or_else(|| "eth0".into());
             let addr = Ipv4Addr::new(10, 77, 0, i as u8 + 1);
             let port = format!("n{i}");
-            ip(&["netns", "add", &ns], log)?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"], log)?;
-            ip(&["link", "add", &fabric, "netns", &ns, "type", "veth", "peer", "name", &port, "netns", &sw], log)?;
-            ip(&["-n", &sw, "link", "set", &port, "master", "br0"], log)?;
-            ip(&["-n", &sw, "link", "set", &port, "up"], log)?;
-            ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", &fabric], log)?;
-            ip(&["-n", &ns, "link", "set", &fabric, "up"], log)?;
+            ip(Some(&ns), &sv(&["link", "set", "lo", "up"]))?;
+            ip(None, &sv(&["link", "add", &fabric, "netns", &pid, "type", "veth", "peer", "name", &port, "netns", &sw_pid]))?;
+            ip(Some(&sw_ns), &sv(&["link", "set", &port, "master", "br0"]))?;
+            ip(Some(&sw_ns), &sv(&["link", "set", &port, "up"]))?;
+            ip(Some(&ns), &sv(&["addr", "add", &format!("{addr}/24"), "dev", &fabric]))?;
+            ip(Some(&ns), &sv(&["link", "set", &fabric, "up"]))?;
             // The trap: a docker0 bridge with the same address on every node, as Docker makes.
-            ip(&["-n", &ns, "link", "add", "docker0", "type", "bridge"], log)?;
-            ip(&["-n", &ns, "addr", "add", "172.17.0.1/16", "dev", "docker0"], log)?;
-            ip(&["-n", &ns, "link", "set", "docker0", "up"], log)?;
+            ip(Some(&ns), &sv(&["link", "add", "docker0", "type", "bridge"]))?;
+            ip(Some(&ns), &sv(&["addr", "add", "172.17.0.1/16", "dev", "docker0"]))?;
+            ip(Some(&ns), &sv(&["link", "set", "docker0", "up"]))?;
+            c.commands.extend([
+                format!("ip netns add {name}"),
+                format!("ip -n {name} link set lo up"),
+                format!("ip link add {fabric} netns {name} type veth peer name {port} netns {PREFIX}sw"),
+                format!("ip -n {PREFIX}sw link set {port} master br0 && ip -n {PREFIX}sw link set {port} up"),
+                format!("ip -n {name} addr add {addr}/24 dev {fabric} && ip -n {name} link set {fabric} up"),
+                format!("ip -n {name} link add docker0 type bridge"),
+                format!("ip -n {name} addr add 172.17.0.1/16 dev docker0 && ip -n {name} link set docker0 up"),
+            ]);
             c.nodes.push(Node { index: i, netns: ns, fabric, ip: addr });
         }
         Ok(c)
     }
 
     pub fn netns_path(&self, node: usize) -> Option<String> {
-        self.nodes.get(node).map(|n| format!("/var/run/netns/{}", n.netns))
+        self.nodes.get(node).map(|n| n.netns.clone())
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let mut log = Vec::new();
-        for n in &self.nodes {
-            let _ = ip(&["netns", "del", &n.netns], &mut log);
-        }
-        let _ = ip(&["netns", "del", &format!("{PREFIX}{}-sw", self.id)], &mut log);
-    }
-}
-
-/// Remove every ringlab namespace (after a crash). Returns what was removed.
+/// Remove what an older ringlab may have left: named `rlab-*` namespaces and stray holders.
 pub fn cleanup_all() -> Vec<String> {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return Vec::new() };
     let mut removed = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        if name.starts_with(PREFIX) {
-            let mut log = Vec::new();
-            if ip(&["netns", "del", name], &mut log).is_ok() {
-                removed.push(name.to_string());
+    if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            if name.starts_with(PREFIX) && ip(None, &sv(&["netns", "del", name])).is_ok() {
+                removed.push(format!("netns {name}"));
+            }
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if cmdline.split(|&b| b == 0).any(|a| a == b"__netns-holder") {
+                // SAFETY: signalling a process by pid.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                removed.push(format!("holder process {pid}"));
             }
         }
     }

@@ -277,7 +277,7 @@ fn spawn_and_watch(
     before_kill: &mut impl FnMut(&Failure, Option<&StoreServer>),
 ) -> Result<(), LaunchError> {
     let multi = l.nnodes > 1 || l.placement.is_some();
-    let exe = std::env::current_exe().map_err(setup("finding the ringlab binary"))?;
+    let exe = super::self_exe().map_err(setup("finding the ringlab binary"))?;
     let job_json = serde_json::to_string(job).map_err(setup("encoding the job"))?;
     let (tx, rx) = mpsc::channel::<Inner>();
     let mut ranks = Ranks {

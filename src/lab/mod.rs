@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::collective::{Algorithm, Collective, Dtype, Op};
 
+/// This very binary, to start ranks and helpers from. `/proc/self/exe` still names the running
+/// program when the file on disk has been replaced (a rebuild during a run).
+pub fn self_exe() -> std::io::Result<std::path::PathBuf> {
+    let p = std::path::PathBuf::from("/proc/self/exe");
+    if p.exists() { Ok(p) } else { std::env::current_exe() }
+}
+
 /// What every rank of a job runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {

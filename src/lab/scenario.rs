@@ -157,6 +157,8 @@ pub struct Diagnosis {
 pub struct Fixed {
     pub outcome: String,
     pub allreduce_correct: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -338,7 +340,11 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
         let r = run_once(s, &c, false, on);
         let world = (s.nodes * s.ranks_per_node) as f64;
         let correct = r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
-        Fixed { outcome: if r.outcome == "ok" && correct { "pass".into() } else { r.outcome }, allreduce_correct: correct }
+        Fixed {
+            outcome: if r.outcome == "ok" && correct { "pass".into() } else { r.outcome },
+            allreduce_correct: correct,
+            reason: r.failure.map(|f| f.to_string()),
+        }
     });
     Ok(LabReport {
         scenario: s.name.clone(),

@@ -277,12 +277,29 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
     } else {
         item_lines(s, app)
     };
+    // Roughly how many rows the wrapped text needs (word wrap may need a few more).
+    let w = usize::from(body.width.max(1));
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(w)).sum();
+    let more = rows > s.scroll + usize::from(body.height);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
             .scroll((s.scroll.min(u16::MAX as usize) as u16, 0)),
         body,
     );
+    if more && body.height > 0 {
+        let tag = " ↓ more: j ";
+        let tw = tag.chars().count() as u16;
+        frame.render_widget(
+            Paragraph::new(Span::styled(tag, t.accent)),
+            Rect::new(
+                area.right().saturating_sub(tw + 1),
+                body.bottom().saturating_sub(1),
+                tw.min(area.width),
+                1,
+            ),
+        );
+    }
 }
 
 fn kind_label(kind: Kind, unit: Option<Unit>) -> String {
