@@ -8,11 +8,11 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cli;
-pub mod lab;
 pub mod collective;
 pub mod comm;
 pub mod course;
 pub mod infer;
+pub mod lab;
 pub mod study;
 pub mod tui;
 pub mod units;

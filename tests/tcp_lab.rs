@@ -233,13 +233,13 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
         .unwrap_or(false)
 }
 
 #[test]
 fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
-    let mut launcher = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+    let launcher = Command::new(env!("CARGO_BIN_EXE_ringlab"))
         .args([
             "bench",
             "--backend",

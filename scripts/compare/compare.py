@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 BIN = os.path.join(ROOT, "target", "release", "ringlab")
 KiB, MiB = 1024, 1024 * 1024
+WARMUP = 20
 SIZES = [1 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 128 * MiB, 256 * MiB]
 
 
@@ -43,19 +44,19 @@ def ringlab(size, reps):
     times = []
     for _ in range(reps):
         rows = run_json_lines([BIN, "bench", "--backend", "tcp", "--nproc-per-node", "2", "-b", str(size), "-e", str(size),
-                               "-n", str(iters_for(size)), "-w", "2", "-c", "0", "--json"])
+                               "-n", str(iters_for(size)), "-w", str(WARMUP), "-c", "0", "--json"])
         times += [r["time_us"] for r in rows if r.get("in_place") is True]
     return statistics.median(times)
 
 
 def gloo(size, reps):
-    rows = run_json_lines([sys.executable, os.path.join(HERE, "gloo_bench.py"), str(size), str(iters_for(size)), str(reps), str(free_port())])
+    rows = run_json_lines([sys.executable, os.path.join(HERE, "gloo_bench.py"), str(size), str(iters_for(size)), str(reps), str(free_port()), str(WARMUP)])
     return rows[0]["time_us"]
 
 
 def ompi(size, reps):
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
-           sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters_for(size)), str(reps)]
+           sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters_for(size)), str(reps), str(WARMUP)]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return run_json_lines(cmd, env)[0]["time_us"]
 

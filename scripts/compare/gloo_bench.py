@@ -7,7 +7,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 SIZES = [int(s) for s in sys.argv[1].split(",")]
-ITERS, REPS, PORT = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+ITERS, REPS, PORT, WARMUP = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 
 
 def worker(rank, world):
@@ -16,7 +16,7 @@ def worker(rank, world):
     torch.set_num_threads(1)
     for size in SIZES:
         t = torch.ones(max(size // 4, 1), dtype=torch.float32)
-        for _ in range(2):
+        for _ in range(WARMUP):
             dist.all_reduce(t)
         reps = []
         for _ in range(REPS):

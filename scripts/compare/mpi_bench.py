@@ -6,11 +6,11 @@ import numpy as np
 from mpi4py import MPI
 
 SIZES = [int(s) for s in sys.argv[1].split(",")]
-ITERS, REPS = int(sys.argv[2]), int(sys.argv[3])
+ITERS, REPS, WARMUP = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 comm = MPI.COMM_WORLD
 for size in SIZES:
     buf = np.ones(max(size // 4, 1), dtype=np.float32)
-    for _ in range(2):
+    for _ in range(WARMUP):
         comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
     reps = []
     for _ in range(REPS):

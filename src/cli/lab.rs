@@ -405,7 +405,11 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             for b in &bad {
                 eprintln!("{}: {}", b.file, b.message);
             }
-            Ok(if bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if bad.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         HangLab::Cleanup => {
             let removed = cluster::cleanup_all();
@@ -417,13 +421,21 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        HangLab::Run { scenario: name, fix, timeout, json } => {
+        HangLab::Run {
+            scenario: name,
+            fix,
+            timeout,
+            json,
+        } => {
             let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
             if let Some(t) = timeout {
                 s.timeout = *t;
             }
             if !json {
-                println!("# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress", s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout);
+                println!(
+                    "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
+                    s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
+                );
             }
             let quiet = *json;
             let mut on = |m: &Msg| {
@@ -432,7 +444,9 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 }
                 match m {
                     Msg::Event(Event::Phase { rank, phase }) => println!("  rank {rank}: {phase}"),
-                    Msg::Log { rank, line } if line.contains("NCCL") => println!("  [rank {rank}] {line}"),
+                    Msg::Log { rank, line } if line.contains("NCCL") => {
+                        println!("  [rank {rank}] {line}")
+                    }
                     _ => {}
                 }
             };
@@ -448,19 +462,35 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             } else {
                 print_report(&report);
             }
-            Ok(if scenario::as_expected(&s, &report) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if scenario::as_expected(&s, &report) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
     }
 }
 
 fn print_report(r: &crate::lab::scenario::LabReport) {
     let st = &r.staged;
-    println!("\n== staged: {}{}", st.outcome.to_uppercase(), st.detected_after_s.map(|s| format!(" (detected after {s:.1} s)")).unwrap_or_default());
+    println!(
+        "\n== staged: {}{}",
+        st.outcome.to_uppercase(),
+        st.detected_after_s
+            .map(|s| format!(" (detected after {s:.1} s)"))
+            .unwrap_or_default()
+    );
     if let Some(reason) = &st.reason {
         println!("{reason}");
     }
     for rr in &st.ranks {
-        println!("  rank {} (node {}): {:<40} advertised {}", rr.rank, rr.node, rr.phase, rr.advertised.as_deref().unwrap_or("-"));
+        println!(
+            "  rank {} (node {}): {:<40} advertised {}",
+            rr.rank,
+            rr.node,
+            rr.phase,
+            rr.advertised.as_deref().unwrap_or("-")
+        );
     }
     let d = &r.diagnosis;
     println!("\n== evidence: interfaces");
@@ -469,16 +499,26 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
     }
     println!("== evidence: can node i reach each advertised address?");
     for x in &d.reachability {
-        println!("  node {} → rank {} at {:<22} {}", x.from_node, x.to_rank, x.addr, x.result);
+        println!(
+            "  node {} → rank {} at {:<22} {}",
+            x.from_node, x.to_rank, x.addr, x.result
+        );
     }
     for (rank, lines) in &d.last_logs {
         for l in lines.iter().rev().take(3).rev() {
             println!("  [rank {rank}] {l}");
         }
     }
-    println!("\n== diagnosis: {}\n  {}\n  fix: {}", d.culprit, d.explanation, d.fix);
+    println!(
+        "\n== diagnosis: {}\n  {}\n  fix: {}",
+        d.culprit, d.explanation, d.fix
+    );
     if let Some(f) = &r.fixed {
-        println!("\n== after the fix: {} (all-reduce correct: {})", f.outcome.to_uppercase(), f.allreduce_correct);
+        println!(
+            "\n== after the fix: {} (all-reduce correct: {})",
+            f.outcome.to_uppercase(),
+            f.allreduce_correct
+        );
     }
     println!("\n# the cluster, in iproute2 commands:");
     for c in &r.commands {

@@ -1,6 +1,7 @@
 //! Processes and bytes on the wire: the rendezvous store, NCCL-style interface selection and
 //! logging, and the TCP backend that executes collective schedules between real processes.
 
+pub mod engine;
 pub mod ifaces;
 pub mod log;
 pub mod net;

@@ -159,8 +159,8 @@ mod tests {
 
     #[test]
     fn misaligned_slices_take_the_slow_path_not_a_panic() {
-        let mut a = vec![0u8; 9];
-        let b = vec![1u8; 9];
+        let mut a = [0u8; 9];
+        let b = [1u8; 9];
         kernel(Dtype::I32)(Op::Sum, &mut a[1..9], &b[1..9]);
         assert_eq!(i32::from_le_bytes([a[1], a[2], a[3], a[4]]), 0x01010101);
     }

@@ -73,20 +73,20 @@ impl StoreServer {
                                 let peer = conn
                                     .peer_addr()
                                     .map_or_else(|_| "?".into(), |a| a.to_string());
-                                if let Err(e) = serve(conn, &token, &shared) {
-                                    if matches!(
+                                if let Err(e) = serve(conn, &token, &shared)
+                                    && matches!(
                                         e,
                                         WireError::BadMagic(_)
                                             | WireError::BadVersion { .. }
                                             | WireError::BadToken
                                             | WireError::BadRole(_)
                                             | WireError::FrameTooLarge(_)
-                                    ) {
-                                        rejected.fetch_add(1, Ordering::Relaxed);
-                                        log::warn(&format!(
-                                            "store: dropped connection from {peer}: {e}"
-                                        ));
-                                    }
+                                    )
+                                {
+                                    rejected.fetch_add(1, Ordering::Relaxed);
+                                    log::warn(&format!(
+                                        "store: dropped connection from {peer}: {e}"
+                                    ));
                                 }
                             });
                 }
@@ -115,7 +115,12 @@ impl Drop for StoreServer {
         self.stop.store(true, Ordering::Relaxed);
         // Wake the accept loop (shutdown makes a blocked accept return), wherever it listens.
         // SAFETY: the fd belongs to a listener this struct keeps alive.
-        unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&*self.listener), libc::SHUT_RDWR) };
+        unsafe {
+            libc::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(&*self.listener),
+                libc::SHUT_RDWR,
+            )
+        };
     }
 }
 

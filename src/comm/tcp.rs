@@ -10,10 +10,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use super::engine::{EngineError, Io, Plan, STAGE_WINDOW, execute};
 use super::ifaces;
 use super::log;
 use super::net::{connect_retry, describe, tune};
-use super::reduce::{AlignedBuf, ReduceFn, divide, kernel};
+use super::reduce::{AlignedBuf, divide, kernel};
 use super::store::{StoreClient, StoreError};
 use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
@@ -62,6 +63,8 @@ pub struct TcpComm {
     send_stage: AlignedBuf,
     /// Spin briefly before sleeping in a receive: only when every local rank has a core.
     spin: bool,
+    /// Each schedule's plan, built on first use.
+    plans: std::collections::HashMap<crate::collective::Spec, Plan>,
 }
 
 /// The address this rank listens on and how it was chosen (logged like NCCL).
@@ -174,6 +177,7 @@ impl TcpComm {
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
             spin: env.local_world <= cores,
+            plans: std::collections::HashMap::new(),
         })
     }
 
@@ -201,26 +205,58 @@ impl TcpComm {
             });
         }
         let reduce = kernel(dtype);
-        for (i, step) in schedule.steps().iter().enumerate() {
-            self.step(schedule, i, buf, reduce, op)
-                .map_err(|e| match e {
-                    StepError::Closed(peer) => CommError::PeerClosed {
-                        peer,
-                        phase: step.phase.label().into(),
-                        step: i + 1,
-                    },
-                    StepError::Io(peer, source) => CommError::Io {
-                        rank: self.rank,
-                        what: format!(
-                            "{} step {} with rank {peer}: {}",
-                            step.phase.label(),
-                            i + 1,
-                            describe(&source)
-                        ),
-                        source,
-                    },
-                })?;
-        }
+        let Self {
+            plans,
+            peers,
+            staging,
+            send_stage,
+            spin,
+            rank,
+            ..
+        } = self;
+        let plan = plans
+            .entry(*spec)
+            .or_insert_with(|| Plan::build(schedule, *rank));
+        send_stage.reserve_len(plan.send_stage_len());
+        staging.reserve_len(plan.reduce_peers() * STAGE_WINDOW);
+        let fds: Vec<Option<i32>> = peers
+            .iter()
+            .map(|p| p.as_ref().map(|s| s.as_raw_fd()))
+            .collect();
+        let io = Io {
+            fds: &fds,
+            spin: *spin,
+            reduce,
+            op,
+            es: spec.elem_size,
+        };
+        let rank = *rank;
+        execute(plan, &io, buf, send_stage.bytes_mut(), staging.bytes_mut()).map_err(|e| {
+            let where_ = |op: usize| {
+                let k = plan.step_of(op);
+                let phase = schedule.steps().get(k).map_or("", |st| st.phase.label());
+                (phase.to_string(), k + 1)
+            };
+            match e {
+                EngineError::Closed { op, peer } => {
+                    let (phase, step) = where_(op);
+                    CommError::PeerClosed { peer, phase, step }
+                }
+                EngineError::Io { op, peer, err } => {
+                    let (phase, step) = where_(op);
+                    CommError::Io {
+                        rank,
+                        what: format!("{phase} step {step} with rank {peer}: {}", describe(&err)),
+                        source: err,
+                    }
+                }
+                EngineError::Stuck => CommError::Io {
+                    rank,
+                    what: "the schedule cannot make progress (inconsistent plan)".into(),
+                    source: io::Error::from(io::ErrorKind::Other),
+                },
+            }
+        })?;
         if op == Op::Avg {
             let r = schedule.defined_range(self.rank);
             divide(
@@ -230,279 +266,6 @@ impl TcpComm {
             );
         }
         Ok(())
-    }
-
-    fn step(
-        &mut self,
-        schedule: &Schedule,
-        index: usize,
-        buf: &mut [u8],
-        reduce: ReduceFn,
-        op: Op,
-    ) -> Result<(), StepError> {
-        let es = schedule.spec().elem_size;
-        let me = self.rank as u32;
-        let step = &schedule.steps()[index];
-        let mut recvs: Vec<Recv> = Vec::new();
-        let mut stage_len = 0;
-        for t in step.transfers.iter().filter(|t| t.dst == me && t.len > 0) {
-            let r = t.offset as usize * es..(t.offset + t.len) as usize * es;
-            recvs.push(Recv {
-                peer: t.src as usize,
-                dst: r.clone(),
-                reduce: t.reduce,
-                got: 0,
-                done: 0,
-                stage: stage_len,
-            });
-            if t.reduce {
-                // A cache-sized window per reducing receive: bytes are reduced while hot.
-                stage_len += STAGE_WINDOW;
-            }
-        }
-        let mut sends: Vec<Send> = Vec::new();
-        let mut send_stage_len = 0;
-        for t in step.transfers.iter().filter(|t| t.src == me && t.len > 0) {
-            let r = t.offset as usize * es..(t.offset + t.len) as usize * es;
-            // Transfers read the state before the step: stage what a receive could overwrite.
-            let overlaps = recvs
-                .iter()
-                .any(|v| v.dst.start < r.end && r.start < v.dst.end);
-            sends.push(Send {
-                peer: t.dst as usize,
-                src: r.clone(),
-                staged: overlaps.then_some(send_stage_len),
-                sent: 0,
-            });
-            if overlaps {
-                send_stage_len += r.len();
-            }
-        }
-        if send_stage_len > 0 {
-            self.send_stage.reserve_len(send_stage_len);
-            for s in &sends {
-                if let Some(at) = s.staged {
-                    self.send_stage.bytes_mut()[at..at + s.src.len()]
-                        .copy_from_slice(&buf[s.src.clone()]);
-                }
-            }
-        }
-        self.staging.reserve_len(stage_len);
-        let staging = self.staging.bytes_mut();
-        let send_stage = self.send_stage.bytes();
-        let peers = &self.peers;
-        let fd = |p: usize| peers[p].as_ref().map(|s| s.as_raw_fd());
-        let mut pollfds: Vec<libc::pollfd> = Vec::new();
-        loop {
-            let mut moved = false;
-            // Sends: the first unfinished send to each peer goes, in transfer order.
-            for i in 0..sends.len() {
-                let s = &sends[i];
-                if s.sent == s.src.len()
-                    || sends[..i]
-                        .iter()
-                        .any(|o| o.peer == s.peer && o.sent < o.src.len())
-                {
-                    continue;
-                }
-                let Some(f) = fd(s.peer) else {
-                    return Err(StepError::Io(
-                        s.peer,
-                        io::Error::from(io::ErrorKind::NotConnected),
-                    ));
-                };
-                let data = match s.staged {
-                    Some(at) => &send_stage[at + s.sent..at + s.src.len()],
-                    None => &buf[s.src.start + s.sent..s.src.end],
-                };
-                match sys_send(f, data) {
-                    Ok(n) => {
-                        sends[i].sent += n;
-                        moved |= n > 0;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(StepError::Io(s.peer, e)),
-                }
-            }
-            let sends_done = sends.iter().all(|s| s.sent == s.src.len());
-            let open: Vec<usize> = (0..recvs.len())
-                .filter(|&i| {
-                    let r = &recvs[i];
-                    r.done < r.dst.len()
-                        && !recvs[..i]
-                            .iter()
-                            .any(|o| o.peer == r.peer && o.done < o.dst.len())
-                })
-                .collect();
-            if open.is_empty() && sends_done {
-                return Ok(());
-            }
-            // With nothing left to send and one peer to hear from, a blocking read saves a poll.
-            let block = sends_done && open.len() == 1;
-            for &i in &open {
-                let r = &mut recvs[i];
-                let Some(f) = fd(r.peer) else {
-                    return Err(StepError::Io(
-                        r.peer,
-                        io::Error::from(io::ErrorKind::NotConnected),
-                    ));
-                };
-                let target = if r.reduce {
-                    // staging[stage..] holds bytes done..got (less than one element).
-                    let held = r.got - r.done;
-                    let room = (STAGE_WINDOW - held).min(r.dst.len() - r.got);
-                    &mut staging[r.stage + held..r.stage + held + room]
-                } else {
-                    &mut buf[r.dst.start + r.got..r.dst.end]
-                };
-                let got = match (block, self.spin) {
-                    (true, true) => recv_spin_then_block(f, target),
-                    (true, false) => sys_recv(f, target, false),
-                    _ => sys_recv(f, target, true),
-                };
-                match got {
-                    Ok(0) => return Err(StepError::Closed(r.peer)),
-                    Ok(n) => {
-                        r.got += n;
-                        moved = true;
-                        if r.reduce {
-                            // Reduce every whole element that has arrived, while it is in cache.
-                            let held = r.got - r.done;
-                            let whole = held / elem(es) * elem(es);
-                            if whole > 0 {
-                                let win = &mut staging[r.stage..r.stage + held];
-                                reduce(
-                                    op,
-                                    &mut buf[r.dst.start + r.done..r.dst.start + r.done + whole],
-                                    &win[..whole],
-                                );
-                                win.copy_within(whole..held, 0);
-                                r.done += whole;
-                            }
-                        } else {
-                            r.done = r.got;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(StepError::Io(r.peer, e)),
-                }
-            }
-            if moved {
-                continue;
-            }
-            pollfds.clear();
-            for s in sends.iter().filter(|s| s.sent < s.src.len()) {
-                if let Some(f) = fd(s.peer) {
-                    pollfds.push(libc::pollfd {
-                        fd: f,
-                        events: libc::POLLOUT,
-                        revents: 0,
-                    });
-                }
-            }
-            for &i in &open {
-                if let Some(f) = fd(recvs[i].peer) {
-                    pollfds.push(libc::pollfd {
-                        fd: f,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
-                }
-            }
-            // SAFETY: pollfds is a valid array of pollfd for the duration of the call.
-            let rc =
-                unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(StepError::Io(self.rank, e));
-                }
-            }
-        }
-    }
-}
-
-/// Bytes of staging per reducing receive: small enough to stay in L2 while it is reduced.
-const STAGE_WINDOW: usize = 256 << 10;
-
-/// How long a receive spins before it sleeps in the kernel: a wake-up costs more than this
-/// on a busy machine, and small messages arrive within it.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(30);
-
-/// Spin briefly on a nonblocking receive, then block.
-fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
-    let start = std::time::Instant::now();
-    let mut k = 0u32;
-    loop {
-        match sys_recv(fd, data, true) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            other => return other,
-        }
-        k += 1;
-        if k % 16 == 0 && start.elapsed() > SPIN {
-            return sys_recv(fd, data, false);
-        }
-        std::hint::spin_loop();
-    }
-}
-
-fn elem(es: usize) -> usize {
-    es.max(1)
-}
-
-struct Send {
-    peer: usize,
-    src: std::ops::Range<usize>,
-    /// Offset in the send stage when the data had to be copied out first.
-    staged: Option<usize>,
-    sent: usize,
-}
-
-struct Recv {
-    peer: usize,
-    dst: std::ops::Range<usize>,
-    reduce: bool,
-    got: usize,
-    /// Bytes already placed (copied or reduced) into `dst`.
-    done: usize,
-    /// Offset in the staging buffer (reduce only).
-    stage: usize,
-}
-
-enum StepError {
-    Closed(usize),
-    Io(usize, io::Error),
-}
-
-fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
-    // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    let n = unsafe {
-        libc::send(
-            fd,
-            data.as_ptr().cast(),
-            data.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
-    let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
-    loop {
-        // SAFETY: data is a valid writable slice of data.len() bytes.
-        let n = unsafe { libc::recv(fd, data.as_mut_ptr().cast(), data.len(), flags) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 

@@ -57,7 +57,10 @@ impl Holder {
                 let _ = std::io::Read::read_to_string(&mut e, &mut err);
             }
             let _ = child.wait();
-            return Err(ClusterError::Unavailable(format!("cannot create a network namespace: {}", err.trim())));
+            return Err(ClusterError::Unavailable(format!(
+                "cannot create a network namespace: {}",
+                err.trim()
+            )));
         }
         Ok(Self { child })
     }
@@ -98,7 +101,9 @@ pub struct Cluster {
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster").field("nodes", &self.nodes).finish()
+        f.debug_struct("Cluster")
+            .field("nodes", &self.nodes)
+            .finish()
     }
 }
 
@@ -118,7 +123,10 @@ fn ip(ns: Option<&str>, args: &[String]) -> Result<(), ClusterError> {
     let mut c = Command::new("ip");
     c.args(args);
     let file = match ns {
-        Some(path) => Some(File::open(path).map_err(|e| ClusterError::Setns { ns: path.into(), err: e.to_string() })?),
+        Some(path) => Some(File::open(path).map_err(|e| ClusterError::Setns {
+            ns: path.into(),
+            err: e.to_string(),
+        })?),
         None => None,
     };
     if let Some(f) = &file {
@@ -133,9 +141,15 @@ fn ip(ns: Option<&str>, args: &[String]) -> Result<(), ClusterError> {
             });
         }
     }
-    let out = c.output().map_err(|e| ClusterError::Command { cmd: cmd.clone(), err: e.to_string() })?;
+    let out = c.output().map_err(|e| ClusterError::Command {
+        cmd: cmd.clone(),
+        err: e.to_string(),
+    })?;
     if !out.status.success() {
-        return Err(ClusterError::Command { cmd, err: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+        return Err(ClusterError::Command {
+            cmd,
+            err: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -152,7 +166,11 @@ pub fn available() -> Result<(), ClusterError> {
 impl Cluster {
     /// Build K nodes; `fabric_names[i]` names node i's fabric NIC (default eth0).
     pub fn create(k: usize, fabric_names: &[String]) -> Result<Self, ClusterError> {
-        let mut c = Cluster { nodes: Vec::new(), commands: Vec::new(), holders: Vec::new() };
+        let mut c = Cluster {
+            nodes: Vec::new(),
+            commands: Vec::new(),
+            holders: Vec::new(),
+        };
         let sw = Holder::spawn()?;
         let sw_ns = format!("/proc/{}/ns/net", sw.pid());
         let sw_pid = sw.pid().to_string();
@@ -160,25 +178,45 @@ impl Cluster {
         c.commands.push(format!("ip netns add {PREFIX}sw"));
         ip(Some(&sw_ns), &sv(&["link", "add", "br0", "type", "bridge"]))?;
         ip(Some(&sw_ns), &sv(&["link", "set", "br0", "up"]))?;
-        c.commands.push(format!("ip -n {PREFIX}sw link add br0 type bridge && ip -n {PREFIX}sw link set br0 up"));
+        c.commands.push(format!(
+            "ip -n {PREFIX}sw link add br0 type bridge && ip -n {PREFIX}sw link set br0 up"
+        ));
         for i in 0..k {
             let h = Holder::spawn()?;
             let ns = format!("/proc/{}/ns/net", h.pid());
             let pid = h.pid().to_string();
             c.holders.push(h);
             let name = format!("{PREFIX}n{i}");
-            let fabric = fabric_names.get(i).cloned().unwrap_or_else(|| "eth0".into());
+            let fabric = fabric_names
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| "eth0".into());
             let addr = Ipv4Addr::new(10, 77, 0, i as u8 + 1);
             let port = format!("n{i}");
             ip(Some(&ns), &sv(&["link", "set", "lo", "up"]))?;
-            ip(None, &sv(&["link", "add", &fabric, "netns", &pid, "type", "veth", "peer", "name", &port, "netns", &sw_pid]))?;
+            ip(
+                None,
+                &sv(&[
+                    "link", "add", &fabric, "netns", &pid, "type", "veth", "peer", "name", &port,
+                    "netns", &sw_pid,
+                ]),
+            )?;
             ip(Some(&sw_ns), &sv(&["link", "set", &port, "master", "br0"]))?;
             ip(Some(&sw_ns), &sv(&["link", "set", &port, "up"]))?;
-            ip(Some(&ns), &sv(&["addr", "add", &format!("{addr}/24"), "dev", &fabric]))?;
+            ip(
+                Some(&ns),
+                &sv(&["addr", "add", &format!("{addr}/24"), "dev", &fabric]),
+            )?;
             ip(Some(&ns), &sv(&["link", "set", &fabric, "up"]))?;
             // The trap: a docker0 bridge with the same address on every node, as Docker makes.
-            ip(Some(&ns), &sv(&["link", "add", "docker0", "type", "bridge"]))?;
-            ip(Some(&ns), &sv(&["addr", "add", "172.17.0.1/16", "dev", "docker0"]))?;
+            ip(
+                Some(&ns),
+                &sv(&["link", "add", "docker0", "type", "bridge"]),
+            )?;
+            ip(
+                Some(&ns),
+                &sv(&["addr", "add", "172.17.0.1/16", "dev", "docker0"]),
+            )?;
             ip(Some(&ns), &sv(&["link", "set", "docker0", "up"]))?;
             c.commands.extend([
                 format!("ip netns add {name}"),
@@ -189,7 +227,12 @@ impl Cluster {
                 format!("ip -n {name} link add docker0 type bridge"),
                 format!("ip -n {name} addr add 172.17.0.1/16 dev docker0 && ip -n {name} link set docker0 up"),
             ]);
-            c.nodes.push(Node { index: i, netns: ns, fabric, ip: addr });
+            c.nodes.push(Node {
+                index: i,
+                netns: ns,
+                fabric,
+                ip: addr,
+            });
         }
         Ok(c)
     }
@@ -212,7 +255,9 @@ pub fn cleanup_all() -> Vec<String> {
     }
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if cmdline.split(|&b| b == 0).any(|a| a == b"__netns-holder") {
                 // SAFETY: signalling a process by pid.
@@ -225,37 +270,58 @@ pub fn cleanup_all() -> Vec<String> {
 }
 
 /// Run `f` on a fresh thread that has entered `netns` (sockets it makes live there).
-pub fn in_netns<T: Send + 'static>(netns_path: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, ClusterError> {
+pub fn in_netns<T: Send + 'static>(
+    netns_path: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ClusterError> {
     let path = netns_path.to_string();
     std::thread::spawn(move || -> Result<T, ClusterError> {
         enter(&path)?;
         Ok(f())
     })
     .join()
-    .map_err(|_| ClusterError::Setns { ns: netns_path.into(), err: "thread panicked".into() })?
+    .map_err(|_| ClusterError::Setns {
+        ns: netns_path.into(),
+        err: "thread panicked".into(),
+    })?
 }
 
 /// setns(2) the calling thread into a network namespace.
 pub fn enter(netns_path: &str) -> Result<(), ClusterError> {
-    let f = File::open(netns_path).map_err(|e| ClusterError::Setns { ns: netns_path.into(), err: e.to_string() })?;
+    let f = File::open(netns_path).map_err(|e| ClusterError::Setns {
+        ns: netns_path.into(),
+        err: e.to_string(),
+    })?;
     // SAFETY: f is an open namespace file; setns affects only the calling thread.
     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(ClusterError::Setns { ns: netns_path.into(), err: std::io::Error::last_os_error().to_string() });
+        return Err(ClusterError::Setns {
+            ns: netns_path.into(),
+            err: std::io::Error::last_os_error().to_string(),
+        });
     }
     Ok(())
 }
 
 /// A node's interface table, as NCCL would see it.
 pub fn interfaces(netns_path: &str) -> Result<Vec<Iface>, ClusterError> {
-    in_netns(netns_path, ifaces::list)?.map_err(|e| ClusterError::Setns { ns: netns_path.into(), err: e.to_string() })
+    in_netns(netns_path, ifaces::list)?.map_err(|e| ClusterError::Setns {
+        ns: netns_path.into(),
+        err: e.to_string(),
+    })
 }
 
 /// Can a TCP connection from inside `netns_path` reach `addr`? "ok" or the errno, NCCL-style.
 pub fn probe(netns_path: &str, addr: std::net::SocketAddr) -> String {
-    in_netns(netns_path, move || match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(1500)) {
-        Ok(_) => "ok".to_string(),
-        Err(e) => crate::comm::net::describe(&e),
-    })
+    in_netns(
+        netns_path,
+        move || match std::net::TcpStream::connect_timeout(
+            &addr,
+            std::time::Duration::from_millis(1500),
+        ) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => crate::comm::net::describe(&e),
+        },
+    )
     .unwrap_or_else(|e| e.to_string())
 }
 

@@ -214,7 +214,12 @@ pub fn run_with(
         let slots = (0..p.start.min(world))
             .map(|rank| {
                 let node = rank / p.ranks_per_node.max(1);
-                let ip = p.store_ip_for_node.get(node).copied().flatten().unwrap_or(p.store_ip);
+                let ip = p
+                    .store_ip_for_node
+                    .get(node)
+                    .copied()
+                    .flatten()
+                    .unwrap_or(p.store_ip);
                 Slot {
                     rank,
                     local: rank % p.ranks_per_node.max(1),
@@ -225,7 +230,16 @@ pub fn run_with(
                 }
             })
             .collect();
-        return spawn_and_watch(job, l, world, token, slots, Some(&server), &mut on, &mut before_kill);
+        return spawn_and_watch(
+            job,
+            l,
+            world,
+            token,
+            slots,
+            Some(&server),
+            &mut on,
+            &mut before_kill,
+        );
     }
     let token = if multi {
         let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
@@ -262,7 +276,16 @@ pub fn run_with(
             env: Vec::new(),
         })
         .collect();
-    spawn_and_watch(job, l, world, token, slots, _server.as_ref(), &mut on, &mut before_kill)
+    spawn_and_watch(
+        job,
+        l,
+        world,
+        token,
+        slots,
+        _server.as_ref(),
+        &mut on,
+        &mut before_kill,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -305,7 +328,9 @@ fn spawn_and_watch(
             .process_group(ranks.pgid);
         // Keep the namespace file open until the child has entered it.
         let ns_file = match &slot.netns {
-            Some(path) => Some(std::fs::File::open(path).map_err(setup(&format!("opening {path}")))?),
+            Some(path) => {
+                Some(std::fs::File::open(path).map_err(setup(&format!("opening {path}")))?)
+            }
             None => None,
         };
         if let Some(f) = &ns_file {
@@ -354,7 +379,9 @@ fn spawn_and_watch(
         ranks.children.push((rank, child));
     }
     drop(tx);
-    watch(&mut ranks, &rx, l, on, &mut |f: &Failure| before_kill(f, server))
+    watch(&mut ranks, &rx, l, on, &mut |f: &Failure| {
+        before_kill(f, server)
+    })
 }
 
 /// What the reader threads send: a message, or the end of a rank's report stream.

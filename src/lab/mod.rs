@@ -17,7 +17,11 @@ use crate::collective::{Algorithm, Collective, Dtype, Op};
 /// program when the file on disk has been replaced (a rebuild during a run).
 pub fn self_exe() -> std::io::Result<std::path::PathBuf> {
     let p = std::path::PathBuf::from("/proc/self/exe");
-    if p.exists() { Ok(p) } else { std::env::current_exe() }
+    if p.exists() {
+        Ok(p)
+    } else {
+        std::env::current_exe()
+    }
 }
 
 /// What every rank of a job runs.

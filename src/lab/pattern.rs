@@ -15,7 +15,7 @@ pub fn value(op: Op, n: usize, rank: usize, i: usize) -> f64 {
         Op::Sum | Op::Avg => ((rank + i) % 3) as f64,
         // Exactly one rank contributes a 2 per element: every product is 2.
         Op::Prod => {
-            if (i + rank) % n.max(1) == 0 {
+            if (i + rank).is_multiple_of(n.max(1)) {
                 2.0
             } else {
                 1.0

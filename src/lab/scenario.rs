@@ -71,7 +71,10 @@ pub struct ScenarioError {
 pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
-    let mut files: Vec<_> = LABS.files().filter(|f| f.path().extension().is_some_and(|e| e == "toml")).collect();
+    let mut files: Vec<_> = LABS
+        .files()
+        .filter(|f| f.path().extension().is_some_and(|e| e == "toml"))
+        .collect();
     files.sort_by_key(|f| f.path().to_path_buf());
     for f in files {
         let file = format!("labs/{}", f.path().display());
@@ -85,17 +88,25 @@ pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
 
 pub fn parse(text: &str) -> Result<Scenario, String> {
     let s: Scenario = toml::from_str(text).map_err(|e| {
-        let (line, col) = e.span().map_or((1, 1), |sp| crate::course::block::offset_to_line_col(text, sp.start));
+        let (line, col) = e.span().map_or((1, 1), |sp| {
+            crate::course::block::offset_to_line_col(text, sp.start)
+        });
         format!("{line}:{col}: {}", e.message())
     })?;
     if !(2..=8).contains(&s.nodes) {
         return Err(format!("nodes must be 2..=8, got {}", s.nodes));
     }
     if !(1..=4).contains(&s.ranks_per_node) {
-        return Err(format!("ranks_per_node must be 1..=4, got {}", s.ranks_per_node));
+        return Err(format!(
+            "ranks_per_node must be 1..=4, got {}",
+            s.ranks_per_node
+        ));
     }
     if !["hang", "error"].contains(&s.expect.as_str()) {
-        return Err(format!("expect must be `hang` or `error`, got `{}`", s.expect));
+        return Err(format!(
+            "expect must be `hang` or `error`, got `{}`",
+            s.expect
+        ));
     }
     Ok(s)
 }
@@ -202,7 +213,9 @@ fn placement(s: &Scenario, c: &Cluster, staged: bool) -> Placement {
     Placement {
         netns: (0..s.nodes).filter_map(|i| c.netns_path(i)).collect(),
         store_ip: IpAddr::V4(c.nodes[0].ip),
-        store_ip_for_node: (0..s.nodes).map(|i| if i > 0 && use_wrong { wrong } else { None }).collect(),
+        store_ip_for_node: (0..s.nodes)
+            .map(|i| if i > 0 && use_wrong { wrong } else { None })
+            .collect(),
         env_for_node: (0..s.nodes).map(|_| env.clone()).collect(),
         ranks_per_node: s.ranks_per_node,
         start,
@@ -238,14 +251,36 @@ fn run_once(s: &Scenario, c: &Cluster, staged: bool, on: &mut dyn FnMut(&Msg)) -
     );
     let detected_after = Some(started.elapsed().as_secs_f64());
     match r {
-        Ok(()) => RunResult { outcome: "ok".into(), failure: None, detected_after: None, phases, values, evidence },
+        Ok(()) => RunResult {
+            outcome: "ok".into(),
+            failure: None,
+            detected_after: None,
+            phases,
+            values,
+            evidence,
+        },
         Err(LaunchError::Failed(f)) => {
-            let outcome = if f.reason.starts_with("HANG") { "hang" } else { "error" };
-            RunResult { outcome: outcome.into(), failure: Some(f), detected_after, phases, values, evidence }
+            let outcome = if f.reason.starts_with("HANG") {
+                "hang"
+            } else {
+                "error"
+            };
+            RunResult {
+                outcome: outcome.into(),
+                failure: Some(f),
+                detected_after,
+                phases,
+                values,
+                evidence,
+            }
         }
         Err(LaunchError::Setup(e)) => RunResult {
             outcome: "error".into(),
-            failure: Some(Failure { reason: e, ranks: Vec::new(), logs: Vec::new() }),
+            failure: Some(Failure {
+                reason: e,
+                ranks: Vec::new(),
+                logs: Vec::new(),
+            }),
             detected_after,
             phases,
             values,
@@ -255,48 +290,120 @@ fn run_once(s: &Scenario, c: &Cluster, staged: bool, on: &mut dyn FnMut(&Msg)) -
 }
 
 /// Evidence, gathered while the ranks still wait.
-fn gather(s: &Scenario, c: &Cluster, f: &Failure, server: Option<&crate::comm::store::StoreServer>, world: usize) -> Diagnosis {
-    let mut d = Diagnosis { last_logs: f.logs.clone(), ..Default::default() };
+fn gather(
+    s: &Scenario,
+    c: &Cluster,
+    f: &Failure,
+    server: Option<&crate::comm::store::StoreServer>,
+    world: usize,
+) -> Diagnosis {
+    let mut d = Diagnosis {
+        last_logs: f.logs.clone(),
+        ..Default::default()
+    };
     for n in &c.nodes {
         let path = c.netns_path(n.index).unwrap_or_default();
         for i in cluster::interfaces(&path).unwrap_or_default() {
-            d.interfaces.push(IfaceRow { node: n.index, name: i.name, addr: i.addr.to_string() });
+            d.interfaces.push(IfaceRow {
+                node: n.index,
+                name: i.name,
+                addr: i.addr.to_string(),
+            });
         }
     }
-    let advertised: Vec<(usize, Option<SocketAddr>)> =
-        (0..world).map(|r| (r, server.and_then(|sv| sv.peek(&format!("addr/{r}"))).and_then(|a| a.parse().ok()))).collect();
+    let advertised: Vec<(usize, Option<SocketAddr>)> = (0..world)
+        .map(|r| {
+            (
+                r,
+                server
+                    .and_then(|sv| sv.peek(&format!("addr/{r}")))
+                    .and_then(|a| a.parse().ok()),
+            )
+        })
+        .collect();
     for (r, a) in &advertised {
         let Some(a) = a else { continue };
         for n in &c.nodes {
             let path = c.netns_path(n.index).unwrap_or_default();
-            d.reachability.push(Reach { from_node: n.index, to_rank: *r, addr: a.to_string(), result: cluster::probe(&path, *a) });
+            d.reachability.push(Reach {
+                from_node: n.index,
+                to_rank: *r,
+                addr: a.to_string(),
+                result: cluster::probe(&path, *a),
+            });
         }
     }
     let node_of = |r: usize| r / s.ranks_per_node.max(1);
     let iface_of = |node: usize, ip: &IpAddr| {
-        d.interfaces.iter().find(|i| i.node == node && i.addr == ip.to_string()).map(|i| i.name.clone())
+        d.interfaces
+            .iter()
+            .find(|i| i.node == node && i.addr == ip.to_string())
+            .map(|i| i.name.clone())
     };
-    let logs = f.logs.iter().flat_map(|(r, l)| l.iter().map(move |x| (*r, x))).collect::<Vec<_>>();
-    let (culprit, explanation) = if let Some((r, line)) = logs.iter().find(|(_, l)| l.contains("no socket interface found")) {
-        ("iface-not-found", format!("rank {r} on node {}: {line}", node_of(*r)))
-    } else if let Some((r, a)) = advertised.iter().find_map(|(r, a)| a.filter(|a| !cluster::is_fabric(&a.ip())).map(|a| (*r, a))) {
+    let logs = f
+        .logs
+        .iter()
+        .flat_map(|(r, l)| l.iter().map(move |x| (*r, x)))
+        .collect::<Vec<_>>();
+    let (culprit, explanation) = if let Some((r, line)) = logs
+        .iter()
+        .find(|(_, l)| l.contains("no socket interface found"))
+    {
+        (
+            "iface-not-found",
+            format!("rank {r} on node {}: {line}", node_of(*r)),
+        )
+    } else if let Some((r, a)) = advertised
+        .iter()
+        .find_map(|(r, a)| a.filter(|a| !cluster::is_fabric(&a.ip())).map(|a| (*r, a)))
+    {
         let name = iface_of(node_of(r), &a.ip()).unwrap_or_else(|| "?".into());
         let everywhere = c.nodes.iter().all(|n| iface_of(n.index, &a.ip()).is_some());
         (
             "unroutable-address",
             format!(
                 "rank {r} advertised {a} on {name}{}; a peer that dials it reaches its own node, not rank {r}",
-                if everywhere { ", an address every node has" } else { "" }
+                if everywhere {
+                    ", an address every node has"
+                } else {
+                    ""
+                }
             ),
         )
-    } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < f.ranks.len().max(1) && f.ranks.iter().any(|(_, p, _)| p == "spawned") {
-        let stuck: Vec<String> = f.ranks.iter().filter(|(_, p, _)| p == "spawned").map(|(r, _, _)| format!("rank {r} (node {})", node_of(*r))).collect();
-        ("store-unreachable", format!("{} never reached the rendezvous store: check --master-addr on that node", stuck.join(", ")))
+    } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < f.ranks.len().max(1)
+        && f.ranks.iter().any(|(_, p, _)| p == "spawned")
+    {
+        let stuck: Vec<String> = f
+            .ranks
+            .iter()
+            .filter(|(_, p, _)| p == "spawned")
+            .map(|(r, _, _)| format!("rank {r} (node {})", node_of(*r)))
+            .collect();
+        (
+            "store-unreachable",
+            format!(
+                "{} never reached the rendezvous store: check --master-addr on that node",
+                stuck.join(", ")
+            ),
+        )
     } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < world {
-        let missing: Vec<String> = advertised.iter().filter(|(_, a)| a.is_none()).map(|(r, _)| r.to_string()).collect();
-        ("missing-rank", format!("world size {world}, but rank(s) {} never arrived; the others wait for them", missing.join(", ")))
+        let missing: Vec<String> = advertised
+            .iter()
+            .filter(|(_, a)| a.is_none())
+            .map(|(r, _)| r.to_string())
+            .collect();
+        (
+            "missing-rank",
+            format!(
+                "world size {world}, but rank(s) {} never arrived; the others wait for them",
+                missing.join(", ")
+            ),
+        )
     } else {
-        ("unknown", "no known misconfiguration in the evidence".to_string())
+        (
+            "unknown",
+            "no known misconfiguration in the evidence".to_string(),
+        )
     };
     d.culprit = culprit.into();
     d.explanation = explanation;
@@ -306,14 +413,20 @@ fn gather(s: &Scenario, c: &Cluster, f: &Failure, server: Option<&crate::comm::s
 
 /// Stage `s`, run it, diagnose; with `fix`, apply the fix and run again.
 pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabReport, String> {
-    cluster::available().map_err(|e| format!("{e}. The emulated cluster is not built yet; run as root (CI does)."))?;
+    cluster::available().map_err(|e| {
+        format!("{e}. The emulated cluster is not built yet; run as root (CI does).")
+    })?;
     let c = Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())?;
     let staged = run_once(s, &c, true, on);
     let ranks = (0..s.nodes * s.ranks_per_node)
         .map(|r| RankReport {
             rank: r,
             node: r / s.ranks_per_node,
-            phase: staged.phases.get(&r).cloned().unwrap_or_else(|| "not started".into()),
+            phase: staged
+                .phases
+                .get(&r)
+                .cloned()
+                .unwrap_or_else(|| "not started".into()),
             advertised: None,
         })
         .collect::<Vec<_>>();
@@ -321,14 +434,21 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
     let ranks = ranks
         .into_iter()
         .map(|mut rr| {
-            rr.advertised = diagnosis.reachability.iter().find(|x| x.to_rank == rr.rank).map(|x| x.addr.clone());
+            rr.advertised = diagnosis
+                .reachability
+                .iter()
+                .find(|x| x.to_rank == rr.rank)
+                .map(|x| x.addr.clone());
             rr
         })
         .collect();
     if diagnosis.fix.is_empty() {
         diagnosis.fix = s.fix.text.clone();
     }
-    let stuck_phase = staged.failure.as_ref().and_then(|f| f.ranks.first().map(|(_, p, _)| p.clone()));
+    let stuck_phase = staged
+        .failure
+        .as_ref()
+        .and_then(|f| f.ranks.first().map(|(_, p, _)| p.clone()));
     let report_staged = Staged {
         outcome: staged.outcome.clone(),
         stuck_phase,
@@ -339,9 +459,14 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
     let fixed = fix.then(|| {
         let r = run_once(s, &c, false, on);
         let world = (s.nodes * s.ranks_per_node) as f64;
-        let correct = r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
+        let correct = r.values.len() == s.nodes * s.ranks_per_node
+            && r.values.iter().all(|(_, v)| *v == world);
         Fixed {
-            outcome: if r.outcome == "ok" && correct { "pass".into() } else { r.outcome },
+            outcome: if r.outcome == "ok" && correct {
+                "pass".into()
+            } else {
+                r.outcome
+            },
             allreduce_correct: correct,
             reason: r.failure.map(|f| f.to_string()),
         }
@@ -358,7 +483,9 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
 
 /// Did the run end as the scenario expects? (Staged: its symptom and culprit; fixed: pass.)
 pub fn as_expected(s: &Scenario, r: &LabReport) -> bool {
-    r.staged.outcome == s.expect && r.diagnosis.culprit == s.culprit && r.fixed.as_ref().is_none_or(|f| f.outcome == "pass")
+    r.staged.outcome == s.expect
+        && r.diagnosis.culprit == s.culprit
+        && r.fixed.as_ref().is_none_or(|f| f.outcome == "pass")
 }
 
 #[cfg(test)]
@@ -370,7 +497,14 @@ mod tests {
         let (ok, bad) = all();
         assert!(bad.is_empty(), "{bad:?}");
         let names: Vec<&str> = ok.iter().map(|s| s.name.as_str()).collect();
-        for n in ["docker0", "exclude-docker-picks-lo", "lo-across-nodes", "iface-names-differ", "wrong-master-addr", "missing-rank"] {
+        for n in [
+            "docker0",
+            "exclude-docker-picks-lo",
+            "lo-across-nodes",
+            "iface-names-differ",
+            "wrong-master-addr",
+            "missing-rank",
+        ] {
             assert!(names.contains(&n), "{n} missing from {names:?}");
         }
     }

@@ -205,7 +205,8 @@ impl App {
 
     /// Open the live lab on top of the current screen.
     pub fn open_lab(&mut self, params: screens::lab::LabParams) {
-        self.stack.push(Screen::Lab(Box::new(screens::lab::LabState::new(params))));
+        self.stack
+            .push(Screen::Lab(Box::new(screens::lab::LabState::new(params))));
     }
 
     pub fn too_small(&self) -> bool {

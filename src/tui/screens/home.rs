@@ -30,9 +30,11 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
         }
         Action::OpenLab => {
-            return Outcome::Push(Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(
-                crate::tui::screens::lab::LabParams::default(),
-            ))));
+            return Outcome::Push(Screen::Lab(Box::new(
+                crate::tui::screens::lab::LabState::new(
+                    crate::tui::screens::lab::LabParams::default(),
+                ),
+            )));
         }
         Action::OpenRing => match RingState::new(RingParams::default()) {
             Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),

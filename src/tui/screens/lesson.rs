@@ -181,8 +181,10 @@ impl LessonState {
             .embeds
             .iter()
             .find(|e| {
-                matches!(e.block, Block::Ring(_) | Block::Tp(_) | Block::Plan(_) | Block::Lab(_))
-                    && e.line + e.height > self.scroll
+                matches!(
+                    e.block,
+                    Block::Ring(_) | Block::Tp(_) | Block::Plan(_) | Block::Lab(_)
+                ) && e.line + e.height > self.scroll
                     && e.line < end
             })
             .map(|e| &e.block)

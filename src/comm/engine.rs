@@ -1,0 +1,499 @@
+//! The progress engine: one rank's part of a schedule, run as a dataflow instead of step by
+//! step. Every send and receive of the whole schedule is an op with byte-exact dependencies on
+//! earlier ops; an op moves as far as its dependencies allow. A chunk received (and reduced)
+//! in one step is forwarded in the next while it is still arriving, as NCCL's ring does
+//! (recvReduceSend / recvCopySend), so the ring is a pipeline, not a series of barriers, and
+//! forwarded bytes leave from cache. The schedule still decides everything: who, what, when.
+
+use std::io;
+use std::ops::Range;
+
+use super::reduce::ReduceFn;
+use crate::collective::{Op as RedOp, Schedule};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dep {
+    /// Wait until that op is complete.
+    Full(usize),
+    /// Same byte range, one step earlier: go as far as that op has got.
+    Stream(usize),
+    /// Wait until that send has copied its data aside (a same-step overwrite follows).
+    Staged(usize),
+}
+
+#[derive(Debug, Clone)]
+struct PlanOp {
+    send: bool,
+    peer: usize,
+    step: usize,
+    range: Range<usize>,
+    reduce: bool,
+    deps: Vec<Dep>,
+    /// Offset in the send stage: this send's data is copied aside before a same-step receive
+    /// overwrites it.
+    stage_at: Option<usize>,
+}
+
+/// One rank's ops for one schedule, with their dependencies (built once, reused every run).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    ops: Vec<PlanOp>,
+    send_stage_len: usize,
+    /// Peers this rank receives reductions from, each with its own staging window.
+    reduce_peers: Vec<usize>,
+}
+
+fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+fn covers(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start <= b.start && b.end <= a.end
+}
+
+impl Plan {
+    pub fn build(schedule: &Schedule, rank: usize) -> Self {
+        let es = schedule.spec().elem_size;
+        let me = rank as u32;
+        let mut ops: Vec<PlanOp> = Vec::new();
+        for (k, step) in schedule.steps().iter().enumerate() {
+            let first = ops.len();
+            for t in step
+                .transfers
+                .iter()
+                .filter(|t| t.len > 0 && (t.src == me || t.dst == me) && t.src != t.dst)
+            {
+                let send = t.src == me;
+                ops.push(PlanOp {
+                    send,
+                    peer: if send { t.dst } else { t.src } as usize,
+                    step: k,
+                    range: t.offset as usize * es..(t.offset + t.len) as usize * es,
+                    reduce: !send && t.reduce,
+                    deps: Vec::new(),
+                    stage_at: None,
+                });
+            }
+            // Same step: a send whose bytes a receive of this step overwrites is staged first.
+            for i in first..ops.len() {
+                if ops[i].send
+                    && (first..ops.len())
+                        .any(|j| !ops[j].send && overlaps(&ops[j].range, &ops[i].range))
+                {
+                    ops[i].stage_at = Some(0);
+                }
+            }
+        }
+        let mut stage = 0;
+        for op in ops.iter_mut().filter(|o| o.stage_at.is_some()) {
+            op.stage_at = Some(stage);
+            stage += op.range.len();
+        }
+        for i in 0..ops.len() {
+            let deps = deps_of(&ops, i);
+            ops[i].deps = deps;
+        }
+        let mut reduce_peers: Vec<usize> =
+            ops.iter().filter(|o| o.reduce).map(|o| o.peer).collect();
+        reduce_peers.sort_unstable();
+        reduce_peers.dedup();
+        Plan {
+            ops,
+            send_stage_len: stage,
+            reduce_peers,
+        }
+    }
+
+    pub fn send_stage_len(&self) -> usize {
+        self.send_stage_len
+    }
+
+    pub fn reduce_peers(&self) -> usize {
+        self.reduce_peers.len()
+    }
+
+    /// The step an op belongs to (for error messages).
+    pub fn step_of(&self, op: usize) -> usize {
+        self.ops.get(op).map_or(0, |o| o.step)
+    }
+}
+
+fn deps_of(ops: &[PlanOp], i: usize) -> Vec<Dep> {
+    let x = &ops[i];
+    let mut deps = Vec::new();
+    // Same-step sends that this receive would overwrite must have copied their data aside.
+    if !x.send {
+        for (j, e) in ops.iter().enumerate() {
+            if j != i && e.send && e.step == x.step && overlaps(&e.range, &x.range) {
+                deps.push(Dep::Staged(j));
+            }
+        }
+    }
+    // Set when an earlier write covers the whole range: ops of that step still count (they
+    // run concurrently with it), older ones are ordered by it.
+    let mut stop_below: Option<usize> = None;
+    for j in (0..i).rev() {
+        let e = &ops[j];
+        if stop_below.is_some_and(|k| e.step < k) {
+            break;
+        }
+        if e.step == x.step || !overlaps(&e.range, &x.range) {
+            continue;
+        }
+        let streamable = e.step + 1 == x.step
+            && e.range == x.range
+            && x.stage_at.is_none()
+            && e.stage_at.is_none();
+        match (x.send, e.send) {
+            // Read after write: the bytes must be final before they leave.
+            (true, false) => deps.push(if streamable {
+                Dep::Stream(j)
+            } else {
+                Dep::Full(j)
+            }),
+            // Write after write (and the read a reduction does).
+            (false, false) => deps.push(if streamable && !x.reduce && !e.reduce {
+                Dep::Stream(j)
+            } else {
+                Dep::Full(j)
+            }),
+            // Write after read: do not overwrite what an earlier send has yet to send.
+            (false, true) => deps.push(if e.stage_at.is_some() {
+                Dep::Staged(j)
+            } else if streamable {
+                Dep::Stream(j)
+            } else {
+                Dep::Full(j)
+            }),
+            (true, true) => {}
+        }
+        // An earlier write that covers the whole range orders everything older than its step.
+        if !e.send && covers(&e.range, &x.range) {
+            stop_below = Some(e.step);
+        }
+    }
+    deps
+}
+
+/// Why a run stopped: the op (for its step) and what happened with which peer.
+pub enum EngineError {
+    Closed {
+        op: usize,
+        peer: usize,
+    },
+    Io {
+        op: usize,
+        peer: usize,
+        err: io::Error,
+    },
+    Stuck,
+}
+
+/// Per-run state of one op.
+#[derive(Clone, Default)]
+struct State {
+    /// Send: bytes sent. Receive: bytes placed (copied, or reduced) into the buffer.
+    done: usize,
+    /// Receive: bytes read off the socket (for a reduction some wait in the staging window).
+    got: usize,
+    staged: bool,
+}
+
+pub struct Io<'a> {
+    pub fds: &'a [Option<i32>],
+    pub spin: bool,
+    pub reduce: ReduceFn,
+    pub op: RedOp,
+    pub es: usize,
+}
+
+/// Bytes of staging per reducing peer: small enough to stay in L2 while it is reduced.
+pub const STAGE_WINDOW: usize = 256 << 10;
+
+/// Run the plan on `buf`. `send_stage` holds `plan.send_stage_len()` bytes; `staging` holds
+/// `plan.reduce_peers() × STAGE_WINDOW`.
+pub fn execute(
+    plan: &Plan,
+    io: &Io,
+    buf: &mut [u8],
+    send_stage: &mut [u8],
+    staging: &mut [u8],
+) -> Result<(), EngineError> {
+    let n = plan.ops.len();
+    let mut st = vec![State::default(); n];
+    let es = io.es.max(1);
+    // Per peer: the ops in stream order (sends and receives separately).
+    let peers = io.fds.len();
+    let mut sends: Vec<Vec<usize>> = vec![Vec::new(); peers];
+    let mut recvs: Vec<Vec<usize>> = vec![Vec::new(); peers];
+    for (i, o) in plan.ops.iter().enumerate() {
+        if o.send {
+            &mut sends[o.peer]
+        } else {
+            &mut recvs[o.peer]
+        }
+        .push(i);
+    }
+    let (mut si, mut ri) = (vec![0usize; peers], vec![0usize; peers]);
+    let mut remaining = n;
+    let mut pollfds: Vec<libc::pollfd> = Vec::new();
+    let window = |peer: usize| {
+        plan.reduce_peers
+            .iter()
+            .position(|&p| p == peer)
+            .map_or(0, |k| k * STAGE_WINDOW)
+    };
+    // How far op i may go, given its dependencies (relative bytes).
+    let limit = |st: &[State], i: usize| -> usize {
+        let len = plan.ops[i].range.len();
+        let mut lim = len;
+        for d in &plan.ops[i].deps {
+            match *d {
+                Dep::Full(j) if st[j].done < plan.ops[j].range.len() => return 0,
+                Dep::Staged(j) if !st[j].staged && st[j].done < plan.ops[j].range.len() => {
+                    return 0;
+                }
+                Dep::Stream(j) => lim = lim.min(st[j].done),
+                _ => {}
+            }
+        }
+        lim
+    };
+    let mut idle_since: Option<std::time::Instant> = None;
+    while remaining > 0 {
+        let mut moved = false;
+        pollfds.clear();
+        let mut active_recvs = 0;
+        let mut active_sends = 0;
+        for p in 0..peers {
+            // The current send to p.
+            if let Some(&i) = sends[p].get(si[p]) {
+                let o = &plan.ops[i];
+                let lim = limit(&st, i);
+                if let Some(at) = o.stage_at
+                    && !st[i].staged
+                    && lim == o.range.len()
+                {
+                    send_stage[at..at + o.range.len()].copy_from_slice(&buf[o.range.clone()]);
+                    st[i].staged = true;
+                }
+                let ready = if o.stage_at.is_some() {
+                    if st[i].staged { o.range.len() } else { 0 }
+                } else {
+                    lim
+                };
+                if ready > st[i].done {
+                    let Some(fd) = io.fds[p] else {
+                        return Err(EngineError::Io {
+                            op: i,
+                            peer: p,
+                            err: io::ErrorKind::NotConnected.into(),
+                        });
+                    };
+                    let data = match o.stage_at {
+                        Some(at) => &send_stage[at + st[i].done..at + ready],
+                        None => &buf[o.range.start + st[i].done..o.range.start + ready],
+                    };
+                    match sys_send(fd, data) {
+                        Ok(k) => {
+                            st[i].done += k;
+                            moved |= k > 0;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(err) => {
+                            return Err(EngineError::Io {
+                                op: i,
+                                peer: p,
+                                err,
+                            });
+                        }
+                    }
+                    if st[i].done < ready {
+                        active_sends += 1;
+                        pollfds.push(libc::pollfd {
+                            fd,
+                            events: libc::POLLOUT,
+                            revents: 0,
+                        });
+                    }
+                }
+                if st[i].done == o.range.len() {
+                    si[p] += 1;
+                    remaining -= 1;
+                    moved = true;
+                }
+            }
+        }
+        for p in 0..peers {
+            let Some(&i) = recvs[p].get(ri[p]) else {
+                continue;
+            };
+            let o = &plan.ops[i];
+            let len = o.range.len();
+            let lim = limit(&st, i);
+            let Some(fd) = io.fds[p] else {
+                return Err(EngineError::Io {
+                    op: i,
+                    peer: p,
+                    err: io::ErrorKind::NotConnected.into(),
+                });
+            };
+            let w = window(p);
+            // Where the next bytes may land.
+            let (target, room) = if o.reduce {
+                let held = st[i].got - st[i].done;
+                let room = (STAGE_WINDOW - held).min(len - st[i].got);
+                (w + held, room)
+            } else {
+                (0, lim.saturating_sub(st[i].got))
+            };
+            if room > 0 {
+                active_recvs += 1;
+                let dst = if o.reduce {
+                    &mut staging[target..target + room]
+                } else {
+                    &mut buf[o.range.start + st[i].got..o.range.start + st[i].got + room]
+                };
+                // Nothing to send and one peer to hear from: a (spinning, then) blocking read
+                // saves a poll and a wake-up, which is most of a small message's latency.
+                let only = active_sends == 0 && pollfds.is_empty() && single_recv_peer(&recvs, &ri);
+                let r = match (only, io.spin) {
+                    (true, true) => recv_spin_then_block(fd, dst),
+                    (true, false) => sys_recv(fd, dst, false),
+                    _ => sys_recv(fd, dst, true),
+                };
+                match r {
+                    Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
+                    Ok(k) => {
+                        st[i].got += k;
+                        moved = true;
+                        if !o.reduce {
+                            st[i].done = st[i].got;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        pollfds.push(libc::pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                    }
+                    Err(err) => {
+                        return Err(EngineError::Io {
+                            op: i,
+                            peer: p,
+                            err,
+                        });
+                    }
+                }
+            }
+            if o.reduce {
+                // Reduce every whole element that has arrived, as far as the buffer allows.
+                let held = st[i].got - st[i].done;
+                let whole = (held / es * es).min(lim.saturating_sub(st[i].done) / es * es);
+                if whole > 0 {
+                    let win = &mut staging[w..w + held];
+                    let at = o.range.start + st[i].done;
+                    (io.reduce)(io.op, &mut buf[at..at + whole], &win[..whole]);
+                    win.copy_within(whole..held, 0);
+                    st[i].done += whole;
+                    moved = true;
+                }
+            }
+            if st[i].done == len {
+                ri[p] += 1;
+                remaining -= 1;
+                moved = true;
+            }
+        }
+        if moved || remaining == 0 {
+            idle_since = None;
+            continue;
+        }
+        // Busy-poll a little before sleeping: on a VM a sleeping vCPU takes tens of µs to wake.
+        if io.spin
+            && idle_since
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed()
+                < SPIN
+        {
+            std::hint::spin_loop();
+            continue;
+        }
+        if pollfds.is_empty() {
+            // Nothing can move and nothing is waiting on the wire: the plan is inconsistent.
+            let _ = (active_recvs, active_sends);
+            return Err(EngineError::Stuck);
+        }
+        // SAFETY: pollfds is a valid array of pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(EngineError::Io {
+                    op: 0,
+                    peer: 0,
+                    err: e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn single_recv_peer(recvs: &[Vec<usize>], ri: &[usize]) -> bool {
+    recvs.iter().zip(ri).filter(|(q, i)| **i < q.len()).count() == 1
+}
+
+/// How long a receive spins before it sleeps in the kernel: a wake-up costs more than this
+/// on a busy machine, and small messages arrive within it.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// Spin briefly on a nonblocking receive, then block.
+fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
+    let start = std::time::Instant::now();
+    let mut k = 0u32;
+    loop {
+        match sys_recv(fd, data, true) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            other => return other,
+        }
+        k += 1;
+        if k.is_multiple_of(16) && start.elapsed() > SPIN {
+            return sys_recv(fd, data, false);
+        }
+        std::hint::spin_loop();
+    }
+}
+
+fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+    let n = unsafe {
+        libc::send(
+            fd,
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
+    let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+    loop {
+        // SAFETY: data is a valid writable slice of data.len() bytes.
+        let n = unsafe { libc::recv(fd, data.as_mut_ptr().cast(), data.len(), flags) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
