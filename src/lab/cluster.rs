@@ -259,7 +259,16 @@ pub fn cleanup_all() -> Vec<String> {
                 continue;
             };
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if cmdline.split(|&b| b == 0).any(|a| a == b"__netns-holder") {
+            // Only orphans: a holder whose launcher is alive still belongs to a running lab.
+            let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| {
+                    st.rsplit(')')
+                        .next()
+                        .and_then(|rest| rest.split_whitespace().nth(1))
+                        .and_then(|p| p.parse::<i32>().ok())
+                });
+            if ppid == Some(1) && cmdline.split(|&b| b == 0).any(|a| a == b"__netns-holder") {
                 // SAFETY: signalling a process by pid.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 removed.push(format!("holder process {pid}"));
