@@ -246,7 +246,7 @@ impl TcpComm {
                     let (phase, step) = where_(op);
                     CommError::Io {
                         rank,
-                        what: format!("{phase} step {step} with rank {peer}: {}", describe(&err)),
+                        what: format!("{phase} step {step} with rank {peer}"),
                         source: err,
                     }
                 }

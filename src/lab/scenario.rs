@@ -445,10 +445,14 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
     if diagnosis.fix.is_empty() {
         diagnosis.fix = s.fix.text.clone();
     }
-    let stuck_phase = staged
-        .failure
-        .as_ref()
-        .and_then(|f| f.ranks.first().map(|(_, p, _)| p.clone()));
+    // The most telling stuck phase: a rank dialing someone, else the first stuck rank's.
+    let stuck_phase = staged.failure.as_ref().and_then(|f| {
+        f.ranks
+            .iter()
+            .find(|(_, p, _)| p.starts_with("connect"))
+            .or(f.ranks.first())
+            .map(|(_, p, _)| p.clone())
+    });
     let report_staged = Staged {
         outcome: staged.outcome.clone(),
         stuck_phase,
