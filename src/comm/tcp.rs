@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::engine::{EngineError, Io, Plan, STAGE_WINDOW, execute};
 use super::ifaces;
 use super::log;
-use super::net::{connect_retry, describe, tune};
+use super::net::{connect_retry, tune};
 use super::reduce::{AlignedBuf, divide, kernel};
 use super::store::{StoreClient, StoreError};
 use super::wire::{Hello, Role, Token};
