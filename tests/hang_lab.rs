@@ -74,7 +74,7 @@ fn every_scenario_hangs_as_staged_and_passes_with_its_fix() {
         assert!(
             !v["diagnosis"]["interfaces"]
                 .as_array()
-                .map_or(true, Vec::is_empty),
+                .is_none_or(Vec::is_empty),
             "{name}"
         );
         assert_eq!(v["fixed"]["outcome"], "pass", "{name}: {v:#}");
