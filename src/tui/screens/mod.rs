@@ -85,13 +85,25 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     if let Some(s) = &app.status {
         spans.push(Span::styled(format!("{s}  "), t.accent));
     }
-    let mut used: usize = spans.iter().map(|s| s.width()).sum();
-    for b in keys::for_contexts(&app.contexts()).filter(|b| b.hint) {
-        let w = b.label.chars().count() + b.desc.chars().count() + 3;
-        if used + w > width as usize {
-            break;
+    let w = |b: &keys::Binding| b.label.chars().count() + b.desc.chars().count() + 3;
+    // Help and back are always shown; the screen's own keys fill the room before them.
+    let hints: Vec<&keys::Binding> = keys::for_contexts(&app.contexts())
+        .filter(|b| b.hint)
+        .collect();
+    let (global, local): (Vec<_>, Vec<_>) = hints
+        .into_iter()
+        .partition(|b| b.ctx == keys::Context::Global);
+    let reserved: usize = global.iter().map(|b| w(b)).sum();
+    let mut used: usize = spans.iter().map(|s| s.width()).sum::<usize>() + reserved;
+    let mut shown = Vec::new();
+    for b in local {
+        if used + w(b) > width as usize {
+            continue;
         }
-        used += w;
+        used += w(b);
+        shown.push(b);
+    }
+    for b in shown.into_iter().chain(global) {
         spans.push(Span::styled(b.label, t.key));
         spans.push(Span::styled(format!(" {}  ", b.desc), t.dim));
     }
