@@ -50,6 +50,26 @@ fn benches(c: &mut Criterion) {
         })
     });
 
+    // The ring view: N = 16 drawn on a 200x60 terminal, mid-animation.
+    let mut ring = App::new(Course::embedded(), Theme::color());
+    app::update(&mut ring, Action::Resize(200, 60));
+    ring.open_ring(ringlab::tui::screens::ring::RingParams {
+        ranks: 16,
+        ..Default::default()
+    })
+    .expect("ring");
+    for _ in 0..7 {
+        app::update(&mut ring, Action::Step(1));
+    }
+    let mut term200 = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    c.bench_function("ring_frame_200x60_n16", |b| {
+        b.iter(|| {
+            term200
+                .draw(|f| app::render(black_box(&ring), f))
+                .expect("draw");
+        })
+    });
+
     c.bench_function("first_frame_120x40", |b| {
         b.iter(|| {
             let app = lesson_app(120, 40);

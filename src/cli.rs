@@ -207,6 +207,8 @@ pub fn load_course(lessons: &Option<PathBuf>) -> Result<Course, LoadError> {
 
 /// The app with the course and the learner's progress loaded.
 fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
+    // Code is drawn plain for the first frames while highlighting loads on a thread.
+    crate::tui::markdown::defer_highlighting();
     let course = load_course(lessons)?;
     let mut app = App::new(course, Theme::from_env());
     let dir = progress::data_dir();

@@ -89,11 +89,22 @@ pub enum Screen {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Background {
     Lab(screens::lab::LabUpdate),
+    /// Syntax highlighting finished loading: lay lessons out again with colour.
+    HighlightingReady,
 }
 
 /// Apply a background result to whichever screen owns it.
 pub fn receive(app: &mut App, msg: Background) {
     match msg {
+        Background::HighlightingReady => {
+            for i in 0..app.stack.len() {
+                let mut s = std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
+                if let Screen::Lesson(l) = &mut s {
+                    l.relayout(app);
+                }
+                app.stack[i] = s;
+            }
+        }
         Background::Lab(u) => {
             for s in app.stack.iter_mut() {
                 if let Screen::Lab(l) = s {

@@ -348,9 +348,22 @@ pub fn preload_highlighting() {
     highlighting();
 }
 
+static ASSETS: OnceLock<Highlighting> = OnceLock::new();
+static DEFER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Draw code plain until syntect's assets are loaded (about 70 ms), instead of waiting for
+/// them: the interactive app loads them on a thread and lays lessons out again when ready.
+pub fn defer_highlighting() {
+    DEFER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether code blocks can be highlighted now.
+pub fn highlighting_ready() -> bool {
+    ASSETS.get().is_some()
+}
+
 /// Syntect's bundled syntaxes and theme, loaded once.
 fn highlighting() -> &'static Highlighting {
-    static ASSETS: OnceLock<Highlighting> = OnceLock::new();
     ASSETS.get_or_init(|| {
         let mut themes = ThemeSet::load_defaults().themes;
         let theme = themes
@@ -387,6 +400,9 @@ type Highlighted = Vec<Vec<(Style, String)>>;
 fn highlight(lang: &str, body: &str) -> Option<Arc<Highlighted>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<Highlighted>>>> = OnceLock::new();
     const CACHE_ENTRIES: usize = 512;
+    if DEFER.load(std::sync::atomic::Ordering::Relaxed) && !highlighting_ready() {
+        return None;
+    }
     let assets = highlighting();
     let syntax = syntax_for(&assets.syntaxes, lang)?;
     let cache = CACHE.get_or_init(Mutex::default);

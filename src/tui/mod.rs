@@ -79,6 +79,15 @@ async fn event_loop(mut app: App) -> Result<(), TuiError> {
     app::update(&mut app, Action::Resize(size.width, size.height));
     // Background work (a running lab) reports back over this channel.
     let (tx, mut rx) = mpsc::unbounded_channel::<app::Background>();
+    // The first frame does not wait for syntax highlighting: it loads on a thread.
+    if !markdown::highlighting_ready() {
+        markdown::defer_highlighting();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            markdown::preload_highlighting();
+            let _ = tx.send(app::Background::HighlightingReady);
+        });
+    }
     app.bg = Some(tx);
     let mut events = crossterm::event::EventStream::new();
     let mut sigterm = signal(SignalKind::terminate())?;
