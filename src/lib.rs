@@ -16,3 +16,15 @@ pub mod lab;
 pub mod study;
 pub mod tui;
 pub mod units;
+
+/// Keep freed heap memory for reuse instead of handing it back to the kernel at once. The app
+/// rebuilds large schedules as the learner changes N (N = 1024 is 2.1M transfers, 67 MB); on
+/// machines where first-touch page faults are slow (VMs), re-faulting that memory costs more
+/// than building the schedule. Called by the binary and the benches, before any allocation.
+pub fn tune_allocator() {
+    // SAFETY: mallopt only adjusts glibc malloc parameters.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 20);
+    }
+}

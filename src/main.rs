@@ -1,3 +1,4 @@
 fn main() -> std::process::ExitCode {
+    ringlab::tune_allocator();
     ringlab::cli::main()
 }

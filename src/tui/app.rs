@@ -98,7 +98,8 @@ pub fn receive(app: &mut App, msg: Background) {
     match msg {
         Background::HighlightingReady => {
             for i in 0..app.stack.len() {
-                let mut s = std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
+                let mut s =
+                    std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
                 if let Screen::Lesson(l) = &mut s {
                     l.relayout(app);
                 }
