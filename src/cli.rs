@@ -1,4 +1,4 @@
-//! The command line: `ringlab [learn|check|ring|completions]`.
+//! The command line: `ringlab [learn|check|ring|export|completions]`.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use crate::tui::screens::ring::RingParams;
 use crate::tui::{self, App, TuiError, theme::Theme};
 use crate::units::parse_size;
 
+pub mod export;
 pub mod lab;
 pub mod plan;
 pub mod study;
@@ -76,6 +77,11 @@ pub enum Command {
     Bench(lab::BenchArgs),
     /// The classic NCCL sanity check: an all-reduce of ones must equal the world size.
     Sanity(lab::SanityArgs),
+    /// Files to take to a real cluster, e.g. `export sanity-script --out nccl_sanity.py`.
+    Export {
+        #[command(subcommand)]
+        what: export::ExportWhat,
+    },
     /// Quiz yourself on a lesson: typed answers graded at once, missed items come back.
     ///
     /// Without a terminal, `--list` prints the items (`--json`; answers only with `--answers`).
@@ -181,6 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
         Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
+        Some(Command::Export { ref what }) => export::export(what),
         Some(Command::Quiz(ref args)) => study::quiz_cmd(&cli.lessons, args),
         Some(Command::Drill(ref args)) => study::drill_cmd(&cli.lessons, args),
         Some(Command::Stats(ref args)) => study::stats_cmd(&cli.lessons, args),

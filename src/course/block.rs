@@ -1,5 +1,6 @@
 //! Custom fenced blocks in lessons: ```` ```quiz ````, ```` ```ring ````, ```` ```lab ````,
-//! ```` ```tp ```` (TP calculator) and ```` ```plan ```` (launch planner).
+//! ```` ```tp ```` (TP calculator), ```` ```plan ```` (launch planner) and ```` ```table ````
+//! (a table computed from the schedule module, see [`super::table`]).
 //! Their bodies are TOML. Here they parse into typed elements; the screens that bring them to
 //! life arrive with their own issues and until then show a placeholder saying what they will be.
 
@@ -14,6 +15,8 @@ pub enum BlockKind {
     Tp,
     /// The vLLM launch planner.
     Plan,
+    /// A table whose rows are computed from the collective schedules.
+    Table,
 }
 
 impl BlockKind {
@@ -25,6 +28,7 @@ impl BlockKind {
             "lab" => Some(Self::Lab),
             "tp" => Some(Self::Tp),
             "plan" => Some(Self::Plan),
+            "table" => Some(Self::Table),
             _ => None,
         }
     }
@@ -36,6 +40,7 @@ impl BlockKind {
             Self::Lab => "lab",
             Self::Tp => "tp",
             Self::Plan => "plan",
+            Self::Table => "table",
         }
     }
 }
@@ -122,6 +127,94 @@ pub struct TpBlock {
     pub tp: usize,
     #[serde(default = "default_tokens")]
     pub tokens: u64,
+}
+
+/// A table of per-N numbers computed from [`crate::collective`] at render time, so the prose
+/// and the code cannot disagree. Rows come from [`super::table::rows`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableBlock {
+    #[serde(default = "default_op")]
+    pub op: String,
+    /// One algorithm (default `ring`); use `algos` instead to compare several side by side.
+    #[serde(default)]
+    pub algo: Option<String>,
+    #[serde(default)]
+    pub algos: Option<Vec<String>>,
+    /// One row per rank count, each 1..=1024.
+    #[serde(default = "default_table_ranks")]
+    pub ranks: Vec<usize>,
+    /// Message size M per rank, e.g. `"1MiB"`.
+    #[serde(default = "default_bytes")]
+    pub bytes: String,
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    /// Columns, from [`super::table::COLUMNS`].
+    #[serde(default = "default_table_columns")]
+    pub columns: Vec<String>,
+}
+
+fn default_table_ranks() -> Vec<usize> {
+    vec![2, 4, 8, 16, 32, 64]
+}
+fn default_table_columns() -> Vec<String> {
+    ["ranks", "steps", "bytes_per_rank", "ratio_to_m"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// Checks a table block's columns and rank counts, then computes it once so that any other
+/// problem (an unknown collective, a size that does not parse) is a check error too.
+fn check_table(body: &str, t: &TableBlock) -> Result<(), BlockError> {
+    use super::table::{COLUMNS, MAX_TABLE_RANKS, rows};
+    let fail = |key: &str, message: String| {
+        let line = body
+            .lines()
+            .position(|l| {
+                let l = l.trim_start();
+                l.strip_prefix(key)
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            })
+            .map_or(1, |i| i + 1);
+        Err(BlockError {
+            line,
+            col: 1,
+            message: format!("```table block: {message}"),
+        })
+    };
+    if let Some(bad) = t.columns.iter().find(|c| !COLUMNS.contains(&c.as_str())) {
+        return fail(
+            "columns",
+            format!(
+                "unknown column \"{bad}\"; columns are {}",
+                COLUMNS.join(", ")
+            ),
+        );
+    }
+    if t.columns.is_empty() {
+        return fail("columns", "columns must name at least one column".into());
+    }
+    if t.ranks.is_empty() {
+        return fail("ranks", "ranks must list at least one rank count".into());
+    }
+    if let Some(bad) = t
+        .ranks
+        .iter()
+        .find(|&&n| !(1..=MAX_TABLE_RANKS).contains(&n))
+    {
+        return fail(
+            "ranks",
+            format!("ranks must each be 1..={MAX_TABLE_RANKS}, got {bad}"),
+        );
+    }
+    if let Err(e) = rows(t) {
+        let key = ["algos", "algo", "op", "bytes", "dtype"]
+            .into_iter()
+            .find(|k| e.starts_with(k))
+            .unwrap_or("op");
+        return fail(key, e);
+    }
+    Ok(())
 }
 
 /// A preset for the launch planner.
@@ -215,6 +308,7 @@ pub enum Block {
     Lab(LabBlock),
     Tp(TpBlock),
     Plan(PlanBlock),
+    Table(TableBlock),
 }
 
 /// A malformed block: 1-based line within the block body, column, and message.
@@ -233,6 +327,7 @@ impl Block {
             Self::Lab(_) => BlockKind::Lab,
             Self::Tp(_) => BlockKind::Tp,
             Self::Plan(_) => BlockKind::Plan,
+            Self::Table(_) => BlockKind::Table,
         }
     }
 
@@ -275,6 +370,11 @@ impl Block {
                 check_infer(kind, body, &block)?;
                 Ok(block)
             }
+            BlockKind::Table => {
+                let t = de(kind, body)?;
+                check_table(body, &t)?;
+                Ok(Self::Table(t))
+            }
         }
     }
 
@@ -302,6 +402,14 @@ impl Block {
                 "launch planner: {} on {} node(s) × {} GPUs ({}) — press Enter to open it \
                  (or `ringlab plan --nodes {} --gpus-per-node {} --model {}`)",
                 p.model, p.nodes, p.gpus_per_node, p.backend, p.nodes, p.gpus_per_node, p.model
+            ),
+            Self::Table(t) => format!(
+                "table: {} ({}) for N = {:?}, M = {} of {}, computed from the schedule module",
+                t.op,
+                super::table::algos(t).join(", "),
+                t.ranks,
+                t.bytes,
+                t.dtype
             ),
         }
     }
@@ -369,6 +477,35 @@ mod tests {
         assert!(e.message.contains("mp or ray"), "{}", e.message);
         let e = Block::parse(BlockKind::Plan, "gpus = 8\n").expect_err("unknown key");
         assert!(e.message.contains("gpus"), "{}", e.message);
+    }
+
+    #[test]
+    fn table_block_parses_and_rejects_bad_columns_and_ranks() {
+        let Ok(Block::Table(t)) = Block::parse(BlockKind::Table, "ranks = [2, 4]\n") else {
+            panic!("not a table block")
+        };
+        assert_eq!(t.ranks, vec![2, 4]);
+        assert_eq!(BlockKind::from_info("table"), Some(BlockKind::Table));
+        let e = Block::parse(
+            BlockKind::Table,
+            "ranks = [2]\ncolumns = [\"ranks\", \"speed\"]\n",
+        )
+        .expect_err("unknown column");
+        assert_eq!(e.line, 2);
+        assert!(
+            e.message.contains("unknown column \"speed\""),
+            "{}",
+            e.message
+        );
+        let e = Block::parse(BlockKind::Table, "ranks = [2, 2048]\n").expect_err("too many");
+        assert!(e.message.contains("1..=1024"), "{}", e.message);
+        let e = Block::parse(BlockKind::Table, "ranks = [0]\n").expect_err("zero");
+        assert!(e.message.contains("got 0"), "{}", e.message);
+        let e = Block::parse(BlockKind::Table, "rank = [2]\n").expect_err("unknown key");
+        assert!(e.message.contains("rank"), "{}", e.message);
+        let e = Block::parse(BlockKind::Table, "op = \"all-reduce\"\nalgo = \"spiral\"\n")
+            .expect_err("unknown algo");
+        assert_eq!(e.line, 2, "{}", e.message);
     }
 
     #[test]

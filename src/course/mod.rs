@@ -10,6 +10,7 @@ pub mod lesson;
 pub mod math;
 pub mod quiz;
 pub mod quizcheck;
+pub mod table;
 
 pub use block::{Block, BlockKind};
 pub use check::{Diagnostic, Severity};

@@ -14,6 +14,7 @@
 //!   long lines wrapped with a `  ┆ ` gutter;
 //! - ```` ```quiz ````, ```` ```ring ````, ```` ```lab ```` blocks: a bordered placeholder box and
 //!   an [`EmbedRef`], or the parse error in `theme.error`;
+//! - ```` ```table ```` blocks: a box-drawn table computed from the schedule module, captioned;
 //! - links: external ones followed by a dim ` (url)`, internal ones marked `→`;
 //! - math through [`math::inline`] / [`math::display`] (display centred), or raw TeX;
 //! - rules, images as `[image: alt]`; HTML is dropped (`<br>` becomes a line break).
@@ -1024,6 +1025,10 @@ impl<'o> Renderer<'o> {
     fn embed(&mut self, kind: BlockKind, body: &str) {
         let first = self.out.lines.len();
         match Block::parse(kind, body) {
+            Ok(Block::Table(t)) => match crate::course::table::rows(&t) {
+                Ok((head, rows)) => self.computed_table(head, rows),
+                Err(e) => self.boxed(kind.name(), &e, self.theme.error),
+            },
             Ok(block) => {
                 self.boxed(kind.name(), &block.placeholder(), self.theme.placeholder);
                 let height = self.out.lines.len() - first;
@@ -1037,6 +1042,36 @@ impl<'o> Renderer<'o> {
                 let text = format!("line {}, col {}: {}", e.line, e.col, e.message);
                 self.boxed(kind.name(), &text, self.theme.error);
             }
+        }
+    }
+
+    /// A ```` ```table ```` block: drawn like any Markdown table (numbers right-aligned), with a
+    /// dim caption saying where the numbers come from.
+    fn computed_table(&mut self, head: Vec<String>, rows: Vec<Vec<String>>) {
+        let cell = |text: String, style: Style| vec![Frag::Text(text, style)];
+        let mut grid = vec![
+            head.into_iter()
+                .map(|h| cell(h, self.theme.strong))
+                .collect(),
+        ];
+        grid.extend(
+            rows.into_iter()
+                .map(|r| r.into_iter().map(|c| cell(c, Style::new())).collect()),
+        );
+        let columns = grid.first().map_or(0, Vec::len);
+        self.table = Some(Table {
+            aligns: vec![Alignment::Right; columns],
+            rows: grid,
+            current: Vec::new(),
+            in_head: false,
+        });
+        self.end_table();
+        let caption = [Frag::Text(
+            "computed from the schedule module".to_string(),
+            self.theme.dim,
+        )];
+        for line in wrap(&caption, self.avail()) {
+            self.emit_line(line);
         }
     }
 
