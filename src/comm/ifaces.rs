@@ -73,15 +73,20 @@ pub enum SelectError {
     NoInterfaces,
 }
 
+/// The interfaces an NCCL_SOCKET_IFNAME-style list selects, in kernel order.
+fn matching(ifaces: &[Iface], spec: &str) -> Vec<Iface> {
+    let f = IfnameFilter::parse(spec);
+    ifaces
+        .iter()
+        .filter(|i| f.matches(&i.name))
+        .cloned()
+        .collect()
+}
+
 /// The interfaces NCCL would use, best first, and why.
 pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, String), SelectError> {
     if let Some(spec) = ifname.filter(|s| !s.trim().is_empty()) {
-        let f = IfnameFilter::parse(spec);
-        let found: Vec<Iface> = ifaces
-            .iter()
-            .filter(|i| f.matches(&i.name))
-            .cloned()
-            .collect();
+        let found = matching(ifaces, spec);
         if found.is_empty() {
             return Err(SelectError::NoMatch {
                 filter: spec.to_string(),
@@ -104,12 +109,7 @@ pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, Str
         ("virbr", "only virbr* left"),
     ];
     for (spec, why) in tiers {
-        let f = IfnameFilter::parse(spec);
-        let found: Vec<Iface> = ifaces
-            .iter()
-            .filter(|i| f.matches(&i.name))
-            .cloned()
-            .collect();
+        let found = matching(ifaces, spec);
         if !found.is_empty() {
             return Ok((found, format!("NCCL_SOCKET_IFNAME unset: {why}")));
         }
