@@ -445,9 +445,11 @@ fn single_recv_peer(recvs: &[Vec<usize>], ri: &[usize]) -> bool {
     recvs.iter().zip(ri).filter(|(q, i)| **i < q.len()).count() == 1
 }
 
-/// How long a receive spins before it sleeps in the kernel: a wake-up costs more than this
-/// on a busy machine, and small messages arrive within it.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
+/// How long a rank busy-polls before it sleeps in the kernel. On a VM a sleeping vCPU can
+/// take hundreds of µs to wake; if one rank sleeps its peer waits, gives up and sleeps too,
+/// and every operation pays two wake-ups. Spinning longer than a wake-up breaks that cycle.
+/// Spinning happens only when every local rank has a core of its own.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(2000);
 
 /// Spin briefly on a nonblocking receive, then block.
 fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {

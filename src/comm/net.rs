@@ -76,12 +76,14 @@ pub fn describe(e: &io::Error) -> String {
     }
 }
 
-/// No Nagle delay, big buffers: what a bandwidth-bound stream wants.
+/// No Nagle delay, and socket buffers of 256 KiB (the kernel doubles it): measured on loopback
+/// here, a modest in-flight window keeps the kernel's pages hot in cache and beat 4 MiB and
+/// autotuning at 4 MiB to 256 MiB messages.
 pub fn tune(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
     let fd = s.as_raw_fd();
     // RINGLAB_SOCKBUF=0 leaves the kernel's autotuning alone (for experiments).
-    let size = env_num("RINGLAB_SOCKBUF", 4 << 20) as libc::c_int;
+    let size = env_num("RINGLAB_SOCKBUF", 256 << 10) as libc::c_int;
     if size == 0 {
         return Ok(());
     }
