@@ -17,6 +17,7 @@ use crate::tui::screens::ring::RingParams;
 use crate::tui::{self, App, TuiError, theme::Theme};
 use crate::units::parse_size;
 
+pub mod doctor;
 pub mod export;
 pub mod lab;
 pub mod plan;
@@ -77,6 +78,11 @@ pub enum Command {
     Bench(lab::BenchArgs),
     /// The classic NCCL sanity check: an all-reduce of ones must equal the world size.
     Sanity(lab::SanityArgs),
+    /// Read NCCL_DEBUG=INFO logs and name known misconfigurations, with evidence and fixes.
+    ///
+    /// Example: ringlab doctor --log node0.log node1.log. Exits 0 when nothing is found, 1 on
+    /// findings, 2 when a file cannot be read.
+    Doctor(doctor::DoctorArgs),
     /// Files to take to a real cluster, e.g. `export sanity-script --out nccl_sanity.py`.
     Export {
         #[command(subcommand)]
@@ -187,6 +193,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
         Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
+        Some(Command::Doctor(ref args)) => doctor::doctor(args),
         Some(Command::Export { ref what }) => export::export(what),
         Some(Command::Quiz(ref args)) => study::quiz_cmd(&cli.lessons, args),
         Some(Command::Drill(ref args)) => study::drill_cmd(&cli.lessons, args),

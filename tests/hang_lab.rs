@@ -181,3 +181,41 @@ fn cleanup_is_safe_to_run_any_time() {
     let out = ringlab(&["lab", "cleanup"]);
     assert!(out.status.success());
 }
+
+#[test]
+fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
+    let _one_at_a_time = serial();
+    if !is_root() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_ringlab");
+    let home = std::env::temp_dir().join(format!("ringlab-hang-pty-{}", std::process::id()));
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "stty rows 34 cols 110; RINGLAB_HOME={} exec {bin}",
+        home.display()
+    ));
+    let mut p = expectrl::Session::spawn(cmd).expect("pty");
+    p.set_expect_timeout(Some(Duration::from_secs(20)));
+    p.expect("Course").expect("course map");
+    p.send("H").expect("open the hang lab");
+    p.expect("docker0").expect("scenario list");
+    p.send("\r").expect("stage");
+    let start = Instant::now();
+    while holders().len() < 3 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(holders().len() >= 3, "the cluster came up");
+    p.send("\x03").expect("Ctrl-C");
+    p.expect(expectrl::Eof).expect("app exits");
+    let start = Instant::now();
+    while !holders().is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(holders().is_empty(), "namespace holders outlived the app");
+    let ranks = Command::new("pgrep")
+        .args(["-f", "ringlab __rank"])
+        .output()
+        .expect("pgrep");
+    assert!(ranks.stdout.is_empty(), "ranks outlived the app");
+}

@@ -179,3 +179,25 @@ fn unknown_lesson_id_lists_the_known_ones() {
     let known = app.open_lesson("nope").expect_err("unknown");
     assert_eq!(known, vec!["sample".to_string(), "second".to_string()]);
 }
+
+#[test]
+fn hang_lab_lists_the_scenarios_with_the_selected_story() {
+    let mut app = fixture_app(Theme::color());
+    app.stack.push(ringlab::tui::app::Screen::Hang(Box::new(
+        ringlab::tui::screens::hang::HangState::new(),
+    )));
+    let t = draw(&mut app, 100, 30);
+    let text = format!("{}", t.backend());
+    for name in [
+        "docker0",
+        "exclude-docker-picks-lo",
+        "lo-across-nodes",
+        "iface-names-differ",
+        "wrong-master-addr",
+        "missing-rank",
+    ] {
+        assert!(text.contains(name), "{name} listed:\n{text}");
+    }
+    assert!(text.contains("▶ docker0"), "{text}");
+    assert!(text.contains("Needs root"), "{text}");
+}

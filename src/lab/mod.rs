@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod doctor;
 pub mod launch;
 pub mod pattern;
 pub mod rank;

@@ -194,19 +194,19 @@ struct RunResult {
     evidence: Option<Diagnosis>,
 }
 
-fn placement(s: &Scenario, c: &Cluster, staged: bool) -> Placement {
+/// The staged cluster (`fix` None) or the staged cluster with a fix applied.
+fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>) -> Placement {
     let mut env: Vec<(String, String)> = vec![("NCCL_DEBUG".into(), "INFO".into())];
-    let vars = if staged { &s.stage_env } else { &s.fix.env };
-    // The fix replaces the staged environment; what it does not mention stays staged.
+    // A fix replaces the staged variables it names; what it does not mention stays staged.
     let mut merged = s.stage_env.clone();
-    if !staged {
-        merged.extend(vars.clone());
+    if let Some(f) = fix {
+        merged.extend(f.env.clone());
     }
     env.extend(merged);
     let wrong: Option<IpAddr> = s.stage_master_addr.as_deref().and_then(|a| a.parse().ok());
-    let use_wrong = staged || !s.fix.master_addr;
+    let use_wrong = !fix.is_some_and(|f| f.master_addr);
     let world = s.nodes * s.ranks_per_node;
-    let start = match (staged || !s.fix.start_all, s.stage_start) {
+    let start = match (!fix.is_some_and(|f| f.start_all), s.stage_start) {
         (true, Some(n)) => n,
         _ => world,
     };
@@ -222,10 +222,10 @@ fn placement(s: &Scenario, c: &Cluster, staged: bool) -> Placement {
     }
 }
 
-fn run_once(s: &Scenario, c: &Cluster, staged: bool, on: &mut dyn FnMut(&Msg)) -> RunResult {
+fn run_once(s: &Scenario, c: &Cluster, fix: Option<&Fix>, on: &mut dyn FnMut(&Msg)) -> RunResult {
     let mut l = Launch::single(s.ranks_per_node);
     l.timeout = Duration::from_secs(s.timeout);
-    l.placement = Some(placement(s, c, staged));
+    l.placement = Some(placement(s, c, fix));
     let started = Instant::now();
     let mut phases = BTreeMap::new();
     let mut values = Vec::new();
@@ -417,7 +417,7 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
         format!("{e}. The emulated cluster is not built yet; run as root (CI does).")
     })?;
     let c = Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())?;
-    let staged = run_once(s, &c, true, on);
+    let staged = run_once(s, &c, None, on);
     let ranks = (0..s.nodes * s.ranks_per_node)
         .map(|r| RankReport {
             rank: r,
@@ -460,21 +460,7 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
         ranks,
         reason: staged.failure.as_ref().map(|f| f.reason.clone()),
     };
-    let fixed = fix.then(|| {
-        let r = run_once(s, &c, false, on);
-        let world = (s.nodes * s.ranks_per_node) as f64;
-        let correct = r.values.len() == s.nodes * s.ranks_per_node
-            && r.values.iter().all(|(_, v)| *v == world);
-        Fixed {
-            outcome: if r.outcome == "ok" && correct {
-                "pass".into()
-            } else {
-                r.outcome
-            },
-            allreduce_correct: correct,
-            reason: r.failure.map(|f| f.to_string()),
-        }
-    });
+    let fixed = fix.then(|| fixed_run(s, &c, &s.fix, on));
     Ok(LabReport {
         scenario: s.name.clone(),
         mode: "netns".into(),
@@ -483,6 +469,55 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
         fixed,
         commands: c.commands.clone(),
     })
+}
+
+fn fixed_run(s: &Scenario, c: &Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
+    let r = run_once(s, c, Some(fix), on);
+    let world = (s.nodes * s.ranks_per_node) as f64;
+    let correct =
+        r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
+    Fixed {
+        outcome: if r.outcome == "ok" && correct {
+            "pass".into()
+        } else {
+            r.outcome
+        },
+        allreduce_correct: correct,
+        reason: r.failure.map(|f| f.to_string()),
+    }
+}
+
+/// Try a fix (the scenario's, or one the learner picked) on a fresh staged cluster.
+pub fn try_fix(s: &Scenario, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Result<Fixed, String> {
+    cluster::available().map_err(|e| e.to_string())?;
+    let c = Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())?;
+    Ok(fixed_run(s, &c, fix, on))
+}
+
+/// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
+pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
+    let env = |k: &str, v: &str| Fix {
+        text: format!("{k}={v}"),
+        env: [(k.to_string(), v.to_string())].into_iter().collect(),
+        master_addr: false,
+        start_all: false,
+    };
+    let mut v = vec![
+        env("NCCL_P2P_DISABLE", "1"),
+        env("NCCL_IB_DISABLE", "1"),
+        env("NCCL_SOCKET_IFNAME", "^docker0"),
+        s.fix.clone(),
+    ];
+    v.dedup_by(|a, b| {
+        a.env == b.env && a.master_addr == b.master_addr && a.start_all == b.start_all
+    });
+    // A stable but not always-last position for the right answer.
+    let at = s.name.len() % v.len();
+    let right = v.pop();
+    if let Some(r) = right {
+        v.insert(at.min(v.len()), r);
+    }
+    v
 }
 
 /// Did the run end as the scenario expects? (Staged: its symptom and culprit; fixed: pass.)

@@ -37,6 +37,19 @@ pub struct Progress {
     /// Review history and spaced-repetition state per quiz item id.
     #[serde(default)]
     pub items: BTreeMap<String, ItemRecord>,
+    /// Hang-lab scenarios: solved, hints seen, whether the solution was revealed.
+    #[serde(default)]
+    pub labs: BTreeMap<String, LabRecord>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabRecord {
+    pub solved: bool,
+    /// Hint tiers revealed (the last tier is the solution).
+    pub hints_seen: usize,
+    pub revealed_solution: bool,
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 impl Default for Progress {
@@ -45,6 +58,7 @@ impl Default for Progress {
             schema: SCHEMA,
             lessons: BTreeMap::new(),
             items: BTreeMap::new(),
+            labs: BTreeMap::new(),
         }
     }
 }
@@ -176,6 +190,13 @@ impl Progress {
     /// reading wins.
     pub fn merge(&mut self, other: &Progress) -> MergeReport {
         let mut report = MergeReport::default();
+        for (name, theirs) in &other.labs {
+            let mine = self.labs.entry(name.clone()).or_default();
+            mine.solved |= theirs.solved;
+            mine.revealed_solution |= theirs.revealed_solution;
+            mine.hints_seen = mine.hints_seen.max(theirs.hints_seen);
+            mine.attempts = mine.attempts.max(theirs.attempts);
+        }
         for (id, theirs) in &other.lessons {
             match self.lessons.get_mut(id) {
                 None => {

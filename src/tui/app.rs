@@ -68,6 +68,10 @@ pub enum Action {
     OpenPlanner,
     /// The live lab.
     OpenLab,
+    /// The hang lab.
+    OpenHang,
+    /// Reveal the next hint tier.
+    Hint,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
 }
@@ -83,6 +87,8 @@ pub enum Screen {
     Planner(Box<screens::planner::PlannerState>),
     /// The live lab (real rank processes over TCP).
     Lab(Box<screens::lab::LabState>),
+    /// The hang lab.
+    Hang(Box<screens::hang::HangState>),
 }
 
 /// Results of background work, sent to the event loop over the app's channel.
@@ -91,6 +97,7 @@ pub enum Background {
     Lab(screens::lab::LabUpdate),
     /// Syntax highlighting finished loading: lay lessons out again with colour.
     HighlightingReady,
+    Hang(screens::hang::HangUpdate),
 }
 
 /// Apply a background result to whichever screen owns it.
@@ -102,6 +109,16 @@ pub fn receive(app: &mut App, msg: Background) {
                     std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
                 if let Screen::Lesson(l) = &mut s {
                     l.relayout(app);
+                }
+                app.stack[i] = s;
+            }
+        }
+        Background::Hang(u) => {
+            if let Some(i) = app.stack.iter().rposition(|s| matches!(s, Screen::Hang(_))) {
+                let mut s =
+                    std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
+                if let Screen::Hang(h) = &mut s {
+                    h.receive(u, app);
                 }
                 app.stack[i] = s;
             }
@@ -238,6 +255,7 @@ impl App {
             Some(Screen::TpCalc(_)) => vec![Context::TpCalc],
             Some(Screen::Planner(_)) => vec![Context::Planner],
             Some(Screen::Lab(_)) => vec![Context::Lab],
+            Some(Screen::Hang(_)) => vec![Context::Hang],
             _ => vec![Context::Home],
         }
     }
@@ -259,6 +277,7 @@ impl App {
             }
             // Elapsed times on the phase board move while ranks run.
             Some(Screen::Lab(l)) if l.running() => Some(std::time::Duration::from_millis(250)),
+            Some(Screen::Hang(h)) if h.running() => Some(std::time::Duration::from_millis(250)),
             _ => None,
         }
     }
@@ -311,6 +330,7 @@ pub fn update(app: &mut App, action: Action) {
         Screen::TpCalc(s) => screens::tpcalc::update(s, app, action),
         Screen::Planner(s) => screens::planner::update(s, app, action),
         Screen::Lab(s) => screens::lab::update(s, app, action),
+        Screen::Hang(s) => screens::hang::update(s, app, action),
     };
     app.stack[top] = screen;
     // Every screen below the top keeps its layout current too.

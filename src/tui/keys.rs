@@ -25,6 +25,8 @@ pub enum Context {
     Planner,
     /// The live lab.
     Lab,
+    /// The hang lab.
+    Hang,
 }
 
 impl Context {
@@ -42,6 +44,7 @@ impl Context {
             Self::TpCalc => "TP calculator",
             Self::Planner => "Launch planner",
             Self::Lab => "Live lab",
+            Self::Hang => "Hang lab",
         }
     }
 }
@@ -392,6 +395,7 @@ pub const BINDINGS: &[Binding] = &[
         Action::OpenLab,
         true,
     ),
+    b(Home, &[Char('H')], "H", "hang lab", Action::OpenHang, false),
     b(
         Lesson,
         &[Char('Q')],
@@ -668,6 +672,32 @@ pub const BINDINGS: &[Binding] = &[
         Action::Adjust(-1),
         false,
     ),
+    // Hang lab
+    b(
+        Hang,
+        &[Code(KeyCode::Enter)],
+        "Enter",
+        "stage / apply the fix",
+        Action::Open,
+        true,
+    ),
+    b(
+        Hang,
+        &[Char('j'), Code(KeyCode::Down)],
+        "↑↓",
+        "choose",
+        Action::Move(1),
+        true,
+    ),
+    b(
+        Hang,
+        &[Char('k'), Code(KeyCode::Up)],
+        "k/↑",
+        "choose",
+        Action::Move(-1),
+        false,
+    ),
+    b(Hang, &[Char('h')], "h", "next hint", Action::Hint, true),
     // Everywhere
     b(
         Global,

@@ -26,6 +26,7 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
         Some(crate::tui::app::Screen::TpCalc(_)) => vec![Context::TpCalc],
         Some(crate::tui::app::Screen::Planner(_)) => vec![Context::Planner],
         Some(crate::tui::app::Screen::Lab(_)) => vec![Context::Lab],
+        Some(crate::tui::app::Screen::Hang(_)) => vec![Context::Hang],
         _ => vec![Context::Home],
     };
     let mut lines = Vec::new();

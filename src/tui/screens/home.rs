@@ -29,6 +29,9 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
         Action::Open if n > 0 => {
             return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
         }
+        Action::OpenHang => {
+            return Outcome::Push(Screen::Hang(Box::default()));
+        }
         Action::OpenLab => {
             return Outcome::Push(Screen::Lab(Box::new(
                 crate::tui::screens::lab::LabState::new(

@@ -1,6 +1,7 @@
 //! Screens are registered here: one file each, dispatched from one place.
 
 pub mod drill;
+pub mod hang;
 pub mod help;
 pub mod home;
 pub mod lab;
@@ -32,6 +33,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         Some(Screen::Home(s)) => home::render(s, app, frame, body),
         Some(Screen::Ring(s)) => ring_draw::render(s, app, frame, body),
         Some(Screen::Lab(s)) => lab::render(s, app, frame, body),
+        Some(Screen::Hang(s)) => hang::render(s, app, frame, body),
         Some(Screen::Quiz(s)) => quiz::render(s, app, frame, body),
         Some(Screen::Stats(s)) => stats::render(s, app, frame, body),
         Some(Screen::TpCalc(s)) => tpcalc::render(s, app, frame, body),

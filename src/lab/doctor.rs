@@ -1,0 +1,616 @@
+//! `ringlab doctor --log`: read real `NCCL_DEBUG=INFO` (or TRACE) logs and point out the known
+//! misconfigurations, each with the log lines it rests on and the fix. Pure: text in, findings
+//! out. Lines look like `host:pid:tid [dev] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>`; the
+//! host is what comes before the first ':'.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+/// One misconfiguration found in the logs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// A stable name: `local-interface`, `iface-names-differ`, `subnets-differ`,
+    /// `connect-retry`, `no-socket-interface`, `ib-disabled`, `socket-fallback`, `p2p-disabled`.
+    pub kind: &'static str,
+    pub summary: String,
+    /// (file, 1-based line number, the line) for every line the finding rests on.
+    pub evidence: Vec<(String, usize, String)>,
+    pub fix: String,
+}
+
+/// One NCCL log line: where it is and what it says.
+#[derive(Debug, Clone)]
+struct Line<'a> {
+    file: &'a str,
+    no: usize,
+    text: &'a str,
+    host: &'a str,
+    pid: &'a str,
+    /// What follows `NCCL INFO ` / `NCCL WARN ` / `NCCL TRACE `.
+    msg: &'a str,
+}
+
+impl Line<'_> {
+    fn evidence(&self) -> (String, usize, String) {
+        (
+            self.file.to_string(),
+            self.no,
+            self.text.trim_end().to_string(),
+        )
+    }
+}
+
+/// `host:pid:tid [dev] NCCL INFO msg` → (host, pid, msg). Lines without an NCCL tag are skipped.
+fn parse_line(text: &str) -> Option<(&str, &str, &str)> {
+    let (head, msg) = ["NCCL INFO ", "NCCL WARN ", "NCCL TRACE "]
+        .iter()
+        .find_map(|tag| text.find(tag).map(|i| (&text[..i], &text[i + tag.len()..])))?;
+    let head = head.trim_start();
+    let first = head.split_whitespace().next().unwrap_or("");
+    let mut parts = first.split(':');
+    let host = parts.next().unwrap_or("");
+    let pid = parts.next().unwrap_or("");
+    Some((host, pid, msg.trim_end()))
+}
+
+/// An interface a rank said it uses: `Bootstrap: Using eth0:10.0.0.1<0>`,
+/// `Bootstrap : Using [0]docker0:172.17.0.1<0>`, `NET/Socket : Using [0]eth0:10.0.0.1<0>`.
+#[derive(Debug, Clone)]
+struct IfaceUse<'a> {
+    line: Line<'a>,
+    what: &'static str,
+    name: String,
+    addr: String,
+}
+
+fn iface_uses<'a>(l: &Line<'a>) -> Vec<IfaceUse<'a>> {
+    let what = if l.msg.starts_with("Bootstrap") {
+        "Bootstrap"
+    } else if l.msg.starts_with("NET/Socket") {
+        "NET/Socket"
+    } else {
+        return Vec::new();
+    };
+    let Some(i) = l.msg.find("Using ") else {
+        return Vec::new();
+    };
+    l.msg[i + "Using ".len()..]
+        .split_whitespace()
+        .filter_map(|tok| {
+            // Drop an index like `[0]`.
+            let tok = match tok.strip_prefix('[') {
+                Some(rest) => rest.split_once(']').map_or(rest, |(_, r)| r),
+                None => tok,
+            };
+            let (name, rest) = tok.split_once(':')?;
+            let addr = rest.split('<').next().unwrap_or(rest);
+            (!name.is_empty() && !addr.is_empty()).then(|| IfaceUse {
+                line: l.clone(),
+                what,
+                name: name.to_string(),
+                addr: addr.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// docker*, lo and virbr* exist on every host and reach nothing beyond it.
+fn host_local_iface(name: &str) -> bool {
+    name == "lo" || name.starts_with("docker") || name.starts_with("virbr")
+}
+
+/// Addresses every node has: Docker's default bridge and loopback.
+fn everywhere_addr(ip: &str) -> bool {
+    ip.starts_with("172.17.") || ip.starts_with("127.") || ip == "::1" || ip == "[::1]"
+}
+
+/// `a.b.c.d` → `a.b.c`; None for anything that is not IPv4.
+fn prefix24(ip: &str) -> Option<String> {
+    let v: std::net::Ipv4Addr = ip.parse().ok()?;
+    let o = v.octets();
+    Some(format!("{}.{}.{}", o[0], o[1], o[2]))
+}
+
+/// `NAME set by environment to VALUE` (NCCL adds a '.' after numbers).
+fn env_setting<'a>(msg: &'a str, name: &str) -> Option<&'a str> {
+    let rest = msg
+        .strip_prefix(name)?
+        .strip_prefix(" set by environment to ")?;
+    Some(rest.trim())
+}
+
+fn env_is_one(msg: &str, name: &str) -> bool {
+    env_setting(msg, name).is_some_and(|v| v.trim_end_matches('.') == "1")
+}
+
+/// A retry line: `connect to 172.17.0.1<43215> returned Connection refused, retrying (3/34) ...`.
+struct Retry {
+    addr: String,
+    error: String,
+    k: u64,
+    n: u64,
+}
+
+fn parse_retry(msg: &str) -> Option<Retry> {
+    let i = msg.find("connect to ")?;
+    let rest = &msg[i + "connect to ".len()..];
+    let (addr, rest) = rest.split_once(" returned ")?;
+    let (error, rest) = rest.split_once(", retrying")?;
+    let (k, n) = rest
+        .trim_start()
+        .strip_prefix('(')
+        .and_then(|r| r.split_once(')'))
+        .and_then(|(kn, _)| kn.split_once('/'))
+        .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)))
+        .unwrap_or((0, 0));
+    Some(Retry {
+        addr: addr.trim().to_string(),
+        error: error.trim().to_string(),
+        k,
+        n,
+    })
+}
+
+fn join<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
+    items
+        .into_iter()
+        .map(|s| s.as_ref().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Read every file's NCCL lines and return the findings, in a fixed order.
+pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
+    let lines: Vec<Line> = files
+        .iter()
+        .flat_map(|(file, text)| {
+            text.lines().enumerate().filter_map(move |(i, t)| {
+                let (host, pid, msg) = parse_line(t)?;
+                Some(Line {
+                    file,
+                    no: i + 1,
+                    text: t,
+                    host,
+                    pid,
+                    msg,
+                })
+            })
+        })
+        .collect();
+    let hosts: BTreeSet<&str> = lines
+        .iter()
+        .map(|l| l.host)
+        .filter(|h| !h.is_empty())
+        .collect();
+    let uses: Vec<IfaceUse> = lines.iter().flat_map(iface_uses).collect();
+    let ifname_env: Vec<(&Line, &str)> = lines
+        .iter()
+        .filter_map(|l| env_setting(l.msg, "NCCL_SOCKET_IFNAME").map(|v| (l, v)))
+        .collect();
+
+    let mut out = Vec::new();
+    local_interface(&hosts, &uses, &ifname_env, &mut out);
+    names_and_subnets(&uses, &mut out);
+    connect_retries(&lines, &mut out);
+    no_socket_interface(&lines, &ifname_env, &mut out);
+    ib_and_p2p(&lines, &mut out);
+    out
+}
+
+fn local_interface(
+    hosts: &BTreeSet<&str>,
+    uses: &[IfaceUse],
+    ifname_env: &[(&Line, &str)],
+    out: &mut Vec<Finding>,
+) {
+    if hosts.len() < 2 {
+        return;
+    }
+    let bad: Vec<&IfaceUse> = uses.iter().filter(|u| host_local_iface(&u.name)).collect();
+    if bad.is_empty() {
+        return;
+    }
+    let names: BTreeSet<&str> = bad.iter().map(|u| u.name.as_str()).collect();
+    let bad_hosts: BTreeSet<&str> = bad.iter().map(|u| u.line.host).collect();
+    let addrs: BTreeSet<&str> = bad.iter().map(|u| u.addr.as_str()).collect();
+    let whats: BTreeSet<&str> = bad.iter().map(|u| u.what).collect();
+    let summary = format!(
+        "{} chose {} ({}) on {} while the job spans {} hosts ({}): these interfaces exist on \
+         every host and never leave it, so a peer that dials {} reaches its own machine or nothing",
+        join(&whats),
+        join(&names),
+        join(&addrs),
+        join(&bad_hosts),
+        hosts.len(),
+        join(hosts),
+        join(&addrs),
+    );
+    let mut fix = "Set NCCL_SOCKET_IFNAME to the fabric NIC between the nodes (the one whose \
+                   address the other hosts can reach, e.g. NCCL_SOCKET_IFNAME=eth0) on every \
+                   node, or exclude the host-local ones with NCCL_SOCKET_IFNAME=^docker0,lo; \
+                   set GLOO_SOCKET_IFNAME the same way."
+        .to_string();
+    let mut evidence: Vec<_> = bad.iter().map(|u| u.line.evidence()).collect();
+    let excl: Vec<&(&Line, &str)> = ifname_env
+        .iter()
+        .filter(|(_, v)| v.starts_with('^') && !v.contains("lo"))
+        .collect();
+    if let Some((l, v)) = excl.first()
+        && names.contains("lo")
+    {
+        fix.push_str(&format!(
+            " NCCL_SOCKET_IFNAME={v} excludes docker but not lo, so NCCL fell to lo: write \
+             ^docker0,lo or name the fabric NIC."
+        ));
+        evidence.push(l.evidence());
+    }
+    evidence.sort();
+    evidence.dedup();
+    out.push(Finding {
+        kind: "local-interface",
+        summary,
+        evidence,
+        fix,
+    });
+}
+
+fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
+    // Per host, the fabric interfaces its ranks chose (host-local ones are reported above).
+    let mut per_host: BTreeMap<&str, Vec<&IfaceUse>> = BTreeMap::new();
+    for u in uses.iter().filter(|u| !host_local_iface(&u.name)) {
+        per_host.entry(u.line.host).or_default().push(u);
+    }
+    if per_host.len() < 2 {
+        return;
+    }
+    let names: BTreeMap<&str, BTreeSet<&str>> = per_host
+        .iter()
+        .map(|(h, us)| (*h, us.iter().map(|u| u.name.as_str()).collect()))
+        .collect();
+    let distinct: BTreeSet<&BTreeSet<&str>> = names.values().collect();
+    // The first line per host and interface name is evidence enough.
+    let first_per = |key: &dyn Fn(&IfaceUse) -> String| -> Vec<(String, usize, String)> {
+        let mut seen = BTreeSet::new();
+        let mut ev = Vec::new();
+        for us in per_host.values() {
+            for u in us {
+                if seen.insert((u.line.host, key(u))) {
+                    ev.push(u.line.evidence());
+                }
+            }
+        }
+        ev.sort();
+        ev.dedup();
+        ev
+    };
+    if distinct.len() > 1 {
+        let all: BTreeSet<&str> = names.values().flatten().copied().collect();
+        let per = join(names.iter().map(|(h, n)| format!("{} on {h}", join(n))));
+        let list = all.iter().copied().collect::<Vec<_>>().join(",");
+        out.push(Finding {
+            kind: "iface-names-differ",
+            summary: format!(
+                "the hosts chose interfaces with different names ({per}): one \
+                 NCCL_SOCKET_IFNAME value must match the fabric NIC on every host"
+            ),
+            evidence: first_per(&|u| u.name.clone()),
+            fix: format!(
+                "List every name: NCCL_SOCKET_IFNAME={list} (a comma-separated list of \
+                 prefixes), or give each node its exact name (NCCL_SOCKET_IFNAME==eth0 on one, \
+                 ==eno1 on the other, e.g. in a per-node /etc/nccl.conf); the same for \
+                 GLOO_SOCKET_IFNAME."
+            ),
+        });
+    }
+    let nets: BTreeMap<&str, BTreeSet<String>> = per_host
+        .iter()
+        .map(|(h, us)| (*h, us.iter().filter_map(|u| prefix24(&u.addr)).collect()))
+        .filter(|(_, s): &(&str, BTreeSet<String>)| !s.is_empty())
+        .collect();
+    let distinct_nets: BTreeSet<&BTreeSet<String>> = nets.values().collect();
+    if nets.len() > 1 && distinct_nets.len() > 1 {
+        let per = join(
+            nets.iter()
+                .map(|(h, n)| format!("{} on {h}", join(n.iter().map(|p| format!("{p}.0/24"))))),
+        );
+        out.push(Finding {
+            kind: "subnets-differ",
+            summary: format!(
+                "the hosts chose addresses in different /24 networks ({per}): the ranks may \
+                 be on NICs that cannot reach each other"
+            ),
+            evidence: first_per(&|u| prefix24(&u.addr).unwrap_or_default()),
+            fix: "Check with `ip -br addr` on each node which NIC carries the network between \
+                  the nodes and name exactly that one in NCCL_SOCKET_IFNAME on every node \
+                  (a list like eth0,eno1 when the names differ, or =NAME for an exact match); \
+                  if two NICs share a subnet, fix the netmask or route metrics."
+                .to_string(),
+        });
+    }
+}
+
+fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
+    struct Acc<'a> {
+        first: &'a Line<'a>,
+        last: &'a Line<'a>,
+        count: usize,
+        max_k: u64,
+        n: u64,
+        errors: BTreeSet<String>,
+        hosts: BTreeSet<&'a str>,
+    }
+    let mut by_addr: BTreeMap<String, Acc> = BTreeMap::new();
+    for l in lines {
+        let Some(r) = parse_retry(l.msg) else {
+            continue;
+        };
+        let acc = by_addr.entry(r.addr.clone()).or_insert(Acc {
+            first: l,
+            last: l,
+            count: 0,
+            max_k: 0,
+            n: 0,
+            errors: BTreeSet::new(),
+            hosts: BTreeSet::new(),
+        });
+        acc.last = l;
+        acc.count += 1;
+        acc.max_k = acc.max_k.max(r.k);
+        acc.n = acc.n.max(r.n);
+        acc.errors.insert(r.error);
+        acc.hosts.insert(l.host);
+    }
+    for (addr, a) in by_addr {
+        let ip = addr.split('<').next().unwrap_or(&addr);
+        let local = everywhere_addr(ip);
+        let of = if a.n > 0 {
+            format!(" (reached {}/{})", a.max_k, a.n)
+        } else {
+            String::new()
+        };
+        let summary = format!(
+            "{} kept retrying connect to {addr}: {} ({} retry line(s){of}){}",
+            join(&a.hosts),
+            join(&a.errors),
+            a.count,
+            if local {
+                format!(
+                    "; {ip} is an address every node has (Docker's docker0 or loopback), so \
+                     the dialler reaches its own machine, where nothing listens"
+                )
+            } else {
+                String::new()
+            }
+        );
+        let fix = if local {
+            "The listening rank advertised a host-local address: set NCCL_SOCKET_IFNAME to the \
+             fabric NIC (or ^docker0,lo) on every node so it advertises an address the others \
+             can reach."
+                .to_string()
+        } else if a.errors.iter().all(|e| e.contains("refused")) {
+            format!(
+                "{ip} is reachable but nothing listens on that port: check that the rank that \
+                 should listen there started and is alive (a missing rank, a wrong \
+                 MASTER_ADDR/--master-addr or port), and that every node uses the same one."
+            )
+        } else {
+            format!(
+                "{ip} cannot be reached from {}: check routes and firewalls between the nodes \
+                 (ping, `nc -zv`), and that NCCL_SOCKET_IFNAME names the NIC on the network \
+                 between them.",
+                join(&a.hosts)
+            )
+        };
+        let mut evidence = vec![a.first.evidence()];
+        if a.last.no != a.first.no || a.last.file != a.first.file {
+            evidence.push(a.last.evidence());
+        }
+        out.push(Finding {
+            kind: "connect-retry",
+            summary,
+            evidence,
+            fix,
+        });
+    }
+}
+
+fn no_socket_interface(lines: &[Line], ifname_env: &[(&Line, &str)], out: &mut Vec<Finding>) {
+    let hits: Vec<&Line> = lines
+        .iter()
+        .filter(|l| {
+            l.msg.contains("no socket interface found") || l.msg.contains("no interface found")
+        })
+        .collect();
+    if hits.is_empty() {
+        return;
+    }
+    let mut evidence: Vec<_> = Vec::new();
+    let mut values = BTreeSet::new();
+    let hosts: BTreeSet<&str> = hits.iter().map(|l| l.host).collect();
+    for h in &hits {
+        if let Some((l, v)) = ifname_env
+            .iter()
+            .find(|(l, _)| l.file == h.file && l.host == h.host && l.pid == h.pid)
+            .or_else(|| ifname_env.iter().find(|(l, _)| l.host == h.host))
+        {
+            evidence.push(l.evidence());
+            values.insert(*v);
+        }
+        evidence.push(h.evidence());
+    }
+    evidence.sort();
+    evidence.dedup();
+    let summary = if values.is_empty() {
+        format!(
+            "NCCL found no usable socket interface on {} and stopped at init",
+            join(&hosts)
+        )
+    } else {
+        format!(
+            "NCCL_SOCKET_IFNAME={} matches no interface on {}, so NCCL stopped at init (a set \
+             value is find-or-fail)",
+            join(&values),
+            join(&hosts)
+        )
+    };
+    out.push(Finding {
+        kind: "no-socket-interface",
+        summary,
+        evidence,
+        fix: "Run `ip -br addr` on that host and set NCCL_SOCKET_IFNAME to a prefix that \
+              matches its fabric NIC (`eth` matches eth0; `=eth0` is exact; `^` excludes; a \
+              comma-separated list covers hosts whose names differ)."
+            .to_string(),
+    });
+}
+
+fn ib_and_p2p(lines: &[Line], out: &mut Vec<Finding>) {
+    let ib_env: Vec<&Line> = lines
+        .iter()
+        .filter(|l| env_is_one(l.msg, "NCCL_IB_DISABLE"))
+        .collect();
+    let socket: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.msg.starts_with("Using network Socket"))
+        .collect();
+    let no_ib: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.msg.starts_with("NET/IB") && l.msg.contains("No device found"))
+        .collect();
+    let socket_in = |files: &BTreeSet<&str>| -> Vec<(String, usize, String)> {
+        socket
+            .iter()
+            .filter(|l| files.contains(l.file))
+            .map(|l| l.evidence())
+            .collect()
+    };
+    const SLOW: &str = "inter-node traffic goes over TCP sockets, far slower than InfiniBand/RoCE";
+    if !ib_env.is_empty() {
+        let files: BTreeSet<&str> = ib_env.iter().map(|l| l.file).collect();
+        let mut evidence: Vec<_> = ib_env.iter().map(|l| l.evidence()).collect();
+        evidence.extend(socket_in(&files));
+        evidence.sort();
+        evidence.dedup();
+        out.push(Finding {
+            kind: "ib-disabled",
+            summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
+            evidence,
+            fix: "NCCL_IB_DISABLE=1 is a diagnostic, not a fix: use it to tell whether the IB \
+                  transport is at fault, then repair that transport (drivers, NCCL_IB_HCA, \
+                  ports up with `ibstat`) and remove the variable."
+                .to_string(),
+        });
+    } else if !no_ib.is_empty() {
+        // Fallen back: "NET/IB : No device found." followed by "Using network Socket".
+        let evidence: Vec<_> = no_ib
+            .iter()
+            .filter_map(|ib| {
+                socket
+                    .iter()
+                    .find(|s| s.file == ib.file && s.no > ib.no && s.pid == ib.pid)
+                    .map(|s| [ib.evidence(), s.evidence()])
+            })
+            .flatten()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !evidence.is_empty() {
+            out.push(Finding {
+                kind: "socket-fallback",
+                summary: format!(
+                    "NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}"
+                ),
+                evidence,
+                fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL (drivers and \
+                      rdma-core in the container, /dev/infiniband mounted, NCCL_IB_HCA if set); \
+                      if they have none, sockets are expected and this is only a note on speed."
+                    .to_string(),
+            });
+        }
+    }
+    let p2p: Vec<&Line> = lines
+        .iter()
+        .filter(|l| env_is_one(l.msg, "NCCL_P2P_DISABLE"))
+        .collect();
+    if !p2p.is_empty() {
+        out.push(Finding {
+            kind: "p2p-disabled",
+            summary: "NCCL_P2P_DISABLE=1 is set: direct GPU-to-GPU transfers (NVLink, PCIe \
+                      peer-to-peer) are off and traffic goes through host memory"
+                .to_string(),
+            evidence: p2p.iter().map(|l| l.evidence()).collect(),
+            fix: "NCCL_P2P_DISABLE=1 is a diagnostic, not a fix: once the hang is understood \
+                  (often PCI ACS or the IOMMU blocking peer-to-peer), fix that and remove the \
+                  variable."
+                .to_string(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(name: &str, text: &str) -> Vec<Finding> {
+        analyze(&[(name.to_string(), text.to_string())])
+    }
+
+    fn kinds(f: &[Finding]) -> Vec<&'static str> {
+        f.iter().map(|f| f.kind).collect()
+    }
+
+    #[test]
+    fn parses_nccl_lines() {
+        let (h, p, m) =
+            parse_line("n1:4711:4711 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>").unwrap();
+        assert_eq!(
+            (h, p, m),
+            ("n1", "4711", "Bootstrap: Using eth0:10.0.0.1<0>")
+        );
+        assert!(parse_line("just some output").is_none());
+    }
+
+    #[test]
+    fn docker0_across_hosts_single_host_fine() {
+        let two = "a:1:1 [0] NCCL INFO Bootstrap : Using [0]docker0:172.17.0.1<0>\n\
+                   b:2:2 [0] NCCL INFO Bootstrap : Using [0]docker0:172.17.0.1<0>\n";
+        let f = one("x.log", two);
+        assert_eq!(kinds(&f), ["local-interface"]);
+        assert_eq!(f[0].evidence.len(), 2);
+        let single = "a:1:1 [0] NCCL INFO Bootstrap: Using lo:127.0.0.1<0>\n";
+        assert!(one("x.log", single).is_empty());
+    }
+
+    #[test]
+    fn names_differ_and_retry() {
+        let t = "a:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n\
+                 b:2:2 [0] NCCL INFO Bootstrap: Using eno1:10.0.0.2<0>\n\
+                 b:2:2 [0] NCCL WARN socketProgress: connect to 10.0.0.1<5000> returned Connection refused, retrying (1/34) after sleep for 100 msec\n\
+                 b:2:2 [0] NCCL WARN socketProgress: connect to 10.0.0.1<5000> returned Connection refused, retrying (2/34) after sleep for 200 msec\n";
+        let f = one("x.log", t);
+        assert_eq!(kinds(&f), ["iface-names-differ", "connect-retry"]);
+        assert!(f[0].fix.contains("eno1,eth0"), "{}", f[0].fix);
+        assert!(f[1].summary.contains("2/34"), "{}", f[1].summary);
+        assert_eq!(f[1].evidence[0].1, 3);
+        assert_eq!(f[1].evidence[1].1, 4);
+    }
+
+    #[test]
+    fn subnets_differ() {
+        let t = "a:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n\
+                 b:2:2 [0] NCCL INFO Bootstrap: Using eth0:192.168.5.2<0>\n";
+        assert_eq!(kinds(&one("x.log", t)), ["subnets-differ"]);
+    }
+
+    #[test]
+    fn env_lines() {
+        let t = "a:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ens5\n\
+                 a:1:1 [0] NCCL WARN Bootstrap : no socket interface found\n\
+                 a:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n\
+                 a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.\n";
+        let f = one("x.log", t);
+        assert_eq!(kinds(&f), ["no-socket-interface", "p2p-disabled"]);
+        assert!(f[0].summary.contains("ens5"));
+    }
+}

@@ -1,0 +1,417 @@
+//! The hang lab on screen: pick a scenario, stage it on a cluster of network namespaces, watch
+//! the per-rank board until the watchdog calls the hang, read the evidence, take hints in
+//! tiers, pick a fix and re-run until the all-reduce passes.
+
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use crate::lab::Event;
+use crate::lab::launch::Msg;
+use crate::lab::scenario::{self, Fix, Fixed, LabReport, Scenario};
+use crate::tui::app::{Action, App, Background, Outcome};
+use crate::tui::theme::Theme;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum HangUpdate {
+    Msg(u64, Msg),
+    Staged(u64, Result<Box<LabReport>, String>),
+    Fixed(u64, Result<Fixed, String>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stage {
+    Pick,
+    Staging,
+    Diagnosed,
+    Fixing,
+    Passed,
+}
+
+pub struct HangState {
+    pub scenarios: Vec<Scenario>,
+    pub selected: usize,
+    pub stage: Stage,
+    pub report: Option<LabReport>,
+    pub choices: Vec<Fix>,
+    pub choice: usize,
+    pub hints: usize,
+    pub last_fix: Option<(String, Fixed)>,
+    pub error: Option<String>,
+    board: Vec<(usize, String, Instant)>,
+    logs: Vec<String>,
+    run: u64,
+    started: Option<Instant>,
+}
+
+impl HangState {
+    pub fn new() -> Self {
+        let (scenarios, _) = scenario::all();
+        Self {
+            scenarios,
+            selected: 0,
+            stage: Stage::Pick,
+            report: None,
+            choices: Vec::new(),
+            choice: 0,
+            hints: 0,
+            last_fix: None,
+            error: None,
+            board: Vec::new(),
+            logs: Vec::new(),
+            run: 0,
+            started: None,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        matches!(self.stage, Stage::Staging | Stage::Fixing)
+    }
+
+    fn scenario(&self) -> Option<&Scenario> {
+        self.scenarios.get(self.selected)
+    }
+
+    fn launch(&mut self, app: &mut App, fix: Option<Fix>) {
+        let (Some(s), Some(tx)) = (self.scenario().cloned(), app.bg.clone()) else {
+            app.status = Some("the hang lab needs the interactive app".into());
+            return;
+        };
+        self.run += 1;
+        let id = self.run;
+        self.board.clear();
+        self.logs.clear();
+        self.error = None;
+        self.started = Some(Instant::now());
+        self.stage = if fix.is_some() {
+            Stage::Fixing
+        } else {
+            Stage::Staging
+        };
+        std::thread::spawn(move || {
+            let tx2 = tx.clone();
+            let mut on = move |m: &Msg| {
+                let _ = tx2.send(Background::Hang(HangUpdate::Msg(id, m.clone())));
+            };
+            let msg = match fix {
+                None => HangUpdate::Staged(id, scenario::run(&s, false, &mut on).map(Box::new)),
+                Some(f) => HangUpdate::Fixed(id, scenario::try_fix(&s, &f, &mut on)),
+            };
+            let _ = tx.send(Background::Hang(msg));
+        });
+    }
+
+    /// A report from the runner thread.
+    pub fn receive(&mut self, u: HangUpdate, app: &mut App) {
+        match u {
+            HangUpdate::Msg(id, _) | HangUpdate::Staged(id, _) | HangUpdate::Fixed(id, _)
+                if id != self.run => {}
+            HangUpdate::Msg(_, Msg::Event(Event::Phase { rank, phase })) => {
+                match self.board.iter_mut().find(|b| b.0 == rank) {
+                    Some(b) => *b = (rank, phase, Instant::now()),
+                    None => self.board.push((rank, phase, Instant::now())),
+                }
+                self.board.sort_by_key(|b| b.0);
+            }
+            HangUpdate::Msg(_, Msg::Log { rank, line }) => {
+                if line.contains("NCCL") {
+                    let short = line.split(" NCCL ").nth(1).unwrap_or(&line).to_string();
+                    self.logs.push(format!("[rank {rank}] {short}"));
+                    if self.logs.len() > 200 {
+                        self.logs.remove(0);
+                    }
+                }
+            }
+            HangUpdate::Msg(..) => {}
+            HangUpdate::Staged(_, Ok(r)) => {
+                self.choices = self
+                    .scenario()
+                    .map(scenario::fix_choices)
+                    .unwrap_or_default();
+                self.choice = 0;
+                self.report = Some(*r);
+                self.stage = Stage::Diagnosed;
+            }
+            HangUpdate::Staged(_, Err(e)) | HangUpdate::Fixed(_, Err(e)) => {
+                self.error = Some(e);
+                self.stage = Stage::Pick;
+            }
+            HangUpdate::Fixed(_, Ok(f)) => {
+                let text = self
+                    .choices
+                    .get(self.choice)
+                    .map_or_else(String::new, |c| c.text.clone());
+                let passed = f.outcome == "pass";
+                if let Some(s) = self.scenario() {
+                    let rec = app.progress.labs.entry(s.name.clone()).or_default();
+                    rec.attempts += 1;
+                    rec.solved |= passed;
+                    app.save_progress();
+                }
+                self.last_fix = Some((text, f));
+                self.stage = if passed {
+                    Stage::Passed
+                } else {
+                    Stage::Diagnosed
+                };
+            }
+        }
+    }
+
+    fn reveal_hint(&mut self, app: &mut App) {
+        let Some(s) = self.scenario() else { return };
+        let (name, tiers) = (s.name.clone(), s.hints.len());
+        if self.hints < tiers {
+            self.hints += 1;
+            let rec = app.progress.labs.entry(name).or_default();
+            rec.hints_seen = rec.hints_seen.max(self.hints);
+            // The last tier is the solution: that is recorded.
+            rec.revealed_solution |= self.hints == tiers;
+            app.save_progress();
+        } else {
+            app.status = Some("no more hints: the last one was the solution".into());
+        }
+    }
+}
+
+impl Default for HangState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
+    match (&s.stage, action) {
+        (_, Action::Back) if s.running() => {
+            app.status = Some("the run ends by itself at the watchdog's timeout".into())
+        }
+        (Stage::Pick, Action::Back) => return Outcome::Pop,
+        (_, Action::Back) => {
+            s.stage = Stage::Pick;
+            s.report = None;
+            s.last_fix = None;
+            s.hints = 0;
+        }
+        (Stage::Pick, Action::Move(d)) => {
+            let n = s.scenarios.len().max(1) as i32;
+            s.selected = (s.selected as i32 + d).rem_euclid(n) as usize;
+        }
+        (Stage::Pick, Action::Open) => {
+            s.hints = 0;
+            s.last_fix = None;
+            s.launch(app, None);
+        }
+        (Stage::Diagnosed, Action::Move(d)) => {
+            let n = s.choices.len().max(1) as i32;
+            s.choice = (s.choice as i32 + d).rem_euclid(n) as usize;
+        }
+        (Stage::Diagnosed, Action::Open) => {
+            let fix = s.choices.get(s.choice).cloned();
+            if fix.is_some() {
+                s.launch(app, fix);
+            }
+        }
+        (Stage::Diagnosed | Stage::Passed, Action::Hint) => s.reveal_hint(app),
+        (Stage::Passed, Action::Open) => s.stage = Stage::Pick,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area);
+    let title = s.scenario().map_or_else(
+        || "no scenarios".into(),
+        |x| format!("{}: {}", x.name, x.title),
+    );
+    let stage = match s.stage {
+        Stage::Pick => "choose a scenario · Enter stages it".to_string(),
+        Stage::Staging => format!(
+            "staged, running… {:.1} s (the watchdog decides)",
+            s.started.map_or(0.0, |x| x.elapsed().as_secs_f64())
+        ),
+        Stage::Diagnosed => {
+            "evidence in · h for a hint · ↑↓ pick a fix · Enter re-runs with it".into()
+        }
+        Stage::Fixing => format!(
+            "re-running with the fix… {:.1} s",
+            s.started.map_or(0.0, |x| x.elapsed().as_secs_f64())
+        ),
+        Stage::Passed => "PASS · Enter for another scenario".into(),
+    };
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(vec![
+                Span::styled(" Hang lab ", t.title),
+                Span::styled(title, t.strong),
+            ]),
+            Line::styled(format!(" {stage}"), t.accent),
+        ]),
+        head,
+    );
+    let lines = match s.stage {
+        Stage::Pick => pick_lines(s, t),
+        Stage::Staging | Stage::Fixing => board_lines(s, t),
+        Stage::Diagnosed | Stage::Passed => diagnosis_lines(s, t),
+    };
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::TOP)
+                .border_style(t.border),
+        ),
+        body,
+    );
+}
+
+fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    if let Some(e) = &s.error {
+        out.push(Line::styled(format!(" ✗ {e}"), t.error));
+        out.push(Line::raw(""));
+    }
+    for (i, sc) in s.scenarios.iter().enumerate() {
+        let sel = i == s.selected;
+        let row = format!(
+            "{} {:<26} {}",
+            if sel { "▶" } else { " " },
+            sc.name,
+            sc.title
+        );
+        out.push(if sel {
+            Line::styled(row, t.selection)
+        } else {
+            Line::raw(row)
+        });
+    }
+    if let Some(sc) = s.scenario() {
+        out.push(Line::raw(""));
+        out.push(Line::raw(sc.story.clone()));
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            format!("{} nodes × {} rank(s); a hang is declared after {} s without progress. Needs root.", sc.nodes, sc.ranks_per_node, sc.timeout),
+            t.dim,
+        ));
+    }
+    out
+}
+
+fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        " rank  phase                                              since",
+        t.strong,
+    )];
+    for (rank, phase, since) in &s.board {
+        out.push(Line::from(vec![
+            Span::styled(format!(" {rank:<5} "), t.strong),
+            Span::raw(format!("{phase:<50}")),
+            Span::styled(format!(" {:>5.1} s", since.elapsed().as_secs_f64()), t.dim),
+        ]));
+    }
+    out.push(Line::raw(""));
+    for l in s.logs.iter().rev().take(10).rev() {
+        out.push(Line::styled(format!(" {l}"), t.dim));
+    }
+    out
+}
+
+fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let Some(r) = &s.report else { return out };
+    out.push(Line::styled(
+        format!(
+            " staged run: {}{}",
+            r.staged.outcome.to_uppercase(),
+            r.staged
+                .detected_after_s
+                .map(|x| format!(" after {x:.1} s"))
+                .unwrap_or_default()
+        ),
+        t.error,
+    ));
+    if let Some(p) = &r.staged.stuck_phase {
+        out.push(Line::raw(format!(" stuck in: {p}")));
+    }
+    out.push(Line::styled(" interfaces", t.h2));
+    let nodes = r
+        .diagnosis
+        .interfaces
+        .iter()
+        .map(|i| i.node)
+        .max()
+        .map_or(0, |m| m + 1);
+    for n in 0..nodes {
+        let list: Vec<String> = r
+            .diagnosis
+            .interfaces
+            .iter()
+            .filter(|i| i.node == n && !i.addr.contains(':'))
+            .map(|i| format!("{} {}", i.name, i.addr))
+            .collect();
+        out.push(Line::raw(format!("  node {n}: {}", list.join(" · "))));
+    }
+    out.push(Line::styled(
+        " can node i reach what each rank advertised?",
+        t.h2,
+    ));
+    for x in &r.diagnosis.reachability {
+        let st = if x.result == "ok" { t.ok } else { t.warn };
+        out.push(Line::from(vec![
+            Span::raw(format!(
+                "  node {} → rank {} at {:<22} ",
+                x.from_node, x.to_rank, x.addr
+            )),
+            Span::styled(x.result.clone(), st),
+        ]));
+    }
+    if let Some(sc) = s.scenario() {
+        for h in sc.hints.iter().take(s.hints) {
+            out.push(Line::styled(format!(" hint: {h}"), t.accent));
+        }
+        if s.hints > 0 && s.hints == sc.hints.len() {
+            out.push(Line::styled(
+                format!(
+                    " diagnosis: {} — {}",
+                    r.diagnosis.culprit, r.diagnosis.explanation
+                ),
+                t.strong,
+            ));
+        }
+    }
+    if let Some((text, f)) = &s.last_fix {
+        let (msg, st) = if f.outcome == "pass" {
+            (
+                format!(
+                    " ✓ PASS with {text}: the all-reduce of ones gave the world size on every rank"
+                ),
+                t.ok,
+            )
+        } else {
+            (
+                format!(" ✗ {text}: still {} — not the cause", f.outcome),
+                t.error,
+            )
+        };
+        out.push(Line::styled(msg, st));
+    }
+    if s.stage == Stage::Diagnosed {
+        out.push(Line::styled(
+            " pick a fix (Enter re-runs the job with it):",
+            t.h2,
+        ));
+        for (i, c) in s.choices.iter().enumerate() {
+            let sel = i == s.choice;
+            let row = format!("{} {}", if sel { "▶" } else { " " }, c.text);
+            out.push(if sel {
+                Line::styled(row, t.selection)
+            } else {
+                Line::raw(row)
+            });
+        }
+    }
+    out
+}

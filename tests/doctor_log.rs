@@ -1,0 +1,215 @@
+//! `ringlab doctor --log`: each fixture (real NCCL_DEBUG=INFO line shapes) gives the expected
+//! findings, with evidence pointing at the right lines, and the right exit code.
+
+use std::process::{Command, Output};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nccl_logs");
+
+fn path(name: &str) -> String {
+    format!("{DIR}/{name}")
+}
+
+fn doctor(files: &[&str], json: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringlab"));
+    cmd.arg("doctor").arg("--log");
+    for f in files {
+        cmd.arg(path(f));
+    }
+    if json {
+        cmd.arg("--json");
+    }
+    cmd.output().expect("run ringlab")
+}
+
+/// The findings as JSON values, and the exit code.
+fn findings(files: &[&str]) -> (Vec<serde_json::Value>, i32) {
+    let out = doctor(files, true);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let f = v["findings"].as_array().expect("findings array").clone();
+    (f, out.status.code().expect("exit code"))
+}
+
+fn kinds(f: &[serde_json::Value]) -> Vec<&str> {
+    f.iter()
+        .map(|f| f["kind"].as_str().expect("kind"))
+        .collect()
+}
+
+fn finding<'a>(f: &'a [serde_json::Value], kind: &str) -> &'a serde_json::Value {
+    f.iter()
+        .find(|f| f["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} finding in {:?}", kinds(f)))
+}
+
+/// (file name without the directory, line) of each evidence entry; each entry's text must be
+/// that very line of that file.
+fn lines(f: &serde_json::Value) -> Vec<(String, usize)> {
+    f["evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .map(|e| {
+            let file = e[0].as_str().expect("file");
+            let no = e[1].as_u64().expect("line") as usize;
+            let text = std::fs::read_to_string(file).expect("read fixture");
+            assert_eq!(
+                text.lines().nth(no - 1).expect("line exists"),
+                e[2].as_str().expect("text"),
+                "evidence text is not line {no} of {file}"
+            );
+            let name = file.rsplit('/').next().expect("name").to_string();
+            (name, no)
+        })
+        .collect()
+}
+
+fn at(name: &str, nos: &[usize]) -> Vec<(String, usize)> {
+    nos.iter().map(|&n| (name.to_string(), n)).collect()
+}
+
+#[test]
+fn docker0_across_two_nodes() {
+    let log = "docker0-two-nodes.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    let local = finding(&f, "local-interface");
+    assert_eq!(lines(local), at(log, &[3, 6, 8, 11]));
+    assert!(
+        local["fix"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_SOCKET_IFNAME")
+    );
+    assert!(local["fix"].as_str().unwrap().contains("^docker0,lo"));
+    let retry = finding(&f, "connect-retry");
+    assert_eq!(lines(retry), at(log, &[13, 15]));
+    let s = retry["summary"].as_str().unwrap();
+    assert!(
+        s.contains("172.17.0.1") && s.contains("3/34") && s.contains("every node"),
+        "{s}"
+    );
+}
+
+#[test]
+fn lo_across_nodes() {
+    let log = "lo-across-nodes.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["local-interface", "connect-retry"]);
+    assert_eq!(lines(&f[0]), at(log, &[2, 5]));
+    assert!(f[0]["summary"].as_str().unwrap().contains("lo"));
+    assert_eq!(lines(&f[1]), at(log, &[7, 9]));
+    assert!(f[1]["summary"].as_str().unwrap().contains("127.0.0.1"));
+}
+
+#[test]
+fn interface_names_differ_across_two_files() {
+    let (n0, n1) = ("names-differ-node0.log", "names-differ-node1.log");
+    let (f, code) = findings(&[n0, n1]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["iface-names-differ"]);
+    let mut want = at(n0, &[2]);
+    want.extend(at(n1, &[2]));
+    assert_eq!(lines(&f[0]), want);
+    assert!(f[0]["fix"].as_str().unwrap().contains("eno1,eth0"));
+    // Either file alone is one host: nothing to compare.
+    assert_eq!(findings(&[n0]), (vec![], 0));
+}
+
+#[test]
+fn connect_retry_loops() {
+    let log = "retry-loop.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["connect-retry", "connect-retry"]);
+    let s0 = f[0]["summary"].as_str().unwrap();
+    assert!(
+        s0.contains("10.1.0.10<29500>") && s0.contains("Connection refused") && s0.contains("4/34"),
+        "{s0}"
+    );
+    assert!(!s0.contains("every node"), "{s0}");
+    assert_eq!(lines(&f[0]), at(log, &[4, 7]));
+    let s1 = f[1]["summary"].as_str().unwrap();
+    assert!(
+        s1.contains("No route to host") && s1.contains("2/34"),
+        "{s1}"
+    );
+    assert_eq!(lines(&f[1]), at(log, &[8, 9]));
+}
+
+#[test]
+fn no_socket_interface_quotes_the_value() {
+    let log = "no-interface.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["no-socket-interface"]);
+    assert!(
+        f[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_SOCKET_IFNAME=eth0")
+    );
+    assert_eq!(lines(&f[0]), at(log, &[2, 3]));
+}
+
+#[test]
+fn ib_disabled_is_a_diagnostic() {
+    let log = "ib-disabled.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["ib-disabled"]);
+    assert_eq!(lines(&f[0]), at(log, &[1, 5]));
+    assert!(
+        f[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("diagnostic, not a fix")
+    );
+}
+
+#[test]
+fn p2p_disabled_is_a_diagnostic() {
+    let log = "p2p-disabled.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["p2p-disabled"]);
+    assert_eq!(lines(&f[0]), at(log, &[2, 3]));
+    assert!(f[0]["fix"].as_str().unwrap().contains("remove"));
+}
+
+#[test]
+fn healthy_log_has_no_findings() {
+    assert_eq!(findings(&["healthy.log"]), (vec![], 0));
+    let out = doctor(&["healthy.log"], false);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no known misconfiguration found"));
+}
+
+#[test]
+fn text_output_names_file_and_line() {
+    let out = doctor(&["p2p-disabled.log"], false);
+    assert_eq!(out.status.code(), Some(1));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("[p2p-disabled]"), "{s}");
+    assert!(s.contains("p2p-disabled.log:2: box:610:610"), "{s}");
+    assert!(s.contains("fix: "), "{s}");
+}
+
+#[test]
+fn unreadable_file_exits_2_naming_it() {
+    let out = doctor(&["healthy.log", "no-such-file.log"], false);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-file.log"), "{err}");
+}
+
+#[test]
+fn without_log_explains_and_exits_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .arg("doctor")
+        .output()
+        .expect("run ringlab");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--log"));
+}
