@@ -166,7 +166,7 @@ fn default_table_columns() -> Vec<String> {
 /// Checks a table block's columns and rank counts, then computes it once so that any other
 /// problem (an unknown collective, a size that does not parse) is a check error too.
 fn check_table(body: &str, t: &TableBlock) -> Result<(), BlockError> {
-    use super::table::{COLUMNS, MAX_TABLE_RANKS, rows};
+    use super::table::{COLUMNS, MAX_TABLE_RANKS, validate};
     let fail = |key: &str, message: String| {
         let line = body
             .lines()
@@ -207,7 +207,7 @@ fn check_table(body: &str, t: &TableBlock) -> Result<(), BlockError> {
             format!("ranks must each be 1..={MAX_TABLE_RANKS}, got {bad}"),
         );
     }
-    if let Err(e) = rows(t) {
+    if let Err(e) = validate(t) {
         let key = ["algos", "algo", "op", "bytes", "dtype"]
             .into_iter()
             .find(|k| e.starts_with(k))

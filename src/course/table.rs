@@ -47,7 +47,31 @@ fn header(column: &str) -> &'static str {
 
 /// The header and the rows of a table block, or why it cannot be computed. With more than
 /// one algorithm, every column but `ranks` repeats once per algorithm, named after it.
+/// Check a table's parameters without building any schedule (what `ringlab check` and lesson
+/// loading need; building N = 1024 schedules at start-up would cost tens of milliseconds).
+pub fn validate(t: &TableBlock) -> Result<(), String> {
+    compute(t, false).map(|_| ())
+}
+
+/// The table's header and rows, built from the schedule module. Memoized per process: a
+/// lesson re-laid out for another width does not rebuild its schedules.
 pub fn rows(t: &TableBlock) -> Result<(Vec<String>, Vec<Vec<String>>), String> {
+    type Cached = Result<(Vec<String>, Vec<Vec<String>>), String>;
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, Cached>>> =
+        std::sync::OnceLock::new();
+    let key = format!("{t:?}");
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return hit;
+    }
+    let out = compute(t, true);
+    if let Ok(mut c) = cache.lock() {
+        c.insert(key, out.clone());
+    }
+    out
+}
+
+fn compute(t: &TableBlock, build: bool) -> Result<(Vec<String>, Vec<Vec<String>>), String> {
     let op: Collective = t.op.parse().map_err(|e| format!("op: {e}"))?;
     if t.algo.is_some() && t.algos.is_some() {
         return Err("algos: give either algo or algos, not both".into());
@@ -91,6 +115,9 @@ pub fn rows(t: &TableBlock) -> Result<(Vec<String>, Vec<Vec<String>>), String> {
         ));
     }
 
+    if !build {
+        return Ok((Vec::new(), Vec::new()));
+    }
     let many = algos.len() > 1;
     let mut head = Vec::new();
     for c in &t.columns {
