@@ -261,23 +261,19 @@ impl Course {
 
 /// The lesson files built into the binary, sorted by path.
 pub fn embedded_sources() -> Vec<SourceFile> {
-    let mut files: Vec<SourceFile> = EMBEDDED
-        .files()
-        .filter(|f| f.path().extension().is_some_and(|e| e == "md"))
-        .map(|f| SourceFile {
-            path: format!("lessons/{}", f.path().display()),
-            text: String::from_utf8_lossy(f.contents()).into_owned(),
-        })
-        .collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    files
+    md_sources(&EMBEDDED)
 }
 
 /// The drill files built into the binary (`lessons/drills/*.md`), sorted by path.
 pub fn embedded_drill_sources() -> Vec<SourceFile> {
-    let Some(dir) = EMBEDDED.get_dir("drills") else {
-        return Vec::new();
-    };
+    EMBEDDED
+        .get_dir("drills")
+        .map(md_sources)
+        .unwrap_or_default()
+}
+
+/// The `*.md` files directly in an embedded folder, sorted by path.
+fn md_sources(dir: &Dir<'_>) -> Vec<SourceFile> {
     let mut files: Vec<SourceFile> = dir
         .files()
         .filter(|f| f.path().extension().is_some_and(|e| e == "md"))
