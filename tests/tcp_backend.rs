@@ -23,6 +23,40 @@ fn env(rank: usize, world: usize, store: SocketAddr, token: [u8; 16]) -> RankEnv
     }
 }
 
+/// One rank of a ring all-reduce (f32 sum) of `count` copies of `value`; returns its result.
+fn sum_of(
+    store: SocketAddr,
+    token: [u8; 16],
+    rank: usize,
+    world: usize,
+    shape: &Schedule,
+    count: usize,
+    value: f32,
+) -> Vec<f32> {
+    let mut sc = StoreClient::connect(store, &token, rank as u32).expect("store client");
+    let mut comm = TcpComm::init(
+        &env(rank, world, store, token),
+        &mut sc,
+        &partners(rank, &[shape]),
+        |_| {},
+    )
+    .expect("init");
+    let mut buf = AlignedBuf::zeroed(count * 4);
+    buf.bytes_mut()
+        .copy_from_slice(bytemuck::cast_slice(&vec![value; count]));
+    let s = Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        world,
+        count,
+        4,
+    ))
+    .expect("s");
+    comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
+        .expect("run");
+    bytemuck::cast_slice::<u8, f32>(buf.bytes()).to_vec()
+}
+
 #[test]
 fn a_stranger_without_the_token_cannot_inject_data() {
     let token = [9u8; 16];
@@ -42,30 +76,7 @@ fn a_stranger_without_the_token_cannot_inject_data() {
     // hello (right rank, wrong token) followed by bytes that would poison the sum.
     let rank0 = {
         let shape = shape.clone();
-        std::thread::spawn(move || {
-            let mut sc = StoreClient::connect(store, &token, 0).expect("store client");
-            let mut comm = TcpComm::init(
-                &env(0, world, store, token),
-                &mut sc,
-                &partners(0, &[&shape]),
-                |_| {},
-            )
-            .expect("init");
-            let mut buf = AlignedBuf::zeroed(count * 4);
-            buf.bytes_mut()
-                .copy_from_slice(bytemuck::cast_slice(&vec![1.0f32; count]));
-            let s = Schedule::build(&Spec::new(
-                Collective::AllReduce,
-                Algorithm::Ring,
-                world,
-                count,
-                4,
-            ))
-            .expect("s");
-            comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
-                .expect("run");
-            bytemuck::cast_slice::<u8, f32>(buf.bytes()).to_vec()
-        })
+        std::thread::spawn(move || sum_of(store, token, 0, world, &shape, count, 1.0))
     };
     let mut peek = StoreClient::connect(store, &token, 99).expect("peek");
     let addr0: SocketAddr = peek
@@ -86,30 +97,7 @@ fn a_stranger_without_the_token_cannot_inject_data() {
         .expect("hello");
     let _ = stranger.write_all(&vec![0x7fu8; 1 << 16]);
     std::thread::sleep(Duration::from_millis(100));
-    let rank1 = std::thread::spawn(move || {
-        let mut sc = StoreClient::connect(store, &token, 1).expect("store client");
-        let mut comm = TcpComm::init(
-            &env(1, world, store, token),
-            &mut sc,
-            &partners(1, &[&shape]),
-            |_| {},
-        )
-        .expect("init");
-        let mut buf = AlignedBuf::zeroed(count * 4);
-        buf.bytes_mut()
-            .copy_from_slice(bytemuck::cast_slice(&vec![2.0f32; count]));
-        let s = Schedule::build(&Spec::new(
-            Collective::AllReduce,
-            Algorithm::Ring,
-            world,
-            count,
-            4,
-        ))
-        .expect("s");
-        comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
-            .expect("run");
-        bytemuck::cast_slice::<u8, f32>(buf.bytes()).to_vec()
-    });
+    let rank1 = std::thread::spawn(move || sum_of(store, token, 1, world, &shape, count, 2.0));
     let (a, b) = (rank0.join().expect("rank 0"), rank1.join().expect("rank 1"));
     assert!(a.iter().all(|&v| v == 3.0), "rank 0 result poisoned");
     assert!(b.iter().all(|&v| v == 3.0), "rank 1 result poisoned");

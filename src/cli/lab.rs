@@ -196,7 +196,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         let Msg::Event(ev @ Event::Row { .. }) = msg else {
             return;
         };
-        let Some(row) = collector.feed(ev, l.nproc_per_node) else {
+        let Some(row) = collector.feed(ev) else {
             return;
         };
         let r = if args.json {

@@ -82,6 +82,8 @@ pub fn redop_and_root(job: &Job) -> (&'static str, i64) {
 pub struct Collector {
     job: Job,
     ranks: usize,
+    /// Ranks on this node: a row is complete when all of them have reported it.
+    local_ranks: usize,
     backend: &'static str,
     pending: BTreeMap<(u64, bool), (usize, f64, u64, u64)>,
     pub rows: Vec<Row>,
@@ -89,8 +91,8 @@ pub struct Collector {
 
 impl Collector {
     pub fn new(job: &Job, ranks: usize, local_ranks: usize, backend: &'static str) -> Self {
-        let _ = local_ranks;
         Self {
+            local_ranks,
             job: job.clone(),
             ranks,
             backend,
@@ -100,7 +102,7 @@ impl Collector {
     }
 
     /// Feed an event; returns a finished row when the last local rank has reported it.
-    pub fn feed(&mut self, ev: &Event, local_ranks: usize) -> Option<Row> {
+    pub fn feed(&mut self, ev: &Event) -> Option<Row> {
         let Event::Row {
             size,
             count,
@@ -119,7 +121,7 @@ impl Collector {
         e.0 += 1;
         e.1 = e.1.max(*time_us);
         e.2 += wrong;
-        if e.0 < local_ranks {
+        if e.0 < self.local_ranks {
             return None;
         }
         let (_, t, w, count) = self.pending.remove(&(*size, *in_place))?;

@@ -222,8 +222,7 @@ impl LabState {
                 {
                     *p = ("done".into(), Instant::now());
                 }
-                let ranks = self.params.ranks;
-                if let Some(row) = self.collector.as_mut().and_then(|c| c.feed(&ev, ranks)) {
+                if let Some(row) = self.collector.as_mut().and_then(|c| c.feed(&ev)) {
                     if row.in_place {
                         if let Some(out) = self.pending.take() {
                             self.rows.push((out, row));
