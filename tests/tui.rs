@@ -195,9 +195,18 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
         "iface-names-differ",
         "wrong-master-addr",
         "missing-rank",
+        "silent-drop",
     ] {
         assert!(text.contains(name), "{name} listed:\n{text}");
     }
     assert!(text.contains("▶ docker0"), "{text}");
-    assert!(text.contains("Needs root"), "{text}");
+    // The screen says where the nodes will run before anything is staged.
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let says = if root {
+        "real network namespaces"
+    } else {
+        "EMULATED"
+    };
+    assert!(text.contains(says), "{text}");
 }

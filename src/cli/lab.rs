@@ -389,6 +389,10 @@ pub enum HangLab {
         /// The report as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Where the cluster is built: network namespaces when this process may make them
+        /// (root), else emulated on loopback addresses (auto); or insist on one.
+        #[arg(long, value_enum, default_value_t = crate::lab::scenario::Mode::Auto)]
+        mode: crate::lab::scenario::Mode,
     },
     /// Remove namespaces a crashed run left behind (everything named rlab-*).
     Cleanup,
@@ -426,6 +430,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             fix,
             timeout,
             json,
+            mode,
         } => {
             let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
             if let Some(t) = timeout {
@@ -450,13 +455,22 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     _ => {}
                 }
             };
-            let report = match scenario::run(&s, *fix, &mut on) {
-                Ok(r) => r,
+            let cluster = match scenario::cluster_for(&s, *mode) {
+                Ok(c) => c,
                 Err(e) => {
                     eprintln!("ringlab lab: {e}");
                     return Ok(ExitCode::from(2));
                 }
             };
+            if !json {
+                match &cluster.emulated_because {
+                    Some(why) => println!(
+                        "# EMULATED cluster ({why}): the nodes are processes on this host with virtual interfaces on loopback addresses"
+                    ),
+                    None => println!("# cluster: {} network namespaces (rlab-*)", s.nodes),
+                }
+            }
+            let report = scenario::run_on(&s, cluster, *fix, &mut on);
             if *json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -473,6 +487,11 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
 
 fn print_report(r: &crate::lab::scenario::LabReport) {
     let st = &r.staged;
+    if let Some(why) = &r.emulated_because {
+        println!(
+            "\n# EMULATED cluster: {why}.\n# The nodes are processes on this host; each sees a virtual interface table mapped\n# onto loopback addresses, and connects are routed as its kernel would route them."
+        );
+    }
     println!(
         "\n== staged: {}{}",
         st.outcome.to_uppercase(),
@@ -520,7 +539,14 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
             f.allreduce_correct
         );
     }
-    println!("\n# the cluster, in iproute2 commands:");
+    println!(
+        "\n# the cluster, {}:",
+        if r.mode == "netns" {
+            "in iproute2 commands"
+        } else {
+            "as emulated"
+        }
+    );
     for c in &r.commands {
         println!("  {c}");
     }

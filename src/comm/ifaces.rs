@@ -128,7 +128,16 @@ fn names(ifaces: &[Iface]) -> String {
 }
 
 /// Up interfaces with an IPv4 or (non link-local) IPv6 address, IPv4 first, in kernel order.
+/// On a node of the emulated cluster, that node's virtual table.
 pub fn list() -> std::io::Result<Vec<Iface>> {
+    if let Some(v) = super::vnet::current() {
+        return Ok(v.net.ifaces(v.node));
+    }
+    host_list()
+}
+
+/// This host's interfaces (getifaddrs).
+pub fn host_list() -> std::io::Result<Vec<Iface>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {

@@ -4,10 +4,12 @@
 pub mod engine;
 pub mod ifaces;
 pub mod log;
+pub mod ncclfind;
 pub mod net;
 pub mod reduce;
 pub mod store;
 pub mod tcp;
+pub mod vnet;
 pub mod wire;
 
 use crate::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};

@@ -38,7 +38,7 @@ pub fn connect_retry(addr: SocketAddr, connect_timeout: Duration) -> io::Result<
     let sleep_ms = env_num("NCCL_SOCKET_RETRY_SLEEP_MSEC", 100);
     let mut k = 0;
     loop {
-        match TcpStream::connect_timeout(&addr, connect_timeout) {
+        match super::vnet::connect_timeout(addr, connect_timeout) {
             Ok(s) => return Ok(s),
             Err(e) if retryable(&e) && k < tries => {
                 k += 1;

@@ -106,11 +106,13 @@ impl TcpComm {
         ));
         let (ip, shown) = choose_address(env.multi_node)?;
         log::info(&format!("Bootstrap: Using {shown}"));
-        let listener =
-            TcpListener::bind(SocketAddr::new(ip, 0)).map_err(io_err("binding the listener"))?;
-        let me = listener
-            .local_addr()
-            .map_err(io_err("reading the listener address"))?;
+        let listener = TcpListener::bind(SocketAddr::new(super::vnet::bind_ip(ip), 0))
+            .map_err(io_err("binding the listener"))?;
+        let me = super::vnet::advertised(
+            listener
+                .local_addr()
+                .map_err(io_err("reading the listener address"))?,
+        );
         log::info(&format!("NET/Socket : Using [0]{shown}"));
         log::info("Using network Socket");
         phase("rendezvous");

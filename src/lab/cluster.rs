@@ -1,4 +1,5 @@
-//! A virtual cluster of K nodes made of real Linux network namespaces, built with iproute2.
+//! A virtual cluster of K nodes made of real Linux network namespaces, built with iproute2,
+//! or, where namespaces cannot be made, the emulated cluster of [`crate::comm::vnet`].
 //!
 //! ```text
 //!   rlab-<id>-n0 (node 0)          rlab-<id>-sw (switch)          rlab-<id>-n1 (node 1)
@@ -15,14 +16,15 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 
 use crate::comm::ifaces::{self, Iface};
+use crate::comm::vnet::{self, VNet};
 
 pub const PREFIX: &str = "rlab-";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub index: usize,
-    /// `/proc/<pid>/ns/net` of the process holding this node's namespace.
-    pub netns: String,
+    /// `/proc/<pid>/ns/net` of the process holding this node's namespace (none when emulated).
+    pub netns: Option<String>,
     /// The fabric interface's name on this node (eth0, or eno1 where names differ).
     pub fabric: String,
     pub ip: Ipv4Addr,
@@ -97,6 +99,10 @@ pub struct Cluster {
     /// The iproute2 commands that build the same cluster by hand, to show the learner.
     pub commands: Vec<String>,
     holders: Vec<Holder>,
+    /// Some: the emulated cluster (processes on this host, virtual interface tables).
+    vnet: Option<VNet>,
+    /// Why the cluster is emulated, to say plainly.
+    pub emulated_because: Option<String>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -119,8 +125,16 @@ pub enum ClusterError {
 
 /// Run `ip ARGS`, inside the namespace at `ns` when given.
 fn ip(ns: Option<&str>, args: &[String]) -> Result<(), ClusterError> {
-    let cmd = format!("ip {}", args.join(" "));
-    let mut c = Command::new("ip");
+    command(ns, "ip", args)
+}
+
+fn run_in(ns: &str, prog: &str, args: &[String]) -> Result<(), ClusterError> {
+    command(Some(ns), prog, args)
+}
+
+fn command(ns: Option<&str>, prog: &str, args: &[String]) -> Result<(), ClusterError> {
+    let cmd = format!("{prog} {}", args.join(" "));
+    let mut c = Command::new(prog);
     c.args(args);
     let file = match ns {
         Some(path) => Some(File::open(path).map_err(|e| ClusterError::Setns {
@@ -170,6 +184,8 @@ impl Cluster {
             nodes: Vec::new(),
             commands: Vec::new(),
             holders: Vec::new(),
+            vnet: None,
+            emulated_because: None,
         };
         let sw = Holder::spawn()?;
         let sw_ns = format!("/proc/{}/ns/net", sw.pid());
@@ -229,7 +245,7 @@ impl Cluster {
             ]);
             c.nodes.push(Node {
                 index: i,
-                netns: ns,
+                netns: Some(ns),
                 fabric,
                 ip: addr,
             });
@@ -237,8 +253,167 @@ impl Cluster {
         Ok(c)
     }
 
+    /// The emulated cluster: K nodes as processes on this host, each with a virtual interface
+    /// table on loopback addresses (see [`crate::comm::vnet`]). `why` says why it is emulated.
+    pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Self {
+        let net = VNet::build(k, fabric_names);
+        let nodes = (0..k)
+            .map(|i| Node {
+                index: i,
+                netns: None,
+                fabric: fabric_names
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| "eth0".into()),
+                ip: vnet::fabric_ip(i),
+            })
+            .collect();
+        let mut commands = vec![format!(
+            "# EMULATED cluster ({why}): no namespaces; each node's interfaces are loopback addresses"
+        )];
+        commands.extend(net.describe());
+        Self {
+            nodes,
+            commands,
+            holders: Vec::new(),
+            vnet: Some(net),
+            emulated_because: Some(why.to_string()),
+        }
+    }
+
+    /// "netns" or "emulated".
+    pub fn mode(&self) -> &'static str {
+        if self.vnet.is_some() {
+            "emulated"
+        } else {
+            "netns"
+        }
+    }
+
     pub fn netns_path(&self, node: usize) -> Option<String> {
-        self.nodes.get(node).map(|n| n.netns.clone())
+        self.nodes.get(node).and_then(|n| n.netns.clone())
+    }
+
+    /// Extra environment a rank on `node` needs (its virtual view, when emulated).
+    pub fn node_env(&self, node: usize) -> Vec<(String, String)> {
+        self.vnet
+            .as_ref()
+            .map(|v| vec![v.env_for(node)])
+            .unwrap_or_default()
+    }
+
+    /// The address to bind on this host for node 0's fabric address `ip` (the store).
+    pub fn bind_ip(&self, ip: IpAddr) -> IpAddr {
+        self.vnet
+            .as_ref()
+            .and_then(|v| v.real_ip(0, ip))
+            .unwrap_or(ip)
+    }
+
+    /// A node's interface table, as NCCL would see it there.
+    pub fn interfaces(&self, node: usize) -> Vec<Iface> {
+        match (&self.vnet, self.netns_path(node)) {
+            (Some(v), _) => v.ifaces(node),
+            (None, Some(path)) => interfaces(&path).unwrap_or_default(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// Can a TCP connection from `node` reach `addr`? "ok" or the errno, NCCL-style.
+    pub fn probe(&self, node: usize, addr: std::net::SocketAddr) -> String {
+        let timeout = std::time::Duration::from_millis(1500);
+        match (&self.vnet, self.netns_path(node)) {
+            (Some(v), _) => match v.connect(node, addr, timeout) {
+                Ok(_) => "ok".into(),
+                Err(e) => crate::comm::net::describe(&e),
+            },
+            (None, Some(path)) => probe(&path, addr),
+            (None, None) => "no such node".into(),
+        }
+    }
+
+    /// A firewall on `node` that silently drops new TCP connections from other nodes except to
+    /// `port` (it replaces what was there). Real iptables rules in the node's namespace; in the
+    /// emulated cluster the virtual router drops them.
+    pub fn firewall(&mut self, node: usize, port: u16) -> Result<(), ClusterError> {
+        if let Some(v) = &mut self.vnet {
+            if let Some(n) = v.nodes.get_mut(node) {
+                n.drop_except = Some(port);
+            }
+            return Ok(());
+        }
+        let path = self.node_path(node)?;
+        let name = format!("{PREFIX}n{node}");
+        run_in(&path, "iptables", &sv(&["-F", "INPUT"]))?;
+        {
+            let p = port.to_string();
+            let rules: [Vec<String>; 4] = [
+                sv(&["-A", "INPUT", "-i", "lo", "-j", "ACCEPT"]),
+                sv(&["-A", "INPUT", "-p", "tcp", "--dport", &p, "-j", "ACCEPT"]),
+                sv(&[
+                    "-A",
+                    "INPUT",
+                    "-m",
+                    "conntrack",
+                    "--ctstate",
+                    "ESTABLISHED,RELATED",
+                    "-j",
+                    "ACCEPT",
+                ]),
+                sv(&["-A", "INPUT", "-p", "tcp", "--syn", "-j", "DROP"]),
+            ];
+            for r in rules {
+                run_in(&path, "iptables", &r)?;
+                self.note(format!("ip netns exec {name} iptables {}", r.join(" ")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The fix for [`Cluster::firewall`]: accept everything from the fabric subnet, first.
+    pub fn open_fabric(&mut self, node: usize) -> Result<(), ClusterError> {
+        if let Some(v) = &mut self.vnet {
+            if let Some(n) = v.nodes.get_mut(node) {
+                n.drop_except = None;
+            }
+            return Ok(());
+        }
+        let path = self.node_path(node)?;
+        let rule = sv(&["-I", "INPUT", "-s", "10.77.0.0/24", "-j", "ACCEPT"]);
+        run_in(&path, "iptables", &rule)?;
+        self.note(format!(
+            "ip netns exec {PREFIX}n{node} iptables {}",
+            rule.join(" ")
+        ));
+        Ok(())
+    }
+
+    /// Show a command once, however often a re-run repeats it.
+    fn note(&mut self, cmd: String) {
+        if !self.commands.contains(&cmd) {
+            self.commands.push(cmd);
+        }
+    }
+
+    fn node_path(&self, node: usize) -> Result<String, ClusterError> {
+        self.netns_path(node).ok_or_else(|| ClusterError::Setns {
+            ns: format!("node {node}"),
+            err: "no such node".into(),
+        })
+    }
+}
+
+/// Is a packet filter usable in namespaces here (the `iptables` command)?
+pub fn firewall_available() -> Result<(), String> {
+    match Command::new("iptables").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`iptables --version` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "the `iptables` command is not available ({e}); install it (Debian: apt-get install iptables)"
+        )),
     }
 }
 

@@ -36,9 +36,13 @@ pub struct Launch {
 /// Where each node of a virtual cluster lives and what is staged on it.
 #[derive(Debug, Clone)]
 pub struct Placement {
-    /// `/var/run/netns/…` per node.
+    pub nodes: usize,
+    /// The network namespace of each node; empty on the emulated cluster (ranks run on this
+    /// host and carry their node's virtual view in their environment).
     pub netns: Vec<String>,
-    /// Node 0's fabric address: the store listens there.
+    /// Where the store listens, inside node 0 (port 0: any).
+    pub store_bind: SocketAddr,
+    /// Node 0's fabric address: what the ranks dial for the store.
     pub store_ip: IpAddr,
     /// Per node: dial this address for the store instead (a wrong --master-addr).
     pub store_ip_for_node: Vec<Option<IpAddr>>,
@@ -65,7 +69,7 @@ impl Launch {
     }
     pub fn world(&self) -> usize {
         match &self.placement {
-            Some(p) => p.netns.len() * p.ranks_per_node,
+            Some(p) => p.nodes * p.ranks_per_node,
             None => self.nproc_per_node * self.nnodes,
         }
     }
@@ -205,11 +209,13 @@ pub fn run_with(
     let multi = l.nnodes > 1 || l.placement.is_some();
     if let Some(p) = &l.placement {
         let token = new_token().map_err(setup("making a job token"))?;
-        let bind = SocketAddr::new(p.store_ip, 0);
-        let node0 = p.netns.first().cloned().unwrap_or_default();
-        let server = super::cluster::in_netns(&node0, move || StoreServer::start(bind, token))
-            .map_err(setup("entering node 0"))?
-            .map_err(setup("starting the rendezvous store on node 0"))?;
+        let bind = p.store_bind;
+        let server = match p.netns.first() {
+            Some(node0) => super::cluster::in_netns(node0, move || StoreServer::start(bind, token))
+                .map_err(setup("entering node 0"))?,
+            None => StoreServer::start(bind, token),
+        }
+        .map_err(setup("starting the rendezvous store on node 0"))?;
         let port = server.addr().port();
         let slots = (0..p.start.min(world))
             .map(|rank| {

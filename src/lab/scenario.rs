@@ -28,6 +28,9 @@ pub struct Fix {
     /// Start every rank of the world.
     #[serde(default)]
     pub start_all: bool,
+    /// Remove the staged firewall.
+    #[serde(default)]
+    pub open_firewall: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -57,8 +60,26 @@ pub struct Scenario {
     /// Ranks started (fewer than nodes × ranks_per_node stages a missing rank).
     #[serde(default)]
     pub stage_start: Option<usize>,
+    /// A firewall on every node that silently drops new connections from other nodes except
+    /// to the store's port (the master port), like a cloud security group opened for 29500 only.
+    #[serde(default)]
+    pub stage_firewall: bool,
     pub fix: Fix,
 }
+
+/// Where the hang lab builds its cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    /// Network namespaces where this process may make them, else the emulated cluster.
+    #[default]
+    Auto,
+    Netns,
+    Emulated,
+}
+
+/// The store's port on the namespace cluster: PyTorch's default MASTER_PORT. Each run has
+/// fresh namespaces, so it is always free there.
+pub const MASTER_PORT: u16 = 29500;
 
 /// One file that did not parse, with where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,7 +196,11 @@ pub struct Fixed {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LabReport {
     pub scenario: String,
+    /// "netns" or "emulated".
     pub mode: String,
+    /// Why the cluster is emulated (absent on real namespaces).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulated_because: Option<String>,
     pub staged: Staged,
     pub diagnosis: Diagnosis,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -195,7 +220,7 @@ struct RunResult {
 }
 
 /// The staged cluster (`fix` None) or the staged cluster with a fix applied.
-fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>) -> Placement {
+fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16) -> Placement {
     let mut env: Vec<(String, String)> = vec![("NCCL_DEBUG".into(), "INFO".into())];
     // A fix replaces the staged variables it names; what it does not mention stays staged.
     let mut merged = s.stage_env.clone();
@@ -210,26 +235,57 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>) -> Placement {
         (true, Some(n)) => n,
         _ => world,
     };
+    let store_ip = IpAddr::V4(c.nodes[0].ip);
     Placement {
+        nodes: s.nodes,
         netns: (0..s.nodes).filter_map(|i| c.netns_path(i)).collect(),
-        store_ip: IpAddr::V4(c.nodes[0].ip),
+        store_bind: SocketAddr::new(c.bind_ip(store_ip), port),
+        store_ip,
         store_ip_for_node: (0..s.nodes)
             .map(|i| if i > 0 && use_wrong { wrong } else { None })
             .collect(),
-        env_for_node: (0..s.nodes).map(|_| env.clone()).collect(),
+        env_for_node: (0..s.nodes)
+            .map(|i| {
+                let mut e = env.clone();
+                e.extend(c.node_env(i));
+                e
+            })
+            .collect(),
         ranks_per_node: s.ranks_per_node,
         start,
     }
 }
 
-fn run_once(s: &Scenario, c: &Cluster, fix: Option<&Fix>, on: &mut dyn FnMut(&Msg)) -> RunResult {
+fn run_once(
+    s: &Scenario,
+    c: &mut Cluster,
+    fix: Option<&Fix>,
+    on: &mut dyn FnMut(&Msg),
+) -> RunResult {
+    let port = match store_port(c) {
+        Ok(p) => p,
+        Err(e) => return RunResult::setup_error(e),
+    };
+    if s.stage_firewall {
+        let open = fix.is_some_and(|f| f.open_firewall);
+        for node in 0..s.nodes {
+            let r = c
+                .firewall(node, port)
+                .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) });
+            if let Err(e) = r {
+                return RunResult::setup_error(e.to_string());
+            }
+        }
+    }
+    let c = &*c;
     let mut l = Launch::single(s.ranks_per_node);
     l.timeout = Duration::from_secs(s.timeout);
-    l.placement = Some(placement(s, c, fix));
+    l.placement = Some(placement(s, c, fix, port));
     let started = Instant::now();
     let mut phases = BTreeMap::new();
     let mut values = Vec::new();
     let mut evidence = None;
+    let mut detected = None;
     let world = s.nodes * s.ranks_per_node;
     let r = launch::run_with(
         &Job::sanity(),
@@ -247,9 +303,13 @@ fn run_once(s: &Scenario, c: &Cluster, fix: Option<&Fix>, on: &mut dyn FnMut(&Ms
             }
             on(m);
         },
-        |f, server| evidence = Some(gather(s, c, f, server, world)),
+        |f, server| {
+            // The watchdog has just fired: that is when the hang was detected.
+            detected = Some(started.elapsed().as_secs_f64());
+            evidence = Some(gather(s, c, f, server, world));
+        },
     );
-    let detected_after = Some(started.elapsed().as_secs_f64());
+    let detected_after = detected.or_else(|| Some(started.elapsed().as_secs_f64()));
     match r {
         Ok(()) => RunResult {
             outcome: "ok".into(),
@@ -289,6 +349,36 @@ fn run_once(s: &Scenario, c: &Cluster, fix: Option<&Fix>, on: &mut dyn FnMut(&Ms
     }
 }
 
+impl RunResult {
+    fn setup_error(reason: String) -> Self {
+        Self {
+            outcome: "error".into(),
+            failure: Some(Failure {
+                reason,
+                ranks: Vec::new(),
+                logs: Vec::new(),
+            }),
+            detected_after: None,
+            phases: BTreeMap::new(),
+            values: Vec::new(),
+            evidence: None,
+        }
+    }
+}
+
+/// The store's port: the master port in fresh namespaces; on the emulated cluster, which
+/// shares this host's loopback with everything else, a port that is free right now.
+fn store_port(c: &Cluster) -> Result<u16, String> {
+    if c.mode() == "netns" {
+        return Ok(MASTER_PORT);
+    }
+    let ip = c.bind_ip(IpAddr::V4(c.nodes[0].ip));
+    std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("finding a free port on {ip}: {e}"))
+}
+
 /// Evidence, gathered while the ranks still wait.
 fn gather(
     s: &Scenario,
@@ -302,8 +392,7 @@ fn gather(
         ..Default::default()
     };
     for n in &c.nodes {
-        let path = c.netns_path(n.index).unwrap_or_default();
-        for i in cluster::interfaces(&path).unwrap_or_default() {
+        for i in c.interfaces(n.index) {
             d.interfaces.push(IfaceRow {
                 node: n.index,
                 name: i.name,
@@ -324,12 +413,11 @@ fn gather(
     for (r, a) in &advertised {
         let Some(a) = a else { continue };
         for n in &c.nodes {
-            let path = c.netns_path(n.index).unwrap_or_default();
             d.reachability.push(Reach {
                 from_node: n.index,
                 to_rank: *r,
                 addr: a.to_string(),
-                result: cluster::probe(&path, *a),
+                result: c.probe(n.index, *a),
             });
         }
     }
@@ -368,6 +456,20 @@ fn gather(
                 } else {
                     ""
                 }
+            ),
+        )
+    } else if let Some(x) = d
+        .reachability
+        .iter()
+        .find(|x| x.result == "Connection timed out" && x.from_node != node_of(x.to_rank))
+    {
+        (
+            "connection-dropped",
+            format!(
+                "node {} → rank {} at {}: Connection timed out. The address is on the fabric and \
+                 the store's port answered, so the host is up: new connections to the job's \
+                 other ports are dropped without a reply (a firewall)",
+                x.from_node, x.to_rank, x.addr
             ),
         )
     } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < f.ranks.len().max(1)
@@ -411,13 +513,44 @@ fn gather(
     d
 }
 
+/// Build the cluster `s` needs: namespaces where they can be made (and, for a firewall, where
+/// iptables is there), else the emulated cluster, saying why.
+pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
+    let netns = || -> Result<(), String> {
+        cluster::available().map_err(|e| e.to_string())?;
+        if s.stage_firewall {
+            cluster::firewall_available()?;
+        }
+        Ok(())
+    };
+    let emulate = |why: &str| Cluster::emulated(s.nodes, &s.fabric, why);
+    match mode {
+        Mode::Emulated => Ok(emulate("asked for with --mode emulated")),
+        Mode::Netns => {
+            netns().map_err(|e| format!("{e}, or pass --mode emulated"))?;
+            Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())
+        }
+        Mode::Auto => match netns() {
+            Ok(()) => Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string()),
+            Err(e) => Ok(emulate(&e)),
+        },
+    }
+}
+
 /// Stage `s`, run it, diagnose; with `fix`, apply the fix and run again.
-pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabReport, String> {
-    cluster::available().map_err(|e| {
-        format!("{e}. The emulated cluster is not built yet; run as root (CI does).")
-    })?;
-    let c = Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())?;
-    let staged = run_once(s, &c, None, on);
+pub fn run(
+    s: &Scenario,
+    fix: bool,
+    mode: Mode,
+    on: &mut dyn FnMut(&Msg),
+) -> Result<LabReport, String> {
+    let c = cluster_for(s, mode)?;
+    Ok(run_on(s, c, fix, on))
+}
+
+/// [`run`] on a cluster already built (by [`cluster_for`]).
+pub fn run_on(s: &Scenario, mut c: Cluster, fix: bool, on: &mut dyn FnMut(&Msg)) -> LabReport {
+    let staged = run_once(s, &mut c, None, on);
     let ranks = (0..s.nodes * s.ranks_per_node)
         .map(|r| RankReport {
             rank: r,
@@ -460,18 +593,19 @@ pub fn run(s: &Scenario, fix: bool, on: &mut dyn FnMut(&Msg)) -> Result<LabRepor
         ranks,
         reason: staged.failure.as_ref().map(|f| f.reason.clone()),
     };
-    let fixed = fix.then(|| fixed_run(s, &c, &s.fix, on));
-    Ok(LabReport {
+    let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, on));
+    LabReport {
         scenario: s.name.clone(),
-        mode: "netns".into(),
+        mode: c.mode().into(),
+        emulated_because: c.emulated_because.clone(),
         staged: report_staged,
         diagnosis,
         fixed,
         commands: c.commands.clone(),
-    })
+    }
 }
 
-fn fixed_run(s: &Scenario, c: &Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
+fn fixed_run(s: &Scenario, c: &mut Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
     let r = run_once(s, c, Some(fix), on);
     let world = (s.nodes * s.ranks_per_node) as f64;
     let correct =
@@ -488,10 +622,14 @@ fn fixed_run(s: &Scenario, c: &Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> 
 }
 
 /// Try a fix (the scenario's, or one the learner picked) on a fresh staged cluster.
-pub fn try_fix(s: &Scenario, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Result<Fixed, String> {
-    cluster::available().map_err(|e| e.to_string())?;
-    let c = Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())?;
-    Ok(fixed_run(s, &c, fix, on))
+pub fn try_fix(
+    s: &Scenario,
+    fix: &Fix,
+    mode: Mode,
+    on: &mut dyn FnMut(&Msg),
+) -> Result<Fixed, String> {
+    let mut c = cluster_for(s, mode)?;
+    Ok(fixed_run(s, &mut c, fix, on))
 }
 
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
@@ -501,6 +639,7 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
         env: [(k.to_string(), v.to_string())].into_iter().collect(),
         master_addr: false,
         start_all: false,
+        open_firewall: false,
     };
     let mut v = vec![
         env("NCCL_P2P_DISABLE", "1"),
@@ -509,7 +648,10 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
         s.fix.clone(),
     ];
     v.dedup_by(|a, b| {
-        a.env == b.env && a.master_addr == b.master_addr && a.start_all == b.start_all
+        a.env == b.env
+            && a.master_addr == b.master_addr
+            && a.start_all == b.start_all
+            && a.open_firewall == b.open_firewall
     });
     // A stable but not always-last position for the right answer.
     let at = s.name.len() % v.len();
@@ -543,6 +685,7 @@ mod tests {
             "iface-names-differ",
             "wrong-master-addr",
             "missing-rank",
+            "silent-drop",
         ] {
             assert!(names.contains(&n), "{n} missing from {names:?}");
         }

@@ -97,8 +97,13 @@ impl HangState {
                 let _ = tx2.send(Background::Hang(HangUpdate::Msg(id, m.clone())));
             };
             let msg = match fix {
-                None => HangUpdate::Staged(id, scenario::run(&s, false, &mut on).map(Box::new)),
-                Some(f) => HangUpdate::Fixed(id, scenario::try_fix(&s, &f, &mut on)),
+                None => HangUpdate::Staged(
+                    id,
+                    scenario::run(&s, false, scenario::Mode::Auto, &mut on).map(Box::new),
+                ),
+                Some(f) => {
+                    HangUpdate::Fixed(id, scenario::try_fix(&s, &f, scenario::Mode::Auto, &mut on))
+                }
             };
             let _ = tx.send(Background::Hang(msg));
         });
@@ -293,7 +298,21 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         out.push(Line::raw(sc.story.clone()));
         out.push(Line::raw(""));
         out.push(Line::styled(
-            format!("{} nodes × {} rank(s); a hang is declared after {} s without progress. Needs root.", sc.nodes, sc.ranks_per_node, sc.timeout),
+            format!(
+                "{} nodes × {} rank(s); a hang is declared after {} s without progress.",
+                sc.nodes, sc.ranks_per_node, sc.timeout
+            ),
+            t.dim,
+        ));
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        out.push(Line::styled(
+            if root {
+                "The nodes are real network namespaces (running as root)."
+            } else {
+                "Not root: the nodes will be EMULATED (processes on this host, virtual \
+                 interfaces on loopback addresses). Run as root for real namespaces."
+            },
             t.dim,
         ));
     }
@@ -322,6 +341,12 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
 fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let Some(r) = &s.report else { return out };
+    if let Some(why) = &r.emulated_because {
+        out.push(Line::styled(
+            format!(" EMULATED cluster ({why}): nodes are processes on this host, interfaces are loopback addresses"),
+            t.warn,
+        ));
+    }
     out.push(Line::styled(
         format!(
             " staged run: {}{}",
