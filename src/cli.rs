@@ -117,6 +117,9 @@ pub enum Command {
     /// (internal) holds one network namespace of the hang lab's virtual cluster.
     #[command(name = "__netns-holder", hide = true)]
     NetnsHolder,
+    /// (internal) what the CUDA driver and NCCL say about this machine, as JSON.
+    #[command(name = "__gpu-probe", hide = true)]
+    GpuProbe,
     /// (internal) one rank of a job, started by the launcher.
     #[command(name = "__rank", hide = true)]
     Rank,
@@ -192,6 +195,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Sanity(ref args)) => lab::sanity(args),
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
         Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
+        Some(Command::GpuProbe) => Ok(crate::lab::gpu::probe_main()),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
         Some(Command::Doctor(ref args)) => doctor::doctor(args),
         Some(Command::Export { ref what }) => export::export(what),

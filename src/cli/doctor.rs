@@ -1,7 +1,10 @@
+//! `ringlab doctor`: this machine as NCCL would see it (driver, GPUs, peer access, where NCCL
+//! is and which version, the socket interfaces it would choose and why); exit 0.
+//!
 //! `ringlab doctor --log FILE...`: read real NCCL_DEBUG=INFO logs (one file per rank, or one
 //! with several ranks interleaved) and name the known misconfigurations, each with the
 //! `file:line` evidence it rests on and the fix. Exit 0: nothing found; 1: findings; 2: a file
-//! could not be read, or no --log was given.
+//! could not be read.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,12 +23,7 @@ pub struct DoctorArgs {
 
 pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if args.logs.is_empty() {
-        eprintln!(
-            "ringlab doctor: give NCCL logs to read: ringlab doctor --log FILE...\n\
-             (run the job with NCCL_DEBUG=INFO and keep every rank's output). Checking this \
-             machine's GPUs and NICs directly arrives with the NCCL backend."
-        );
-        return Ok(ExitCode::from(2));
+        return machine(args.json);
     }
     let mut files = Vec::with_capacity(args.logs.len());
     for p in &args.logs {
@@ -85,6 +83,186 @@ fn render(files: &[(String, String)], findings: &[Finding]) -> String {
             s.push_str(&format!("  {file}:{line}: {text}\n"));
         }
         s.push_str(&format!("  fix: {}\n", f.fix));
+    }
+    s
+}
+
+/// What NCCL would find on this machine.
+#[derive(Debug, serde::Serialize)]
+struct MachineReport {
+    probe: crate::comm::nccl::Probe,
+    nccl_found: Option<String>,
+    nccl_linked_in: Option<String>,
+    nccl_error: Option<String>,
+    interfaces: Vec<(String, String)>,
+    nccl_socket_ifname: Option<String>,
+    socket_choice: Result<(String, String), String>,
+    infiniband: Vec<String>,
+    nccl_backend: Result<(), String>,
+}
+
+fn machine(json: bool) -> anyhow::Result<ExitCode> {
+    use crate::comm::ifaces;
+    let m = crate::lab::gpu::machine();
+    let all = ifaces::list().unwrap_or_default();
+    let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();
+    let socket_choice = ifaces::select(&all, spec.as_deref())
+        .map(|(v, why)| (v[0].to_string(), why))
+        .map_err(|e| e.to_string());
+    let mut infiniband: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    infiniband.sort();
+    let r = MachineReport {
+        probe: m.probe.clone(),
+        nccl_found: m
+            .nccl
+            .as_ref()
+            .ok()
+            .map(|f| format!("{} ({})", f.lib.display(), f.how)),
+        nccl_linked_in: m
+            .nccl
+            .as_ref()
+            .ok()
+            .filter(|f| f.linked)
+            .map(|f| f.dir.display().to_string()),
+        nccl_error: m.nccl.as_ref().err().cloned(),
+        interfaces: all
+            .iter()
+            .map(|i| (i.name.clone(), i.addr.to_string()))
+            .collect(),
+        nccl_socket_ifname: spec,
+        socket_choice,
+        infiniband,
+        nccl_backend: m.nccl_unavailable().map_or(Ok(()), Err),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", render_machine(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_machine(r: &MachineReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let p = &r.probe;
+    let _ = writeln!(s, "== GPUs");
+    if !p.driver_lib {
+        let _ = writeln!(
+            s,
+            "  NVIDIA driver: not found (libcuda.so.1 cannot be loaded)"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  NVIDIA driver: loaded, supports CUDA {}",
+            p.driver_version.as_deref().unwrap_or("?")
+        );
+        if p.gpus.is_empty() {
+            let _ = writeln!(
+                s,
+                "  no GPU visible (check CUDA_VISIBLE_DEVICES and nvidia-smi)"
+            );
+        }
+        for g in &p.gpus {
+            let _ = writeln!(
+                s,
+                "  GPU {}: {}, {:.0} GiB, compute capability {}",
+                g.ordinal,
+                g.name,
+                g.memory_bytes as f64 / (1u64 << 30) as f64,
+                g.compute_capability
+            );
+        }
+        for (i, j, ok) in &p.peer_access {
+            if i < j {
+                let _ = writeln!(
+                    s,
+                    "  peer access GPU {i} -> GPU {j}: {}",
+                    if *ok {
+                        "yes (NVLink or PCIe P2P: NCCL can use its P2P transport)"
+                    } else {
+                        "no (NCCL goes through host memory: SHM)"
+                    }
+                );
+            }
+        }
+    }
+    for e in &p.errors {
+        let _ = writeln!(s, "  ! {e}");
+    }
+    let _ = writeln!(s, "== NCCL");
+    match (&r.nccl_found, &r.nccl_error) {
+        (Some(f), _) => {
+            let _ = writeln!(s, "  found: {f}");
+            if let Some(d) = &r.nccl_linked_in {
+                let _ = writeln!(
+                    s,
+                    "  only libnccl.so.2 there: ranks get a libnccl.so link in {d} on LD_LIBRARY_PATH"
+                );
+            }
+            match &p.nccl_version {
+                Some(v) => {
+                    let _ = writeln!(s, "  version {v} (as loaded by a rank)");
+                }
+                None => {
+                    let _ = writeln!(s, "  ! it did not load in the probe");
+                }
+            }
+        }
+        (None, Some(e)) => {
+            let _ = writeln!(s, "  {e}");
+        }
+        (None, None) => {}
+    }
+    let _ = writeln!(s, "== Network (NCCL's socket transport and bootstrap)");
+    for (n, a) in &r.interfaces {
+        let _ = writeln!(s, "  {n:<10} {a}");
+    }
+    match &r.socket_choice {
+        Ok((i, why)) => {
+            let _ = writeln!(s, "  NCCL would use {i}: {why}");
+        }
+        Err(e) => {
+            let _ = writeln!(s, "  ! {e}");
+        }
+    }
+    if r.infiniband.is_empty() {
+        let _ = writeln!(
+            s,
+            "  InfiniBand: none (/sys/class/infiniband is empty): NCCL uses sockets between nodes"
+        );
+    } else {
+        let _ = writeln!(s, "  InfiniBand devices: {}", r.infiniband.join(", "));
+    }
+    let _ = writeln!(s, "== What runs here");
+    match &r.nccl_backend {
+        Ok(()) => {
+            let _ = writeln!(
+                s,
+                "  the nccl backend: `ringlab sanity --backend nccl`, `ringlab bench --backend nccl`{}",
+                if p.gpus.len() < 2 {
+                    " (one GPU: a one-rank collective moves no data between GPUs)"
+                } else {
+                    ""
+                }
+            );
+            let _ = writeln!(
+                s,
+                "  and everything else: lessons, quizzes, the TCP labs, the hang lab"
+            );
+        }
+        Err(e) => {
+            for l in e.lines() {
+                let _ = writeln!(s, "  {l}");
+            }
+        }
     }
     s
 }

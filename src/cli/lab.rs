@@ -8,15 +8,15 @@ use std::time::Duration;
 use crate::collective::{Algorithm, Collective, Dtype, Op};
 use crate::lab::bench::{Collector, sizes};
 use crate::lab::launch::{self, Launch, LaunchError, Msg};
-use crate::lab::{Event, Job, JobKind, table};
+use crate::lab::{Backend, Event, Job, JobKind, gpu, table};
 use crate::units::parse_size;
 
 /// Where the ranks run (torchrun's flags).
 #[derive(Debug, Clone, clap::Args)]
 pub struct LaunchArgs {
-    /// Rank processes on this node.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
-    pub nproc_per_node: u64,
+    /// Rank processes on this node [default: 2 with tcp; one per GPU with nccl].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub nproc_per_node: Option<u64>,
     /// Nodes in the job (multi-node needs the same RINGLAB_TOKEN on every node).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub nnodes: u64,
@@ -35,7 +35,8 @@ pub struct LaunchArgs {
 }
 
 impl LaunchArgs {
-    pub fn launch(&self) -> Result<Launch, String> {
+    /// The launch, with `default_nproc` ranks on this node unless --nproc-per-node says.
+    pub fn launch(&self, default_nproc: usize) -> Result<Launch, String> {
         if self.node_rank >= self.nnodes {
             return Err(format!(
                 "--node-rank {} is not a node: with --nnodes {} it is 0..{}",
@@ -50,7 +51,9 @@ impl LaunchArgs {
             );
         }
         Ok(Launch {
-            nproc_per_node: self.nproc_per_node as usize,
+            nproc_per_node: self
+                .nproc_per_node
+                .map_or(default_nproc.max(1), |n| n as usize),
             nnodes: self.nnodes as usize,
             node_rank: self.node_rank as usize,
             master_addr: self.master_addr.clone(),
@@ -100,7 +103,7 @@ pub struct BenchArgs {
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
     pub root: usize,
-    /// tcp (any machine), nccl (GPUs), or auto.
+    /// tcp (any machine), nccl (GPUs), or auto (nccl with 2 or more GPUs, else tcp).
     #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
     pub backend: String,
     /// One JSON object per size and placement, then a summary.
@@ -115,20 +118,79 @@ pub struct BenchArgs {
 pub struct SanityArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
+    /// tcp (any machine), nccl (GPUs), or auto (nccl with 2 or more GPUs, else tcp).
+    #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
+    pub backend: String,
     /// Print {"world_size","pass","ranks":[{"rank","value"}]}.
     #[arg(long)]
     pub json: bool,
 }
 
-fn backend(name: &str) -> Result<&'static str, String> {
-    match name {
-        "tcp" => Ok("tcp"),
-        "auto" => {
-            eprintln!("# backend: tcp (auto: the NCCL backend is not built into this ringlab yet)");
-            Ok("tcp")
-        }
-        _ => Err("--backend nccl: the NCCL backend is not built yet (it arrives with the GPU-labs issue); use --backend tcp".into()),
+/// A resolved backend and what it means for the launch.
+struct Plan {
+    backend: Backend,
+    /// Ranks per node when --nproc-per-node is not given.
+    default_nproc: usize,
+    /// Extra environment for every rank (NCCL's library path).
+    env: Vec<(String, String)>,
+    gpus: usize,
+}
+
+/// Resolve `--backend`: the probe runs only when NCCL might be used. Prints which backend and
+/// why on stderr; `Err(message)` means exit 2.
+fn plan(asked: &str) -> Result<Plan, String> {
+    if asked == "tcp" {
+        return Ok(Plan {
+            backend: Backend::Tcp,
+            default_nproc: 2,
+            env: Vec::new(),
+            gpus: 0,
+        });
     }
+    let m = gpu::machine();
+    let (backend, why) = gpu::choose(asked, &m)?;
+    eprintln!("# {why}");
+    Ok(match backend {
+        Backend::Tcp => Plan {
+            backend,
+            default_nproc: 2,
+            env: Vec::new(),
+            gpus: 0,
+        },
+        Backend::Nccl => Plan {
+            backend,
+            default_nproc: m.gpus(),
+            env: m.rank_env(),
+            gpus: m.gpus(),
+        },
+    })
+}
+
+/// Checks for an NCCL launch: one GPU per local rank, and the one-GPU warning.
+fn check_nccl(p: &Plan, l: &mut Launch, world: usize) -> Result<(), String> {
+    if p.backend != Backend::Nccl {
+        return Ok(());
+    }
+    if l.nproc_per_node > p.gpus {
+        return Err(format!(
+            "--nproc-per-node {} with the nccl backend needs one GPU per rank, and this node has {}",
+            l.nproc_per_node, p.gpus
+        ));
+    }
+    if world == 1 {
+        eprintln!(
+            "# warning: 1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
+             busbw factor 2(n-1)/n is 0 for n = 1). For multi-rank behaviour on this machine use the TCP \
+             lab: --backend tcp --nproc-per-node 4"
+        );
+    }
+    l.env.extend(p.env.iter().cloned());
+    Ok(())
+}
+
+fn exit2(e: String) -> anyhow::Result<ExitCode> {
+    eprintln!("ringlab: {e}");
+    Ok(ExitCode::from(2))
 }
 
 fn fail(e: LaunchError) -> anyhow::Result<ExitCode> {
@@ -148,9 +210,25 @@ fn forward_log(msg: &Msg) {
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
-    let backend = backend(&args.backend).map_err(anyhow::Error::msg)?;
-    let l = args.launch.launch().map_err(anyhow::Error::msg)?;
+    let p = match plan(&args.backend) {
+        Ok(p) => p,
+        Err(e) => return exit2(e),
+    };
+    let backend = p.backend.name();
+    let mut l = args
+        .launch
+        .launch(p.default_nproc)
+        .map_err(anyhow::Error::msg)?;
     let world = l.world();
+    if let Err(e) = check_nccl(&p, &mut l, world) {
+        return exit2(e);
+    }
+    if p.backend == Backend::Nccl {
+        match gpu::nccl_algo(args.algo) {
+            Ok(a) => l.env.push(("NCCL_ALGO".into(), a.into())),
+            Err(e) => return exit2(e),
+        }
+    }
     if args.root >= world {
         anyhow::bail!(
             "--root {} is not a rank: the job has {world} ranks",
@@ -168,14 +246,16 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         iters: args.iters as usize,
         warmup: args.warmup as usize,
         check: args.check == 1,
+        backend: p.backend,
     };
     let mut out = io::stdout().lock();
     let title = format!(
-        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus 0 iters {} warmup {} check {}",
+        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus {} iters {} warmup {} check {}",
         job.coll.nccl_name(),
         job.algo.name(),
         world,
         l.nnodes,
+        usize::from(p.backend == Backend::Nccl),
         job.iters,
         job.warmup,
         args.check
@@ -256,9 +336,19 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
-    let l = args.launch.launch().map_err(anyhow::Error::msg)?;
+    let p = match plan(&args.backend) {
+        Ok(p) => p,
+        Err(e) => return exit2(e),
+    };
+    let mut l = args
+        .launch
+        .launch(p.default_nproc)
+        .map_err(anyhow::Error::msg)?;
     let world = l.world();
-    if world < 2 {
+    if let Err(e) = check_nccl(&p, &mut l, world) {
+        return exit2(e);
+    }
+    if world < 2 && p.backend == Backend::Tcp {
         eprintln!(
             "ringlab sanity: refusing world size 1: a one-rank all-reduce moves no data and proves nothing \
 (the bare `python` trap). Use --nproc-per-node 2 or more."
@@ -266,7 +356,11 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let mut values: Vec<(usize, f64)> = Vec::new();
-    let result = launch::run(&Job::sanity(), &l, |msg| {
+    let job = Job {
+        backend: p.backend,
+        ..Job::sanity()
+    };
+    let result = launch::run(&job, &l, |msg| {
         forward_log(msg);
         if let Msg::Event(Event::Value { rank, value }) = msg {
             values.push((*rank, *value));

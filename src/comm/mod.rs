@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod ifaces;
 pub mod log;
+pub mod nccl;
 pub mod ncclfind;
 pub mod net;
 pub mod reduce;

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod cluster;
 pub mod doctor;
+pub mod gpu;
 pub mod launch;
 pub mod pattern;
 pub mod rank;
@@ -39,6 +40,29 @@ pub struct Job {
     pub iters: usize,
     pub warmup: usize,
     pub check: bool,
+    /// What carries the bytes.
+    #[serde(default)]
+    pub backend: Backend,
+}
+
+/// The transport of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The TCP backend: processes on any machine.
+    #[default]
+    Tcp,
+    /// NCCL on GPUs (one rank per GPU).
+    Nccl,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tcp => "tcp",
+            Self::Nccl => "nccl",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +86,7 @@ impl Job {
             iters: 1,
             warmup: 0,
             check: true,
+            backend: Backend::Tcp,
         }
     }
 }

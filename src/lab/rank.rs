@@ -101,6 +101,9 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), String> {
     phase("spawned");
     let mut store =
         StoreClient::connect(env.store, &env.token, rank as u32).map_err(|e| e.to_string())?;
+    if job.backend == super::Backend::Nccl {
+        return nccl_job(env, job, &mut store, phase);
+    }
     // Who talks to whom comes from the schedule itself (one element per chunk is enough).
     let shape = Schedule::build(&Spec {
         root: job.root,
@@ -212,5 +215,129 @@ fn bench(
             });
         }
     }
+    Ok(())
+}
+
+/// The same job on NCCL: rank 0 makes the unique id and publishes it through the store (and,
+/// as the bootstrap root, stays alive until everyone is done); every rank opens the GPU of its
+/// local rank and joins.
+fn nccl_job(
+    env: &RankEnv,
+    job: &Job,
+    store: &mut StoreClient,
+    phase: impl Fn(&str),
+) -> Result<(), String> {
+    use crate::comm::nccl::{self, Bufs, NcclRank};
+    let (rank, world) = (env.rank, env.world);
+    let id = if rank == 0 {
+        let id = nccl::new_id()?;
+        store
+            .set("nccl/id", &nccl::id_hex(&id))
+            .map_err(|e| e.to_string())?;
+        id
+    } else {
+        phase("rendezvous");
+        let hex = store
+            .get("nccl/id", Duration::from_secs(3600))
+            .map_err(|e| e.to_string())?;
+        nccl::id_from_hex(&hex)?
+    };
+    phase(&format!("nccl init on GPU {}", env.local_rank));
+    let mut g = NcclRank::init(env.local_rank, rank, world, &id)?;
+    phase("init done");
+    match job.kind {
+        JobKind::Sanity => {
+            phase("all-reduce");
+            let n = 128;
+            let ones: Vec<u8> = bytemuck::cast_slice(&vec![1.0f32; n]).to_vec();
+            let mut buf = g.alloc(n * 4)?;
+            g.upload(&ones, &mut buf)?;
+            g.enqueue(
+                job.coll,
+                job.op,
+                job.root,
+                crate::collective::Dtype::F32,
+                n,
+                Bufs::InPlace(&mut buf),
+            )?;
+            let mut host = vec![0u8; n * 4];
+            g.download(&buf, &mut host)?;
+            let vals: &[f32] = bytemuck::cast_slice(&host);
+            let mean = vals.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            emit(&Event::Value { rank, value: mean });
+        }
+        JobKind::Bench => {
+            let es = job.dtype.size();
+            for (k, &size) in job.sizes.iter().enumerate() {
+                let (count, shown) = counts(job.coll, size, es, world);
+                let bytes = count * es;
+                let check = Check {
+                    coll: job.coll,
+                    op: job.op,
+                    dtype: job.dtype,
+                    ranks: world,
+                    root: job.root,
+                    rank,
+                };
+                let mut input = vec![0u8; bytes];
+                pattern::fill(&mut input, &check);
+                let mut send = g.alloc(bytes)?;
+                let mut recv = g.alloc(bytes)?;
+                store
+                    .barrier(&format!("size{k}"), world, Duration::from_secs(3600))
+                    .map_err(|e| e.to_string())?;
+                for in_place in [false, true] {
+                    emit(&Event::Phase {
+                        rank,
+                        phase: format!(
+                            "{} {} B ({})",
+                            job.coll.name(),
+                            size,
+                            if in_place { "in-place" } else { "out-of-place" }
+                        ),
+                    });
+                    g.upload(&input, &mut send)?;
+                    g.synchronize()?;
+                    let once =
+                        |g: &mut NcclRank, send: &mut nccl::DevBuf, recv: &mut nccl::DevBuf| {
+                            let bufs = if in_place {
+                                Bufs::InPlace(send)
+                            } else {
+                                Bufs::OutOfPlace(send, recv)
+                            };
+                            g.enqueue(job.coll, job.op, job.root, job.dtype, count, bufs)
+                        };
+                    for _ in 0..job.warmup {
+                        once(&mut g, &mut send, &mut recv)?;
+                    }
+                    g.synchronize()?;
+                    let time_us = g.time(job.iters, |g| once(g, &mut send, &mut recv))?;
+                    let wrong = if job.check {
+                        // One more run from a fresh input, checked exactly.
+                        g.upload(&input, &mut send)?;
+                        once(&mut g, &mut send, &mut recv)?;
+                        let mut got = vec![0u8; bytes];
+                        g.download(if in_place { &send } else { &recv }, &mut got)?;
+                        pattern::wrong(&got, &check)
+                    } else {
+                        0
+                    };
+                    emit(&Event::Row {
+                        rank,
+                        size,
+                        count: shown,
+                        in_place,
+                        time_us,
+                        wrong,
+                    });
+                }
+            }
+        }
+    }
+    // Rank 0 hosts NCCL's bootstrap root: nobody leaves before everybody is done.
+    store
+        .barrier("nccl/done", world, Duration::from_secs(3600))
+        .map_err(|e| e.to_string())?;
+    drop(g);
     Ok(())
 }

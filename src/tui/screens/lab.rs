@@ -101,6 +101,7 @@ impl LabParams {
             iters: 10,
             warmup: 2,
             check: true,
+            backend: crate::lab::Backend::Tcp,
         })
     }
 }
