@@ -197,7 +197,7 @@ fn bad_flags_and_sizes_give_clear_errors() {
         (&["bench", "--coll", "allfoo"][..], "expected one of"),
         (&["bench", "-d", "float128"][..], "float128"),
         (&["bench", "--nproc-per-node", "0"][..], "nproc-per-node"),
-        (&["bench", "--backend", "nccl"][..], "not built yet"),
+        (&["bench", "--backend", "cuda"][..], "invalid value 'cuda'"),
         (&["bench", "-r", "5"][..], "not a rank"),
         (
             &[

@@ -210,3 +210,24 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     };
     assert!(text.contains(says), "{text}");
 }
+
+#[test]
+fn live_lab_offers_the_nccl_backend_as_a_field() {
+    let mut app = fixture_app(Theme::color());
+    app.stack.push(ringlab::tui::app::Screen::Lab(Box::new(
+        ringlab::tui::screens::lab::LabState::new(Default::default()),
+    )));
+    let t = draw(&mut app, 140, 30);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("backend:  tcp"), "{text}");
+    // The last field (one step back from the first) is the backend; → switches it.
+    app::update(&mut app, Action::Move(-1));
+    app::update(&mut app, Action::Adjust(1));
+    let t = draw(&mut app, 140, 30);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("backend:  nccl"), "{text}");
+    assert!(
+        text.contains("▶backend:"),
+        "the focused field is marked: {text}"
+    );
+}

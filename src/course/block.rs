@@ -390,7 +390,7 @@ impl Block {
                 r.op, r.algo, r.ranks, r.bytes, r.dtype
             ),
             Self::Lab(l) => format!(
-                "live lab: {} ({}) on {} ranks, {}..{} — the lab screen arrives with the TCP lab issue",
+                "live lab: {} ({}) on {} ranks, {}..{} — press Enter to run it on real processes",
                 l.coll, l.algo, l.ranks, l.minbytes, l.maxbytes
             ),
             Self::Tp(t) => format!(

@@ -17,7 +17,7 @@ use crate::collective::{Algorithm, Collective, Dtype, Op};
 use crate::course::block::LabBlock;
 use crate::lab::bench::{Collector, Row, sizes};
 use crate::lab::launch::{self, Launch, Msg};
-use crate::lab::{Event, Job, JobKind};
+use crate::lab::{Backend, Event, Job, JobKind};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::units::{format_bytes, parse_size};
 
@@ -43,7 +43,7 @@ const DTYPES: [Dtype; 6] = [
     Dtype::F16,
     Dtype::Bf16,
 ];
-const FIELDS: [&str; 6] = ["coll", "algo", "ranks", "type", "min", "max"];
+const FIELDS: [&str; 7] = ["coll", "algo", "ranks", "type", "min", "max", "backend"];
 const MAX_LAB_RANKS: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +54,8 @@ pub struct LabParams {
     pub dtype: Dtype,
     pub minbytes: u64,
     pub maxbytes: u64,
+    /// tcp (any machine) or nccl (one rank per GPU).
+    pub backend: Backend,
 }
 
 impl Default for LabParams {
@@ -65,6 +67,7 @@ impl Default for LabParams {
             dtype: Dtype::F32,
             minbytes: 1 << 10,
             maxbytes: 64 << 20,
+            backend: Backend::Tcp,
         }
     }
 }
@@ -78,6 +81,7 @@ impl LabParams {
             dtype: Dtype::F32,
             minbytes: parse_size(&b.minbytes)?,
             maxbytes: parse_size(&b.maxbytes)?,
+            backend: Backend::Tcp,
         };
         if !(2..=MAX_LAB_RANKS).contains(&p.ranks) {
             return Err(format!(
@@ -101,7 +105,7 @@ impl LabParams {
             iters: 10,
             warmup: 2,
             check: true,
-            backend: crate::lab::Backend::Tcp,
+            backend: self.backend,
         })
     }
 }
@@ -181,7 +185,7 @@ impl LabState {
             &job,
             self.params.ranks,
             self.params.ranks,
-            "tcp",
+            job.backend.name(),
         ));
         self.rows.clear();
         self.pending = None;
@@ -192,6 +196,13 @@ impl LabState {
         self.state = RunState::Running;
         self.started = Some(Instant::now());
         std::thread::spawn(move || {
+            // NCCL: find it and the GPUs first (in a child process), as the CLI does.
+            if job.backend == Backend::Nccl
+                && let Err(e) = nccl_launch(&job, &mut l)
+            {
+                let _ = tx.send(Background::Lab(LabUpdate::Finished(id, Err(e))));
+                return;
+            }
             let r = launch::run(&job, &l, |m| {
                 let _ = tx.send(Background::Lab(LabUpdate::Msg(id, m.clone())));
             });
@@ -271,6 +282,26 @@ fn step_size(cur: u64, d: i32) -> u64 {
     SIZE_STEPS[(i + d).clamp(0, SIZE_STEPS.len() as i32 - 1) as usize]
 }
 
+/// The environment an NCCL run needs, or why it cannot run here.
+fn nccl_launch(job: &Job, l: &mut Launch) -> Result<(), String> {
+    let m = crate::lab::gpu::machine();
+    crate::lab::gpu::choose("nccl", &m)?;
+    if l.nproc_per_node > m.gpus() {
+        return Err(format!(
+            "{} ranks on NCCL need {} GPUs; this machine has {}",
+            l.nproc_per_node,
+            l.nproc_per_node,
+            m.gpus()
+        ));
+    }
+    l.env.extend(m.rank_env());
+    l.env.push((
+        "NCCL_ALGO".into(),
+        crate::lab::gpu::nccl_algo(job.algo)?.into(),
+    ));
+    Ok(())
+}
+
 pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
     match action {
         Action::Move(d) if !s.running() => {
@@ -287,10 +318,11 @@ pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
                     p.minbytes = step_size(p.minbytes, d);
                     p.maxbytes = p.maxbytes.max(p.minbytes);
                 }
-                _ => {
+                5 => {
                     p.maxbytes = step_size(p.maxbytes, d);
                     p.minbytes = p.minbytes.min(p.maxbytes);
                 }
+                _ => p.backend = cycle(&[Backend::Tcp, Backend::Nccl], p.backend, d),
             }
         }
         Action::Open if !s.running() => s.start(app),
@@ -325,8 +357,9 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         p.dtype.nccl_name().to_string(),
         format_bytes(p.minbytes),
         format_bytes(p.maxbytes),
+        p.backend.name().to_string(),
     ];
-    let mut spans = vec![Span::styled(" Live lab (TCP) ", t.title)];
+    let mut spans = vec![Span::styled(" Live lab ", t.title)];
     for (i, (name, v)) in FIELDS.iter().zip(values).enumerate() {
         let focus = i == s.field && !s.running();
         spans.push(Span::styled(
