@@ -132,3 +132,35 @@ fn a_naive_algorithm_is_refused_for_nccl_or_absence_reported() {
         assert!(err.contains("needs NVIDIA GPUs"), "{err}");
     }
 }
+
+#[test]
+fn single_process_mode_is_nccl_only_and_reports_absence_cleanly() {
+    let out = ringlab(&["bench", "--backend", "tcp", "--single-process"], &[]);
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs --backend nccl"),
+        "{out:?}"
+    );
+    let out = ringlab(
+        &[
+            "bench",
+            "--backend",
+            "nccl",
+            "--single-process",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+        ],
+        &[],
+    );
+    no_panic(&out);
+    if gpus() == 0 {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("needs NVIDIA GPUs"));
+    } else {
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("# Out of bounds values : 0 OK"));
+    }
+}

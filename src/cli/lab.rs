@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::collective::{Algorithm, Collective, Dtype, Op};
-use crate::lab::bench::{Collector, sizes};
+use crate::lab::bench::{Average, Collector, sizes};
 use crate::lab::launch::{self, Launch, LaunchError, Msg};
 use crate::lab::{Backend, Event, Job, JobKind, gpu, table};
 use crate::units::parse_size;
@@ -100,6 +100,9 @@ pub struct BenchArgs {
     /// Algorithm (the schedule the TCP backend executes).
     #[arg(long, default_value = "ring")]
     pub algo: Algorithm,
+    /// Row time from the ranks' times: 0 rank 0's, 1 the mean, 2 the min, 3 the max (nccl-tests' -a).
+    #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub average: u8,
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
     pub root: usize,
@@ -112,6 +115,10 @@ pub struct BenchArgs {
     /// CSV instead of the table.
     #[arg(long)]
     pub csv: bool,
+    /// NCCL only: one process drives all the ranks' GPUs (ncclCommInitAll, like nccl-tests'
+    /// `-g N`), the quickest sweep on one machine.
+    #[arg(long)]
+    pub single_process: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -229,6 +236,29 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return exit2(e),
         }
     }
+    // Single-process mode: one rank process, as many GPUs as ranks.
+    let devices = if args.single_process {
+        if p.backend != Backend::Nccl {
+            return exit2(
+                "--single-process drives this machine's GPUs through NCCL: it needs --backend nccl \
+                 (or auto on a machine with 2 or more GPUs)"
+                    .into(),
+            );
+        }
+        if l.nnodes > 1 {
+            return exit2("--single-process runs on one machine: drop --nnodes".into());
+        }
+        let d = l.nproc_per_node;
+        l.nproc_per_node = 1;
+        d
+    } else {
+        0
+    };
+    let (world, local_reports) = if devices > 0 {
+        (devices, 1)
+    } else {
+        (world, l.nproc_per_node)
+    };
     if args.root >= world {
         anyhow::bail!(
             "--root {} is not a rank: the job has {world} ranks",
@@ -247,6 +277,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         warmup: args.warmup as usize,
         check: args.check == 1,
         backend: p.backend,
+        devices,
     };
     let mut out = io::stdout().lock();
     let title = format!(
@@ -255,7 +286,11 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         job.algo.name(),
         world,
         l.nnodes,
-        usize::from(p.backend == Backend::Nccl),
+        if devices > 0 {
+            devices
+        } else {
+            usize::from(p.backend == Backend::Nccl)
+        },
         job.iters,
         job.warmup,
         args.check
@@ -268,7 +303,8 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     } else if !args.json {
         writeln!(out, "{}", table::header(&title))?;
     }
-    let mut collector = Collector::new(&job, world, l.nproc_per_node, backend);
+    let mut collector = Collector::new(&job, world, local_reports, backend)
+        .with_average(Average::from_flag(args.average).unwrap_or_default());
     let mut pending_out = None;
     let mut io_err = None;
     let result = launch::run(&job, &l, |msg| {

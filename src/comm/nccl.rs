@@ -271,6 +271,39 @@ impl NcclRank {
         })
     }
 
+    /// Single-process mode: one communicator per local GPU, all made here at once
+    /// (ncclCommInitAll, what cudarc's `Comm::from_devices` wraps). Drive them with
+    /// [`group`] so that one thread can launch on every GPU without deadlock.
+    pub fn all(devices: usize) -> Result<Vec<Self>, String> {
+        need_libs()?;
+        let mut parts = Vec::with_capacity(devices);
+        for d in 0..devices {
+            let ctx = CudaContext::new(d).map_err(derr(&format!("opening GPU {d}")))?;
+            // SAFETY: each GPU's work goes to its one stream.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx.new_stream().map_err(derr("creating a stream"))?;
+            parts.push((ctx, stream));
+        }
+        let mut comms: Vec<nsys::ncclComm_t> = vec![std::ptr::null_mut(); devices];
+        let ordinals: Vec<i32> = (0..devices as i32).collect();
+        // SAFETY: comms has room for `devices` communicators; ordinals lists as many devices.
+        unsafe { nres::comm_init_all(comms.as_mut_ptr(), devices as i32, ordinals.as_ptr()) }
+            .map_err(derr("ncclCommInitAll"))?;
+        Ok(parts
+            .into_iter()
+            .zip(comms)
+            .enumerate()
+            .map(|(rank, ((ctx, stream), comm))| Self {
+                ctx,
+                stream,
+                comm,
+                rank,
+                world: devices,
+                scratch: None,
+            })
+            .collect())
+    }
+
     pub fn rank(&self) -> usize {
         self.rank
     }
@@ -442,6 +475,16 @@ impl NcclRank {
         let ms = start.elapsed_ms(&end).map_err(derr("reading the events"))?;
         Ok(ms as f64 * 1000.0 / iters.max(1) as f64)
     }
+}
+
+/// Run `f` between ncclGroupStart and ncclGroupEnd (one thread, several communicators).
+pub fn group<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    nres::group_start().map_err(derr("ncclGroupStart"))?;
+    let r = f();
+    let end = nres::group_end().map_err(derr("ncclGroupEnd"));
+    let v = r?;
+    end?;
+    Ok(v)
 }
 
 impl Drop for NcclRank {

@@ -78,14 +78,55 @@ pub fn redop_and_root(job: &Job) -> (&'static str, i64) {
     (redop, root)
 }
 
-/// Collects per-rank reports into rows: time is the slowest rank's, #wrong the sum over ranks.
+/// How one row's time is made from the ranks' times: nccl-tests' `-a/--average`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Average {
+    /// Rank 0's time (0).
+    Rank0,
+    /// The mean over ranks (1, nccl-tests' default).
+    #[default]
+    Mean,
+    /// The fastest rank's (2).
+    Min,
+    /// The slowest rank's (3).
+    Max,
+}
+
+impl Average {
+    pub fn from_flag(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::Rank0,
+            1 => Self::Mean,
+            2 => Self::Min,
+            3 => Self::Max,
+            _ => return None,
+        })
+    }
+
+    fn of(self, times: &[(usize, f64)]) -> f64 {
+        let ts = times.iter().map(|t| t.1);
+        match self {
+            Self::Rank0 => times.iter().min_by_key(|t| t.0).map_or(0.0, |t| t.1),
+            Self::Mean => ts.sum::<f64>() / times.len().max(1) as f64,
+            Self::Min => ts.fold(f64::INFINITY, f64::min),
+            Self::Max => ts.fold(0.0, f64::max),
+        }
+    }
+}
+
+/// One row still being reported: (rank, time) so far, #wrong so far, nccl-tests' count.
+type Pending = (Vec<(usize, f64)>, u64, u64);
+
+/// Collects per-rank reports into rows: the time as `average` says (the mean over the ranks
+/// by default, as nccl-tests), #wrong the sum over ranks.
 pub struct Collector {
     job: Job,
     ranks: usize,
     /// Ranks on this node: a row is complete when all of them have reported it.
     local_ranks: usize,
     backend: &'static str,
-    pending: BTreeMap<(u64, bool), (usize, f64, u64, u64)>,
+    average: Average,
+    pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
 }
 
@@ -96,20 +137,26 @@ impl Collector {
             job: job.clone(),
             ranks,
             backend,
+            average: Average::default(),
             pending: BTreeMap::new(),
             rows: Vec::new(),
         }
     }
 
+    pub fn with_average(mut self, a: Average) -> Self {
+        self.average = a;
+        self
+    }
+
     /// Feed an event; returns a finished row when the last local rank has reported it.
     pub fn feed(&mut self, ev: &Event) -> Option<Row> {
         let Event::Row {
+            rank,
             size,
             count,
             in_place,
             time_us,
             wrong,
-            ..
         } = ev
         else {
             return None;
@@ -117,14 +164,14 @@ impl Collector {
         let e = self
             .pending
             .entry((*size, *in_place))
-            .or_insert((0, 0.0, 0, *count));
-        e.0 += 1;
-        e.1 = e.1.max(*time_us);
-        e.2 += wrong;
-        if e.0 < self.local_ranks {
+            .or_insert((Vec::new(), 0, *count));
+        e.0.push((*rank, *time_us));
+        e.1 += wrong;
+        if e.0.len() < self.local_ranks {
             return None;
         }
-        let (_, t, w, count) = self.pending.remove(&(*size, *in_place))?;
+        let (times, w, count) = self.pending.remove(&(*size, *in_place))?;
+        let t = self.average.of(&times);
         let secs = t * 1e-6;
         let (redop, root) = redop_and_root(&self.job);
         let row = Row {
@@ -162,6 +209,32 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_time_is_the_mean_over_ranks_unless_asked_otherwise() {
+        let job = Job::sanity();
+        let feed = |a: Average| {
+            let mut c = Collector::new(&job, 2, 2, "tcp").with_average(a);
+            let row = |rank, t| Event::Row {
+                rank,
+                size: 512,
+                count: 128,
+                in_place: true,
+                time_us: t,
+                wrong: rank as u64,
+            };
+            assert!(c.feed(&row(1, 30.0)).is_none());
+            c.feed(&row(0, 10.0)).expect("complete")
+        };
+        assert_eq!(feed(Average::Mean).time_us, 20.0);
+        assert_eq!(feed(Average::Rank0).time_us, 10.0);
+        assert_eq!(feed(Average::Min).time_us, 10.0);
+        let max = feed(Average::Max);
+        assert_eq!(max.time_us, 30.0);
+        assert_eq!(max.wrong, 1, "#wrong adds up over ranks");
+        assert_eq!(Average::from_flag(1), Some(Average::Mean));
+        assert_eq!(Average::from_flag(4), None);
+    }
 
     #[test]
     fn sweep_matches_nccl_tests() {

@@ -43,6 +43,10 @@ pub struct Job {
     /// What carries the bytes.
     #[serde(default)]
     pub backend: Backend,
+    /// NCCL single-process mode: the one rank process drives this many GPUs (0: one GPU per
+    /// rank process).
+    #[serde(default)]
+    pub devices: usize,
 }
 
 /// The transport of a job.
@@ -87,6 +91,7 @@ impl Job {
             warmup: 0,
             check: true,
             backend: Backend::Tcp,
+            devices: 0,
         }
     }
 }

@@ -228,6 +228,9 @@ fn nccl_job(
     phase: impl Fn(&str),
 ) -> Result<(), String> {
     use crate::comm::nccl::{self, Bufs, NcclRank};
+    if job.devices > 0 {
+        return nccl_single_process(job, store, phase);
+    }
     let (rank, world) = (env.rank, env.world);
     let id = if rank == 0 {
         let id = nccl::new_id()?;
@@ -340,4 +343,109 @@ fn nccl_job(
         .map_err(|e| e.to_string())?;
     drop(g);
     Ok(())
+}
+
+/// NCCL single-process mode (nccl-tests' `-g N`): this process opens every GPU, makes their
+/// communicators at once (ncclCommInitAll) and launches each collective on all of them inside
+/// one group. Timed like nccl-tests does there: the CPU clock around the iterations, between
+/// synchronizations of every stream. Rows are reported as rank 0's, #wrong summed over GPUs.
+fn nccl_single_process(
+    job: &Job,
+    store: &mut StoreClient,
+    phase: impl Fn(&str),
+) -> Result<(), String> {
+    use crate::comm::nccl::{self, Bufs, DevBuf, NcclRank};
+    let n = job.devices;
+    phase(&format!("nccl init on {n} GPUs (one process)"));
+    let mut gs = NcclRank::all(n)?;
+    phase("init done");
+    let es = job.dtype.size();
+    let sync = |gs: &[NcclRank]| gs.iter().try_for_each(NcclRank::synchronize);
+    for &size in &job.sizes {
+        let (count, shown) = counts(job.coll, size, es, n);
+        let bytes = count * es;
+        let checks: Vec<Check> = (0..n)
+            .map(|r| Check {
+                coll: job.coll,
+                op: job.op,
+                dtype: job.dtype,
+                ranks: n,
+                root: job.root,
+                rank: r,
+            })
+            .collect();
+        let inputs: Vec<Vec<u8>> = checks
+            .iter()
+            .map(|c| {
+                let mut v = vec![0u8; bytes];
+                pattern::fill(&mut v, c);
+                v
+            })
+            .collect();
+        let mut bufs: Vec<(DevBuf, DevBuf)> = gs
+            .iter()
+            .map(|g| Ok((g.alloc(bytes)?, g.alloc(bytes)?)))
+            .collect::<Result<_, String>>()?;
+        for in_place in [false, true] {
+            phase(&format!(
+                "{} {} B ({})",
+                job.coll.name(),
+                size,
+                if in_place { "in-place" } else { "out-of-place" }
+            ));
+            let upload = |gs: &[NcclRank], bufs: &mut [(DevBuf, DevBuf)]| {
+                gs.iter()
+                    .zip(bufs.iter_mut())
+                    .zip(&inputs)
+                    .try_for_each(|((g, b), input)| g.upload(input, &mut b.0))
+            };
+            let once = |gs: &mut [NcclRank], bufs: &mut [(DevBuf, DevBuf)]| {
+                nccl::group(|| {
+                    gs.iter_mut()
+                        .zip(bufs.iter_mut())
+                        .try_for_each(|(g, (s, r))| {
+                            let b = if in_place {
+                                Bufs::InPlace(s)
+                            } else {
+                                Bufs::OutOfPlace(s, r)
+                            };
+                            g.enqueue(job.coll, job.op, job.root, job.dtype, count, b)
+                        })
+                })
+            };
+            upload(&gs, &mut bufs)?;
+            for _ in 0..job.warmup {
+                once(&mut gs, &mut bufs)?;
+            }
+            sync(&gs)?;
+            let t0 = Instant::now();
+            for _ in 0..job.iters.max(1) {
+                once(&mut gs, &mut bufs)?;
+            }
+            sync(&gs)?;
+            let time_us = t0.elapsed().as_secs_f64() * 1e6 / job.iters.max(1) as f64;
+            let mut wrong = 0;
+            if job.check {
+                upload(&gs, &mut bufs)?;
+                once(&mut gs, &mut bufs)?;
+                for ((g, (s, r)), c) in gs.iter().zip(&bufs).zip(&checks) {
+                    let mut got = vec![0u8; bytes];
+                    g.download(if in_place { s } else { r }, &mut got)?;
+                    wrong += pattern::wrong(&got, c);
+                }
+            }
+            emit(&Event::Row {
+                rank: 0,
+                size,
+                count: shown,
+                in_place,
+                time_us,
+                wrong,
+            });
+        }
+    }
+    drop(gs);
+    store
+        .barrier("nccl/done", 1, Duration::from_secs(3600))
+        .map_err(|e| e.to_string())
 }

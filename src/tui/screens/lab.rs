@@ -106,6 +106,7 @@ impl LabParams {
             warmup: 2,
             check: true,
             backend: self.backend,
+            devices: 0,
         })
     }
 }
