@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ringlab's TCP all-reduce beside PyTorch gloo and Open MPI over TCP, on this machine, in one run.
 
-2 ranks, loopback, float32 sum, in place. For each size it takes the median time of REPS timed
+2 ranks, loopback, float32 sum, in place, rank 0's time for every implementation (ringlab's
+`-a 0`, as the peer scripts report rank 0). For each size it takes the median time of REPS timed
 loops and reports busbw (nccl-tests' definition: for all-reduce algbw x 2(n-1)/n, = algbw at n=2),
 ratios against the peers, and busbw as a fraction of the loopback ceiling (a two-process,
 bidirectional socket stream measured by `ringlab __loopback` in the same run).
@@ -44,7 +45,7 @@ def ringlab(size, reps):
     times = []
     for _ in range(reps):
         rows = run_json_lines([BIN, "bench", "--backend", "tcp", "--nproc-per-node", "2", "-b", str(size), "-e", str(size),
-                               "-n", str(iters_for(size)), "-w", str(WARMUP), "-c", "0", "--json"])
+                               "-n", str(iters_for(size)), "-w", str(WARMUP), "-c", "0", "-a", "0", "--json"])
         times += [r["time_us"] for r in rows if r.get("in_place") is True]
     return statistics.median(times)
 
