@@ -25,15 +25,21 @@ impl Machine {
         self.nccl.is_ok() && self.probe.nccl_lib
     }
 
-    /// The environment every NCCL rank needs: LD_LIBRARY_PATH with NCCL's folder first.
+    /// The environment every NCCL rank needs: LD_LIBRARY_PATH with NCCL's folder first, and
+    /// NCCL's log on stderr (by default NCCL_DEBUG prints to stdout, where the rank's reports
+    /// to the launcher go, and a log line could land in the middle of one).
     pub fn rank_env(&self) -> Vec<(String, String)> {
-        match &self.nccl {
-            Ok(f) => vec![(
+        let mut env = Vec::new();
+        if let Ok(f) = &self.nccl {
+            env.push((
                 "LD_LIBRARY_PATH".into(),
                 ncclfind::ld_library_path(f, std::env::var("LD_LIBRARY_PATH").ok().as_deref()),
-            )],
-            Err(_) => Vec::new(),
+            ));
         }
+        if std::env::var_os("NCCL_DEBUG_FILE").is_none() {
+            env.push(("NCCL_DEBUG_FILE".into(), "/dev/stderr".into()));
+        }
+        env
     }
 
     /// Why the nccl backend cannot run here, with what still works; None when it can.
@@ -255,6 +261,9 @@ mod tests {
         let env = gpus(2).rank_env();
         assert_eq!(env[0].0, "LD_LIBRARY_PATH");
         assert!(env[0].1.starts_with("/tmp/l:/usr/lib"), "{env:?}");
+        if std::env::var_os("NCCL_DEBUG_FILE").is_none() {
+            assert!(env.contains(&("NCCL_DEBUG_FILE".into(), "/dev/stderr".into())));
+        }
     }
 
     #[test]
