@@ -63,13 +63,19 @@ fn iptables_present() -> bool {
 fn every_scenario_hangs_as_staged_and_passes_with_its_fix() {
     let _one_at_a_time = serial();
     if !is_root() {
-        let out = ringlab(&["lab", "run", "docker0", "--mode", "netns"]);
-        assert_eq!(out.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("run as root"));
+        // Not root: real namespaces inside a user namespace where the kernel allows it,
+        // else a clear refusal (netns) or the emulated cluster (auto), saying why.
         let out = ringlab(&["lab", "run", "docker0", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        assert_eq!(v["mode"], "emulated", "auto falls back: {v:#}");
-        assert!(v["emulated_because"].is_string(), "{v:#}");
+        if v["mode"] == "emulated" {
+            assert!(v["emulated_because"].is_string(), "{v:#}");
+            let out = ringlab(&["lab", "run", "docker0", "--mode", "netns"]);
+            assert_eq!(out.status.code(), Some(2));
+            assert!(String::from_utf8_lossy(&out.stderr).contains("run as root"));
+        } else {
+            assert_eq!(v["mode"], "netns", "{v:#}");
+            assert_eq!(out.status.code(), Some(0), "{v:#}");
+        }
         return;
     }
     for name in scenario_names() {
@@ -335,4 +341,73 @@ fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
         .output()
         .expect("pgrep");
     assert!(ranks.stdout.is_empty(), "ranks outlived the app");
+}
+
+/// An unprivileged user gets real namespaces: `lab run` re-runs itself inside a user namespace
+/// of its own, where it may make network namespaces, veth links and iptables rules. Run as
+/// root, the test drops to `nobody` (uid 65534) with a copy of the binary that user can run.
+#[test]
+fn an_unprivileged_user_gets_namespaces_through_a_user_namespace() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !is_root() {
+        // The non-root path is the first test's; here we need root to become somebody else.
+        let out = ringlab(&["lab", "run", "silent-drop", "--json"]);
+        assert!(out.status.code().is_some());
+        return;
+    }
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bin = dir.path().join("ringlab");
+    std::fs::copy(env!("CARGO_BIN_EXE_ringlab"), &bin).expect("copy the binary");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // What the kernel allows nobody, asked through util-linux when it is installed.
+    let userns = Command::new("unshare")
+        .args(["-r", "-n", "true"])
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .ok()
+        .map(|s| s.success());
+    for name in ["docker0", "silent-drop"] {
+        let out = Command::new(&bin)
+            .args(["lab", "run", name, "--fix", "--json"])
+            .current_dir(dir.path())
+            .env("HOME", dir.path())
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("run as nobody");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{name}: {e}: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(out.status.code(), Some(0), "{name}: {v:#}");
+        assert_eq!(v["fixed"]["outcome"], "pass", "{name}: {v:#}");
+        if let Some(works) = userns {
+            let want = if works { "netns" } else { "emulated" };
+            assert_eq!(v["mode"], want, "{name}: unshare -r -n says {works}: {v:#}");
+        }
+        if v["mode"] == "netns" {
+            let ifs = v["diagnosis"]["interfaces"].as_array().expect("interfaces");
+            assert!(
+                ifs.iter().filter(|i| i["name"] == "docker0").count() >= 2,
+                "{name}: {v:#}"
+            );
+        } else {
+            assert_eq!(v["mode"], "emulated", "{name}: {v:#}");
+            assert!(
+                v["emulated_because"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("user namespaces"),
+                "{name}: {v:#}"
+            );
+        }
+    }
+    assert!(holders().is_empty(), "holders left: {:?}", holders());
 }

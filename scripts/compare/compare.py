@@ -2,8 +2,10 @@
 """ringlab's TCP all-reduce beside PyTorch gloo and Open MPI over TCP, on this machine, in one run.
 
 2 ranks, loopback, float32 sum, in place, rank 0's time for every implementation (ringlab's
-`-a 0`, as the peer scripts report rank 0). For each size it takes the median time of REPS timed
-loops and reports busbw (nccl-tests' definition: for all-reduce algbw x 2(n-1)/n, = algbw at n=2),
+`-a 0`, as the peer scripts report rank 0). Repetitions are interleaved (each runs ringlab,
+then every peer, over all sizes, each timed loop in fresh processes), so that slow spells of a
+shared machine hit every implementation alike. For each size it takes the median of the REPS
+timed loops and reports busbw (nccl-tests' definition: for all-reduce algbw x 2(n-1)/n, = algbw at n=2),
 ratios against the peers, and busbw as a fraction of the loopback ceiling (a two-process,
 bidirectional socket stream measured by `ringlab __loopback` in the same run).
 
@@ -41,25 +43,33 @@ def run_json_lines(cmd, env=None):
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
-def ringlab(size, reps):
-    times = []
-    for _ in range(reps):
+def ringlab_once(sizes):
+    """One timed loop per size, each in a fresh job (rank 0's time, as the peers report)."""
+    out = {}
+    for size in sizes:
         rows = run_json_lines([BIN, "bench", "--backend", "tcp", "--nproc-per-node", "2", "-b", str(size), "-e", str(size),
                                "-n", str(iters_for(size)), "-w", str(WARMUP), "-c", "0", "-a", "0", "--json"])
-        times += [r["time_us"] for r in rows if r.get("in_place") is True]
-    return statistics.median(times)
+        out[size] = [r["time_us"] for r in rows if r.get("in_place") is True][0]
+    return out
 
 
-def gloo(size, reps):
-    rows = run_json_lines([sys.executable, os.path.join(HERE, "gloo_bench.py"), str(size), str(iters_for(size)), str(reps), str(free_port()), str(WARMUP)])
-    return rows[0]["time_us"]
+def gloo_once(sizes):
+    out = {}
+    for size in sizes:  # one process per size: each gets the same warm-up and a fresh port
+        rows = run_json_lines([sys.executable, os.path.join(HERE, "gloo_bench.py"), str(size), str(iters_for(size)), "1",
+                               str(free_port()), str(WARMUP)])
+        out[size] = rows[0]["time_us"]
+    return out
 
 
-def ompi(size, reps):
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
-           sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters_for(size)), str(reps), str(WARMUP)]
+def ompi_once(sizes):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return run_json_lines(cmd, env)[0]["time_us"]
+    out = {}
+    for size in sizes:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
+               sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters_for(size)), "1", str(WARMUP)]
+        out[size] = run_json_lines(cmd, env)[0]["time_us"]
+    return out
 
 
 def have(mod):
@@ -75,28 +85,35 @@ def main():
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     peers = {}
     if have("torch"):
-        peers["gloo"] = gloo
+        peers["gloo"] = gloo_once
     else:
         print("# gloo: skipped (install with: pip install torch numpy)")
     if shutil.which("mpirun") and have("mpi4py") and have("numpy"):
-        peers["ompi"] = ompi
+        peers["ompi"] = ompi_once
     else:
         print("# Open MPI: skipped (install with: apt-get install openmpi-bin libopenmpi-dev && pip install mpi4py numpy)")
     ceiling = run_json_lines([BIN, "__loopback", "--bytes", str(1024 * MiB)])[0]
     ceil_gbps = ceiling["per_direction_gbps"]
     print(f"# loopback ceiling (2 processes, bidirectional stream): {ceil_gbps:.2f} GB/s per direction")
-    print(f"# medians of {a.reps} timed loops; busbw in GB/s (1e9 B/s); in-place float32 sum, 2 ranks")
+    print(f"# medians of {a.reps} interleaved repetitions (one timed loop each, fresh processes); busbw in GB/s (1e9 B/s); in-place float32 sum, 2 ranks")
     names = ["ringlab"] + list(peers)
     print(f"{'size':>10} " + " ".join(f"{n + ' us':>12} {n + ' busbw':>13}" for n in names)
           + f" {'vs best peer':>12} {'vs gloo':>8} {'of ceiling':>10}")
+    # Interleaved: every repetition runs each implementation over all sizes, in turn, so slow
+    # spells of this machine hit all of them alike; then the median per size.
+    runs = {"ringlab": ringlab_once, **peers}
+    samples = {n: {size: [] for size in sizes} for n in runs}
+    for rep in range(a.reps):
+        for n, f in runs.items():
+            try:
+                for size, us in f(sizes).items():
+                    samples[n][size].append(us)
+            except Exception as e:  # a peer failing must not hide the others
+                print(f"# {n}, repetition {rep + 1}, failed: {e}")
+        print(f"# repetition {rep + 1}/{a.reps} done", file=sys.stderr, flush=True)
     results = []
     for size in sizes:
-        t = {"ringlab": ringlab(size, a.reps)}
-        for n, f in peers.items():
-            try:
-                t[n] = f(size, a.reps)
-            except Exception as e:  # a peer failing must not hide the others
-                print(f"# {n} at {size} B failed: {e}")
+        t = {n: statistics.median(v[size]) for n, v in samples.items() if v[size]}
         bw = {n: size / (us * 1e-6) / 1e9 for n, us in t.items()}
         peer_bw = [bw[n] for n in peers if n in bw]
         best = max(peer_bw) if peer_bw else None
@@ -104,7 +121,7 @@ def main():
         vs_gloo = f"{bw['ringlab'] / bw['gloo']:.2f}x" if "gloo" in bw else "-"
         print(f"{size:>10} " + " ".join(f"{t.get(n, float('nan')):>12.1f} {bw.get(n, float('nan')):>13.3f}" for n in names)
               + f" {vs_best:>12} {vs_gloo:>8} {bw['ringlab'] / ceil_gbps:>9.0%}")
-        results.append({"size": size, "time_us": t, "busbw_gbps": bw})
+        results.append({"size": size, "time_us": t, "busbw_gbps": bw, "samples_us": {n: v[size] for n, v in samples.items()}})
     if "ompi" in peers and results and results[0]["size"] == KiB and "ompi" in results[0]["time_us"]:
         r = results[0]["time_us"]
         print(f"# 1 KiB latency: ringlab {r['ringlab']:.1f} us, Open MPI {r['ompi']:.1f} us, ratio {r['ringlab'] / r['ompi']:.2f} (target <= 2)")

@@ -585,7 +585,31 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     _ => {}
                 }
             };
-            let cluster = match scenario::cluster_for(&s, *mode) {
+            // Not root: try real namespaces inside a user namespace of our own first.
+            let mut why_emulated = None;
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            if !root && *mode != scenario::Mode::Emulated && !cluster::in_user_namespace() {
+                match cluster::rerun_in_user_namespace() {
+                    Ok(st) => {
+                        return Ok(ExitCode::from(
+                            st.code().map_or(1, |c| c.clamp(0, 255) as u8),
+                        ));
+                    }
+                    Err(e) if *mode == scenario::Mode::Netns => {
+                        eprintln!(
+                            "ringlab lab: not root, and {e}; run as root, or pass --mode emulated"
+                        );
+                        return Ok(ExitCode::from(2));
+                    }
+                    Err(e) => why_emulated = Some(format!("not root, and {e}")),
+                }
+            }
+            let cluster = match why_emulated {
+                Some(why) => Ok(cluster::Cluster::emulated(s.nodes, &s.fabric, &why)),
+                None => scenario::cluster_for(&s, *mode),
+            };
+            let cluster = match cluster {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("ringlab lab: {e}");
@@ -597,7 +621,15 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     Some(why) => println!(
                         "# EMULATED cluster ({why}): the nodes are processes on this host with virtual interfaces on loopback addresses"
                     ),
-                    None => println!("# cluster: {} network namespaces (rlab-*)", s.nodes),
+                    None => println!(
+                        "# cluster: {} network namespaces (rlab-*){}",
+                        s.nodes,
+                        if cluster::in_user_namespace() {
+                            ", inside an unprivileged user namespace"
+                        } else {
+                            ""
+                        }
+                    ),
                 }
             }
             let report = scenario::run_on(&s, cluster, *fix, &mut on);

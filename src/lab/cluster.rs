@@ -172,9 +172,62 @@ fn sv(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-/// Can this process make network namespaces? (Root, or unprivileged user namespaces.)
+/// Can this process make network namespaces? (Root, or root inside a user namespace.)
 pub fn available() -> Result<(), ClusterError> {
     Holder::spawn().map(|_| ())
+}
+
+/// Set in a command re-run inside its own user namespace (see [`rerun_in_user_namespace`]).
+pub const USERNS_ENV: &str = "RINGLAB_USERNS";
+
+/// Is this process the re-run inside a user namespace?
+pub fn in_user_namespace() -> bool {
+    std::env::var_os(USERNS_ENV).is_some()
+}
+
+/// Run this same command again inside a new user namespace (where this user is root) with a
+/// network namespace of its own: there an unprivileged user may make the lab's namespaces,
+/// veth links, bridges and iptables rules. The re-run dies with this process. Returns its exit
+/// status, or why the kernel refused (then the caller emulates).
+pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
+    use std::os::unix::process::CommandExt;
+    let exe = super::self_exe().map_err(|e| e.to_string())?;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // Everything the child writes is made before fork: pre_exec must not allocate.
+    let uid_map = std::ffi::CString::new(format!("0 {uid} 1")).map_err(|e| e.to_string())?;
+    let gid_map = std::ffi::CString::new(format!("0 {gid} 1")).map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.args(std::env::args_os().skip(1)).env(USERNS_ENV, "1");
+    // SAFETY: only async-signal-safe calls (prctl, unshare, open, write, close) on memory
+    // prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let write = |path: &[u8], data: &[u8]| -> std::io::Result<()> {
+                let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, data.as_ptr().cast(), data.len());
+                libc::close(fd);
+                if n < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            };
+            // setgroups must be denied before an unprivileged gid_map (absent on old kernels).
+            let _ = write(b"/proc/self/setgroups\0", b"deny");
+            write(b"/proc/self/uid_map\0", uid_map.as_bytes())?;
+            write(b"/proc/self/gid_map\0", gid_map.as_bytes())?;
+            Ok(())
+        });
+    }
+    cmd.status()
+        .map_err(|e| format!("user namespaces are not available here ({e})"))
 }
 
 impl Cluster {

@@ -531,7 +531,9 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
             Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())
         }
         Mode::Auto => match netns() {
-            Ok(()) => Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string()),
+            Ok(()) => {
+                Ok(Cluster::create(s.nodes, &s.fabric).unwrap_or_else(|e| emulate(&e.to_string())))
+            }
             Err(e) => Ok(emulate(&e)),
         },
     }

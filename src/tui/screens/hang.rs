@@ -310,8 +310,9 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             if root {
                 "The nodes are real network namespaces (running as root)."
             } else {
-                "Not root: the nodes will be EMULATED (processes on this host, virtual \
-                 interfaces on loopback addresses). Run as root for real namespaces."
+                "Not root: the nodes will be EMULATED here (processes on this host, virtual \
+                 interfaces on loopback addresses). For real namespaces run as root, or use \
+                 `ringlab lab run`, which makes them inside a user namespace of its own."
             },
             t.dim,
         ));
