@@ -231,3 +231,57 @@ fn live_lab_offers_the_nccl_backend_as_a_field() {
         "the focused field is marked: {text}"
     );
 }
+
+#[test]
+fn hang_lab_lets_the_learner_type_a_fix() {
+    use ringlab::lab::scenario::{Diagnosis, LabReport, Staged};
+    use ringlab::tui::screens::hang::{HangState, Stage};
+    let mut app = fixture_app(Theme::color());
+    let mut h = HangState::new();
+    h.stage = Stage::Diagnosed;
+    h.report = Some(LabReport {
+        scenario: "docker0".into(),
+        mode: "netns".into(),
+        emulated_because: None,
+        staged: Staged {
+            outcome: "hang".into(),
+            stuck_phase: Some("connect to 172.17.0.1:4000".into()),
+            detected_after_s: Some(6.1),
+            ranks: Vec::new(),
+            reason: None,
+        },
+        diagnosis: Diagnosis::default(),
+        fixed: None,
+        commands: Vec::new(),
+    });
+    app.stack.push(ringlab::tui::app::Screen::Hang(Box::new(h)));
+    let t = draw(&mut app, 100, 40);
+    assert!(format!("{}", t.backend()).contains("or e to type one"));
+    app::update(&mut app, Action::SearchStart);
+    assert!(app.prompt_open(), "typing takes the keys");
+    for c in "NCCL_SOCKET_IFNAME".chars() {
+        app::update(&mut app, Action::Input(c));
+    }
+    // Not an assignment: a clear message, and the typing stays open.
+    app::update(&mut app, Action::InputSubmit);
+    assert!(
+        app.status
+            .as_deref()
+            .unwrap_or("")
+            .contains("expected NAME=value"),
+        "{:?}",
+        app.status
+    );
+    assert!(app.prompt_open());
+    for c in "=eth0".chars() {
+        app::update(&mut app, Action::Input(c));
+    }
+    let t = draw(&mut app, 100, 40);
+    assert!(
+        format!("{}", t.backend()).contains("fix> NCCL_SOCKET_IFNAME=eth0"),
+        "{}",
+        t.backend()
+    );
+    app::update(&mut app, Action::InputSubmit);
+    assert!(!app.prompt_open(), "submitted");
+}

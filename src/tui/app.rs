@@ -264,6 +264,7 @@ impl App {
     pub fn prompt_open(&self) -> bool {
         matches!(self.stack.last(), Some(Screen::Lesson(l)) if l.search.editing)
             || matches!(self.stack.last(), Some(Screen::Quiz(q)) if q.session.accepts_input())
+            || matches!(self.stack.last(), Some(Screen::Hang(h)) if h.typing.is_some())
     }
 
     /// How often the app wants a Tick (a running animation); None when idle.

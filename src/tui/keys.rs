@@ -698,6 +698,14 @@ pub const BINDINGS: &[Binding] = &[
         false,
     ),
     b(Hang, &[Char('h')], "h", "next hint", Action::Hint, true),
+    b(
+        Hang,
+        &[Char('e')],
+        "e",
+        "type a fix",
+        Action::SearchStart,
+        true,
+    ),
     // Everywhere
     b(
         Global,

@@ -1,6 +1,7 @@
 //! The hang lab on screen: pick a scenario, stage it on a cluster of network namespaces, watch
 //! the per-rank board until the watchdog calls the hang, read the evidence, take hints in
-//! tiers, pick a fix and re-run until the all-reduce passes.
+//! tiers, pick a fix (or type one: `e`, then NAME=value …) and re-run until the all-reduce
+//! passes.
 
 use std::time::Instant;
 
@@ -41,6 +42,10 @@ pub struct HangState {
     pub hints: usize,
     pub last_fix: Option<(String, Fixed)>,
     pub error: Option<String>,
+    /// A fix being typed (`e`): environment assignments, NAME=value separated by spaces.
+    pub typing: Option<String>,
+    /// The text of the fix the running re-run applies.
+    trying: String,
     board: Vec<(usize, String, Instant)>,
     logs: Vec<String>,
     run: u64,
@@ -60,6 +65,8 @@ impl HangState {
             hints: 0,
             last_fix: None,
             error: None,
+            typing: None,
+            trying: String::new(),
             board: Vec::new(),
             logs: Vec::new(),
             run: 0,
@@ -82,6 +89,7 @@ impl HangState {
         };
         self.run += 1;
         let id = self.run;
+        self.trying = fix.as_ref().map_or_else(String::new, |f| f.text.clone());
         self.board.clear();
         self.logs.clear();
         self.error = None;
@@ -145,10 +153,7 @@ impl HangState {
                 self.stage = Stage::Pick;
             }
             HangUpdate::Fixed(_, Ok(f)) => {
-                let text = self
-                    .choices
-                    .get(self.choice)
-                    .map_or_else(String::new, |c| c.text.clone());
+                let text = self.trying.clone();
                 let passed = f.outcome == "pass";
                 if let Some(s) = self.scenario() {
                     let rec = app.progress.labs.entry(s.name.clone()).or_default();
@@ -188,7 +193,52 @@ impl Default for HangState {
     }
 }
 
+/// A typed fix: `NAME=value` assignments separated by spaces, applied to every rank.
+pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
+    let mut env = std::collections::BTreeMap::new();
+    for word in text.split_whitespace() {
+        let (k, v) = word.split_once('=').ok_or_else(|| {
+            format!("`{word}`: expected NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0")
+        })?;
+        let valid = !k.is_empty()
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(format!("`{k}` is not an environment variable name"));
+        }
+        env.insert(k.to_string(), v.to_string());
+    }
+    if env.is_empty() {
+        return Err("type NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0".into());
+    }
+    Ok(Fix {
+        text: text.split_whitespace().collect::<Vec<_>>().join(" "),
+        env,
+        master_addr: false,
+        start_all: false,
+        open_firewall: false,
+    })
+}
+
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
+    if let Some(t) = &mut s.typing {
+        match action {
+            Action::Input(c) => t.push(c),
+            Action::InputBackspace => {
+                t.pop();
+            }
+            Action::InputCancel => s.typing = None,
+            Action::InputSubmit => match parse_typed_fix(t) {
+                Ok(fix) => {
+                    s.typing = None;
+                    s.launch(app, Some(fix));
+                }
+                Err(e) => app.status = Some(e),
+            },
+            _ => {}
+        }
+        return Outcome::Stay;
+    }
     match (&s.stage, action) {
         (_, Action::Back) if s.running() => {
             app.status = Some("the run ends by itself at the watchdog's timeout".into())
@@ -220,6 +270,7 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             }
         }
         (Stage::Diagnosed | Stage::Passed, Action::Hint) => s.reveal_hint(app),
+        (Stage::Diagnosed, Action::SearchStart) => s.typing = Some(String::new()),
         (Stage::Passed, Action::Open) => s.stage = Stage::Pick,
         _ => {}
     }
@@ -424,9 +475,15 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         };
         out.push(Line::styled(msg, st));
     }
-    if s.stage == Stage::Diagnosed {
+    if let Some(typed) = &s.typing {
         out.push(Line::styled(
-            " pick a fix (Enter re-runs the job with it):",
+            " type a fix (NAME=value …, Enter runs it, Esc cancels):",
+            t.h2,
+        ));
+        out.push(Line::styled(format!(" fix> {typed}█"), t.strong));
+    } else if s.stage == Stage::Diagnosed {
+        out.push(Line::styled(
+            " pick a fix (Enter re-runs the job with it), or e to type one:",
             t.h2,
         ));
         for (i, c) in s.choices.iter().enumerate() {
@@ -440,4 +497,33 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_fixes_are_environment_assignments() {
+        let f = parse_typed_fix("  NCCL_SOCKET_IFNAME=eth0,eno1   NCCL_DEBUG=INFO ").expect("ok");
+        assert_eq!(
+            f.env.get("NCCL_SOCKET_IFNAME").map(String::as_str),
+            Some("eth0,eno1")
+        );
+        assert_eq!(f.env.get("NCCL_DEBUG").map(String::as_str), Some("INFO"));
+        assert_eq!(f.text, "NCCL_SOCKET_IFNAME=eth0,eno1 NCCL_DEBUG=INFO");
+        // `^docker0,lo` is a value like any other.
+        assert!(parse_typed_fix("NCCL_SOCKET_IFNAME=^docker0,lo").is_ok());
+        assert!(
+            parse_typed_fix("eth0")
+                .expect_err("no =")
+                .contains("NAME=value")
+        );
+        assert!(
+            parse_typed_fix("9X=1")
+                .expect_err("bad name")
+                .contains("not an environment")
+        );
+        assert!(parse_typed_fix("   ").is_err());
+    }
 }
