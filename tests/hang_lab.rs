@@ -411,3 +411,40 @@ fn an_unprivileged_user_gets_namespaces_through_a_user_namespace() {
     }
     assert!(holders().is_empty(), "holders left: {:?}", holders());
 }
+
+/// The screen end to end in a pseudo-terminal: stage docker0, wait for the evidence, type the
+/// fix, and see the all-reduce pass. The lab runs as a child of the app (namespaces as root,
+/// a user namespace or the emulated cluster otherwise).
+#[test]
+fn the_tui_walks_a_learner_from_hang_to_pass() {
+    let _one_at_a_time = serial();
+    let bin = env!("CARGO_BIN_EXE_ringlab");
+    let home = std::env::temp_dir().join(format!("ringlab-hang-walk-{}", std::process::id()));
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "stty rows 40 cols 120; RINGLAB_HOME={} exec {bin}",
+        home.display()
+    ));
+    let mut p = expectrl::Session::spawn(cmd).expect("pty");
+    p.set_expect_timeout(Some(Duration::from_secs(40)));
+    p.expect("Course").expect("course map");
+    p.send("H").expect("open the hang lab");
+    p.expect("docker0").expect("scenario list");
+    p.send("\r").expect("stage");
+    // ratatui rewrites only the cells that change, so match text on lines that appear whole.
+    p.expect("or e to type one")
+        .expect("the watchdog calls the hang, evidence in");
+    p.send("e").expect("type a fix");
+    p.send("NCCL_SOCKET_IFNAME=eth0").expect("the fix");
+    p.send("\r").expect("run it");
+    p.expect("PASS with NCCL_SOCKET_IFNAME=eth0")
+        .expect("the all-reduce passes with the typed fix");
+    p.send("\x03").expect("Ctrl-C");
+    p.expect(expectrl::Eof).expect("app exits");
+    let progress = std::fs::read_to_string(home.join("progress.json")).unwrap_or_default();
+    assert!(
+        progress.contains("docker0"),
+        "the attempt is recorded: {progress}"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -523,6 +523,12 @@ pub enum HangLab {
         /// (root), else emulated on loopback addresses (auto); or insist on one.
         #[arg(long, value_enum, default_value_t = crate::lab::scenario::Mode::Auto)]
         mode: crate::lab::scenario::Mode,
+        /// (internal, for the app) every message as a JSON line, then the result.
+        #[arg(long, hide = true)]
+        events: bool,
+        /// (internal, for the app) instead of staging, run once with this fix (JSON).
+        #[arg(long, hide = true, value_name = "JSON")]
+        try_fix: Option<String>,
     },
     /// Remove namespaces a crashed run left behind (everything named rlab-*).
     Cleanup,
@@ -561,8 +567,11 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             timeout,
             json,
             mode,
+            events,
+            try_fix,
         } => {
             let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
+            let json = &(*json || *events);
             if let Some(t) = timeout {
                 s.timeout = *t;
             }
@@ -573,7 +582,15 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 );
             }
             let quiet = *json;
+            let stream = *events;
             let mut on = |m: &Msg| {
+                if stream {
+                    if let Ok(line) = serde_json::to_string(&serde_json::json!({ "msg": m })) {
+                        println!("{line}");
+                        let _ = io::stdout().flush();
+                    }
+                    return;
+                }
                 if quiet {
                     return;
                 }
@@ -612,10 +629,20 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             let cluster = match cluster {
                 Ok(c) => c,
                 Err(e) => {
+                    if stream {
+                        println!("{}", serde_json::json!({ "error": e }));
+                    }
                     eprintln!("ringlab lab: {e}");
                     return Ok(ExitCode::from(2));
                 }
             };
+            if let Some(fix_json) = try_fix {
+                let f: scenario::Fix = serde_json::from_str(fix_json)
+                    .map_err(|e| anyhow::anyhow!("--try-fix: {e}"))?;
+                let fixed = scenario::try_fix_on(&s, cluster, &f, &mut on);
+                println!("{}", serde_json::json!({ "fixed": fixed }));
+                return Ok(ExitCode::SUCCESS);
+            }
             if !json {
                 match &cluster.emulated_because {
                     Some(why) => println!(
@@ -633,7 +660,9 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 }
             }
             let report = scenario::run_on(&s, cluster, *fix, &mut on);
-            if *json {
+            if stream {
+                println!("{}", serde_json::json!({ "report": report }));
+            } else if *json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
                 print_report(&report);

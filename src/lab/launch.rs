@@ -76,7 +76,8 @@ impl Launch {
 }
 
 /// Everything the launcher hears, in order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Msg {
     Event(Event),
     /// A line a rank wrote to stderr (NCCL_DEBUG output, errors).

@@ -16,7 +16,7 @@ use super::{Event, Job};
 
 static LABS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/labs");
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fix {
     pub text: String,
@@ -140,7 +140,7 @@ pub fn find(name: &str) -> Result<Scenario, String> {
         .ok_or_else(|| format!("no scenario `{name}`; known: {}", names.join(", ")))
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankReport {
     pub rank: usize,
     pub node: usize,
@@ -148,7 +148,7 @@ pub struct RankReport {
     pub advertised: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Staged {
     /// hang | ok | error
     pub outcome: String,
@@ -158,14 +158,14 @@ pub struct Staged {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IfaceRow {
     pub node: usize,
     pub name: String,
     pub addr: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reach {
     pub from_node: usize,
     pub to_rank: usize,
@@ -173,7 +173,7 @@ pub struct Reach {
     pub result: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Diagnosis {
     pub interfaces: Vec<IfaceRow>,
     pub reachability: Vec<Reach>,
@@ -185,7 +185,7 @@ pub struct Diagnosis {
     pub last_logs: Vec<(usize, Vec<String>)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fixed {
     pub outcome: String,
     pub allreduce_correct: bool,
@@ -193,7 +193,7 @@ pub struct Fixed {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabReport {
     pub scenario: String,
     /// "netns" or "emulated".
@@ -621,6 +621,11 @@ fn fixed_run(s: &Scenario, c: &mut Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg))
         allreduce_correct: correct,
         reason: r.failure.map(|f| f.to_string()),
     }
+}
+
+/// [`try_fix`] on a cluster already built (by [`cluster_for`]).
+pub fn try_fix_on(s: &Scenario, mut c: Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
+    fixed_run(s, &mut c, fix, on)
 }
 
 /// Try a fix (the scenario's, or one the learner picked) on a fresh staged cluster.

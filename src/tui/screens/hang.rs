@@ -100,18 +100,10 @@ impl HangState {
             Stage::Staging
         };
         std::thread::spawn(move || {
-            let tx2 = tx.clone();
-            let mut on = move |m: &Msg| {
-                let _ = tx2.send(Background::Hang(HangUpdate::Msg(id, m.clone())));
-            };
-            let msg = match fix {
-                None => HangUpdate::Staged(
-                    id,
-                    scenario::run(&s, false, scenario::Mode::Auto, &mut on).map(Box::new),
-                ),
-                Some(f) => {
-                    HangUpdate::Fixed(id, scenario::try_fix(&s, &f, scenario::Mode::Auto, &mut on))
-                }
+            let msg = match run_child(&s.name, fix.as_ref(), id, &tx) {
+                Ok(m) => m,
+                Err(e) if fix.is_some() => HangUpdate::Fixed(id, Err(e)),
+                Err(e) => HangUpdate::Staged(id, Err(e)),
             };
             let _ = tx.send(Background::Hang(msg));
         });
@@ -191,6 +183,81 @@ impl Default for HangState {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Run the lab in a child process (`ringlab lab run NAME --events`), as the CLI does: the app
+/// stays out of the cluster's namespaces, and without root the child can build real ones inside
+/// a user namespace of its own, which this multithreaded process could not enter. Messages are
+/// forwarded as they come; the child dies with the thread that started it.
+fn run_child(
+    name: &str,
+    fix: Option<&Fix>,
+    id: u64,
+    tx: &tokio::sync::mpsc::UnboundedSender<Background>,
+) -> Result<HangUpdate, String> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let exe = crate::lab::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["lab", "run", name, "--events"]);
+    if let Some(f) = fix {
+        cmd.arg("--try-fix")
+            .arg(serde_json::to_string(f).map_err(|e| e.to_string())?);
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("starting the lab: {e}"))?;
+    let err_reader = child.stderr.take().map(|e| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(e), &mut s);
+            s
+        })
+    });
+    let mut result = None;
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if let Some(m) = v.get("msg") {
+                if let Ok(m) = serde_json::from_value::<Msg>(m.clone()) {
+                    let _ = tx.send(Background::Hang(HangUpdate::Msg(id, m)));
+                }
+            } else if let Some(r) = v.get("report") {
+                result = Some(
+                    serde_json::from_value::<LabReport>(r.clone())
+                        .map(|r| HangUpdate::Staged(id, Ok(Box::new(r))))
+                        .map_err(|e| format!("the lab's report: {e}")),
+                );
+            } else if let Some(f) = v.get("fixed") {
+                result = Some(
+                    serde_json::from_value::<Fixed>(f.clone())
+                        .map(|f| HangUpdate::Fixed(id, Ok(f)))
+                        .map_err(|e| format!("the lab's result: {e}")),
+                );
+            } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+                result = Some(Err(e.to_string()));
+            }
+        }
+    }
+    let status = child.wait();
+    let stderr = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
+    result.unwrap_or_else(|| {
+        Err(format!(
+            "the lab ended without a result ({}): {}",
+            status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+            stderr.lines().last().unwrap_or("no message")
+        ))
+    })
 }
 
 /// A typed fix: `NAME=value` assignments separated by spaces, applied to every rank.
@@ -361,9 +428,9 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             if root {
                 "The nodes are real network namespaces (running as root)."
             } else {
-                "Not root: the nodes will be EMULATED here (processes on this host, virtual \
-                 interfaces on loopback addresses). For real namespaces run as root, or use \
-                 `ringlab lab run`, which makes them inside a user namespace of its own."
+                "Not root: the lab makes its namespaces inside a user namespace of its own where \
+                 the kernel allows it; where not, the nodes are EMULATED (processes on this host, \
+                 virtual interfaces on loopback addresses), and the diagnosis says so."
             },
             t.dim,
         ));
