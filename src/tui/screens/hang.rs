@@ -122,6 +122,15 @@ impl HangState {
                 self.board.sort_by_key(|b| b.0);
             }
             HangUpdate::Msg(_, Msg::Log { rank, line }) => {
+                // A connect retry shows on the board: "connect to ADDR (retry k/N)". The
+                // phase's clock keeps running: a retry is not progress.
+                if let Some(k) = retry_count(&line)
+                    && let Some(b) = self.board.iter_mut().find(|b| b.0 == rank)
+                    && b.1.starts_with("connect to ")
+                {
+                    let base = b.1.split(" (retry").next().unwrap_or(&b.1).to_string();
+                    b.1 = format!("{base} (retry {k})");
+                }
                 if line.contains("NCCL") {
                     let short = line.split(" NCCL ").nth(1).unwrap_or(&line).to_string();
                     self.logs.push(format!("[rank {rank}] {short}"));
@@ -258,6 +267,13 @@ fn run_child(
             stderr.lines().last().unwrap_or("no message")
         ))
     })
+}
+
+/// "k/N" from an NCCL-style "…, retrying (k/N) after sleep…" log line.
+fn retry_count(line: &str) -> Option<&str> {
+    let rest = line.split("retrying (").nth(1)?;
+    let k = rest.split(')').next()?;
+    k.contains('/').then_some(k)
 }
 
 /// A typed fix: `NAME=value` assignments separated by spaces, applied to every rank.
@@ -569,6 +585,41 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_retries_show_on_the_board() {
+        assert_eq!(
+            retry_count(
+                "h:1:1 [0] NCCL WARN socketProgress: connect to 172.17.0.1:4000 returned Connection refused, retrying (3/34) after sleep for 300 msec"
+            ),
+            Some("3/34")
+        );
+        assert_eq!(
+            retry_count("NCCL INFO Call to connect returned Connection refused, retrying"),
+            None
+        );
+        let mut s = HangState::new();
+        s.run = 1;
+        s.board
+            .push((1, "connect to 172.17.0.1:4000".into(), Instant::now()));
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        for k in [1, 2] {
+            s.receive(
+                HangUpdate::Msg(
+                    1,
+                    Msg::Log {
+                        rank: 1,
+                        line: format!("x NCCL WARN connect to 172.17.0.1:4000 returned Connection refused, retrying ({k}/34)"),
+                    },
+                ),
+                &mut app,
+            );
+        }
+        assert_eq!(s.board[0].1, "connect to 172.17.0.1:4000 (retry 2/34)");
+    }
 
     #[test]
     fn typed_fixes_are_environment_assignments() {
