@@ -304,12 +304,6 @@ impl NcclRank {
             .collect())
     }
 
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-    pub fn world(&self) -> usize {
-        self.world
-    }
 
     pub fn alloc(&self, bytes: usize) -> Result<DevBuf, String> {
         self.stream
@@ -349,7 +343,10 @@ impl NcclRank {
         bufs: Bufs<'_>,
     ) -> Result<(), String> {
         let es = dtype.size();
-        let per = count / self.world.max(1);
+        // This rank's chunk, as the schedules and the checker define it: reduce-scatter leaves
+        // its result there, all-gather takes its contribution from there (nccl-tests' in-place
+        // layout).
+        let mine = crate::collective::chunk_range(count, self.world, self.rank);
         let ty = nccl_type(dtype);
         let stream = self.stream.cu_stream() as nsys::cudaStream_t;
         if coll == Collective::SendRecv
@@ -388,17 +385,17 @@ impl NcclRank {
                 ),
                 Collective::ReduceScatter => nres::reduce_scatter(
                     at(send, 0),
-                    at(recv, self.rank * per),
-                    per,
+                    at(recv, mine.start),
+                    mine.len(),
                     ty,
                     nccl_op(op),
                     comm,
                     stream,
                 ),
                 Collective::AllGather => nres::all_gather(
-                    at(send, self.rank * per),
+                    at(send, mine.start),
                     at(recv, 0),
-                    per,
+                    mine.len(),
                     ty,
                     comm,
                     stream,

@@ -203,11 +203,10 @@ impl VNet {
                     i.addr,
                     i.real,
                     if i.shared {
-                        "every node reaches it"
+                        "every node reaches it".to_string()
                     } else {
-                        "only node {k} reaches it"
+                        format!("only node {k} reaches it")
                     }
-                    .replace("{k}", &k.to_string())
                 ));
             }
             if let Some(p) = n.drop_except {

@@ -21,9 +21,6 @@ impl Machine {
     pub fn gpus(&self) -> usize {
         self.probe.gpus.len()
     }
-    pub fn nccl_ready(&self) -> bool {
-        self.nccl.is_ok() && self.probe.nccl_lib
-    }
 
     /// The environment every NCCL rank needs: LD_LIBRARY_PATH with NCCL's folder first, and
     /// NCCL's log on stderr (by default NCCL_DEBUG prints to stdout, where the rank's reports

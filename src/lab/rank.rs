@@ -119,12 +119,43 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), String> {
     }
 }
 
+/// Elements in the sanity all-reduce of ones (float32).
+const SANITY_COUNT: usize = 128;
+
+/// The mean of a float32 buffer: what the torch sanity test asserts on.
+fn mean_f32(bytes: &[u8]) -> f64 {
+    let vals: &[f32] = bytemuck::cast_slice(bytes);
+    vals.iter().map(|&v| v as f64).sum::<f64>() / vals.len().max(1) as f64
+}
+
+/// What rank `rank` of `ranks` feeds in and must get back, for `job`.
+fn check_for(job: &Job, ranks: usize, rank: usize) -> Check {
+    Check {
+        coll: job.coll,
+        op: job.op,
+        dtype: job.dtype,
+        ranks,
+        root: job.root,
+        rank,
+    }
+}
+
+/// The phase a rank reports while it times one size and placement.
+fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
+    format!(
+        "{} {} B ({})",
+        job.coll.name(),
+        size,
+        if in_place { "in-place" } else { "out-of-place" }
+    )
+}
+
 fn sanity(comm: &mut TcpComm, job: &Job, rank: usize) -> Result<(), String> {
     emit(&Event::Phase {
         rank,
         phase: "all-reduce".into(),
     });
-    let n = 128;
+    let n = SANITY_COUNT;
     let mut buf = AlignedBuf::zeroed(n * 4);
     buf.bytes_mut()
         .copy_from_slice(bytemuck::cast_slice(&vec![1.0f32; n]));
@@ -132,9 +163,7 @@ fn sanity(comm: &mut TcpComm, job: &Job, rank: usize) -> Result<(), String> {
     let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
     comm.run(&schedule, buf.bytes_mut(), job.dtype, job.op)
         .map_err(|e| e.to_string())?;
-    let vals: &[f32] = bytemuck::cast_slice(buf.bytes());
-    // The mean, as the torch sanity test asserts on.
-    let mean = vals.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+    let mean = mean_f32(buf.bytes());
     emit(&Event::Value { rank, value: mean });
     Ok(())
 }
@@ -154,14 +183,7 @@ fn bench(
             ..Spec::new(job.coll, job.algo, world, count, es)
         };
         let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
-        let check = Check {
-            coll: job.coll,
-            op: job.op,
-            dtype: job.dtype,
-            ranks: world,
-            root: job.root,
-            rank,
-        };
+        let check = check_for(job, world, rank);
         let bytes = count * es;
         let mut send = AlignedBuf::zeroed(bytes);
         let mut recv = AlignedBuf::zeroed(bytes);
@@ -170,12 +192,7 @@ fn bench(
             .barrier(&format!("size{k}"), world, Duration::from_secs(3600))
             .map_err(|e| e.to_string())?;
         for in_place in [false, true] {
-            let label = format!(
-                "{} {} B ({})",
-                job.coll.name(),
-                size,
-                if in_place { "in-place" } else { "out-of-place" }
-            );
+            let label = placement_label(job, size, in_place);
             emit(&Event::Phase { rank, phase: label });
             let mut once = |send: &mut AlignedBuf, recv: &mut AlignedBuf| -> Result<(), String> {
                 let buf = if in_place {
@@ -251,7 +268,7 @@ fn nccl_job(
     match job.kind {
         JobKind::Sanity => {
             phase("all-reduce");
-            let n = 128;
+            let n = SANITY_COUNT;
             let ones: Vec<u8> = bytemuck::cast_slice(&vec![1.0f32; n]).to_vec();
             let mut buf = g.alloc(n * 4)?;
             g.upload(&ones, &mut buf)?;
@@ -265,8 +282,7 @@ fn nccl_job(
             )?;
             let mut host = vec![0u8; n * 4];
             g.download(&buf, &mut host)?;
-            let vals: &[f32] = bytemuck::cast_slice(&host);
-            let mean = vals.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            let mean = mean_f32(&host);
             emit(&Event::Value { rank, value: mean });
         }
         JobKind::Bench => {
@@ -274,14 +290,7 @@ fn nccl_job(
             for (k, &size) in job.sizes.iter().enumerate() {
                 let (count, shown) = counts(job.coll, size, es, world);
                 let bytes = count * es;
-                let check = Check {
-                    coll: job.coll,
-                    op: job.op,
-                    dtype: job.dtype,
-                    ranks: world,
-                    root: job.root,
-                    rank,
-                };
+                let check = check_for(job, world, rank);
                 let mut input = vec![0u8; bytes];
                 pattern::fill(&mut input, &check);
                 let mut send = g.alloc(bytes)?;
@@ -292,12 +301,7 @@ fn nccl_job(
                 for in_place in [false, true] {
                     emit(&Event::Phase {
                         rank,
-                        phase: format!(
-                            "{} {} B ({})",
-                            job.coll.name(),
-                            size,
-                            if in_place { "in-place" } else { "out-of-place" }
-                        ),
+                        phase: placement_label(job, size, in_place),
                     });
                     g.upload(&input, &mut send)?;
                     g.synchronize()?;
@@ -364,16 +368,7 @@ fn nccl_single_process(
     for &size in &job.sizes {
         let (count, shown) = counts(job.coll, size, es, n);
         let bytes = count * es;
-        let checks: Vec<Check> = (0..n)
-            .map(|r| Check {
-                coll: job.coll,
-                op: job.op,
-                dtype: job.dtype,
-                ranks: n,
-                root: job.root,
-                rank: r,
-            })
-            .collect();
+        let checks: Vec<Check> = (0..n).map(|r| check_for(job, n, r)).collect();
         let inputs: Vec<Vec<u8>> = checks
             .iter()
             .map(|c| {
@@ -387,12 +382,7 @@ fn nccl_single_process(
             .map(|g| Ok((g.alloc(bytes)?, g.alloc(bytes)?)))
             .collect::<Result<_, String>>()?;
         for in_place in [false, true] {
-            phase(&format!(
-                "{} {} B ({})",
-                job.coll.name(),
-                size,
-                if in_place { "in-place" } else { "out-of-place" }
-            ));
+            phase(&placement_label(job, size, in_place));
             let upload = |gs: &[NcclRank], bufs: &mut [(DevBuf, DevBuf)]| {
                 gs.iter()
                     .zip(bufs.iter_mut())

@@ -539,18 +539,8 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
     }
 }
 
-/// Stage `s`, run it, diagnose; with `fix`, apply the fix and run again.
-pub fn run(
-    s: &Scenario,
-    fix: bool,
-    mode: Mode,
-    on: &mut dyn FnMut(&Msg),
-) -> Result<LabReport, String> {
-    let c = cluster_for(s, mode)?;
-    Ok(run_on(s, c, fix, on))
-}
-
-/// [`run`] on a cluster already built (by [`cluster_for`]).
+/// Stage `s` on `c` (from [`cluster_for`]), run it, diagnose; with `fix`, apply the fix and run
+/// again.
 pub fn run_on(s: &Scenario, mut c: Cluster, fix: bool, on: &mut dyn FnMut(&Msg)) -> LabReport {
     let staged = run_once(s, &mut c, None, on);
     let ranks = (0..s.nodes * s.ranks_per_node)
@@ -623,20 +613,10 @@ fn fixed_run(s: &Scenario, c: &mut Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg))
     }
 }
 
-/// [`try_fix`] on a cluster already built (by [`cluster_for`]).
+/// Try a fix (the scenario's, or one the learner picked) on a freshly staged cluster `c` (from
+/// [`cluster_for`]).
 pub fn try_fix_on(s: &Scenario, mut c: Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
     fixed_run(s, &mut c, fix, on)
-}
-
-/// Try a fix (the scenario's, or one the learner picked) on a fresh staged cluster.
-pub fn try_fix(
-    s: &Scenario,
-    fix: &Fix,
-    mode: Mode,
-    on: &mut dyn FnMut(&Msg),
-) -> Result<Fixed, String> {
-    let mut c = cluster_for(s, mode)?;
-    Ok(fixed_run(s, &mut c, fix, on))
 }
 
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.

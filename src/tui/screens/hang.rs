@@ -46,6 +46,8 @@ pub struct HangState {
     pub typing: Option<String>,
     /// The text of the fix the running re-run applies.
     trying: String,
+    /// Running as root (real namespaces directly), asked once.
+    root: bool,
     board: Vec<(usize, String, Instant)>,
     logs: Vec<String>,
     run: u64,
@@ -67,6 +69,8 @@ impl HangState {
             error: None,
             typing: None,
             trying: String::new(),
+            // SAFETY: geteuid has no preconditions.
+            root: unsafe { libc::geteuid() } == 0,
             board: Vec::new(),
             logs: Vec::new(),
             run: 0,
@@ -438,10 +442,8 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             ),
             t.dim,
         ));
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
         out.push(Line::styled(
-            if root {
+            if s.root {
                 "The nodes are real network namespaces (running as root)."
             } else {
                 "Not root: the lab makes its namespaces inside a user namespace of its own where \
