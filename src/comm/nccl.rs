@@ -304,7 +304,6 @@ impl NcclRank {
             .collect())
     }
 
-
     pub fn alloc(&self, bytes: usize) -> Result<DevBuf, String> {
         self.stream
             .alloc_zeros::<u8>(bytes.max(1))
