@@ -474,7 +474,7 @@ fn stream_both_ways(s: std::net::TcpStream, bytes: u64) -> io::Result<()> {
 pub fn loopback(args: &LoopbackArgs) -> anyhow::Result<ExitCode> {
     if let Some(port) = args.connect {
         let s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-        s.set_nodelay(true)?;
+        crate::comm::net::tune(&s)?;
         stream_both_ways(s, args.bytes)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -490,7 +490,7 @@ pub fn loopback(args: &LoopbackArgs) -> anyhow::Result<ExitCode> {
         ])
         .spawn()?;
     let (s, _) = listener.accept()?;
-    s.set_nodelay(true)?;
+    crate::comm::net::tune(&s)?;
     let t0 = std::time::Instant::now();
     stream_both_ways(s, args.bytes)?;
     let secs = t0.elapsed().as_secs_f64();
