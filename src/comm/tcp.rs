@@ -167,6 +167,8 @@ impl TcpComm {
                 Err(e) => log::warn(&format!("dropped connection from {from}: {e}")),
             }
         }
+        phase("warm up connections");
+        warm_up(&peers, WARM_UP_BYTES).map_err(io_err("warming up the connections"))?;
         log::info(&format!(
             "Init COMPLETE rank {} nranks {}",
             env.rank, env.world
@@ -269,6 +271,89 @@ impl TcpComm {
         }
         Ok(())
     }
+}
+
+/// Bytes each connection carries each way before the first collective. A fresh TCP
+/// connection advertises a small receive window and grows it only as data arrives, so without
+/// this the first few hundred KiB-sized collectives of a job run several times slower than the
+/// rest (measured here: a 256 KiB all-reduce took 500-750 us for its first iterations and
+/// 70-90 us once the window had opened).
+pub const WARM_UP_BYTES: usize = 8 << 20;
+
+/// Send `bytes` to every connected peer and receive as many from each, all at once (every
+/// rank does the same, so nobody waits on a peer that is busy with a third rank).
+fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
+    let fds: Vec<i32> = peers.iter().flatten().map(|s| s.as_raw_fd()).collect();
+    let block = vec![0u8; 256 << 10];
+    let mut sink = vec![0u8; 256 << 10];
+    let mut sent = vec![0usize; fds.len()];
+    let mut got = vec![0usize; fds.len()];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while sent.iter().chain(&got).any(|&n| n < bytes) {
+        let mut pollfds = Vec::with_capacity(fds.len());
+        let mut moved = false;
+        for (k, &fd) in fds.iter().enumerate() {
+            let mut events = 0;
+            if sent[k] < bytes {
+                let n = (bytes - sent[k]).min(block.len());
+                // SAFETY: block is valid for n bytes; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+                let r = unsafe {
+                    libc::send(
+                        fd,
+                        block.as_ptr().cast(),
+                        n,
+                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                    )
+                };
+                if r >= 0 {
+                    sent[k] += r as usize;
+                    moved |= r > 0;
+                } else {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::WouldBlock
+                        && e.kind() != io::ErrorKind::Interrupted
+                    {
+                        return Err(e);
+                    }
+                    events |= libc::POLLOUT;
+                }
+            }
+            if got[k] < bytes {
+                let n = (bytes - got[k]).min(sink.len());
+                // SAFETY: sink is valid for n bytes.
+                let r = unsafe { libc::recv(fd, sink.as_mut_ptr().cast(), n, libc::MSG_DONTWAIT) };
+                if r > 0 {
+                    got[k] += r as usize;
+                    moved = true;
+                } else if r == 0 {
+                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+                } else {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::WouldBlock
+                        && e.kind() != io::ErrorKind::Interrupted
+                    {
+                        return Err(e);
+                    }
+                    events |= libc::POLLIN;
+                }
+            }
+            if events != 0 {
+                pollfds.push(libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                });
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(io::Error::from(io::ErrorKind::TimedOut));
+        }
+        if !moved && !pollfds.is_empty() {
+            // SAFETY: pollfds is a valid array for the duration of the call.
+            unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100) };
+        }
+    }
+    Ok(())
 }
 
 /// Every rank this rank exchanges data with in `schedules`.
