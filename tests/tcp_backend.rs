@@ -153,7 +153,8 @@ fn a_peer_that_closes_mid_step_is_reported_with_rank_and_phase() {
 
 /// The dataflow engine against the definition, in-process, many times: every collective ×
 /// algorithm on 2, 3 and 5 ranks with counts that do not divide, sum and max, both small and
-/// large enough to fill socket buffers. Races in the engine show up as wrong elements here.
+/// large enough to fill socket buffers, in place and out of place. Races in the engine show up
+/// as wrong elements here.
 #[test]
 fn the_engine_matches_the_definition_for_every_schedule() {
     use ringlab::lab::pattern::{self, Check};
@@ -190,6 +191,22 @@ fn the_engine_matches_the_definition_for_every_schedule() {
                                         let wrong = pattern::wrong(buf.bytes(), &check);
                                         if wrong > 0 {
                                             bad.push(format!("{coll:?} {algo:?} {op:?} {dtype:?} N={world} count={count} rank {rank}: {wrong} wrong"));
+                                        }
+                                    }
+                                    // Out of place, into an output full of junk: the input is
+                                    // only read, and the output must not depend on its old bytes.
+                                    let mut input = AlignedBuf::zeroed(count * es);
+                                    pattern::fill(input.bytes_mut(), &check);
+                                    let before = input.bytes().to_vec();
+                                    for junk in [0xA5u8, 0x00] {
+                                        buf.bytes_mut().fill(junk);
+                                        comm.run_from(&s, input.bytes(), buf.bytes_mut(), dtype, op).expect("run_from");
+                                        let wrong = pattern::wrong(buf.bytes(), &check);
+                                        if wrong > 0 {
+                                            bad.push(format!("out of place {coll:?} {algo:?} {op:?} {dtype:?} N={world} count={count} rank {rank}: {wrong} wrong"));
+                                        }
+                                        if input.bytes() != before.as_slice() {
+                                            bad.push(format!("out of place {coll:?} {algo:?} N={world} count={count} rank {rank}: the input changed"));
                                         }
                                     }
                                 }

@@ -32,6 +32,9 @@ struct PlanOp {
     /// Offset in the send stage: this send's data is copied aside before a same-step receive
     /// overwrites it.
     stage_at: Option<usize>,
+    /// Out of place: the parts of `range` this op reads from the input rather than the output
+    /// (a send of bytes no receive has written yet; a reduction that is the first write).
+    fresh: Vec<Range<usize>>,
 }
 
 /// One rank's ops for one schedule, with their dependencies (built once, reused every run).
@@ -41,6 +44,9 @@ pub struct Plan {
     send_stage_len: usize,
     /// Peers this rank receives reductions from, each with its own staging window.
     reduce_peers: Vec<usize>,
+    /// Out of place: bytes copied from the input before anything moves (no receive writes
+    /// them, or two receives of one step reduce into them).
+    upfront: Vec<Range<usize>>,
 }
 
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
@@ -72,6 +78,7 @@ impl Plan {
                     reduce: !send && t.reduce,
                     deps: Vec::new(),
                     stage_at: None,
+                    fresh: Vec::new(),
                 });
             }
             // Same step: a send whose bytes a receive of this step overwrites is staged first.
@@ -93,6 +100,7 @@ impl Plan {
             let deps = deps_of(&ops, i);
             ops[i].deps = deps;
         }
+        let upfront = plan_out_of_place(&mut ops, schedule.spec().count * es);
         let mut reduce_peers: Vec<usize> =
             ops.iter().filter(|o| o.reduce).map(|o| o.peer).collect();
         reduce_peers.sort_unstable();
@@ -101,6 +109,7 @@ impl Plan {
             ops,
             send_stage_len: stage,
             reduce_peers,
+            upfront,
         }
     }
 
@@ -116,6 +125,79 @@ impl Plan {
     pub fn step_of(&self, op: usize) -> usize {
         self.ops.get(op).map_or(0, |o| o.step)
     }
+}
+
+/// Out of place, the output starts empty and the input is read where the output has nothing
+/// yet, so no copy of the whole input comes first. The buffer is cut into atoms at every op
+/// boundary (an op covers an atom wholly or not at all). For each atom, the first step with a
+/// receive into it decides: sends up to that step read the input; a lone reduction in it
+/// combines the input with what arrives; later ops read the output. An atom no receive writes,
+/// or that two receives of its first step reduce into, is copied before anything runs.
+/// Returns those copies.
+fn plan_out_of_place(ops: &mut [PlanOp], len: usize) -> Vec<Range<usize>> {
+    let mut cuts: Vec<usize> = ops
+        .iter()
+        .flat_map(|o| [o.range.start, o.range.end])
+        .chain([0, len])
+        .filter(|&c| c <= len)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut upfront: Vec<Range<usize>> = Vec::new();
+    for w in cuts.windows(2) {
+        let atom = w[0]..w[1];
+        let writers: Vec<usize> = (0..ops.len())
+            .filter(|&i| !ops[i].send && covers(&ops[i].range, &atom))
+            .collect();
+        let Some(first) = writers.iter().map(|&i| ops[i].step).min() else {
+            push_range(&mut upfront, atom);
+            continue;
+        };
+        let at_first: Vec<usize> = writers
+            .into_iter()
+            .filter(|&i| ops[i].step == first)
+            .collect();
+        if at_first.len() > 1 && at_first.iter().any(|&i| ops[i].reduce) {
+            push_range(&mut upfront, atom);
+            continue;
+        }
+        for o in ops.iter_mut() {
+            let reads_input = if o.send {
+                o.step <= first
+            } else {
+                o.reduce && o.step == first
+            };
+            if reads_input && covers(&o.range, &atom) {
+                push_range(&mut o.fresh, atom.clone());
+            }
+        }
+    }
+    upfront
+}
+
+/// Append `r` to sorted, disjoint ranges, merging it with the last one when they touch.
+fn push_range(v: &mut Vec<Range<usize>>, r: Range<usize>) {
+    if r.is_empty() {
+        return;
+    }
+    match v.last_mut() {
+        Some(last) if last.end == r.start => last.end = r.end,
+        _ => v.push(r),
+    }
+}
+
+/// The longest run of bytes from `a` (up to `b`) that comes from one place: the input where
+/// `fresh` says so, else the output. Returns the run's end and whether it is the input.
+fn run_from_input(fresh: &[Range<usize>], a: usize, b: usize) -> (usize, bool) {
+    for f in fresh {
+        if a < f.start {
+            return (b.min(f.start), false);
+        }
+        if a < f.end {
+            return (b.min(f.end), true);
+        }
+    }
+    (b, false)
 }
 
 fn deps_of(ops: &[PlanOp], i: usize) -> Vec<Dep> {
@@ -210,15 +292,30 @@ pub struct Io<'a> {
 /// Bytes of staging per reducing peer: small enough to stay in L2 while it is reduced.
 pub const STAGE_WINDOW: usize = 256 << 10;
 
-/// Run the plan on `buf`. `send_stage` holds `plan.send_stage_len()` bytes; `staging` holds
+/// Run the plan on `buf`: in place, or out of place from `input` (as long as `buf`, never
+/// written). `send_stage` holds `plan.send_stage_len()` bytes; `staging` holds
 /// `plan.reduce_peers() × STAGE_WINDOW`.
 pub fn execute(
     plan: &Plan,
     io: &Io,
+    input: Option<&[u8]>,
     buf: &mut [u8],
     send_stage: &mut [u8],
     staging: &mut [u8],
 ) -> Result<(), EngineError> {
+    if let Some(src) = input {
+        for r in &plan.upfront {
+            buf[r.clone()].copy_from_slice(&src[r.clone()]);
+        }
+    }
+    // Out of place, what an op reads from the input; in place, nothing.
+    let fresh = |i: usize| -> &[Range<usize>] {
+        if input.is_some() {
+            &plan.ops[i].fresh
+        } else {
+            &[]
+        }
+    };
     let n = plan.ops.len();
     let mut st = vec![State::default(); n];
     let es = io.es.max(1);
@@ -274,7 +371,17 @@ pub fn execute(
                     && !st[i].staged
                     && lim == o.range.len()
                 {
-                    send_stage[at..at + o.range.len()].copy_from_slice(&buf[o.range.clone()]);
+                    let mut a = o.range.start;
+                    while a < o.range.end {
+                        let (b, from_input) = run_from_input(fresh(i), a, o.range.end);
+                        let from: &[u8] = match input {
+                            Some(src) if from_input => src,
+                            _ => buf,
+                        };
+                        let off = at + a - o.range.start;
+                        send_stage[off..off + b - a].copy_from_slice(&from[a..b]);
+                        a = b;
+                    }
                     st[i].staged = true;
                 }
                 let ready = if o.stage_at.is_some() {
@@ -292,7 +399,15 @@ pub fn execute(
                     };
                     let data = match o.stage_at {
                         Some(at) => &send_stage[at + st[i].done..at + ready],
-                        None => &buf[o.range.start + st[i].done..o.range.start + ready],
+                        None => {
+                            let a = o.range.start + st[i].done;
+                            let (b, from_input) =
+                                run_from_input(fresh(i), a, o.range.start + ready);
+                            match input {
+                                Some(src) if from_input => &src[a..b],
+                                _ => &buf[a..b],
+                            }
+                        }
                     };
                     match sys_send(fd, data) {
                         Ok(k) => {
@@ -394,6 +509,17 @@ pub fn execute(
                 if whole > 0 {
                     let win = &mut staging[w..w + held];
                     let at = o.range.start + st[i].done;
+                    // Where this is the first write, the output starts as the input.
+                    if let Some(src) = input {
+                        let mut a = at;
+                        while a < at + whole {
+                            let (b, from_input) = run_from_input(fresh(i), a, at + whole);
+                            if from_input {
+                                buf[a..b].copy_from_slice(&src[a..b]);
+                            }
+                            a = b;
+                        }
+                    }
                     (io.reduce)(io.op, &mut buf[at..at + whole], &win[..whole]);
                     win.copy_within(whole..held, 0);
                     st[i].done += whole;
@@ -497,5 +623,65 @@ fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Algorithm, Collective, Spec};
+
+    fn plan(coll: Collective, algo: Algorithm, world: usize, rank: usize) -> Plan {
+        let s = Schedule::build(&Spec::new(coll, algo, world, 1000, 4)).expect("schedule");
+        Plan::build(&s, rank)
+    }
+
+    /// A ring all-reduce out of place copies nothing up front: every byte of the output is
+    /// written by a receive, and the first sends and reductions read the input directly.
+    #[test]
+    fn ring_all_reduce_out_of_place_copies_nothing_first() {
+        for world in [2, 3, 5] {
+            for rank in 0..world {
+                let p = plan(Collective::AllReduce, Algorithm::Ring, world, rank);
+                assert!(
+                    p.upfront.is_empty(),
+                    "N={world} rank {rank}: {:?}",
+                    p.upfront
+                );
+                let first = p.ops.iter().find(|o| o.send).expect("a send");
+                assert_eq!(first.fresh, vec![first.range.clone()]);
+                // Each reduce-scatter step adds this rank's own input to what arrives; the
+                // all-gather reads only what the reduce-scatter wrote.
+                assert!(
+                    p.ops
+                        .iter()
+                        .filter(|o| o.reduce)
+                        .all(|o| o.fresh == vec![o.range.clone()])
+                );
+                assert!(
+                    p.ops
+                        .iter()
+                        .filter(|o| o.step >= world - 1)
+                        .all(|o| o.fresh.is_empty())
+                );
+            }
+        }
+    }
+
+    /// The broadcast root never receives: its whole output is the input, copied up front; a
+    /// naive all-reduce root reduces every peer's data in one step, so it copies first too.
+    #[test]
+    fn bytes_no_receive_writes_or_reduced_twice_in_one_step_are_copied_first() {
+        let root = plan(Collective::Broadcast, Algorithm::Ring, 3, 0);
+        assert_eq!(root.upfront, vec![0..4000]);
+        let naive = plan(Collective::AllReduce, Algorithm::Naive, 3, 0);
+        assert!(!naive.upfront.is_empty());
+        assert!(
+            naive
+                .ops
+                .iter()
+                .filter(|o| o.reduce)
+                .all(|o| o.fresh.is_empty())
+        );
     }
 }

@@ -200,13 +200,40 @@ impl TcpComm {
         dtype: Dtype,
         op: Op,
     ) -> Result<(), CommError> {
+        self.execute(schedule, None, buf, dtype, op)
+    }
+
+    /// Execute `schedule` out of place: `input` is read, never written; the result lands in
+    /// `output` (both `count × elem_size` bytes). No copy of the input comes first: each byte
+    /// is read from the input until the schedule has written it to the output.
+    pub fn run_from(
+        &mut self,
+        schedule: &Schedule,
+        input: &[u8],
+        output: &mut [u8],
+        dtype: Dtype,
+        op: Op,
+    ) -> Result<(), CommError> {
+        self.execute(schedule, Some(input), output, dtype, op)
+    }
+
+    fn execute(
+        &mut self,
+        schedule: &Schedule,
+        input: Option<&[u8]>,
+        buf: &mut [u8],
+        dtype: Dtype,
+        op: Op,
+    ) -> Result<(), CommError> {
         let spec = schedule.spec();
         let need = spec.count * spec.elem_size;
-        if buf.len() != need {
-            return Err(CommError::BadBuffer {
-                got: buf.len(),
-                need,
-            });
+        for got in [Some(buf.len()), input.map(<[u8]>::len)]
+            .into_iter()
+            .flatten()
+        {
+            if got != need {
+                return Err(CommError::BadBuffer { got, need });
+            }
         }
         let reduce = kernel(dtype);
         let Self {
@@ -235,7 +262,15 @@ impl TcpComm {
             es: spec.elem_size,
         };
         let rank = *rank;
-        execute(plan, &io, buf, send_stage.bytes_mut(), staging.bytes_mut()).map_err(|e| {
+        execute(
+            plan,
+            &io,
+            input,
+            buf,
+            send_stage.bytes_mut(),
+            staging.bytes_mut(),
+        )
+        .map_err(|e| {
             let where_ = |op: usize| {
                 let k = plan.step_of(op);
                 let phase = schedule.steps().get(k).map_or("", |st| st.phase.label());

@@ -195,14 +195,12 @@ fn bench(
             let label = placement_label(job, size, in_place);
             emit(&Event::Phase { rank, phase: label });
             let mut once = |send: &mut AlignedBuf, recv: &mut AlignedBuf| -> Result<(), String> {
-                let buf = if in_place {
-                    send.bytes_mut()
+                if in_place {
+                    comm.run(&schedule, send.bytes_mut(), job.dtype, job.op)
                 } else {
-                    recv.bytes_mut().copy_from_slice(send.bytes());
-                    recv.bytes_mut()
-                };
-                comm.run(&schedule, buf, job.dtype, job.op)
-                    .map_err(|e| e.to_string())
+                    comm.run_from(&schedule, send.bytes(), recv.bytes_mut(), job.dtype, job.op)
+                }
+                .map_err(|e| e.to_string())
             };
             for _ in 0..job.warmup {
                 once(&mut send, &mut recv)?;
