@@ -310,9 +310,9 @@ impl TcpComm {
 
 /// Bytes each connection carries each way before the first collective. A fresh TCP
 /// connection advertises a small receive window and grows it only as data arrives, so without
-/// this the first few hundred KiB-sized collectives of a job run several times slower than the
-/// rest (measured here: a 256 KiB all-reduce took 500-750 us for its first iterations and
-/// 70-90 us once the window had opened).
+/// this a job's first calls of a few hundred KiB run several times slower than later ones
+/// (measured here on loopback: a 256 KiB all-reduce took 500-750 us in its first iterations
+/// and 70-90 us once the windows had opened).
 pub const WARM_UP_BYTES: usize = 8 << 20;
 
 /// Send `bytes` to every connected peer and receive as many from each, all at once (every
