@@ -63,6 +63,8 @@ pub struct TcpComm {
     send_stage: AlignedBuf,
     /// Spin briefly before sleeping in a receive: only when every local rank has a core.
     spin: bool,
+    /// The most bytes one send call hands the kernel (`RINGLAB_SEND_SLICE`, 0 = unbounded).
+    send_slice: usize,
     /// Each schedule's plan, built on first use.
     plans: std::collections::HashMap<crate::collective::Spec, Plan>,
 }
@@ -181,6 +183,7 @@ impl TcpComm {
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
             spin: env.local_world <= cores,
+            send_slice: send_slice(),
             plans: std::collections::HashMap::new(),
         })
     }
@@ -260,6 +263,7 @@ impl TcpComm {
             reduce,
             op,
             es: spec.elem_size,
+            send_slice: self.send_slice,
         };
         let rank = *rank;
         execute(
@@ -389,6 +393,24 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The send slice: `RINGLAB_SEND_SLICE` (a size like 256K; 0 = unbounded) or the default.
+fn send_slice() -> usize {
+    let Ok(v) = std::env::var("RINGLAB_SEND_SLICE") else {
+        return super::engine::SEND_SLICE;
+    };
+    match crate::units::parse_size(&v) {
+        Ok(0) => usize::MAX,
+        Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        Err(e) => {
+            log::warn(&format!(
+                "RINGLAB_SEND_SLICE={v}: {e}; using {}",
+                super::engine::SEND_SLICE
+            ));
+            super::engine::SEND_SLICE
+        }
+    }
 }
 
 /// Every rank this rank exchanges data with in `schedules`.
