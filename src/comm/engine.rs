@@ -604,7 +604,8 @@ fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
+/// One nonblocking send (a full socket buffer is `WouldBlock`).
+pub(super) fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
     // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
     let n = unsafe {
         libc::send(
@@ -621,7 +622,8 @@ fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
     }
 }
 
-fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
+/// One receive, nonblocking or not, retried on EINTR.
+pub(super) fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
     let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
     loop {
         // SAFETY: data is a valid writable slice of data.len() bytes.

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::engine::{EngineError, Io, Plan, STAGE_WINDOW, execute};
+use super::engine::{EngineError, Io, Plan, STAGE_WINDOW, execute, sys_recv, sys_send};
 use super::ifaces;
 use super::log;
 use super::net::{connect_retry, tune};
@@ -333,47 +333,33 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
         let mut moved = false;
         for (k, &fd) in fds.iter().enumerate() {
             let mut events = 0;
+            let again = |e: &io::Error| {
+                matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                )
+            };
             if sent[k] < bytes {
                 let n = (bytes - sent[k]).min(block.len());
-                // SAFETY: block is valid for n bytes; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-                let r = unsafe {
-                    libc::send(
-                        fd,
-                        block.as_ptr().cast(),
-                        n,
-                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                    )
-                };
-                if r >= 0 {
-                    sent[k] += r as usize;
-                    moved |= r > 0;
-                } else {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::WouldBlock
-                        && e.kind() != io::ErrorKind::Interrupted
-                    {
-                        return Err(e);
+                match sys_send(fd, &block[..n]) {
+                    Ok(r) => {
+                        sent[k] += r;
+                        moved |= r > 0;
                     }
-                    events |= libc::POLLOUT;
+                    Err(e) if again(&e) => events |= libc::POLLOUT,
+                    Err(e) => return Err(e),
                 }
             }
             if got[k] < bytes {
                 let n = (bytes - got[k]).min(sink.len());
-                // SAFETY: sink is valid for n bytes.
-                let r = unsafe { libc::recv(fd, sink.as_mut_ptr().cast(), n, libc::MSG_DONTWAIT) };
-                if r > 0 {
-                    got[k] += r as usize;
-                    moved = true;
-                } else if r == 0 {
-                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-                } else {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::WouldBlock
-                        && e.kind() != io::ErrorKind::Interrupted
-                    {
-                        return Err(e);
+                match sys_recv(fd, &mut sink[..n], true) {
+                    Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                    Ok(r) => {
+                        got[k] += r;
+                        moved = true;
                     }
-                    events |= libc::POLLIN;
+                    Err(e) if again(&e) => events |= libc::POLLIN,
+                    Err(e) => return Err(e),
                 }
             }
             if events != 0 {
