@@ -200,6 +200,19 @@ fn run_from_input(fresh: &[Range<usize>], a: usize, b: usize) -> (usize, bool) {
     (b, false)
 }
 
+/// `a..b` cut into those runs, in order: each with whether it comes from the input.
+fn runs(fresh: &[Range<usize>], a: usize, b: usize) -> impl Iterator<Item = (Range<usize>, bool)> {
+    let mut at = a;
+    std::iter::from_fn(move || {
+        (at < b).then(|| {
+            let (end, from_input) = run_from_input(fresh, at, b);
+            let r = at..end;
+            at = end;
+            (r, from_input)
+        })
+    })
+}
+
 fn deps_of(ops: &[PlanOp], i: usize) -> Vec<Dep> {
     let x = &ops[i];
     let mut deps = Vec::new();
@@ -381,16 +394,13 @@ pub fn execute(
                     && !st[i].staged
                     && lim == o.range.len()
                 {
-                    let mut a = o.range.start;
-                    while a < o.range.end {
-                        let (b, from_input) = run_from_input(fresh(i), a, o.range.end);
+                    for (r, from_input) in runs(fresh(i), o.range.start, o.range.end) {
                         let from: &[u8] = match input {
                             Some(src) if from_input => src,
                             _ => buf,
                         };
-                        let off = at + a - o.range.start;
-                        send_stage[off..off + b - a].copy_from_slice(&from[a..b]);
-                        a = b;
+                        let off = at + r.start - o.range.start;
+                        send_stage[off..off + r.len()].copy_from_slice(&from[r]);
                     }
                     st[i].staged = true;
                 }
@@ -521,13 +531,8 @@ pub fn execute(
                     let at = o.range.start + st[i].done;
                     // Where this is the first write, the output starts as the input.
                     if let Some(src) = input {
-                        let mut a = at;
-                        while a < at + whole {
-                            let (b, from_input) = run_from_input(fresh(i), a, at + whole);
-                            if from_input {
-                                buf[a..b].copy_from_slice(&src[a..b]);
-                            }
-                            a = b;
+                        for (r, _) in runs(fresh(i), at, at + whole).filter(|(_, f)| *f) {
+                            buf[r.clone()].copy_from_slice(&src[r]);
                         }
                     }
                     (io.reduce)(io.op, &mut buf[at..at + whole], &win[..whole]);

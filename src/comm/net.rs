@@ -85,7 +85,9 @@ pub fn describe(e: &io::Error) -> String {
 pub const TCP_CC: &str = "reno";
 
 /// No Nagle delay, a congestion control that does not pace ([`TCP_CC`]), and socket buffers
-/// of 4 MiB (the kernel doubles the request, and caps it at net.core.wmem_max/rmem_max).
+/// left to the kernel's autotuning (a fixed size turns autotuning off, and a stock
+/// net.core.wmem_max caps it near 208 KiB; measured here under reno, 1-4 MiB all-reduce ran
+/// about 1.5x faster autotuned than with 256 KiB buffers, and no slower than with 4 MiB).
 pub fn tune(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
     let fd = s.as_raw_fd();
@@ -108,7 +110,7 @@ pub fn tune(s: &TcpStream) -> io::Result<()> {
             ));
         }
     }
-    // RINGLAB_SOCKBUF=0 leaves the kernel's autotuning alone (for experiments).
+    // RINGLAB_SOCKBUF=N fixes both buffers at N bytes (for experiments); unset or 0 autotunes.
     let size = env_num("RINGLAB_SOCKBUF", 0) as libc::c_int;
     if size == 0 {
         return Ok(());
@@ -128,7 +130,7 @@ pub fn tune(s: &TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// The congestion control a connected socket uses (for tests and `doctor`).
+/// The congestion control a connected socket uses.
 pub fn congestion_control(s: &TcpStream) -> io::Result<String> {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;

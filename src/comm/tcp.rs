@@ -317,7 +317,7 @@ impl TcpComm {
 /// this a job's first calls of a few hundred KiB run several times slower than later ones
 /// (measured here on loopback: a 256 KiB all-reduce took 500-750 us in its first iterations
 /// and 70-90 us once the windows had opened).
-pub const WARM_UP_BYTES: usize = 8 << 20;
+const WARM_UP_BYTES: usize = 8 << 20;
 
 /// Send `bytes` to every connected peer and receive as many from each, all at once (every
 /// rank does the same, so nobody waits on a peer that is busy with a third rank).
@@ -328,17 +328,17 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
     let mut sent = vec![0usize; fds.len()];
     let mut got = vec![0usize; fds.len()];
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let again = |e: &io::Error| {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+        )
+    };
     while sent.iter().chain(&got).any(|&n| n < bytes) {
         let mut pollfds = Vec::with_capacity(fds.len());
         let mut moved = false;
         for (k, &fd) in fds.iter().enumerate() {
             let mut events = 0;
-            let again = |e: &io::Error| {
-                matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                )
-            };
             if sent[k] < bytes {
                 let n = (bytes - sent[k]).min(block.len());
                 match sys_send(fd, &block[..n]) {
