@@ -119,7 +119,11 @@ pub enum Command {
     NetnsHolder,
     /// (internal) what the CUDA driver and NCCL say about this machine, as JSON.
     #[command(name = "__gpu-probe", hide = true)]
-    GpuProbe,
+    GpuProbe {
+        /// Load NCCL even without a GPU (the user asked: doctor, --backend nccl).
+        #[arg(long)]
+        nccl: bool,
+    },
     /// (internal) one rank of a job, started by the launcher.
     #[command(name = "__rank", hide = true)]
     Rank,
@@ -195,7 +199,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Sanity(ref args)) => lab::sanity(args),
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
         Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
-        Some(Command::GpuProbe) => Ok(crate::lab::gpu::probe_main()),
+        Some(Command::GpuProbe { nccl }) => Ok(crate::lab::gpu::probe_main(nccl)),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
         Some(Command::Doctor(ref args)) => doctor::doctor(args),
         Some(Command::Export { ref what }) => export::export(what),

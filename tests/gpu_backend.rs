@@ -14,7 +14,7 @@ fn ringlab(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn probe() -> serde_json::Value {
-    let out = ringlab(&["__gpu-probe"], &[]);
+    let out = ringlab(&["__gpu-probe", "--nccl"], &[]);
     assert!(out.status.success(), "{out:?}");
     serde_json::from_slice(&out.stdout).expect("probe JSON")
 }
@@ -89,7 +89,7 @@ fn the_probe_never_panics_and_matches_the_machine() {
 }
 
 #[test]
-fn a_wheel_with_only_libnccl_so_2_is_linked_for_the_ranks() {
+fn a_wheel_with_only_libnccl_so_2_is_linked_in_a_private_folder_that_goes_with_the_run() {
     let root = tempfile::tempdir().expect("tmp");
     let lib = root.path().join("site/nvidia/nccl/lib");
     std::fs::create_dir_all(&lib).expect("mkdir");
@@ -110,14 +110,135 @@ fn a_wheel_with_only_libnccl_so_2_is_linked_for_the_ranks() {
     assert!(found.contains("libnccl.so.2"), "{v:#}");
     assert!(found.contains("LD_LIBRARY_PATH"), "{v:#}");
     let linked = v["nccl_linked_in"].as_str().expect("a private link dir");
+    let name = std::path::Path::new(linked)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a name");
     assert!(linked.starts_with(tmp.to_str().expect("utf-8")), "{linked}");
-    let link = std::path::Path::new(linked).join("libnccl.so");
-    assert_eq!(
-        std::fs::read(&link).expect("the link resolves"),
-        b"not really a library"
+    // mkdtemp's name: not the old predictable ringlab-nccl-UID.
+    assert!(
+        name.starts_with("ringlab-nccl-") && name.len() == 19,
+        "{name}"
+    );
+    assert!(
+        !std::path::Path::new(linked).exists(),
+        "the private folder is removed when the run ends"
     );
     // The fake library does not load: the probe says so instead of crashing.
     assert_eq!(v["probe"]["nccl_lib"], false, "{v:#}");
+}
+
+/// A stand-in libnccl.so.2 built from C: it answers ncclGetVersion with 2.32.3 and, when it is
+/// loaded, its constructor writes a line to $FAKE_NCCL_MARK. None without a C compiler.
+fn fake_nccl(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let src = dir.join("fake.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <stdlib.h>\n\
+         __attribute__((constructor)) static void mark(void) {\n\
+           const char *p = getenv(\"FAKE_NCCL_MARK\");\n\
+           if (p) { FILE *f = fopen(p, \"a\"); if (f) { fputs(\"loaded\\n\", f); fclose(f); } }\n\
+         }\n\
+         int ncclGetVersion(int *v) { *v = 23203; return 0; }\n",
+    )
+    .expect("write");
+    let lib = dir.join("libnccl.so.2");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(lib)
+}
+
+#[test]
+fn nccl_is_loaded_only_when_asked_or_with_a_gpu_and_doctor_reports_its_version() {
+    if probe()["driver_lib"] == true {
+        eprintln!("a driver is present: auto may load NCCL here; the no-GPU rule is not testable");
+        return;
+    }
+    let root = tempfile::tempdir().expect("tmp");
+    let Some(lib) = fake_nccl(root.path()) else {
+        eprintln!("no C compiler: the load rule is covered by nccl::may_load_nccl's unit test");
+        return;
+    };
+    let mark = root.path().join("loaded");
+    let env = [
+        ("RINGLAB_NCCL_LIB", lib.to_str().expect("utf-8")),
+        ("FAKE_NCCL_MARK", mark.to_str().expect("utf-8")),
+    ];
+    // auto without a driver: NCCL's code must not run (it could be anyone's library).
+    let out = ringlab(&["sanity", "--json"], &env);
+    no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !mark.exists(),
+        "sanity --backend auto loaded NCCL without a GPU"
+    );
+    // doctor is asked to look: it loads NCCL and reports ncclGetVersion.
+    let out = ringlab(&["doctor", "--json"], &env);
+    no_panic(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(mark.exists(), "doctor loads NCCL: {v:#}");
+    assert_eq!(v["probe"]["nccl_version"], "2.32.3", "{v:#}");
+    assert!(
+        v["nccl_found"]
+            .as_str()
+            .is_some_and(|f| f.contains("RINGLAB_NCCL_LIB")),
+        "{v:#}"
+    );
+}
+
+/// The real libnccl.so.2 of the nvidia-nccl-cu13 wheel, where `scripts/fetch-nccl-wheel.sh`
+/// (run by .ci/run) put it, or where RINGLAB_TEST_NCCL_LIB says.
+fn wheel_lib() -> Option<(std::path::PathBuf, String)> {
+    let lib = std::env::var_os("RINGLAB_TEST_NCCL_LIB")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/nccl-wheel/nvidia/nccl/lib/libnccl.so.2")
+        });
+    let version = std::fs::read_to_string(lib.parent()?.join("../../../VERSION"))
+        .ok()
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default();
+    lib.exists().then_some((lib, version))
+}
+
+#[test]
+fn the_real_nccl_wheel_loads_and_answers_its_version_without_a_gpu() {
+    let Some((lib, version)) = wheel_lib() else {
+        eprintln!(
+            "skipped: no nvidia-nccl wheel at target/nccl-wheel (scripts/fetch-nccl-wheel.sh fetches it from PyPI; .ci/run does)"
+        );
+        return;
+    };
+    let out = ringlab(
+        &["doctor", "--json"],
+        &[("RINGLAB_NCCL_LIB", lib.to_str().expect("utf-8"))],
+    );
+    no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["probe"]["nccl_lib"], true, "{v:#}");
+    let got = v["probe"]["nccl_version"].as_str().unwrap_or("");
+    assert!(got.starts_with("2."), "{v:#}");
+    if !version.is_empty() {
+        assert_eq!(
+            got, version,
+            "ncclGetVersion agrees with the wheel's version"
+        );
+    }
+    let text = ringlab(
+        &["doctor"],
+        &[("RINGLAB_NCCL_LIB", lib.to_str().expect("utf-8"))],
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("version {got} (ncclGetVersion")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -163,4 +284,47 @@ fn single_process_mode_is_nccl_only_and_reports_absence_cleanly() {
         assert_eq!(out.status.code(), Some(0), "{out:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("# Out of bounds values : 0 OK"));
     }
+}
+
+#[test]
+fn the_hang_lab_on_nccl_refuses_clearly_without_a_gpu() {
+    if gpus() > 0 {
+        eprintln!("GPUs here: the NCCL hang lab runs in scripts/gpu-check.sh");
+        return;
+    }
+    let out = ringlab(
+        &["lab", "run", "docker0", "--backend", "nccl", "--json"],
+        &[],
+    );
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lab run --backend nccl"), "{err}");
+    assert!(err.contains("needs NVIDIA GPUs"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing staged: {out:?}");
+}
+
+#[test]
+fn more_ranks_than_gpus_or_a_tcp_shared_gpu_are_refused_with_the_way_out() {
+    let out = ringlab(&["sanity", "--backend", "tcp", "--ranks-per-gpu", "2"], &[]);
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs --backend nccl"),
+        "{out:?}"
+    );
+    let out = ringlab(
+        &[
+            "bench",
+            "--backend",
+            "nccl",
+            "--coll",
+            "all-gather",
+            "--algo",
+            "tree",
+        ],
+        &[],
+    );
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -255,7 +255,7 @@ fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
             "-c",
             "0",
         ])
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
@@ -287,6 +287,12 @@ fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
             || err.contains("closed the connection")
             || err.contains("reset by peer"),
         "{err}"
+    );
+    // The size that was running gets a row saying why it stopped, not a silent gap.
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("16777216  ERROR: ") || table.contains("16777216  EXIT: "),
+        "{table}"
     );
     std::thread::sleep(Duration::from_millis(200));
     for k in kids {

@@ -94,6 +94,9 @@ struct MachineReport {
     nccl_found: Option<String>,
     nccl_linked_in: Option<String>,
     nccl_error: Option<String>,
+    /// Every NCCL library in reach, and a warning when there is more than one.
+    nccl_all: Vec<String>,
+    nccl_warning: Option<String>,
     interfaces: Vec<(String, String)>,
     nccl_socket_ifname: Option<String>,
     socket_choice: Result<(String, String), String>,
@@ -103,7 +106,7 @@ struct MachineReport {
 
 fn machine(json: bool) -> anyhow::Result<ExitCode> {
     use crate::comm::ifaces;
-    let m = crate::lab::gpu::machine();
+    let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
     let all = ifaces::list().unwrap_or_default();
     let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();
     let socket_choice = ifaces::select(&all, spec.as_deref())
@@ -131,6 +134,12 @@ fn machine(json: bool) -> anyhow::Result<ExitCode> {
             .filter(|f| f.linked)
             .map(|f| f.dir.display().to_string()),
         nccl_error: m.nccl.as_ref().err().cloned(),
+        nccl_all: m
+            .all_nccl
+            .iter()
+            .map(|(p, how)| format!("{} ({how})", p.display()))
+            .collect(),
+        nccl_warning: m.two_nccls(),
         interfaces: all
             .iter()
             .map(|i| (i.name.clone(), i.addr.to_string()))
@@ -204,12 +213,15 @@ fn render_machine(r: &MachineReport) -> String {
             if let Some(d) = &r.nccl_linked_in {
                 let _ = writeln!(
                     s,
-                    "  only libnccl.so.2 there: ranks get a libnccl.so link in {d} on LD_LIBRARY_PATH"
+                    "  only libnccl.so.2 there: each run makes a private folder with a libnccl.so link for the ranks' LD_LIBRARY_PATH (this one: {d}, removed on exit)"
                 );
             }
             match &p.nccl_version {
                 Some(v) => {
-                    let _ = writeln!(s, "  version {v} (as loaded by a rank)");
+                    let _ = writeln!(
+                        s,
+                        "  version {v} (ncclGetVersion, loaded as a rank loads it)"
+                    );
                 }
                 None => {
                     let _ = writeln!(s, "  ! it did not load in the probe");
@@ -220,6 +232,9 @@ fn render_machine(r: &MachineReport) -> String {
             let _ = writeln!(s, "  {e}");
         }
         (None, None) => {}
+    }
+    if let Some(w) = &r.nccl_warning {
+        let _ = writeln!(s, "  ! {w}");
     }
     let _ = writeln!(s, "== Network (NCCL's socket transport and bootstrap)");
     for (n, a) in &r.interfaces {

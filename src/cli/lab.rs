@@ -66,10 +66,25 @@ impl LaunchArgs {
     }
 }
 
+/// Which backend carries the bytes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GpuArgs {
+    /// tcp (any machine), nccl (GPUs), or auto (nccl with 2 or more GPUs, else tcp).
+    #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
+    pub backend: String,
+    /// NCCL: K local ranks share each GPU, each a host of its own to NCCL (NCCL_HOSTID), so
+    /// their bytes cross NET/Socket through host memory. Two ranks on a one-GPU machine:
+    /// --ranks-per-gpu 2 --nproc-per-node 2. Not NVLink bandwidth.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub ranks_per_gpu: Option<u64>,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// Smallest size in bytes (K/M/G suffixes, powers of 1024).
     #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
     pub minbytes: u64,
@@ -82,7 +97,7 @@ pub struct BenchArgs {
     /// Timed iterations per size.
     #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub iters: u64,
-    /// Warm-up iterations per size.
+    /// Warm-up iterations per size (then one more untimed run and a barrier, as nccl-tests).
     #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
     pub warmup: u64,
     /// Check results (1) or not (0).
@@ -97,18 +112,16 @@ pub struct BenchArgs {
     /// Collective.
     #[arg(long, default_value = "all-reduce")]
     pub coll: Collective,
-    /// Algorithm (the schedule the TCP backend executes).
-    #[arg(long, default_value = "ring")]
-    pub algo: Algorithm,
+    /// Algorithm: the schedule the TCP backend executes [default: ring]; on NCCL, forced
+    /// through NCCL_ALGO (ring, or tree for all-reduce) [default: NCCL chooses, as in nccl-tests].
+    #[arg(long)]
+    pub algo: Option<Algorithm>,
     /// Row time from the ranks' times: 0 rank 0's, 1 the mean, 2 the min, 3 the max (nccl-tests' -a).
     #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub average: u8,
     /// Root rank for broadcast and reduce.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
     pub root: usize,
-    /// tcp (any machine), nccl (GPUs), or auto (nccl with 2 or more GPUs, else tcp).
-    #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
-    pub backend: String,
     /// One JSON object per size and placement, then a summary.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -125,9 +138,8 @@ pub struct BenchArgs {
 pub struct SanityArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
-    /// tcp (any machine), nccl (GPUs), or auto (nccl with 2 or more GPUs, else tcp).
-    #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
-    pub backend: String,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// Print {"world_size","pass","ranks":[{"rank","value"}]}.
     #[arg(long)]
     pub json: bool,
@@ -138,61 +150,75 @@ struct Plan {
     backend: Backend,
     /// Ranks per node when --nproc-per-node is not given.
     default_nproc: usize,
-    /// Extra environment for every rank (NCCL's library path).
-    env: Vec<(String, String)>,
-    gpus: usize,
+    /// The machine, when NCCL runs (it is handed to `gpu::prepare`).
+    machine: Option<gpu::Machine>,
 }
 
-/// Resolve `--backend`: the probe runs only when NCCL might be used. Prints which backend and
-/// why on stderr; `Err(message)` means exit 2.
-fn plan(asked: &str) -> Result<Plan, String> {
+/// Resolve `--backend`: the probe runs only when NCCL might be used, and loads NCCL only with
+/// a GPU to use it on or when asked. Prints which backend and why on stderr; `Err(message)`
+/// means exit 2.
+fn plan(g: &GpuArgs) -> Result<Plan, String> {
+    // Asking for shared GPUs is asking for NCCL.
+    let asked = match (g.backend.as_str(), g.ranks_per_gpu) {
+        ("tcp", Some(_)) => {
+            return Err(
+                "--ranks-per-gpu shares GPUs between NCCL ranks: it needs --backend nccl".into(),
+            );
+        }
+        ("auto", Some(_)) => "nccl",
+        (b, _) => b,
+    };
     if asked == "tcp" {
         return Ok(Plan {
             backend: Backend::Tcp,
             default_nproc: 2,
-            env: Vec::new(),
-            gpus: 0,
+            machine: None,
         });
     }
-    let m = gpu::machine();
+    let m = gpu::machine(if asked == "nccl" {
+        gpu::LoadNccl::Asked
+    } else {
+        gpu::LoadNccl::IfGpu
+    });
     let (backend, why) = gpu::choose(asked, &m)?;
     eprintln!("# {why}");
     Ok(match backend {
         Backend::Tcp => Plan {
             backend,
             default_nproc: 2,
-            env: Vec::new(),
-            gpus: 0,
+            machine: None,
         },
         Backend::Nccl => Plan {
             backend,
-            default_nproc: m.gpus(),
-            env: m.rank_env(),
-            gpus: m.gpus(),
+            default_nproc: m.gpus() * g.ranks_per_gpu.unwrap_or(1) as usize,
+            machine: Some(m),
         },
     })
 }
 
-/// Checks for an NCCL launch: one GPU per local rank, and the one-GPU warning.
-fn check_nccl(p: &Plan, l: &mut Launch, world: usize) -> Result<(), String> {
-    if p.backend != Backend::Nccl {
-        return Ok(());
+/// Prepare an NCCL launch (nothing to do on TCP); the notes go to stderr.
+fn prepare(
+    p: &mut Plan,
+    job: &mut Job,
+    l: &mut Launch,
+    g: &GpuArgs,
+    algo: Option<Algorithm>,
+) -> Result<Option<gpu::Prepared>, String> {
+    let Some(m) = p.machine.take() else {
+        return Ok(None);
+    };
+    let ask = gpu::GpuAsk {
+        ranks_per_gpu: g.ranks_per_gpu.map(|k| k as usize),
+        algo,
+    };
+    let prepared = gpu::prepare(job, l, m, &ask)?;
+    if let Some(w) = prepared.machine.two_nccls() {
+        eprintln!("# warning: {w}");
     }
-    if l.nproc_per_node > p.gpus {
-        return Err(format!(
-            "--nproc-per-node {} with the nccl backend needs one GPU per rank, and this node has {}",
-            l.nproc_per_node, p.gpus
-        ));
+    for n in &prepared.notes {
+        eprintln!("# note: {n}");
     }
-    if world == 1 {
-        eprintln!(
-            "# warning: 1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
-             busbw factor 2(n-1)/n is 0 for n = 1). For multi-rank behaviour on this machine use the TCP \
-             lab: --backend tcp --nproc-per-node 4"
-        );
-    }
-    l.env.extend(p.env.iter().cloned());
-    Ok(())
+    Ok(Some(prepared))
 }
 
 fn exit2(e: String) -> anyhow::Result<ExitCode> {
@@ -210,14 +236,26 @@ fn fail(e: LaunchError) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn forward_log(msg: &Msg) {
+/// NCCL's tuning lines seen since the last table line (algorithm and protocol per call).
+#[derive(Default)]
+struct Tuning {
+    last: Option<(u64, String, String)>,
+}
+
+/// Forward a rank's log line to stderr; NCCL's tuning lines are kept for the table instead
+/// (there is one per call).
+fn forward_log(msg: &Msg, tuning: &mut Tuning) {
     if let Msg::Log { rank, line } = msg {
+        if let Some(t) = gpu::tuning_line(line) {
+            tuning.last = Some(t);
+            return;
+        }
         eprintln!("[rank {rank}] {line}");
     }
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
-    let p = match plan(&args.backend) {
+    let mut p = match plan(&args.gpu) {
         Ok(p) => p,
         Err(e) => return exit2(e),
     };
@@ -226,16 +264,6 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
-    let world = l.world();
-    if let Err(e) = check_nccl(&p, &mut l, world) {
-        return exit2(e);
-    }
-    if p.backend == Backend::Nccl {
-        match gpu::nccl_algo(args.algo) {
-            Ok(a) => l.env.push(("NCCL_ALGO".into(), a.into())),
-            Err(e) => return exit2(e),
-        }
-    }
     // Single-process mode: one rank process, as many GPUs as ranks.
     let devices = if args.single_process {
         if p.backend != Backend::Nccl {
@@ -257,7 +285,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let (world, local_reports) = if devices > 0 {
         (devices, 1)
     } else {
-        (world, l.nproc_per_node)
+        (l.world(), l.nproc_per_node)
     };
     if args.root >= world {
         anyhow::bail!(
@@ -265,10 +293,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             args.root
         );
     }
-    let job = Job {
+    let mut job = Job {
         kind: JobKind::Bench,
         coll: args.coll,
-        algo: args.algo,
+        algo: args.algo.unwrap_or(Algorithm::Ring),
         op: args.op,
         dtype: args.dtype,
         root: args.root,
@@ -278,12 +306,23 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         check: args.check == 1,
         backend: p.backend,
         devices,
+        ranks_per_gpu: 1,
+        timeout_s: args.launch.timeout,
     };
+    let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, args.algo) {
+        Ok(x) => x,
+        Err(e) => return exit2(e),
+    };
+    let algo_label = prepared.as_ref().map_or(job.algo.name(), |x| x.algo_label);
     let mut out = io::stdout().lock();
     let title = format!(
         "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus {} iters {} warmup {} check {}",
         job.coll.nccl_name(),
-        job.algo.name(),
+        if algo_label == "nccl" {
+            "algorithm: NCCL's choice"
+        } else {
+            algo_label
+        },
         world,
         l.nnodes,
         if devices > 0 {
@@ -295,6 +334,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         job.warmup,
         args.check
     );
+    let shared = prepared
+        .as_ref()
+        .and_then(|x| x.notes.iter().find(|n| n.starts_with(gpu::SHARED_GPU)));
     if args.csv {
         writeln!(
             out,
@@ -302,13 +344,18 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         )?;
     } else if !args.json {
         writeln!(out, "{}", table::header(&title))?;
+        if let Some(n) = shared {
+            writeln!(out, "# {n}")?;
+        }
     }
     let mut collector = Collector::new(&job, world, local_reports, backend)
-        .with_average(Average::from_flag(args.average).unwrap_or_default());
+        .with_average(Average::from_flag(args.average).unwrap_or_default())
+        .with_algo(algo_label);
     let mut pending_out = None;
     let mut io_err = None;
+    let mut tuning = Tuning::default();
     let result = launch::run(&job, &l, |msg| {
-        forward_log(msg);
+        forward_log(msg, &mut tuning);
         let Msg::Event(ev @ Event::Row { .. }) = msg else {
             return;
         };
@@ -343,7 +390,15 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             Ok(())
         } else {
             match pending_out.take() {
-                Some(o) => writeln!(out, "{}", table::line(&o, &row)),
+                Some(o) => writeln!(out, "{}", table::line(&o, &row)).and_then(|_| {
+                    match tuning.last.take() {
+                        Some((bytes, algo, proto)) => writeln!(
+                            out,
+                            "#   NCCL's log: {bytes} bytes -> Algo {algo} proto {proto}"
+                        ),
+                        None => Ok(()),
+                    }
+                }),
                 None => Ok(()),
             }
         };
@@ -352,10 +407,25 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             io_err.get_or_insert(e);
         }
     });
+    drop(prepared);
     if let Some(e) = io_err {
         return Err(e.into());
     }
     if let Err(e) = result {
+        if let LaunchError::Failed(f) = &e
+            && let Some(size) = collector.unfinished_size()
+        {
+            let reason = f.reason.lines().next().unwrap_or("");
+            if args.json {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"size": size, "outcome": f.kind, "reason": reason})
+                )?;
+            } else if !args.csv {
+                writeln!(out, "{}", table::failed_line(size, f.kind.label(), reason))?;
+            }
+        }
         return fail(e);
     }
     let summary = collector.summary();
@@ -372,7 +442,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
-    let p = match plan(&args.backend) {
+    let mut p = match plan(&args.gpu) {
         Ok(p) => p,
         Err(e) => return exit2(e),
     };
@@ -381,9 +451,6 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
     let world = l.world();
-    if let Err(e) = check_nccl(&p, &mut l, world) {
-        return exit2(e);
-    }
     if world < 2 && p.backend == Backend::Tcp {
         eprintln!(
             "ringlab sanity: refusing world size 1: a one-rank all-reduce moves no data and proves nothing \
@@ -391,17 +458,24 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     }
-    let mut values: Vec<(usize, f64)> = Vec::new();
-    let job = Job {
+    let mut job = Job {
         backend: p.backend,
+        timeout_s: args.launch.timeout,
         ..Job::sanity()
     };
+    let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, None) {
+        Ok(x) => x,
+        Err(e) => return exit2(e),
+    };
+    let mut values: Vec<(usize, f64)> = Vec::new();
+    let mut tuning = Tuning::default();
     let result = launch::run(&job, &l, |msg| {
-        forward_log(msg);
+        forward_log(msg, &mut tuning);
         if let Msg::Event(Event::Value { rank, value }) = msg {
             values.push((*rank, *value));
         }
     });
+    drop(prepared);
     if let Err(e) = result {
         return fail(e);
     }
@@ -414,7 +488,7 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
             .collect();
         println!(
             "{}",
-            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks})
+            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks, "ranks_per_gpu": job.ranks_per_gpu})
         );
     } else {
         for (r, v) in &values {
@@ -523,6 +597,11 @@ pub enum HangLab {
         /// (root), else emulated on loopback addresses (auto); or insist on one.
         #[arg(long, value_enum, default_value_t = crate::lab::scenario::Mode::Auto)]
         mode: crate::lab::scenario::Mode,
+        /// tcp: ringlab's own ranks (NCCL's behaviour modelled, any machine); nccl: real libnccl
+        /// ranks inside the namespaces, one GPU shared where there are fewer GPUs than ranks
+        /// (needs GPUs and namespaces: root, or user namespaces).
+        #[arg(long, default_value = "tcp", value_parser = ["tcp", "nccl"])]
+        backend: String,
         /// (internal, for the app) every message as a JSON line, then the result.
         #[arg(long, hide = true)]
         events: bool,
@@ -567,10 +646,29 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             timeout,
             json,
             mode,
+            backend,
             events,
             try_fix,
         } => {
             let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
+            // NCCL: its GPUs and library first, before anything is staged.
+            let gpu_machine = if backend == "nccl" {
+                let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
+                if let Some(why) = m.nccl_unavailable() {
+                    return exit2(format!("lab run --backend nccl: {why}"));
+                }
+                if *mode == scenario::Mode::Emulated {
+                    return exit2(
+                        "lab run --backend nccl needs real network namespaces: NCCL reads the \
+                         kernel's interfaces, and the emulated cluster exists only for ringlab's \
+                         own TCP ranks"
+                            .into(),
+                    );
+                }
+                Some(m)
+            } else {
+                None
+            };
             let json = &(*json || *events);
             if let Some(t) = timeout {
                 s.timeout = *t;
@@ -636,10 +734,23 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
+            let nccl = match &gpu_machine {
+                Some(_) if cluster.emulated_because.is_some() => {
+                    let why = cluster.emulated_because.clone().unwrap_or_default();
+                    return exit2(format!(
+                        "lab run --backend nccl needs real network namespaces, and here: {why}"
+                    ));
+                }
+                Some(m) => Some(scenario::NcclLab {
+                    env: m.rank_env(),
+                    ranks_per_gpu: s.ranks_per_node.div_ceil(m.gpus().max(1)),
+                }),
+                None => None,
+            };
             if let Some(fix_json) = try_fix {
                 let f: scenario::Fix = serde_json::from_str(fix_json)
                     .map_err(|e| anyhow::anyhow!("--try-fix: {e}"))?;
-                let fixed = scenario::try_fix_on(&s, cluster, &f, &mut on);
+                let fixed = scenario::try_fix_on(&s, cluster, &f, nccl.as_ref(), &mut on);
                 println!("{}", serde_json::json!({ "fixed": fixed }));
                 return Ok(ExitCode::SUCCESS);
             }
@@ -659,7 +770,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     ),
                 }
             }
-            let report = scenario::run_on(&s, cluster, *fix, &mut on);
+            let report = scenario::run_on(&s, cluster, *fix, nccl.as_ref(), &mut on);
             if stream {
                 println!("{}", serde_json::json!({ "report": report }));
             } else if *json {

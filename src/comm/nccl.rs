@@ -43,6 +43,9 @@ pub struct Probe {
     pub nccl_lib: bool,
     /// "2.21.5".
     pub nccl_version: Option<String>,
+    /// Why NCCL was not loaded at all (no GPU to use it on, and nobody asked).
+    #[serde(default)]
+    pub nccl_not_loaded: Option<String>,
     /// What failed, in words.
     pub errors: Vec<String>,
 }
@@ -68,13 +71,18 @@ pub fn version_string(code: i32) -> String {
     }
 }
 
+/// Whether a probe may load NCCL: loading a library runs its code, so without a driver and a
+/// GPU to use it on NCCL is loaded only when the user asked for it (`doctor`, `--backend nccl`).
+pub fn may_load_nccl(asked: bool, driver_lib: bool, gpus: usize) -> bool {
+    asked || (driver_lib && gpus > 0)
+}
+
 /// Everything the driver and NCCL say about this machine; never panics on a machine without
-/// them (the libraries are probed first).
-pub fn probe() -> Probe {
+/// them (the libraries are probed first). NCCL is loaded only as [`may_load_nccl`] allows.
+pub fn probe(nccl_asked: bool) -> Probe {
     use cudarc::driver::{result as dres, sys as dsys};
     let mut p = Probe {
         driver_lib: driver_present(),
-        nccl_lib: nccl_present(),
         ..Default::default()
     };
     if p.driver_lib {
@@ -133,6 +141,14 @@ pub fn probe() -> Probe {
             }
         }
     }
+    if !may_load_nccl(nccl_asked, p.driver_lib, p.gpus.len()) {
+        p.nccl_not_loaded = Some(
+            "not loaded: no NVIDIA driver or GPU here to run it on (`ringlab doctor` or --backend nccl loads it)"
+                .into(),
+        );
+        return p;
+    }
+    p.nccl_lib = nccl_present();
     if p.nccl_lib {
         match nres::get_nccl_version() {
             Ok(code) => p.nccl_version = Some(version_string(code)),
@@ -150,6 +166,9 @@ pub fn id_hex(id: &[u8; 128]) -> String {
 /// The inverse of [`id_hex`].
 pub fn id_from_hex(s: &str) -> Result<[u8; 128], String> {
     let s = s.trim();
+    if !s.is_ascii() {
+        return Err("an NCCL unique id is hex digits; this holds other characters".into());
+    }
     if s.len() != 256 {
         return Err(format!(
             "an NCCL unique id is 256 hex digits, got {}",
@@ -228,19 +247,71 @@ pub enum Bufs<'a> {
     OutOfPlace(&'a DevBuf, &'a mut DevBuf),
 }
 
+/// Why waiting for a rank's work stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitFault {
+    /// NCCL or CUDA reported an error (code, NCCL's string, its last error).
+    Error(String),
+    /// Still running after the timeout.
+    Timeout(String),
+}
+
 /// One rank's NCCL communicator, on one GPU.
 pub struct NcclRank {
-    ctx: Arc<CudaContext>,
+    /// Held for the life of the communicator (the stream runs in it).
+    _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     comm: nsys::ncclComm_t,
     rank: usize,
     world: usize,
-    /// For in-place send/recv: the receive lands here, then is copied over the buffer.
-    scratch: Option<DevBuf>,
+    /// ncclCommAbort ran: the communicator is gone and must not be destroyed.
+    aborted: bool,
 }
 
 fn derr<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e:?}")
+}
+
+/// A C string from NCCL, or "" for null.
+fn c_text(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: NCCL returns NUL-terminated static or thread-local strings.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .trim()
+        .to_string()
+}
+
+/// What an NCCL failure says, in NCCL's own words: the ncclResult_t name and number,
+/// ncclGetErrorString, and ncclGetLastError (the reason NCCL logged last; `comm` may be null).
+/// cudarc's own error prints only "NcclError".
+fn describe(what: &str, code: nsys::ncclResult_t, comm: nsys::ncclComm_t) -> String {
+    // SAFETY: both are plain queries on a loaded library (callers got `code` from it).
+    let (text, last) = unsafe {
+        (
+            c_text(nsys::ncclGetErrorString(code)),
+            c_text(nsys::ncclGetLastError(comm)),
+        )
+    };
+    error_text(what, &format!("{code:?}"), code as u32, &text, &last)
+}
+
+/// The message for a failed NCCL call, from its parts.
+pub fn error_text(what: &str, name: &str, code: u32, text: &str, last: &str) -> String {
+    let mut s = format!("{what} failed: {name} ({code})");
+    if !text.is_empty() {
+        s.push_str(&format!(": {text}"));
+    }
+    if !last.is_empty() && last != text {
+        s.push_str(&format!("; NCCL's last error: {last}"));
+    }
+    s
+}
+
+fn nerr(what: &str, comm: nsys::ncclComm_t) -> impl FnOnce(nres::NcclError) -> String + '_ {
+    move |e| describe(what, e.0, comm)
 }
 
 impl NcclRank {
@@ -260,14 +331,14 @@ impl NcclRank {
         let mut comm: nsys::ncclComm_t = std::ptr::null_mut();
         // SAFETY: comm is a valid out pointer; the id came from ncclGetUniqueId on rank 0.
         unsafe { nres::comm_init_rank(&mut comm, world as i32, uid, rank as i32) }
-            .map_err(derr("ncclCommInitRank"))?;
+            .map_err(nerr("ncclCommInitRank", std::ptr::null_mut()))?;
         Ok(Self {
-            ctx,
+            _ctx: ctx,
             stream,
             comm,
             rank,
             world,
-            scratch: None,
+            aborted: false,
         })
     }
 
@@ -288,18 +359,18 @@ impl NcclRank {
         let ordinals: Vec<i32> = (0..devices as i32).collect();
         // SAFETY: comms has room for `devices` communicators; ordinals lists as many devices.
         unsafe { nres::comm_init_all(comms.as_mut_ptr(), devices as i32, ordinals.as_ptr()) }
-            .map_err(derr("ncclCommInitAll"))?;
+            .map_err(nerr("ncclCommInitAll", std::ptr::null_mut()))?;
         Ok(parts
             .into_iter()
             .zip(comms)
             .enumerate()
             .map(|(rank, ((ctx, stream), comm))| Self {
-                ctx,
+                _ctx: ctx,
                 stream,
                 comm,
                 rank,
                 world: devices,
-                scratch: None,
+                aborted: false,
             })
             .collect())
     }
@@ -311,27 +382,40 @@ impl NcclRank {
             .map_err(derr(&format!("allocating {bytes} bytes on GPU")))
     }
 
-    pub fn upload(&self, host: &[u8], dst: &mut DevBuf) -> Result<(), String> {
-        let mut view = dst.0.slice_mut(0..host.len());
+    /// Copy `host` into `dst` at byte `offset` (bounds checked).
+    pub fn upload(&self, host: &[u8], dst: &mut DevBuf, offset: usize) -> Result<(), String> {
+        let end = offset + host.len();
+        if end > dst.len() {
+            return Err(format!(
+                "copy to the GPU: {} bytes at {offset} do not fit a {}-byte buffer",
+                host.len(),
+                dst.len()
+            ));
+        }
+        let mut view = dst.0.slice_mut(offset..end);
         self.stream
             .memcpy_htod(host, &mut view)
             .map_err(derr("copying to the GPU"))
     }
 
     pub fn download(&self, src: &DevBuf, host: &mut [u8]) -> Result<(), String> {
+        if host.len() > src.len() {
+            return Err(format!(
+                "copy from the GPU: {} bytes asked of a {}-byte buffer",
+                host.len(),
+                src.len()
+            ));
+        }
         let view = src.0.slice(0..host.len());
         self.stream
             .memcpy_dtoh(&view, host)
             .map_err(derr("copying from the GPU"))?;
-        self.synchronize()
-    }
-
-    pub fn synchronize(&self) -> Result<(), String> {
         self.stream.synchronize().map_err(derr("synchronizing"))
     }
 
     /// Enqueue one collective of `count` elements (the whole array, as in nccl-tests' size
-    /// column) on this rank's stream.
+    /// column) on this rank's stream. The buffers are checked against what NCCL will read
+    /// and write before anything is enqueued.
     pub fn enqueue(
         &mut self,
         coll: Collective,
@@ -346,31 +430,32 @@ impl NcclRank {
         // its result there, all-gather takes its contribution from there (nccl-tests' in-place
         // layout).
         let mine = crate::collective::chunk_range(count, self.world, self.rank);
+        let (send_len, recv_len) = match &bufs {
+            Bufs::InPlace(b) => (b.len(), b.len()),
+            Bufs::OutOfPlace(s, r) => (s.len(), r.len()),
+        };
+        check_bufs(coll, count, es, self.world, root, send_len, recv_len)?;
         let ty = nccl_type(dtype);
         let stream = self.stream.cu_stream() as nsys::cudaStream_t;
-        if coll == Collective::SendRecv
-            && matches!(bufs, Bufs::InPlace(_))
-            && self.scratch.as_ref().is_none_or(|s| s.len() < count * es)
-        {
-            self.scratch = Some(self.alloc(count * es)?);
-        }
-        let (send, recv): (u64, u64) = match &bufs {
+        // The device pointers and the guards that keep their buffers' tracking alive until
+        // the call has been enqueued.
+        let (send, recv, _guards) = match &bufs {
             Bufs::InPlace(b) => {
-                let (p, _g) = b.0.device_ptr(&self.stream);
-                (p, p)
+                let (p, g) = b.0.device_ptr(&self.stream);
+                (p, p, (g, None))
             }
             Bufs::OutOfPlace(s, r) => {
-                let (sp, _g1) = s.0.device_ptr(&self.stream);
-                let (rp, _g2) = r.0.device_ptr(&self.stream);
-                (sp, rp)
+                let (sp, g1) = s.0.device_ptr(&self.stream);
+                let (rp, g2) = r.0.device_ptr(&self.stream);
+                (sp, rp, (g1, Some(g2)))
             }
         };
         let at = |base: u64, elems: usize| (base + (elems * es) as u64) as *mut c_void;
         let comm = self.comm;
         let root = root as i32;
         // SAFETY: the pointers address live device buffers of at least count × es bytes
-        // (checked by the callers' allocation), the communicator is initialised, and the
-        // stream belongs to this rank's context.
+        // (checked above), the communicator is initialised, and the stream belongs to this
+        // rank's context. In-place send/recv passes one buffer as both, as nccl-tests does.
         let r = unsafe {
             match coll {
                 Collective::AllReduce => nres::all_reduce(
@@ -416,68 +501,114 @@ impl NcclRank {
                     let w = self.world;
                     let to = ((self.rank + 1) % w) as i32;
                     let from = ((self.rank + w - 1) % w) as i32;
-                    let into = match (&bufs, &self.scratch) {
-                        (Bufs::InPlace(_), Some(s)) => s.0.device_ptr(&self.stream).0,
-                        _ => recv,
-                    };
                     nres::group_start()
                         .and_then(|_| nres::send(at(send, 0), count, ty, to, comm, stream))
-                        .and_then(|_| nres::recv(at(into, 0), count, ty, from, comm, stream))
+                        .and_then(|_| nres::recv(at(recv, 0), count, ty, from, comm, stream))
                         .and_then(|_| nres::group_end())
-                        .and_then(|s| {
-                            if into != recv {
-                                cudarc::driver::result::memcpy_dtod_async(
-                                    recv,
-                                    into,
-                                    count * es,
-                                    self.stream.cu_stream(),
-                                )
-                                .map(|_| s)
-                                .map_err(|_| {
-                                    nres::NcclError(nsys::ncclResult_t::ncclUnhandledCudaError)
-                                })
-                            } else {
-                                Ok(s)
-                            }
-                        })
                 }
             }
         };
         r.map(|_| ())
-            .map_err(|e| format!("NCCL {}: {e:?}", coll.nccl_name()))
+            .map_err(nerr(&format!("nccl{}", coll.nccl_name()), comm))
     }
 
-    /// Run `f` `iters` times on the stream and return the mean time per call in µs, measured
-    /// with CUDA events (timing enabled) around the whole batch, as nccl-tests does.
-    pub fn time(
-        &mut self,
-        iters: usize,
-        mut f: impl FnMut(&mut Self) -> Result<(), String>,
-    ) -> Result<f64, String> {
-        use cudarc::driver::sys::CUevent_flags;
-        let start = self
-            .ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(derr("creating an event"))?;
-        let end = self
-            .ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(derr("creating an event"))?;
-        start.record(&self.stream).map_err(derr("recording"))?;
-        for _ in 0..iters.max(1) {
-            f(self)?;
+    /// Wait for everything enqueued on this rank's stream, watching NCCL as PyTorch's
+    /// watchdog does: the stream is polled (cuStreamQuery), NCCL's asynchronous error is read
+    /// between polls (ncclCommGetAsyncError), and after `timeout` the wait gives up. Either
+    /// way out leaves the communicator to [`NcclRank::abort`].
+    pub fn wait(&self, timeout: std::time::Duration) -> Result<(), WaitFault> {
+        use cudarc::driver::sys::{CUresult, cuStreamQuery};
+        let t0 = std::time::Instant::now();
+        let mut polls = 0u32;
+        loop {
+            // SAFETY: the stream belongs to this rank's live context.
+            match unsafe { cuStreamQuery(self.stream.cu_stream()) } {
+                CUresult::CUDA_SUCCESS => return Ok(()),
+                CUresult::CUDA_ERROR_NOT_READY => {}
+                other => {
+                    return Err(WaitFault::Error(format!(
+                        "the GPU stream failed: {other:?} (a kernel fault or a lost GPU)"
+                    )));
+                }
+            }
+            let mut async_err = nsys::ncclResult_t::ncclSuccess;
+            // SAFETY: comm is initialised and not aborted; async_err is a valid out pointer.
+            let r = unsafe { nsys::ncclCommGetAsyncError(self.comm, &mut async_err) };
+            for code in [r, async_err] {
+                if !matches!(
+                    code,
+                    nsys::ncclResult_t::ncclSuccess | nsys::ncclResult_t::ncclInProgress
+                ) {
+                    return Err(WaitFault::Error(describe(
+                        "NCCL (asynchronous error)",
+                        code,
+                        self.comm,
+                    )));
+                }
+            }
+            if t0.elapsed() > timeout {
+                return Err(WaitFault::Timeout(format!(
+                    "rank {}: the GPU work enqueued did not finish in {} s (NCCL still waiting on a peer?)",
+                    self.rank,
+                    timeout.as_secs()
+                )));
+            }
+            polls += 1;
+            if polls > 2000 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            } else {
+                std::hint::spin_loop();
+            }
         }
-        end.record(&self.stream).map_err(derr("recording"))?;
-        let ms = start.elapsed_ms(&end).map_err(derr("reading the events"))?;
-        Ok(ms as f64 * 1000.0 / iters.max(1) as f64)
     }
+
+    /// ncclCommAbort: stop this communicator's work and free it without waiting on a stream
+    /// that may never finish. Idempotent.
+    pub fn abort(&mut self) {
+        if !self.aborted {
+            self.aborted = true;
+            // SAFETY: the communicator was initialised and is aborted once.
+            let _ = unsafe { nres::comm_abort(self.comm) };
+        }
+    }
+}
+
+/// What an enqueue checks before NCCL touches device memory: both buffers hold the whole
+/// array (`count` × `es` bytes: NCCL reads and writes at most that, at the rank's chunk for
+/// reduce-scatter and all-gather) and a root is a rank.
+#[allow(clippy::too_many_arguments)]
+pub fn check_bufs(
+    coll: Collective,
+    count: usize,
+    es: usize,
+    world: usize,
+    root: usize,
+    send_len: usize,
+    recv_len: usize,
+) -> Result<(), String> {
+    let need = count
+        .checked_mul(es)
+        .ok_or_else(|| format!("{}: {count} × {es} B overflows", coll.nccl_name()))?;
+    if send_len < need || recv_len < need {
+        return Err(format!(
+            "{}: {count} × {es} B needs buffers of {need} B (send {send_len} B, receive {recv_len} B)",
+            coll.nccl_name()
+        ));
+    }
+    if coll.has_root() && root >= world {
+        return Err(format!(
+            "{}: root {root} is not a rank of {world}",
+            coll.nccl_name()
+        ));
+    }
+    Ok(())
 }
 
 /// Run `f` between ncclGroupStart and ncclGroupEnd (one thread, several communicators).
 pub fn group<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    nres::group_start().map_err(derr("ncclGroupStart"))?;
+    nres::group_start().map_err(nerr("ncclGroupStart", std::ptr::null_mut()))?;
     let r = f();
-    let end = nres::group_end().map_err(derr("ncclGroupEnd"));
+    let end = nres::group_end().map_err(nerr("ncclGroupEnd", std::ptr::null_mut()));
     let v = r?;
     end?;
     Ok(v)
@@ -485,9 +616,17 @@ pub fn group<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 
 impl Drop for NcclRank {
     fn drop(&mut self) {
-        let _ = self.stream.synchronize();
-        // SAFETY: the communicator was initialised and is destroyed once.
-        let _ = unsafe { nres::comm_destroy(self.comm) };
+        if self.aborted {
+            return;
+        }
+        // Destroy only a communicator with nothing pending; one still busy after a while is
+        // aborted instead (ncclCommDestroy would block on it).
+        if self.wait(std::time::Duration::from_secs(10)).is_ok() {
+            // SAFETY: the communicator was initialised and is destroyed once.
+            let _ = unsafe { nres::comm_destroy(self.comm) };
+        } else {
+            self.abort();
+        }
     }
 }
 
@@ -508,6 +647,65 @@ mod tests {
         let mut bad = hex.clone();
         bad.replace_range(10..12, "zz");
         assert!(id_from_hex(&bad).expect_err("bad").contains("digit 10"));
+        let wide = "é".repeat(128);
+        assert!(
+            id_from_hex(&wide).is_err(),
+            "non-ASCII is an error, not a panic"
+        );
+    }
+
+    #[test]
+    fn nccl_is_loaded_only_with_a_gpu_to_use_it_on_or_when_asked() {
+        assert!(!may_load_nccl(false, false, 0), "auto without a driver");
+        assert!(
+            !may_load_nccl(false, true, 0),
+            "auto with a driver but no GPU"
+        );
+        assert!(may_load_nccl(false, true, 1));
+        assert!(
+            may_load_nccl(true, false, 0),
+            "doctor / --backend nccl asked"
+        );
+    }
+
+    #[test]
+    fn nccl_failures_read_in_nccls_words() {
+        let m = error_text(
+            "ncclAllReduce",
+            "ncclSystemError",
+            2,
+            "unhandled system error (run with NCCL_DEBUG=INFO for details)",
+            "socketProgress: Connection closed by remote peer",
+        );
+        assert_eq!(
+            m,
+            "ncclAllReduce failed: ncclSystemError (2): unhandled system error (run with \
+             NCCL_DEBUG=INFO for details); NCCL's last error: socketProgress: Connection closed \
+             by remote peer"
+        );
+        assert_eq!(
+            error_text("ncclGroupEnd", "ncclInvalidUsage", 5, "", ""),
+            "ncclGroupEnd failed: ncclInvalidUsage (5)"
+        );
+    }
+
+    #[test]
+    fn an_enqueue_that_would_overrun_a_buffer_is_refused() {
+        let c = Collective::AllReduce;
+        assert!(check_bufs(c, 256, 4, 2, 0, 1024, 1024).is_ok());
+        let e = check_bufs(c, 256, 4, 2, 0, 1024, 1020).expect_err("short receive");
+        assert!(e.contains("needs buffers of 1024 B"), "{e}");
+        assert!(
+            check_bufs(c, 257, 4, 2, 0, 1024, 1024).is_err(),
+            "short send"
+        );
+        assert!(
+            check_bufs(c, usize::MAX, 8, 2, 0, 1, 1).is_err(),
+            "overflow"
+        );
+        let e = check_bufs(Collective::Broadcast, 4, 4, 2, 2, 16, 16).expect_err("root");
+        assert!(e.contains("root 2"), "{e}");
+        assert!(check_bufs(Collective::AllGather, 4, 4, 2, 9, 16, 16).is_ok());
     }
 
     #[test]
@@ -519,7 +717,11 @@ mod tests {
     #[test]
     fn probing_a_machine_never_panics() {
         // On a machine without CUDA this must say so; with it, the GPUs are listed.
-        let p = probe();
+        let p = probe(false);
+        assert_eq!(
+            p.nccl_not_loaded.is_some(),
+            !may_load_nccl(false, p.driver_lib, p.gpus.len())
+        );
         if !p.driver_lib {
             assert!(p.gpus.is_empty());
             assert!(p.driver_version.is_none());

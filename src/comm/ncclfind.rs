@@ -1,13 +1,25 @@
 //! Finding NCCL for the rank processes. cudarc dlopens `libnccl.so` (and a few versioned names,
 //! but not `libnccl.so.2`), and glibc reads `LD_LIBRARY_PATH` only when a process starts. So the
-//! launcher looks for the library itself (LD_LIBRARY_PATH, the system library directories, the
-//! `nvidia/nccl/lib` folder of the nvidia-nccl-cu12/cu13 Python wheels in every site-packages
-//! it can find), and where only `libnccl.so.2` exists it makes a private directory holding a
-//! `libnccl.so` link. The directory goes on every rank's `LD_LIBRARY_PATH`.
+//! launcher looks for the library itself and, where only `libnccl.so.2` exists, makes a private
+//! directory holding a `libnccl.so` link; that directory goes first on every rank's
+//! `LD_LIBRARY_PATH`.
+//!
+//! Where it looks, in order: `RINGLAB_NCCL_LIB` (a file, and then nowhere else),
+//! `LD_LIBRARY_PATH`, the system library directories, then the `nvidia/nccl/lib` folder of the
+//! nvidia-nccl-cu12/cu13 Python wheels in the invoking user's own Python environments: an
+//! active virtualenv or conda, every `X/bin` on PATH (a venv on PATH but not activated), the
+//! system prefixes and `$HOME/.local`. Never another user's home: loading a library runs its
+//! code, so a library (or a folder above it) that another user than the invoking one and root
+//! could have written is refused, saying why.
 //!
 //! Nothing here loads CUDA or NCCL: this runs in the launcher, which never does.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The variable that names the NCCL library to use, skipping the search.
+pub const OVERRIDE: &str = "RINGLAB_NCCL_LIB";
 
 /// Where NCCL was found and what a child needs to load it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,16 +32,63 @@ pub struct Found {
     pub linked: bool,
     /// Where it was found, in words ("LD_LIBRARY_PATH", "system", "pip wheel …").
     pub how: String,
+    /// The private link directory, removed when the last copy of this is dropped.
+    pub private: Option<Arc<PrivateDir>>,
+}
+
+/// A directory made for this process alone (mkdtemp: mode 0700, an unpredictable name,
+/// created only if it did not exist), removed with its contents on drop.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PrivateDir(pub PathBuf);
+
+impl PrivateDir {
+    /// A new `ringlab-nccl-XXXXXX` in the temporary directory.
+    pub fn new() -> Result<Self, String> {
+        let template = std::env::temp_dir().join("ringlab-nccl-XXXXXX");
+        let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())
+            .map_err(|_| "the temporary directory's path holds a NUL byte".to_string())?
+            .into_bytes_with_nul();
+        // SAFETY: bytes is a NUL-terminated, writable template ending in XXXXXX.
+        let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        if p.is_null() {
+            return Err(format!(
+                "making a private directory in {}: {}",
+                std::env::temp_dir().display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        bytes.pop();
+        Ok(Self(PathBuf::from(std::ffi::OsString::from_vec(bytes))))
+    }
+}
+
+use std::os::unix::ffi::OsStringExt;
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FindError {
     #[error(
-        "NCCL not found: no libnccl.so or libnccl.so.2 in {} place(s) searched ({}). Install it with `pip install nvidia-nccl-cu12` (or cu13), or the libnccl2 package, or add its folder to LD_LIBRARY_PATH",
+        "NCCL not found: no libnccl.so or libnccl.so.2 in {} place(s) searched ({}). Install it with `pip install nvidia-nccl-cu12` (or cu13), or the libnccl2 package, or add its folder to LD_LIBRARY_PATH, or name the file in {OVERRIDE}",
         searched.len(),
         preview(searched)
     )]
     NotFound { searched: Vec<PathBuf> },
+    #[error("{OVERRIDE}={0}: {1}")]
+    Override(PathBuf, String),
+    #[error(
+        "refusing to load {} (found in {how}): {why}. Loading a library runs its code as you; move NCCL somewhere only you or root can write, or fix the permissions",
+        lib.display()
+    )]
+    Untrusted {
+        lib: PathBuf,
+        how: String,
+        why: String,
+    },
     #[error("found {lib} but could not make the libnccl.so link in {dir}: {err}")]
     Link {
         lib: PathBuf,
@@ -53,32 +112,63 @@ pub struct Place {
     pub how: String,
 }
 
-/// The places searched on this machine, in order.
-pub fn default_places() -> Vec<Place> {
-    let mut v = Vec::new();
-    if let Ok(ld) = std::env::var("LD_LIBRARY_PATH") {
-        v.extend(ld_places(&ld));
+/// What the search reads from the environment (so tests can give their own).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub ld_library_path: Option<String>,
+    pub path: Option<String>,
+    pub virtual_env: Option<String>,
+    pub conda_prefix: Option<String>,
+    pub home: Option<String>,
+}
+
+impl Env {
+    pub fn current() -> Self {
+        let v = |n: &str| std::env::var(n).ok().filter(|s| !s.is_empty());
+        Self {
+            ld_library_path: v("LD_LIBRARY_PATH"),
+            path: v("PATH"),
+            virtual_env: v("VIRTUAL_ENV"),
+            conda_prefix: v("CONDA_PREFIX"),
+            home: v("HOME"),
+        }
     }
-    for d in [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/local/lib",
-        "/usr/local/cuda/lib64",
-        "/usr/local/cuda/targets/x86_64-linux/lib",
-        "/usr/local/nccl/lib",
-        "/opt/nccl/lib",
-    ] {
+}
+
+/// The system library directories searched.
+const SYSTEM_DIRS: [&str; 9] = [
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/local/cuda/lib64",
+    "/usr/local/cuda/targets/x86_64-linux/lib",
+    "/usr/local/nccl/lib",
+    "/opt/nccl/lib",
+];
+
+/// The places searched, in order, for the environment `env`.
+pub fn places(env: &Env) -> Vec<Place> {
+    let mut v = Vec::new();
+    if let Some(ld) = &env.ld_library_path {
+        v.extend(ld_places(ld));
+    }
+    for d in SYSTEM_DIRS {
         v.push(Place {
             dir: d.into(),
             how: "system library directory".into(),
         });
     }
-    for sp in site_packages() {
+    for sp in site_packages(env) {
         v.push(wheel_place(&sp));
     }
     v
+}
+
+/// The places searched on this machine, in order.
+pub fn default_places() -> Vec<Place> {
+    places(&Env::current())
 }
 
 fn ld_places(ld: &str) -> Vec<Place> {
@@ -98,32 +188,41 @@ fn wheel_place(site: &Path) -> Place {
     }
 }
 
-/// Every site-packages / dist-packages folder under the usual Python prefixes (system, /usr/local,
-/// conda, the active virtualenv, users' ~/.local), found by listing directories, not by
-/// running Python.
-pub fn site_packages() -> Vec<PathBuf> {
-    let mut prefixes: Vec<PathBuf> = vec![
-        "/usr/lib".into(),
-        "/usr/local/lib".into(),
-        "/opt/conda/lib".into(),
-    ];
-    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
-        if let Ok(p) = std::env::var(var) {
-            prefixes.push(Path::new(&p).join("lib"));
+/// The invoking user's Python prefixes: an active virtualenv or conda, the prefix of every
+/// `X/bin` on PATH (a venv on PATH but not activated), the system prefixes, `$HOME/.local`.
+pub fn python_prefixes(env: &Env) -> Vec<PathBuf> {
+    let mut prefixes: Vec<PathBuf> = Vec::new();
+    for p in [&env.virtual_env, &env.conda_prefix].into_iter().flatten() {
+        prefixes.push(PathBuf::from(p));
+    }
+    for dir in env.path.as_deref().unwrap_or("").split(':').map(Path::new) {
+        if dir.is_absolute()
+            && dir.file_name().is_some_and(|n| n == "bin")
+            && let Some(prefix) = dir.parent()
+        {
+            prefixes.push(prefix.to_path_buf());
         }
     }
-    if let Ok(h) = std::env::var("HOME") {
-        prefixes.push(Path::new(&h).join(".local/lib"));
+    prefixes.extend(["/usr".into(), "/usr/local".into(), "/opt/conda".into()]);
+    if let Some(h) = &env.home {
+        prefixes.push(Path::new(h).join(".local"));
     }
-    if let Ok(homes) = std::fs::read_dir("/home") {
-        for h in homes.flatten() {
-            prefixes.push(h.path().join(".local/lib"));
-        }
-    }
-    prefixes.push("/root/.local/lib".into());
+    let mut seen = Vec::new();
+    prefixes.retain(|p| {
+        let fresh = !seen.contains(p);
+        seen.push(p.clone());
+        fresh
+    });
+    prefixes
+}
+
+/// Every site-packages / dist-packages folder under the prefixes of [`python_prefixes`],
+/// found by listing directories, not by running Python.
+pub fn site_packages(env: &Env) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for p in prefixes {
-        let Ok(rd) = std::fs::read_dir(&p) else {
+    for prefix in python_prefixes(env) {
+        let lib = prefix.join("lib");
+        let Ok(rd) = std::fs::read_dir(&lib) else {
             continue;
         };
         let mut pys: Vec<PathBuf> = rd
@@ -144,38 +243,99 @@ pub fn site_packages() -> Vec<PathBuf> {
     out
 }
 
-/// The private link directory for this user.
-pub fn default_link_dir() -> PathBuf {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    std::env::temp_dir().join(format!("ringlab-nccl-{uid}"))
+/// Where to make the `libnccl.so` link when only `libnccl.so.2` exists.
+#[derive(Debug, Clone)]
+pub enum LinkAt {
+    /// This directory (made 0700 if missing; refused unless it is ours).
+    Dir(PathBuf),
+    /// A fresh private directory ([`PrivateDir`]), removed when the result is dropped.
+    Private,
 }
 
-/// Find NCCL in `places`; where only `libnccl.so.2` exists, link it as `libnccl.so` in `link_dir`.
-pub fn find_in(places: &[Place], link_dir: &Path) -> Result<Found, FindError> {
-    for p in places {
-        let plain = p.dir.join("libnccl.so");
-        if plain.exists() {
-            return Ok(Found {
-                lib: plain,
-                dir: p.dir.clone(),
-                linked: false,
-                how: p.how.clone(),
-            });
+/// Can someone other than `uid` and root change what `path` holds? `None` if not; else why.
+/// The file and every directory above it are checked (after resolving links): each must be
+/// owned by `uid` or root, and not writable by group or others (a sticky directory such as
+/// /tmp, where nobody may replace what another user owns, and a group-writable one whose group
+/// is root's or the user's own, are allowed).
+pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
+    let real = match std::fs::canonicalize(path) {
+        Ok(p) => p,
+        Err(e) => return Some(format!("{} cannot be resolved: {e}", path.display())),
+    };
+    let mut at = Some(real.as_path());
+    while let Some(p) = at {
+        let m = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("{}: {e}", p.display())),
+        };
+        let mode = m.mode();
+        let what = if m.is_dir() { "folder" } else { "file" };
+        if m.uid() != uid && m.uid() != 0 {
+            return Some(format!(
+                "the {what} {} belongs to uid {}, not to you (uid {uid}) or root",
+                p.display(),
+                m.uid()
+            ));
         }
-        if let Some(versioned) = versioned_lib(&p.dir) {
-            let lib = std::fs::canonicalize(&versioned).unwrap_or(versioned);
-            link(&lib, link_dir).map_err(|err| FindError::Link {
-                lib: lib.clone(),
-                dir: link_dir.to_path_buf(),
-                err,
-            })?;
-            return Ok(Found {
-                lib,
-                dir: link_dir.to_path_buf(),
-                linked: true,
-                how: p.how.clone(),
-            });
+        let sticky = m.is_dir() && mode & 0o1000 != 0;
+        if mode & 0o002 != 0 && !sticky {
+            return Some(format!(
+                "the {what} {} is writable by every user (mode {:o})",
+                p.display(),
+                mode & 0o7777
+            ));
+        }
+        if mode & 0o020 != 0 && !sticky && m.gid() != 0 && m.gid() != gid {
+            return Some(format!(
+                "the {what} {} is writable by group {} (mode {:o})",
+                p.display(),
+                m.gid(),
+                mode & 0o7777
+            ));
+        }
+        at = p.parent();
+    }
+    None
+}
+
+fn me() -> (u32, u32) {
+    // SAFETY: getuid and getgid have no preconditions.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// The library in `dir`: `libnccl.so`, else `libnccl.so.2`, else the highest
+/// `libnccl.so.2.x.y`; with whether it is the plain name.
+fn lib_in(dir: &Path) -> Option<(PathBuf, bool)> {
+    let plain = dir.join("libnccl.so");
+    if plain.exists() {
+        return Some((plain, true));
+    }
+    versioned_lib(dir).map(|v| (v, false))
+}
+
+/// Every NCCL library in `places` (one per place, as the search would take it), deduplicated
+/// by the file it resolves to: more than one means ranks and other programs (PyTorch loads
+/// its own wheel's) may run different NCCLs.
+pub fn all_in(places: &[Place]) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    for p in places {
+        if let Some((lib, _)) = lib_in(&p.dir) {
+            let real = std::fs::canonicalize(&lib).unwrap_or(lib);
+            if !out.iter().any(|(l, _)| *l == real) {
+                out.push((real, p.how.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Find NCCL in `places`; where only `libnccl.so.2` exists, link it as `libnccl.so` where
+/// `link` says. The first library found is the one used; one that others could have written
+/// is refused, not skipped.
+pub fn find_in(places: &[Place], link: &LinkAt) -> Result<Found, FindError> {
+    for p in places {
+        if let Some((lib, plain)) = lib_in(&p.dir) {
+            return use_lib(&lib, plain, &p.how, link);
         }
     }
     Err(FindError::NotFound {
@@ -183,9 +343,77 @@ pub fn find_in(places: &[Place], link_dir: &Path) -> Result<Found, FindError> {
     })
 }
 
-/// Find NCCL on this machine.
+fn use_lib(lib: &Path, plain: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
+    let (uid, gid) = me();
+    if let Some(why) = writable_by_others(lib, uid, gid) {
+        return Err(FindError::Untrusted {
+            lib: lib.to_path_buf(),
+            how: how.to_string(),
+            why,
+        });
+    }
+    let dir = lib.parent().unwrap_or(Path::new("/")).to_path_buf();
+    if plain {
+        return Ok(Found {
+            lib: lib.to_path_buf(),
+            dir,
+            linked: false,
+            how: how.to_string(),
+            private: None,
+        });
+    }
+    let real = std::fs::canonicalize(lib).unwrap_or(lib.to_path_buf());
+    let (dir, private) = match link_at {
+        LinkAt::Dir(d) => (d.clone(), None),
+        LinkAt::Private => {
+            let p = PrivateDir::new().map_err(|err| FindError::Link {
+                lib: real.clone(),
+                dir: std::env::temp_dir(),
+                err,
+            })?;
+            (p.0.clone(), Some(Arc::new(p)))
+        }
+    };
+    link(&real, &dir).map_err(|err| FindError::Link {
+        lib: real.clone(),
+        dir: dir.clone(),
+        err,
+    })?;
+    Ok(Found {
+        lib: real,
+        dir,
+        linked: true,
+        how: how.to_string(),
+        private,
+    })
+}
+
+/// Find NCCL on this machine: the file `RINGLAB_NCCL_LIB` names, else the search.
 pub fn find() -> Result<Found, FindError> {
-    find_in(&default_places(), &default_link_dir())
+    match std::env::var_os(OVERRIDE).filter(|v| !v.is_empty()) {
+        Some(v) => find_override(Path::new(&v), &LinkAt::Private),
+        None => find_in(&default_places(), &LinkAt::Private),
+    }
+}
+
+/// The library an explicit `RINGLAB_NCCL_LIB` names: a file called libnccl.so or
+/// libnccl.so.2[.x.y].
+pub fn find_override(lib: &Path, link: &LinkAt) -> Result<Found, FindError> {
+    let bad = |why: &str| FindError::Override(lib.to_path_buf(), why.to_string());
+    let name = lib
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if !name.starts_with("libnccl.so") {
+        return Err(bad(
+            "not an NCCL library file (expected …/libnccl.so or …/libnccl.so.2)",
+        ));
+    }
+    match std::fs::metadata(lib) {
+        Err(e) => Err(bad(&e.to_string())),
+        Ok(m) if !m.is_file() => Err(bad("not a regular file")),
+        Ok(_) => use_lib(lib, name == "libnccl.so", OVERRIDE, link),
+    }
 }
 
 /// `libnccl.so.2`, else the highest `libnccl.so.2.x.y`, in `dir`.
@@ -204,18 +432,24 @@ fn versioned_lib(dir: &Path) -> Option<PathBuf> {
     v.pop()
 }
 
-/// Make `dir/libnccl.so` point at `lib`. The directory must be ours and not a symlink (it
-/// lives in a shared temporary directory).
+/// Make `dir/libnccl.so` point at `lib`. The directory must be ours, not a symlink, and
+/// private (0700).
 fn link(lib: &Path, dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
+    let (uid, _) = me();
     match std::fs::symlink_metadata(dir) {
         Ok(m) => {
-            // SAFETY: getuid has no preconditions.
-            let uid = unsafe { libc::getuid() };
             if !m.is_dir() || m.uid() != uid {
                 return Err(format!(
                     "{} exists and is not a directory owned by uid {uid}",
                     dir.display()
+                ));
+            }
+            if m.mode() & 0o077 != 0 {
+                return Err(format!(
+                    "{} is open to other users (mode {:o}); it must be 0700",
+                    dir.display(),
+                    m.mode() & 0o7777
                 ));
             }
         }
@@ -284,7 +518,7 @@ mod tests {
             wheel_place(&site),
         ];
         let link_dir = root.join("links");
-        let f = find_in(&places, &link_dir).expect("found");
+        let f = find_in(&places, &LinkAt::Dir(link_dir.clone())).expect("found");
         assert!(f.linked);
         assert_eq!(f.dir, link_dir);
         assert!(f.how.contains("pip wheel"), "{f:?}");
@@ -302,7 +536,10 @@ mod tests {
         assert!(ld.starts_with(&link_dir.display().to_string()), "{ld}");
         assert!(ld.ends_with("/opt/x:/opt/y"), "{ld}");
         // Idempotent: a second search keeps the same link.
-        assert_eq!(find_in(&places, &link_dir).expect("again"), f);
+        assert_eq!(
+            find_in(&places, &LinkAt::Dir(link_dir.clone())).expect("again"),
+            f
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 
@@ -312,7 +549,7 @@ mod tests {
         std::fs::write(root.join("libnccl.so"), b"x").expect("write");
         let f = find_in(
             &ld_places(&format!("::{}", root.display())),
-            &root.join("links"),
+            &LinkAt::Dir(root.join("links")),
         )
         .expect("found");
         assert!(!f.linked);
@@ -326,7 +563,11 @@ mod tests {
     fn a_full_version_name_is_found_too() {
         let root = tree();
         std::fs::write(root.join("libnccl.so.2.21.5"), b"x").expect("write");
-        let f = find_in(&ld_places(&root.display().to_string()), &root.join("l")).expect("found");
+        let f = find_in(
+            &ld_places(&root.display().to_string()),
+            &LinkAt::Dir(root.join("l")),
+        )
+        .expect("found");
         assert!(f.lib.ends_with("libnccl.so.2.21.5"));
         let _ = std::fs::remove_dir_all(&root);
     }
@@ -334,8 +575,11 @@ mod tests {
     #[test]
     fn nothing_found_says_where_it_looked_and_how_to_install() {
         let root = tree();
-        let e =
-            find_in(&ld_places(&root.display().to_string()), &root.join("l")).expect_err("absent");
+        let e = find_in(
+            &ld_places(&root.display().to_string()),
+            &LinkAt::Dir(root.join("l")),
+        )
+        .expect_err("absent");
         let msg = e.to_string();
         assert!(msg.contains("NCCL not found"), "{msg}");
         assert!(msg.contains("nvidia-nccl-cu12"), "{msg}");
@@ -349,8 +593,132 @@ mod tests {
         std::fs::write(root.join("libnccl.so.2"), b"x").expect("write");
         let trap = root.join("not-a-dir");
         std::fs::write(&trap, b"").expect("write");
-        let e = find_in(&ld_places(&root.display().to_string()), &trap).expect_err("refused");
+        let e = find_in(&ld_places(&root.display().to_string()), &LinkAt::Dir(trap))
+            .expect_err("refused");
         assert!(matches!(e, FindError::Link { .. }), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_venv_on_path_but_not_activated_is_searched() {
+        let root = tree();
+        let venv = root.join("opt/torch/.venv");
+        let lib_dir = venv.join("lib/python3.12/site-packages/nvidia/nccl/lib");
+        std::fs::create_dir_all(&lib_dir).expect("mkdir");
+        std::fs::create_dir_all(venv.join("bin")).expect("mkdir");
+        std::fs::write(lib_dir.join("libnccl.so.2"), b"x").expect("write");
+        let env = Env {
+            path: Some(format!(
+                "/usr/local/sbin:{}:/usr/bin",
+                venv.join("bin").display()
+            )),
+            ..Env::default()
+        };
+        let ps = places(&env);
+        let f = find_in(&ps, &LinkAt::Dir(root.join("l"))).expect("found through PATH");
+        assert_eq!(
+            f.lib,
+            std::fs::canonicalize(lib_dir.join("libnccl.so.2")).expect("canon")
+        );
+        assert!(f.how.contains(".venv"), "{f:?}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn only_the_invoking_users_own_python_prefixes_are_searched() {
+        let env = Env {
+            path: Some("/home/me/venv/bin:/usr/bin:relative/bin:/sbin".into()),
+            virtual_env: Some("/work/venv".into()),
+            conda_prefix: None,
+            home: Some("/home/me".into()),
+            ld_library_path: None,
+        };
+        let want: Vec<PathBuf> = [
+            "/work/venv",
+            "/home/me/venv",
+            "/usr",
+            "/usr/local",
+            "/opt/conda",
+            "/home/me/.local",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        // No /home/* of other users, no /root unless it is HOME.
+        assert_eq!(python_prefixes(&env), want);
+    }
+
+    #[test]
+    fn a_library_others_can_write_is_refused_saying_why() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tree();
+        let dir = root.join("shared");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("libnccl.so.2"), b"x").expect("write");
+        let places = ld_places(&dir.display().to_string());
+        let link = LinkAt::Dir(root.join("l"));
+        std::fs::set_permissions(
+            dir.join("libnccl.so.2"),
+            std::fs::Permissions::from_mode(0o666),
+        )
+        .expect("chmod");
+        let e = find_in(&places, &link).expect_err("world-writable file");
+        assert!(matches!(e, FindError::Untrusted { .. }), "{e}");
+        assert!(e.to_string().contains("writable by every user"), "{e}");
+        std::fs::set_permissions(
+            dir.join("libnccl.so.2"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .expect("chmod");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = find_in(&places, &link).expect_err("world-writable folder");
+        assert!(e.to_string().contains("folder"), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        find_in(&places, &link).expect("fine once only its owner can write");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            // As root: a library that belongs to another user (nobody) is refused too.
+            std::os::unix::fs::chown(dir.join("libnccl.so.2"), Some(65534), None).expect("chown");
+            let e = find_in(&places, &link).expect_err("another user's file");
+            assert!(e.to_string().contains("uid 65534"), "{e}");
+        } else {
+            eprintln!("not root: the other-owner case needs chown; checked the permission cases");
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_override_names_the_file_and_nothing_else() {
+        let root = tree();
+        std::fs::write(root.join("libnccl.so.2"), b"x").expect("write");
+        let link = LinkAt::Dir(root.join("l"));
+        let f = find_override(&root.join("libnccl.so.2"), &link).expect("found");
+        assert!(f.linked);
+        assert_eq!(f.how, OVERRIDE);
+        let e = find_override(&root.join("libnccl.so.9"), &link).expect_err("missing");
+        assert!(e.to_string().starts_with("RINGLAB_NCCL_LIB="), "{e}");
+        let e = find_override(&root, &link).expect_err("a folder");
+        assert!(e.to_string().contains("not an NCCL library"), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_private_link_folder_is_0700_unpredictable_and_removed_after_use() {
+        let root = tree();
+        std::fs::write(root.join("libnccl.so.2"), b"x").expect("write");
+        let places = ld_places(&root.display().to_string());
+        let a = find_in(&places, &LinkAt::Private).expect("found");
+        let b = find_in(&places, &LinkAt::Private).expect("found");
+        assert_ne!(a.dir, b.dir, "a fresh name each time");
+        let m = std::fs::metadata(&a.dir).expect("made");
+        assert_eq!(m.mode() & 0o777, 0o700);
+        assert!(a.dir.join("libnccl.so").exists());
+        let dir = a.dir.clone();
+        let copy = a.clone();
+        drop(a);
+        assert!(dir.exists(), "kept while a copy lives");
+        drop(copy);
+        assert!(!dir.exists(), "removed with the last copy");
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -125,6 +125,8 @@ pub struct Collector {
     /// Ranks on this node: a row is complete when all of them have reported it.
     local_ranks: usize,
     backend: &'static str,
+    /// What the algorithm column says (the schedule's name; "nccl" when NCCL chooses).
+    algo: &'static str,
     average: Average,
     pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
@@ -137,6 +139,7 @@ impl Collector {
             job: job.clone(),
             ranks,
             backend,
+            algo: job.algo.name(),
             average: Average::default(),
             pending: BTreeMap::new(),
             rows: Vec::new(),
@@ -146,6 +149,20 @@ impl Collector {
     pub fn with_average(mut self, a: Average) -> Self {
         self.average = a;
         self
+    }
+
+    pub fn with_algo(mut self, algo: &'static str) -> Self {
+        self.algo = algo;
+        self
+    }
+
+    /// The first size of the sweep that has not got both its rows: where a failed job stopped.
+    pub fn unfinished_size(&self) -> Option<u64> {
+        self.job.sizes.iter().copied().find(|&size| {
+            [false, true]
+                .iter()
+                .any(|&ip| !self.rows.iter().any(|r| r.size == size && r.in_place == ip))
+        })
     }
 
     /// Feed an event; returns a finished row when the last local rank has reported it.
@@ -177,7 +194,7 @@ impl Collector {
         let row = Row {
             coll: self.job.coll,
             backend: self.backend,
-            algo: self.job.algo.name(),
+            algo: self.algo,
             ranks: self.ranks,
             size: *size,
             count,

@@ -95,6 +95,26 @@ fn iface_uses<'a>(l: &Line<'a>) -> Vec<IfaceUse<'a>> {
         .collect()
 }
 
+/// The interfaces a raw NCCL log line says are in use (`Bootstrap: Using …`,
+/// `NET/Socket : Using …`): (what, interface, address).
+pub fn interfaces_used(line: &str) -> Vec<(String, String, String)> {
+    let Some((host, pid, msg)) = parse_line(line) else {
+        return Vec::new();
+    };
+    let l = Line {
+        file: "",
+        no: 0,
+        text: line,
+        host,
+        pid,
+        msg,
+    };
+    iface_uses(&l)
+        .into_iter()
+        .map(|u| (u.what.to_string(), u.name, u.addr))
+        .collect()
+}
+
 /// docker*, lo and virbr* exist on every host and reach nothing beyond it.
 fn host_local_iface(name: &str) -> bool {
     name == "lo" || name.starts_with("docker") || name.starts_with("virbr")

@@ -1,20 +1,35 @@
-//! The launcher's side of the GPU labs: find NCCL, ask a child process what the driver and
-//! NCCL say (the launcher itself never loads CUDA), choose the backend, and give the ranks the
-//! environment they need.
+//! The launcher's side of the GPU labs, for the command line and the app alike: find NCCL, ask
+//! a child process what the driver and NCCL say (the launcher itself never loads CUDA), choose
+//! the backend, and prepare an NCCL launch (GPUs per rank, shared GPUs, the ranks'
+//! environment, the algorithm NCCL may use).
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::collective::{Algorithm, Collective};
 use crate::comm::nccl::Probe;
 use crate::comm::ncclfind::{self, Found};
 
-/// What the machine offers, as seen from the launcher.
+/// What the machine offers, as seen from the launcher. Holding it keeps NCCL's private link
+/// folder alive (it is removed with the last copy).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Machine {
     pub probe: Probe,
     /// Where NCCL was found, or why not.
     #[serde(skip)]
     pub nccl: Result<Found, String>,
+    /// Every NCCL library the search can see (resolved file, where), the one used first.
+    pub all_nccl: Vec<(PathBuf, String)>,
+}
+
+/// Whether the probe may load NCCL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadNccl {
+    /// Only with a driver and a GPU to run it on (`--backend auto`).
+    IfGpu,
+    /// The user asked for NCCL (`doctor`, `--backend nccl`).
+    Asked,
 }
 
 impl Machine {
@@ -22,9 +37,11 @@ impl Machine {
         self.probe.gpus.len()
     }
 
-    /// The environment every NCCL rank needs: LD_LIBRARY_PATH with NCCL's folder first, and
+    /// The environment every NCCL rank needs: LD_LIBRARY_PATH with NCCL's folder first;
     /// NCCL's log on stderr (by default NCCL_DEBUG prints to stdout, where the rank's reports
-    /// to the launcher go, and a log line could land in the middle of one).
+    /// to the launcher go, and a log line could land in the middle of one); and, unless the
+    /// user chose a level, NCCL_DEBUG=WARN, so that NCCL's own reason for a failure reaches
+    /// the screen.
     pub fn rank_env(&self) -> Vec<(String, String)> {
         let mut env = Vec::new();
         if let Ok(f) = &self.nccl {
@@ -35,6 +52,9 @@ impl Machine {
         }
         if std::env::var_os("NCCL_DEBUG_FILE").is_none() {
             env.push(("NCCL_DEBUG_FILE".into(), "/dev/stderr".into()));
+        }
+        if std::env::var_os("NCCL_DEBUG").is_none() {
+            env.push(("NCCL_DEBUG".into(), "WARN".into()));
         }
         env
     }
@@ -68,27 +88,58 @@ impl Machine {
              lab (`ringlab lab run docker0`)."
         ))
     }
+
+    /// A warning when more than one NCCL library is in reach: the ranks load the first, while
+    /// PyTorch loads the one of its own wheel, so two programs on one machine may disagree.
+    pub fn two_nccls(&self) -> Option<String> {
+        if self.all_nccl.len() < 2 {
+            return None;
+        }
+        let list: Vec<String> = self
+            .all_nccl
+            .iter()
+            .map(|(p, how)| format!("{} ({how})", p.display()))
+            .collect();
+        Some(format!(
+            "{} different NCCL libraries are in reach: {}. ringlab's ranks load the first; \
+             PyTorch loads the one in its own nvidia-nccl wheel. Versions that differ behave \
+             differently (retries, log lines, defaults): compare like with like, or choose one \
+             with {}",
+            self.all_nccl.len(),
+            list.join("; "),
+            ncclfind::OVERRIDE
+        ))
+    }
 }
 
 /// Look at this machine: find NCCL, then run `ringlab __gpu-probe` with it on the library
 /// path. A probe that crashes or hangs (a broken driver) is reported, not fatal.
-pub fn machine() -> Machine {
+pub fn machine(load: LoadNccl) -> Machine {
     let nccl = ncclfind::find().map_err(|e| e.to_string());
+    let all_nccl = match std::env::var_os(ncclfind::OVERRIDE) {
+        Some(_) => Vec::new(),
+        None => ncclfind::all_in(&ncclfind::default_places()),
+    };
     let mut m = Machine {
         probe: Probe::default(),
         nccl,
+        all_nccl,
     };
-    match run_probe(&m.rank_env()) {
+    match run_probe(&m.rank_env(), load) {
         Ok(p) => m.probe = p,
         Err(e) => m.probe.errors.push(e),
     }
     m
 }
 
-fn run_probe(env: &[(String, String)]) -> Result<Probe, String> {
+fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> {
     let exe = super::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
-    let mut child = Command::new(exe)
-        .arg("__gpu-probe")
+    let mut cmd = Command::new(exe);
+    cmd.arg("__gpu-probe");
+    if load == LoadNccl::Asked {
+        cmd.arg("--nccl");
+    }
+    let mut child = cmd
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -124,9 +175,10 @@ fn run_probe(env: &[(String, String)]) -> Result<Probe, String> {
     })
 }
 
-/// `ringlab __gpu-probe`: print what the driver and NCCL say, as JSON.
-pub fn probe_main() -> std::process::ExitCode {
-    let p = crate::comm::nccl::probe();
+/// `ringlab __gpu-probe [--nccl]`: print what the driver (and NCCL, if it may be loaded) say,
+/// as JSON.
+pub fn probe_main(nccl_asked: bool) -> std::process::ExitCode {
+    let p = crate::comm::nccl::probe(nccl_asked);
     match serde_json::to_string(&p) {
         Ok(s) => {
             println!("{s}");
@@ -153,7 +205,7 @@ pub fn choose(asked: &str, m: &Machine) -> Result<(super::Backend, String), Stri
             None => Ok((
                 Backend::Tcp,
                 format!(
-                    "backend tcp (auto: only {} GPU; a collective needs 2 or more GPUs to move data between them; --backend nccl runs anyway)",
+                    "backend tcp (auto: only {} GPU; a collective needs 2 or more GPUs to move data between them; --backend nccl --ranks-per-gpu 2 runs two ranks on it)",
                     m.gpus()
                 ),
             )),
@@ -183,28 +235,197 @@ fn nccl_line(m: &Machine, why: &str) -> String {
     )
 }
 
-/// NCCL_ALGO for the schedule the learner asked for (NCCL has no naive algorithm).
-pub fn nccl_algo(a: crate::collective::Algorithm) -> Result<&'static str, String> {
-    use crate::collective::Algorithm;
+/// NCCL_ALGO for `--algo` on `coll`, or None to let NCCL choose (what nccl-tests does).
+/// Combinations NCCL would refuse at the first call ("No algorithm/protocol available",
+/// ncclInvalidUsage) are refused here, before anything starts.
+pub fn nccl_algo(
+    coll: Collective,
+    algo: Option<Algorithm>,
+) -> Result<Option<&'static str>, String> {
+    let Some(a) = algo else {
+        return Ok(None);
+    };
+    if coll == Collective::SendRecv {
+        return Err(format!(
+            "--algo {}: send/recv is point to point; NCCL has no algorithm to choose for it (leave --algo out)",
+            a.name()
+        ));
+    }
     match a {
-        Algorithm::Ring => Ok("Ring"),
-        Algorithm::Tree => Ok("Tree"),
+        Algorithm::Ring => Ok(Some("Ring")),
+        Algorithm::Tree if coll == Collective::AllReduce => Ok(Some("Tree")),
+        Algorithm::Tree => Err(format!(
+            "--algo tree: NCCL runs its tree only for all-reduce; {} on NCCL_ALGO=Tree stops at the \
+             first call with \"No algorithm/protocol available\" (ncclInvalidUsage). Use --algo ring, \
+             or leave --algo out and let NCCL choose",
+            coll.name()
+        )),
         other => Err(format!(
-            "--algo {}: NCCL has no such algorithm; use ring or tree (passed to NCCL as NCCL_ALGO)",
+            "--algo {}: NCCL has no such algorithm; use ring or tree (passed to NCCL as NCCL_ALGO), \
+             or leave --algo out and let NCCL choose",
             other.name()
         )),
     }
 }
 
+/// What a caller asked of an NCCL launch, besides the job.
+#[derive(Debug, Clone, Default)]
+pub struct GpuAsk {
+    /// `--ranks-per-gpu K`: K local ranks share each GPU.
+    pub ranks_per_gpu: Option<usize>,
+    /// `--algo`, if given.
+    pub algo: Option<Algorithm>,
+}
+
+/// A prepared NCCL launch. Keep it until the job ends: it holds the machine (and with it
+/// NCCL's private link folder).
+#[derive(Debug)]
+pub struct Prepared {
+    pub machine: Machine,
+    /// Lines to show before the run (shared GPU, one rank).
+    pub notes: Vec<String>,
+    /// What the table's algorithm column says: NCCL's choice unless forced.
+    pub algo_label: &'static str,
+}
+
+/// What a table and the lab screen say about ranks that share a GPU.
+pub const SHARED_GPU: &str = "shared GPU: the bytes cross NET/Socket through host memory and the ranks take turns on the GPU; this is not NVLink bandwidth";
+
+/// Prepare `job` on `l` for NCCL on `m`: check GPUs against ranks (offering `--ranks-per-gpu`
+/// where there are fewer GPUs than ranks), set the ranks' environment and the algorithm.
+/// The one place the command line and the app do this.
+pub fn prepare(
+    job: &mut super::Job,
+    l: &mut super::launch::Launch,
+    m: Machine,
+    ask: &GpuAsk,
+) -> Result<Prepared, String> {
+    if let Some(why) = m.nccl_unavailable() {
+        return Err(why);
+    }
+    let gpus = m.gpus();
+    let ranks_here = if job.devices > 0 {
+        job.devices
+    } else {
+        l.nproc_per_node
+    };
+    let k = ask.ranks_per_gpu.unwrap_or(1).max(1);
+    if job.devices > 0 && k > 1 {
+        return Err(
+            "--ranks-per-gpu needs one process per rank (each its own NCCL host); drop --single-process"
+                .into(),
+        );
+    }
+    if ranks_here > gpus * k {
+        let need = ranks_here.div_ceil(gpus.max(1));
+        return Err(match ask.ranks_per_gpu {
+            None => format!(
+                "{ranks_here} ranks on NCCL need {ranks_here} GPUs (one per rank) and this node has {gpus}. \
+                 NCCL refuses two ranks on one GPU of one host (\"Duplicate GPU detected\"); to run \
+                 {ranks_here} ranks anyway, add --ranks-per-gpu {need}: each rank then counts as a host \
+                 of its own (NCCL_HOSTID), and the bytes cross NET/Socket through host memory while \
+                 the ranks take turns on the GPU. It proves NCCL works between ranks; it is not \
+                 NVLink bandwidth"
+            ),
+            Some(k) => format!(
+                "{ranks_here} ranks with --ranks-per-gpu {k} need {need} GPU(s) at {k} per GPU; this node has {gpus}: use --ranks-per-gpu {need}"
+            ),
+        });
+    }
+    let mut notes = Vec::new();
+    if k > 1 {
+        notes.push(format!("{SHARED_GPU} ({k} ranks per GPU)"));
+    }
+    let world = if job.devices > 0 {
+        job.devices
+    } else {
+        l.world()
+    };
+    if world == 1 {
+        notes.push(
+            "1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
+             busbw factor 2(n-1)/n is 0 for n = 1); --ranks-per-gpu 2 --nproc-per-node 2 runs \
+             two ranks on it"
+                .into(),
+        );
+    }
+    let forced = nccl_algo(job.coll, ask.algo)?;
+    l.env.extend(m.rank_env());
+    if let Some(a) = forced {
+        l.env.push(("NCCL_ALGO".into(), a.into()));
+    }
+    job.ranks_per_gpu = k;
+    job.timeout_s = l.timeout.as_secs().max(1);
+    Ok(Prepared {
+        machine: m,
+        notes,
+        algo_label: match forced {
+            Some("Tree") => "tree",
+            Some(_) => "ring",
+            None => "nccl",
+        },
+    })
+}
+
+/// The per-rank environment of an NCCL job: ranks that share a GPU each get a host id of
+/// their own (NCCL_HOSTID replaces the host hash NCCL compares in its duplicate-GPU check,
+/// and ranks on different "hosts" talk over NET).
+pub fn rank_env(job: &super::Job, rank: usize) -> Vec<(String, String)> {
+    if job.backend == super::Backend::Nccl && job.ranks_per_gpu > 1 {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "host".into());
+        vec![("NCCL_HOSTID".into(), format!("{host}-ringlab-rank{rank}"))]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The algorithm and protocol NCCL reports for a collective in its tuning log line
+/// (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS including TUNING; rank 0 only):
+/// 2.24 and later `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`,
+/// 2.23 `AllReduce: 1048576 Bytes -> Algo 1 proto 2 time 12.5`, 2.21–2.22 the same without the
+/// collective's name. Returns (bytes, algorithm, protocol).
+pub fn tuning_line(line: &str) -> Option<(u64, String, String)> {
+    let at = line.find(" Bytes -> Algo ")?;
+    let bytes: u64 = line[..at].rsplit([' ', ':']).next()?.parse().ok()?;
+    let mut rest = line[at + " Bytes -> Algo ".len()..].split_whitespace();
+    let algo = rest.next()?;
+    if rest.next()? != "proto" {
+        return None;
+    }
+    let proto = rest.next()?;
+    // Before 2.24 the names were numbers (src/include/devcomm.h).
+    let algo = match algo {
+        "0" => "TREE",
+        "1" => "RING",
+        "2" => "COLLNET_DIRECT",
+        "3" => "COLLNET_CHAIN",
+        "4" => "NVLS",
+        "5" => "NVLS_TREE",
+        "6" => "PAT",
+        a => a,
+    };
+    let proto = match proto {
+        "0" => "LL",
+        "1" => "LL128",
+        "2" => "SIMPLE",
+        p => p,
+    };
+    Some((bytes, algo.to_string(), proto.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::Backend;
+    use crate::lab::launch::Launch;
+    use crate::lab::{Backend, Job, JobKind};
 
     fn no_gpu() -> Machine {
         Machine {
             probe: Probe::default(),
             nccl: Err("NCCL not found".into()),
+            all_nccl: Vec::new(),
         }
     }
 
@@ -230,7 +451,17 @@ mod tests {
                 dir: "/tmp/l".into(),
                 linked: true,
                 how: "system library directory".into(),
+                private: None,
             }),
+            all_nccl: vec![("/usr/lib/libnccl.so.2".into(), "system".into())],
+        }
+    }
+
+    fn bench_job() -> Job {
+        Job {
+            kind: JobKind::Bench,
+            backend: Backend::Nccl,
+            ..Job::sanity()
         }
     }
 
@@ -249,31 +480,127 @@ mod tests {
         let (b, why) = choose("auto", &gpus(1)).expect("ok");
         assert_eq!(b, Backend::Tcp);
         assert!(why.contains("only 1 GPU"), "{why}");
+        assert!(why.contains("--ranks-per-gpu"), "{why}");
         assert_eq!(choose("nccl", &gpus(1)).expect("ok").0, Backend::Nccl);
         assert_eq!(choose("tcp", &gpus(8)).expect("ok").0, Backend::Tcp);
     }
 
     #[test]
-    fn ranks_get_the_nccl_folder_first_on_their_library_path() {
+    fn ranks_get_the_nccl_folder_first_and_nccls_warnings() {
         let env = gpus(2).rank_env();
         assert_eq!(env[0].0, "LD_LIBRARY_PATH");
         assert!(env[0].1.starts_with("/tmp/l:/usr/lib"), "{env:?}");
         if std::env::var_os("NCCL_DEBUG_FILE").is_none() {
             assert!(env.contains(&("NCCL_DEBUG_FILE".into(), "/dev/stderr".into())));
         }
+        if std::env::var_os("NCCL_DEBUG").is_none() {
+            assert!(env.contains(&("NCCL_DEBUG".into(), "WARN".into())));
+        }
     }
 
     #[test]
-    fn the_probe_child_answers_on_this_machine() {
-        // Runs the real `__gpu-probe` path only from the binary; here the in-process probe
-        // is safe because it checks the libraries first.
-        let p = crate::comm::nccl::probe();
-        let m = Machine {
-            probe: p.clone(),
-            nccl: ncclfind::find().map_err(|e| e.to_string()),
+    fn more_ranks_than_gpus_offers_ranks_per_gpu_and_labels_the_run() {
+        let mut l = Launch::single(2);
+        let e = prepare(&mut bench_job(), &mut l, gpus(1), &GpuAsk::default())
+            .expect_err("two ranks, one GPU");
+        assert!(e.contains("--ranks-per-gpu 2"), "{e}");
+        assert!(e.contains("Duplicate GPU"), "{e}");
+        let mut job = bench_job();
+        let mut l = Launch::single(2);
+        let ask = GpuAsk {
+            ranks_per_gpu: Some(2),
+            algo: None,
         };
-        if p.gpus.is_empty() {
-            assert!(m.nccl_unavailable().is_some());
+        let p = prepare(&mut job, &mut l, gpus(1), &ask).expect("shared");
+        assert_eq!(job.ranks_per_gpu, 2);
+        assert!(p.notes[0].starts_with(SHARED_GPU), "{:?}", p.notes);
+        assert_eq!(p.algo_label, "nccl", "NCCL chooses by default");
+        assert!(
+            !l.env.iter().any(|(k, _)| k == "NCCL_ALGO"),
+            "NCCL_ALGO is not forced: {:?}",
+            l.env
+        );
+        // Each rank its own host id; distinct across ranks.
+        let a = rank_env(&job, 0);
+        let b = rank_env(&job, 1);
+        assert_eq!(a[0].0, "NCCL_HOSTID");
+        assert_ne!(a, b);
+        assert!(
+            rank_env(&bench_job(), 0).is_empty(),
+            "one GPU per rank: none"
+        );
+        // Three ranks at 2 per GPU on one GPU do not fit.
+        let mut l = Launch::single(3);
+        let e = prepare(&mut bench_job(), &mut l, gpus(1), &ask).expect_err("3 > 2");
+        assert!(e.contains("--ranks-per-gpu 3"), "{e}");
+    }
+
+    #[test]
+    fn algorithms_nccl_would_refuse_are_refused_up_front() {
+        use Collective::*;
+        assert_eq!(nccl_algo(AllReduce, None), Ok(None));
+        assert_eq!(
+            nccl_algo(AllReduce, Some(Algorithm::Tree)),
+            Ok(Some("Tree"))
+        );
+        assert_eq!(
+            nccl_algo(AllGather, Some(Algorithm::Ring)),
+            Ok(Some("Ring"))
+        );
+        for c in [AllGather, ReduceScatter, Broadcast, Reduce] {
+            let e = nccl_algo(c, Some(Algorithm::Tree)).expect_err("tree");
+            assert!(e.contains("only for all-reduce"), "{e}");
         }
+        assert!(nccl_algo(SendRecv, Some(Algorithm::Ring)).is_err());
+        assert!(nccl_algo(AllReduce, Some(Algorithm::Naive)).is_err());
+        let mut job = bench_job();
+        job.coll = Broadcast;
+        let ask = GpuAsk {
+            ranks_per_gpu: None,
+            algo: Some(Algorithm::Tree),
+        };
+        assert!(prepare(&mut job, &mut Launch::single(2), gpus(2), &ask).is_err());
+    }
+
+    #[test]
+    fn no_gpu_means_no_nccl_launch() {
+        let e = prepare(
+            &mut bench_job(),
+            &mut Launch::single(2),
+            no_gpu(),
+            &GpuAsk::default(),
+        )
+        .expect_err("no GPU");
+        assert!(e.contains("no NVIDIA driver"), "{e}");
+    }
+
+    #[test]
+    fn two_nccl_libraries_in_reach_are_named() {
+        let mut m = gpus(2);
+        assert!(m.two_nccls().is_none());
+        m.all_nccl.push((
+            "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2".into(),
+            "pip wheel".into(),
+        ));
+        let w = m.two_nccls().expect("two");
+        assert!(w.contains("2 different NCCL libraries"), "{w}");
+        assert!(w.contains("PyTorch"), "{w}");
+    }
+
+    #[test]
+    fn nccls_tuning_lines_name_algorithm_and_protocol_in_every_version() {
+        let new = "host:1:2 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}";
+        assert_eq!(
+            tuning_line(new),
+            Some((1048576, "RING".into(), "SIMPLE".into()))
+        );
+        let v223 = "host:1:2 [0] NCCL INFO AllGather: 4096 Bytes -> Algo 1 proto 0 time 9.5";
+        assert_eq!(tuning_line(v223), Some((4096, "RING".into(), "LL".into())));
+        let v221 = "host:1:2 [0] NCCL INFO 65536 Bytes -> Algo 0 proto 1 time 20.0";
+        assert_eq!(
+            tuning_line(v221),
+            Some((65536, "TREE".into(), "LL128".into()))
+        );
+        assert_eq!(tuning_line("NCCL INFO Bootstrap: Using eth0"), None);
     }
 }

@@ -91,9 +91,33 @@ pub enum Msg {
     },
 }
 
+/// How a job ended badly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailKind {
+    /// A rank reported an error (NCCL's reason, a socket error…).
+    Error,
+    /// No progress: the launcher's watchdog, or a rank's own, gave up waiting.
+    Hang,
+    /// A rank's process ended without saying done.
+    Exit,
+}
+
+impl FailKind {
+    /// What a table row says for the size that was running.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Error => "ERROR",
+            Self::Hang => "HANG",
+            Self::Exit => "EXIT",
+        }
+    }
+}
+
 /// Why a job ended badly, with what each rank was doing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
+    pub kind: FailKind,
     pub reason: String,
     /// (rank, last phase, seconds since its last progress)
     pub ranks: Vec<(usize, String, f64)>,
@@ -329,6 +353,7 @@ fn spawn_and_watch(
             .env("RINGLAB_PARENT", std::process::id().to_string())
             .envs(l.env.iter().map(|(k, v)| (k, v)))
             .envs(slot.env.iter().map(|(k, v)| (k, v)))
+            .envs(super::gpu::rank_env(job, rank))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -430,9 +455,10 @@ fn watch(
             )
         })
         .collect();
-    let fail = |st: &[(usize, RankState)], reason: String| {
+    let fail = |st: &[(usize, RankState)], kind: FailKind, reason: String| {
         let now = Instant::now();
         Failure {
+            kind,
             reason,
             ranks: st
                 .iter()
@@ -475,11 +501,23 @@ fn watch(
                             s.phase = "done".into();
                             s.done = true;
                         }
-                        Msg::Event(Event::Error { message, .. }) => {
+                        Msg::Event(Event::Error { message, hang, .. }) => {
                             s.logs.push(message.clone());
-                            let reason =
-                                format!("rank {rank} failed during {}: {message}", s.phase);
-                            let failure = fail(&st, reason);
+                            let (kind, reason) = if *hang {
+                                (
+                                    FailKind::Hang,
+                                    format!(
+                                        "HANG: rank {rank} gave up waiting during {} and aborted its communicator: {message}",
+                                        s.phase
+                                    ),
+                                )
+                            } else {
+                                (
+                                    FailKind::Error,
+                                    format!("rank {rank} failed during {}: {message}", s.phase),
+                                )
+                            };
+                            let failure = fail(&st, kind, reason);
                             before_kill(&failure);
                             ranks.kill_all();
                             return Err(LaunchError::Failed(failure));
@@ -523,7 +561,7 @@ fn watch(
                         None => "was killed by a signal".into(),
                     };
                     let reason = format!("rank {rank} {how} during {}", s.phase);
-                    let failure = fail(&st, reason);
+                    let failure = fail(&st, FailKind::Exit, reason);
                     before_kill(&failure);
                     ranks.kill_all();
                     return Err(LaunchError::Failed(failure));
@@ -544,7 +582,7 @@ fn watch(
                 l.timeout.as_secs(),
                 s.phase
             );
-            let failure = fail(&st, reason);
+            let failure = fail(&st, FailKind::Hang, reason);
             before_kill(&failure);
             ranks.kill_all();
             return Err(LaunchError::Failed(failure));

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod doctor;
 pub mod gpu;
 pub mod launch;
+pub mod measure;
 pub mod pattern;
 pub mod rank;
 pub mod scenario;
@@ -47,6 +48,22 @@ pub struct Job {
     /// rank process).
     #[serde(default)]
     pub devices: usize,
+    /// NCCL: local ranks sharing one GPU (each made a host of its own with NCCL_HOSTID, so
+    /// NCCL accepts them and moves their bytes over NET/Socket). 1: one GPU per rank.
+    #[serde(default = "one")]
+    pub ranks_per_gpu: usize,
+    /// NCCL: seconds a rank waits for its GPU work before it calls the run hung and aborts
+    /// its communicator (the launcher's watchdog backs it up).
+    #[serde(default = "default_timeout")]
+    pub timeout_s: u64,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_timeout() -> u64 {
+    60
 }
 
 /// The transport of a job.
@@ -92,6 +109,8 @@ impl Job {
             check: true,
             backend: Backend::Tcp,
             devices: 0,
+            ranks_per_gpu: 1,
+            timeout_s: default_timeout(),
         }
     }
 }
@@ -122,6 +141,9 @@ pub enum Event {
     Error {
         rank: usize,
         message: String,
+        /// The rank's own watchdog gave up waiting (a hang), rather than an error reported.
+        #[serde(default)]
+        hang: bool,
     },
 }
 

@@ -27,20 +27,47 @@ pub fn value(op: Op, n: usize, rank: usize, i: usize) -> f64 {
 
 trait FromF64: Pod + Element {
     fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+    /// The unit roundoff of a floating type (2^-p for p significant bits); None for integers.
+    const ROUNDOFF: Option<f64>;
 }
 macro_rules! from_f64 {
-    ($($t:ty),*) => {$( impl FromF64 for $t { fn from_f64(v: f64) -> Self { v as $t } } )*};
+    ($($t:ty => $u:expr),*) => {$( impl FromF64 for $t {
+        fn from_f64(v: f64) -> Self { v as $t }
+        fn to_f64(self) -> f64 { self as f64 }
+        const ROUNDOFF: Option<f64> = $u;
+    } )*};
 }
-from_f64!(u8, i8, i32, u32, i64, u64, f32, f64);
+from_f64!(u8 => None, i8 => None, i32 => None, u32 => None, i64 => None, u64 => None,
+    f32 => Some(f32::EPSILON as f64 / 2.0), f64 => Some(f64::EPSILON / 2.0));
 impl FromF64 for f16 {
     fn from_f64(v: f64) -> Self {
         f16::from_f64(v)
     }
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+    const ROUNDOFF: Option<f64> = Some(1.0 / 2048.0);
 }
 impl FromF64 for bf16 {
     fn from_f64(v: f64) -> Self {
         bf16::from_f64(v)
     }
+    fn to_f64(self) -> f64 {
+        bf16::to_f64(self)
+    }
+    const ROUNDOFF: Option<f64> = Some(1.0 / 256.0);
+}
+
+/// How far a float average may be from the exact one and still be right. NCCL computes
+/// ncclAvg on floating types as a sum of pre-multiplied terms, Σ fl(x_r · fl(1/n)) in the
+/// element type (enqueue.cc: `ncclDevPreMulSum` with `1.0/nRanks`): one rounding for 1/n, one
+/// per product and one per addition. With u the unit roundoff and non-negative inputs, the
+/// error is at most about (n + 1)·u·avg; the checker's own expected value adds one more
+/// rounding, so the bound is (n + 2)·u·|want|. Exact (zero) for integer types, and in practice
+/// for n a power of two, where 1/n and every product are exact.
+pub fn avg_tolerance(n: usize, roundoff: f64, want: f64) -> f64 {
+    (n as f64 + 2.0) * roundoff * want.abs()
 }
 
 fn fill_typed<T: FromF64>(buf: &mut [u8], op: Op, n: usize, rank: usize) {
@@ -66,11 +93,24 @@ fn wrong_typed<T: FromF64>(buf: &[u8], c: &Check) -> u64 {
     let size = std::mem::size_of::<T>();
     let count = buf.len() / size;
     let input = |r: usize, i: usize| T::from_f64(value(c.op, c.ranks, r, i));
+    let tolerant = if c.op == Op::Avg { T::ROUNDOFF } else { None };
     buf.chunks_exact(size)
         .enumerate()
         .filter(|(i, got)| {
-            expected_at(c.op, c.coll, c.ranks, c.root, count, c.rank, *i, input)
-                .is_some_and(|want| bytemuck::pod_read_unaligned::<T>(got) != want)
+            expected_at(c.op, c.coll, c.ranks, c.root, count, c.rank, *i, input).is_some_and(
+                |want| {
+                    let got = bytemuck::pod_read_unaligned::<T>(got);
+                    match tolerant {
+                        // NaN (the poison) is never within any tolerance.
+                        Some(u) => {
+                            let (g, w) = (got.to_f64(), want.to_f64());
+                            let off = (g - w).abs();
+                            off.is_nan() || off > avg_tolerance(c.ranks, u, w)
+                        }
+                        None => got != want,
+                    }
+                },
+            )
         })
         .count() as u64
 }
@@ -149,5 +189,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// NCCL's float average: every term pre-multiplied by fl(1/n) in the element type, then
+    /// summed in the element type, as ncclDevPreMulSum does.
+    fn nccl_avg<T: FromF64>(xs: &[f64]) -> T {
+        let n = xs.len();
+        let inv = T::from_f64(1.0 / n as f64);
+        let mut acc = T::from_f64(0.0);
+        for &x in xs {
+            let term = T::from_f64(T::from_f64(x).to_f64() * inv.to_f64());
+            acc = T::from_f64(acc.to_f64() + term.to_f64());
+        }
+        acc
+    }
+
+    fn avg_wrong<T: FromF64>(dtype: Dtype, n: usize, count: usize) -> u64 {
+        let mut out = Vec::new();
+        for i in 0..count {
+            let xs: Vec<f64> = (0..n).map(|r| value(Op::Avg, n, r, i)).collect();
+            out.extend_from_slice(bytemuck::bytes_of(&nccl_avg::<T>(&xs)));
+        }
+        let c = Check {
+            coll: Collective::AllReduce,
+            op: Op::Avg,
+            dtype,
+            ranks: n,
+            root: 0,
+            rank: 0,
+        };
+        wrong(&out, &c)
+    }
+
+    #[test]
+    fn ncclavg_rounding_is_not_counted_wrong_but_a_wrong_average_is() {
+        for n in [2, 3, 5, 6, 7, 12] {
+            assert_eq!(avg_wrong::<f32>(Dtype::F32, n, 64), 0, "f32 n={n}");
+            assert_eq!(avg_wrong::<f64>(Dtype::F64, n, 64), 0, "f64 n={n}");
+            assert_eq!(avg_wrong::<f16>(Dtype::F16, n, 64), 0, "f16 n={n}");
+            assert_eq!(avg_wrong::<bf16>(Dtype::Bf16, n, 64), 0, "bf16 n={n}");
+        }
+        // The tolerance is tight enough to catch a wrong divisor or a missing contribution.
+        let c = Check {
+            coll: Collective::AllReduce,
+            op: Op::Avg,
+            dtype: Dtype::Bf16,
+            ranks: 3,
+            root: 0,
+            rank: 0,
+        };
+        let sum_of = |i: usize| (0..3).map(|r| value(Op::Avg, 3, r, i)).sum::<f64>();
+        let off: Vec<u8> = (0..16)
+            .flat_map(|i| bf16::from_f64(sum_of(i) / 2.0).to_ne_bytes())
+            .collect();
+        let nonzero = (0..16).filter(|&i| sum_of(i) != 0.0).count() as u64;
+        assert_eq!(
+            wrong(&off, &c),
+            nonzero,
+            "a sum over 2 is not an average over 3"
+        );
+        let nan: Vec<u8> = vec![0xFF; 32];
+        assert_eq!(wrong(&nan, &c), 16, "the poison is always wrong");
     }
 }

@@ -4,10 +4,10 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::pattern::{self, Check};
-use super::{Event, Job, JobKind, counts};
+use super::measure::{self, Call, Fault, Which};
+use super::{Event, Job, JobKind};
 use crate::collective::{Schedule, Spec};
 use crate::comm::reduce::AlignedBuf;
 use crate::comm::store::StoreClient;
@@ -83,14 +83,18 @@ pub fn main() -> ExitCode {
             emit(&Event::Done { rank });
             ExitCode::SUCCESS
         }
-        Err(message) => {
-            emit(&Event::Error { rank, message });
+        Err(fault) => {
+            emit(&Event::Error {
+                rank,
+                message: fault.message().to_string(),
+                hang: fault.is_hang(),
+            });
             ExitCode::from(1)
         }
     }
 }
 
-fn run(env: &RankEnv, job: &Job) -> Result<(), String> {
+fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
     let rank = env.rank;
     let phase = |p: &str| {
         emit(&Event::Phase {
@@ -99,341 +103,305 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), String> {
         })
     };
     phase("spawned");
-    let mut store =
-        StoreClient::connect(env.store, &env.token, rank as u32).map_err(|e| e.to_string())?;
-    if job.backend == super::Backend::Nccl {
-        return nccl_job(env, job, &mut store, phase);
-    }
-    // Who talks to whom comes from the schedule itself (one element per chunk is enough).
-    let shape = Schedule::build(&Spec {
-        root: job.root,
-        ..Spec::new(job.coll, job.algo, env.world, env.world, 1)
-    })
-    .map_err(|e| e.to_string())?;
-    let mut comm = TcpComm::init(env, &mut store, &partners(rank, &[&shape]), phase)
-        .map_err(|e: CommError| e.to_string())?;
-    phase("init done");
-    match job.kind {
-        JobKind::Sanity => sanity(&mut comm, job, rank),
-        JobKind::Bench => bench(&mut comm, &mut store, job, env),
-    }
-}
-
-/// Elements in the sanity all-reduce of ones (float32).
-const SANITY_COUNT: usize = 128;
-
-/// The mean of a float32 buffer: what the torch sanity test asserts on.
-fn mean_f32(bytes: &[u8]) -> f64 {
-    let vals: &[f32] = bytemuck::cast_slice(bytes);
-    vals.iter().map(|&v| v as f64).sum::<f64>() / vals.len().max(1) as f64
-}
-
-/// What rank `rank` of `ranks` feeds in and must get back, for `job`.
-fn check_for(job: &Job, ranks: usize, rank: usize) -> Check {
-    Check {
-        coll: job.coll,
-        op: job.op,
-        dtype: job.dtype,
-        ranks,
-        root: job.root,
-        rank,
-    }
-}
-
-/// The phase a rank reports while it times one size and placement.
-fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
-    format!(
-        "{} {} B ({})",
-        job.coll.name(),
-        size,
-        if in_place { "in-place" } else { "out-of-place" }
-    )
-}
-
-fn sanity(comm: &mut TcpComm, job: &Job, rank: usize) -> Result<(), String> {
-    emit(&Event::Phase {
-        rank,
-        phase: "all-reduce".into(),
-    });
-    let n = SANITY_COUNT;
-    let mut buf = AlignedBuf::zeroed(n * 4);
-    buf.bytes_mut()
-        .copy_from_slice(bytemuck::cast_slice(&vec![1.0f32; n]));
-    let spec = Spec::new(job.coll, job.algo, comm.world(), n, 4);
-    let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
-    comm.run(&schedule, buf.bytes_mut(), job.dtype, job.op)
-        .map_err(|e| e.to_string())?;
-    let mean = mean_f32(buf.bytes());
-    emit(&Event::Value { rank, value: mean });
-    Ok(())
-}
-
-fn bench(
-    comm: &mut TcpComm,
-    store: &mut StoreClient,
-    job: &Job,
-    env: &RankEnv,
-) -> Result<(), String> {
-    let (rank, world) = (env.rank, env.world);
-    let es = job.dtype.size();
-    for (k, &size) in job.sizes.iter().enumerate() {
-        let (count, shown) = counts(job.coll, size, es, world);
-        let spec = Spec {
-            root: job.root,
-            ..Spec::new(job.coll, job.algo, world, count, es)
-        };
-        let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
-        let check = check_for(job, world, rank);
-        let bytes = count * es;
-        let mut send = AlignedBuf::zeroed(bytes);
-        let mut recv = AlignedBuf::zeroed(bytes);
-        pattern::fill(send.bytes_mut(), &check);
-        store
-            .barrier(&format!("size{k}"), world, Duration::from_secs(3600))
-            .map_err(|e| e.to_string())?;
-        for in_place in [false, true] {
-            let label = placement_label(job, size, in_place);
-            emit(&Event::Phase { rank, phase: label });
-            let mut once = |send: &mut AlignedBuf, recv: &mut AlignedBuf| -> Result<(), String> {
-                if in_place {
-                    comm.run(&schedule, send.bytes_mut(), job.dtype, job.op)
-                } else {
-                    comm.run_from(&schedule, send.bytes(), recv.bytes_mut(), job.dtype, job.op)
-                }
-                .map_err(|e| e.to_string())
-            };
-            for _ in 0..job.warmup {
-                once(&mut send, &mut recv)?;
-            }
-            let t0 = Instant::now();
-            for _ in 0..job.iters.max(1) {
-                once(&mut send, &mut recv)?;
-            }
-            let time_us = t0.elapsed().as_secs_f64() * 1e6 / job.iters.max(1) as f64;
-            let wrong = if job.check {
-                pattern::fill(send.bytes_mut(), &check);
-                once(&mut send, &mut recv)?;
-                let got = if in_place { send.bytes() } else { recv.bytes() };
-                pattern::wrong(got, &check)
-            } else {
-                0
-            };
-            // In-place runs overwrite the input: restore it for the next placement and size.
-            pattern::fill(send.bytes_mut(), &check);
-            emit(&Event::Row {
-                rank,
-                size,
-                count: shown,
-                in_place,
-                time_us,
-                wrong,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// The same job on NCCL: rank 0 makes the unique id and publishes it through the store (and,
-/// as the bootstrap root, stays alive until everyone is done); every rank opens the GPU of its
-/// local rank and joins.
-fn nccl_job(
-    env: &RankEnv,
-    job: &Job,
-    store: &mut StoreClient,
-    phase: impl Fn(&str),
-) -> Result<(), String> {
-    use crate::comm::nccl::{self, Bufs, NcclRank};
-    if job.devices > 0 {
-        return nccl_single_process(job, store, phase);
-    }
-    let (rank, world) = (env.rank, env.world);
-    let id = if rank == 0 {
-        let id = nccl::new_id()?;
-        store
-            .set("nccl/id", &nccl::id_hex(&id))
-            .map_err(|e| e.to_string())?;
-        id
-    } else {
-        phase("rendezvous");
-        let hex = store
-            .get("nccl/id", Duration::from_secs(3600))
-            .map_err(|e| e.to_string())?;
-        nccl::id_from_hex(&hex)?
+    let mut store = StoreClient::connect(env.store, &env.token, rank as u32).map_err(error)?;
+    let mut out = |ev: Event| emit(&ev);
+    let mut rig: Box<dyn Rig + '_> = match job.backend {
+        super::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
+        super::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
     };
-    phase(&format!("nccl init on GPU {}", env.local_rank));
-    let mut g = NcclRank::init(env.local_rank, rank, world, &id)?;
     phase("init done");
     match job.kind {
-        JobKind::Sanity => {
-            phase("all-reduce");
-            let n = SANITY_COUNT;
-            let ones: Vec<u8> = bytemuck::cast_slice(&vec![1.0f32; n]).to_vec();
-            let mut buf = g.alloc(n * 4)?;
-            g.upload(&ones, &mut buf)?;
-            g.enqueue(
-                job.coll,
-                job.op,
-                job.root,
-                crate::collective::Dtype::F32,
-                n,
-                Bufs::InPlace(&mut buf),
-            )?;
-            let mut host = vec![0u8; n * 4];
-            g.download(&buf, &mut host)?;
-            let mean = mean_f32(&host);
-            emit(&Event::Value { rank, value: mean });
-        }
-        JobKind::Bench => {
-            let es = job.dtype.size();
-            for (k, &size) in job.sizes.iter().enumerate() {
-                let (count, shown) = counts(job.coll, size, es, world);
-                let bytes = count * es;
-                let check = check_for(job, world, rank);
-                let mut input = vec![0u8; bytes];
-                pattern::fill(&mut input, &check);
-                let mut send = g.alloc(bytes)?;
-                let mut recv = g.alloc(bytes)?;
-                store
-                    .barrier(&format!("size{k}"), world, Duration::from_secs(3600))
-                    .map_err(|e| e.to_string())?;
-                for in_place in [false, true] {
-                    emit(&Event::Phase {
-                        rank,
-                        phase: placement_label(job, size, in_place),
-                    });
-                    g.upload(&input, &mut send)?;
-                    g.synchronize()?;
-                    let once =
-                        |g: &mut NcclRank, send: &mut nccl::DevBuf, recv: &mut nccl::DevBuf| {
-                            let bufs = if in_place {
-                                Bufs::InPlace(send)
-                            } else {
-                                Bufs::OutOfPlace(send, recv)
-                            };
-                            g.enqueue(job.coll, job.op, job.root, job.dtype, count, bufs)
-                        };
-                    for _ in 0..job.warmup {
-                        once(&mut g, &mut send, &mut recv)?;
-                    }
-                    g.synchronize()?;
-                    let time_us = g.time(job.iters, |g| once(g, &mut send, &mut recv))?;
-                    let wrong = if job.check {
-                        // One more run from a fresh input, checked exactly.
-                        g.upload(&input, &mut send)?;
-                        once(&mut g, &mut send, &mut recv)?;
-                        let mut got = vec![0u8; bytes];
-                        g.download(if in_place { &send } else { &recv }, &mut got)?;
-                        pattern::wrong(&got, &check)
-                    } else {
-                        0
-                    };
-                    emit(&Event::Row {
-                        rank,
-                        size,
-                        count: shown,
-                        in_place,
-                        time_us,
-                        wrong,
-                    });
-                }
-            }
-        }
-    }
-    // Rank 0 hosts NCCL's bootstrap root: nobody leaves before everybody is done.
-    store
-        .barrier("nccl/done", world, Duration::from_secs(3600))
-        .map_err(|e| e.to_string())?;
-    drop(g);
-    Ok(())
+        JobKind::Sanity => measure::sanity(rig.as_mut(), &mut out),
+        JobKind::Bench => measure::bench(rig.as_mut(), job, &mut out),
+    }?;
+    rig.finish()
 }
 
-/// NCCL single-process mode (nccl-tests' `-g N`): this process opens every GPU, makes their
-/// communicators at once (ncclCommInitAll) and launches each collective on all of them inside
-/// one group. Timed like nccl-tests does there: the CPU clock around the iterations, between
-/// synchronizations of every stream. Rows are reported as rank 0's, #wrong summed over GPUs.
-fn nccl_single_process(
-    job: &Job,
-    store: &mut StoreClient,
-    phase: impl Fn(&str),
-) -> Result<(), String> {
-    use crate::comm::nccl::{self, Bufs, DevBuf, NcclRank};
-    let n = job.devices;
-    phase(&format!("nccl init on {n} GPUs (one process)"));
-    let mut gs = NcclRank::all(n)?;
-    phase("init done");
-    let es = job.dtype.size();
-    let sync = |gs: &[NcclRank]| gs.iter().try_for_each(NcclRank::synchronize);
-    for &size in &job.sizes {
-        let (count, shown) = counts(job.coll, size, es, n);
-        let bytes = count * es;
-        let checks: Vec<Check> = (0..n).map(|r| check_for(job, n, r)).collect();
-        let inputs: Vec<Vec<u8>> = checks
-            .iter()
-            .map(|c| {
-                let mut v = vec![0u8; bytes];
-                pattern::fill(&mut v, c);
-                v
-            })
-            .collect();
-        let mut bufs: Vec<(DevBuf, DevBuf)> = gs
-            .iter()
-            .map(|g| Ok((g.alloc(bytes)?, g.alloc(bytes)?)))
-            .collect::<Result<_, String>>()?;
-        for in_place in [false, true] {
-            phase(&placement_label(job, size, in_place));
-            let upload = |gs: &[NcclRank], bufs: &mut [(DevBuf, DevBuf)]| {
-                gs.iter()
-                    .zip(bufs.iter_mut())
-                    .zip(&inputs)
-                    .try_for_each(|((g, b), input)| g.upload(input, &mut b.0))
-            };
-            let once = |gs: &mut [NcclRank], bufs: &mut [(DevBuf, DevBuf)]| {
-                nccl::group(|| {
-                    gs.iter_mut()
-                        .zip(bufs.iter_mut())
-                        .try_for_each(|(g, (s, r))| {
-                            let b = if in_place {
-                                Bufs::InPlace(s)
-                            } else {
-                                Bufs::OutOfPlace(s, r)
-                            };
-                            g.enqueue(job.coll, job.op, job.root, job.dtype, count, b)
-                        })
-                })
-            };
-            upload(&gs, &mut bufs)?;
-            for _ in 0..job.warmup {
-                once(&mut gs, &mut bufs)?;
-            }
-            sync(&gs)?;
-            let t0 = Instant::now();
-            for _ in 0..job.iters.max(1) {
-                once(&mut gs, &mut bufs)?;
-            }
-            sync(&gs)?;
-            let time_us = t0.elapsed().as_secs_f64() * 1e6 / job.iters.max(1) as f64;
-            let mut wrong = 0;
-            if job.check {
-                upload(&gs, &mut bufs)?;
-                once(&mut gs, &mut bufs)?;
-                for ((g, (s, r)), c) in gs.iter().zip(&bufs).zip(&checks) {
-                    let mut got = vec![0u8; bytes];
-                    g.download(if in_place { s } else { r }, &mut got)?;
-                    wrong += pattern::wrong(&got, c);
-                }
-            }
-            emit(&Event::Row {
-                rank: 0,
-                size,
-                count: shown,
-                in_place,
-                time_us,
-                wrong,
-            });
+fn error(e: impl std::fmt::Display) -> Fault {
+    Fault::Error(e.to_string())
+}
+
+/// How long a barrier between ranks may wait (the launcher's watchdog ends a hung job first).
+const BARRIER_WAIT: Duration = Duration::from_secs(3600);
+
+/// A backend as this rank process runs it: the measurement hooks plus a way to leave.
+trait Rig: measure::Rig {
+    /// Leave the job cleanly once everything is measured.
+    fn finish(&mut self) -> Result<(), Fault> {
+        Ok(())
+    }
+}
+
+/// The TCP backend: this process is one rank, and a collective is the schedule executed over
+/// real sockets, synchronously (so `complete` has nothing left to wait for).
+struct TcpRig<'s> {
+    comm: TcpComm,
+    store: &'s mut StoreClient,
+    algo: crate::collective::Algorithm,
+    send: AlignedBuf,
+    recv: AlignedBuf,
+    schedule: Option<Schedule>,
+}
+
+impl<'s> TcpRig<'s> {
+    fn init(
+        env: &RankEnv,
+        job: &Job,
+        store: &'s mut StoreClient,
+        phase: impl Fn(&str),
+    ) -> Result<Self, Fault> {
+        // Who talks to whom comes from the schedule itself (one element per chunk is enough).
+        let shape = Schedule::build(&Spec {
+            root: job.root,
+            ..Spec::new(job.coll, job.algo, env.world, env.world, 1)
+        })
+        .map_err(error)?;
+        let comm = TcpComm::init(env, store, &partners(env.rank, &[&shape]), phase)
+            .map_err(|e: CommError| error(e))?;
+        Ok(Self {
+            comm,
+            store,
+            algo: job.algo,
+            send: AlignedBuf::default(),
+            recv: AlignedBuf::default(),
+            schedule: None,
+        })
+    }
+
+    fn buf(&mut self, which: Which) -> &mut AlignedBuf {
+        match which {
+            Which::Send => &mut self.send,
+            Which::Recv => &mut self.recv,
         }
     }
-    drop(gs);
-    store
-        .barrier("nccl/done", 1, Duration::from_secs(3600))
-        .map_err(|e| e.to_string())
+}
+
+impl measure::Rig for TcpRig<'_> {
+    fn world(&self) -> usize {
+        self.comm.world()
+    }
+    fn ranks(&self) -> std::ops::Range<usize> {
+        let r = self.comm.rank();
+        r..r + 1
+    }
+    fn alloc(&mut self, bytes: usize) -> Result<(), Fault> {
+        self.send = AlignedBuf::zeroed(bytes);
+        self.recv = AlignedBuf::zeroed(bytes);
+        Ok(())
+    }
+    fn upload(&mut self, _: usize, which: Which, at: usize, data: &[u8]) -> Result<(), Fault> {
+        let b = self.buf(which).bytes_mut();
+        b.get_mut(at..at + data.len())
+            .ok_or_else(|| error(format!("{} bytes at {at} overrun the buffer", data.len())))?
+            .copy_from_slice(data);
+        Ok(())
+    }
+    fn download(&mut self, _: usize, which: Which, out: &mut [u8]) -> Result<(), Fault> {
+        let n = out.len();
+        let b = self.buf(which).bytes();
+        out.copy_from_slice(
+            b.get(..n)
+                .ok_or_else(|| error(format!("{n} bytes asked of a {}-byte buffer", b.len())))?,
+        );
+        Ok(())
+    }
+    fn launch(&mut self, c: &Call) -> Result<(), Fault> {
+        let spec = Spec {
+            root: c.root,
+            ..Spec::new(
+                c.coll,
+                self.algo,
+                self.comm.world(),
+                c.count,
+                c.dtype.size(),
+            )
+        };
+        if self.schedule.as_ref().is_none_or(|s| *s.spec() != spec) {
+            self.schedule = Some(Schedule::build(&spec).map_err(error)?);
+        }
+        let Some(schedule) = &self.schedule else {
+            return Err(error("no schedule"));
+        };
+        if c.in_place {
+            self.comm
+                .run(schedule, self.recv.bytes_mut(), c.dtype, c.op)
+        } else {
+            self.comm.run_from(
+                schedule,
+                self.send.bytes(),
+                self.recv.bytes_mut(),
+                c.dtype,
+                c.op,
+            )
+        }
+        .map_err(error)
+    }
+    fn complete(&mut self) -> Result<(), Fault> {
+        Ok(())
+    }
+    fn barrier(&mut self, name: &str) -> Result<(), Fault> {
+        self.store
+            .barrier(name, self.comm.world(), BARRIER_WAIT)
+            .map_err(error)
+    }
+    fn abort(&mut self) {}
+}
+
+impl Rig for TcpRig<'_> {}
+
+/// NCCL, one rank per process (`gs` holds one communicator) or every GPU of the machine from
+/// this one process (nccl-tests' `-g N`: ncclCommInitAll, each collective launched on all of
+/// them inside one group).
+struct NcclRig<'s> {
+    gs: Vec<crate::comm::nccl::NcclRank>,
+    bufs: Vec<(crate::comm::nccl::DevBuf, crate::comm::nccl::DevBuf)>,
+    store: &'s mut StoreClient,
+    /// The job's ranks, and the first of those this process holds.
+    world: usize,
+    first: usize,
+    /// Processes in the job (what a barrier waits for).
+    processes: usize,
+    /// How long one wait for the GPU may take before this rank calls it a hang.
+    patience: Duration,
+}
+
+/// The GPU a rank uses: `ranks_per_gpu` consecutive local ranks share one.
+pub fn gpu_of(local_rank: usize, ranks_per_gpu: usize) -> usize {
+    local_rank / ranks_per_gpu.max(1)
+}
+
+impl<'s> NcclRig<'s> {
+    fn init(
+        env: &RankEnv,
+        job: &Job,
+        store: &'s mut StoreClient,
+        phase: impl Fn(&str),
+    ) -> Result<Self, Fault> {
+        use crate::comm::nccl::{self, NcclRank};
+        let patience = Duration::from_secs(job.timeout_s.max(1));
+        if job.devices > 0 {
+            phase(&format!("nccl init on {} GPUs (one process)", job.devices));
+            let gs = NcclRank::all(job.devices).map_err(error)?;
+            return Ok(Self {
+                gs,
+                bufs: Vec::new(),
+                store,
+                world: job.devices,
+                first: 0,
+                processes: 1,
+                patience,
+            });
+        }
+        let (rank, world) = (env.rank, env.world);
+        // Rank 0 makes the unique id and publishes it through the store (and, as NCCL's
+        // bootstrap root, stays alive until everyone is done: see `finish`).
+        let id = if rank == 0 {
+            let id = nccl::new_id().map_err(error)?;
+            store.set("nccl/id", &nccl::id_hex(&id)).map_err(error)?;
+            id
+        } else {
+            phase("rendezvous");
+            let hex = store.get("nccl/id", BARRIER_WAIT).map_err(error)?;
+            nccl::id_from_hex(&hex).map_err(error)?
+        };
+        let gpu = gpu_of(env.local_rank, job.ranks_per_gpu);
+        phase(&format!("nccl init on GPU {gpu}"));
+        let g = NcclRank::init(gpu, rank, world, &id).map_err(error)?;
+        Ok(Self {
+            gs: vec![g],
+            bufs: Vec::new(),
+            store,
+            world,
+            first: rank,
+            processes: world,
+            patience,
+        })
+    }
+}
+
+impl measure::Rig for NcclRig<'_> {
+    fn world(&self) -> usize {
+        self.world
+    }
+    fn ranks(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.gs.len()
+    }
+    fn alloc(&mut self, bytes: usize) -> Result<(), Fault> {
+        if self.bufs.first().is_some_and(|b| b.0.len() >= bytes) {
+            return Ok(());
+        }
+        self.bufs.clear();
+        for g in &self.gs {
+            self.bufs.push((
+                g.alloc(bytes).map_err(error)?,
+                g.alloc(bytes).map_err(error)?,
+            ));
+        }
+        Ok(())
+    }
+    fn upload(&mut self, slot: usize, which: Which, at: usize, data: &[u8]) -> Result<(), Fault> {
+        let (g, b) = (&self.gs[slot], &mut self.bufs[slot]);
+        let dst = match which {
+            Which::Send => &mut b.0,
+            Which::Recv => &mut b.1,
+        };
+        g.upload(data, dst, at).map_err(error)
+    }
+    fn download(&mut self, slot: usize, which: Which, out: &mut [u8]) -> Result<(), Fault> {
+        let (g, b) = (&self.gs[slot], &self.bufs[slot]);
+        let src = match which {
+            Which::Send => &b.0,
+            Which::Recv => &b.1,
+        };
+        g.download(src, out).map_err(error)
+    }
+    fn launch(&mut self, c: &Call) -> Result<(), Fault> {
+        use crate::comm::nccl::{Bufs, group};
+        let one =
+            |g: &mut crate::comm::nccl::NcclRank,
+             (s, r): &mut (crate::comm::nccl::DevBuf, crate::comm::nccl::DevBuf)| {
+                let b = if c.in_place {
+                    Bufs::InPlace(r)
+                } else {
+                    Bufs::OutOfPlace(s, r)
+                };
+                g.enqueue(c.coll, c.op, c.root, c.dtype, c.count, b)
+            };
+        if self.gs.len() == 1 {
+            one(&mut self.gs[0], &mut self.bufs[0])
+        } else {
+            let (gs, bufs) = (&mut self.gs, &mut self.bufs);
+            group(|| {
+                gs.iter_mut()
+                    .zip(bufs.iter_mut())
+                    .try_for_each(|(g, b)| one(g, b))
+            })
+        }
+        .map_err(error)
+    }
+    fn complete(&mut self) -> Result<(), Fault> {
+        use crate::comm::nccl::WaitFault;
+        for g in &self.gs {
+            g.wait(self.patience).map_err(|w| match w {
+                WaitFault::Error(m) => Fault::Error(m),
+                WaitFault::Timeout(m) => Fault::Hang(m),
+            })?;
+        }
+        Ok(())
+    }
+    fn barrier(&mut self, name: &str) -> Result<(), Fault> {
+        self.store
+            .barrier(name, self.processes, BARRIER_WAIT)
+            .map_err(error)
+    }
+    fn abort(&mut self) {
+        self.gs.iter_mut().for_each(|g| g.abort());
+    }
+}
+
+impl Rig for NcclRig<'_> {
+    /// Rank 0 hosts NCCL's bootstrap root: nobody leaves before everybody is done.
+    fn finish(&mut self) -> Result<(), Fault> {
+        measure::Rig::barrier(self, "nccl/done")
+    }
 }

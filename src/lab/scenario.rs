@@ -77,6 +77,99 @@ pub enum Mode {
     Emulated,
 }
 
+/// The hang lab on real NCCL: what every rank needs besides the staged environment.
+#[derive(Debug, Clone, Default)]
+pub struct NcclLab {
+    /// The ranks' environment from `gpu::prepare` (NCCL's library path, NCCL_DEBUG_FILE).
+    pub env: Vec<(String, String)>,
+    /// Ranks of one node sharing each GPU.
+    pub ranks_per_gpu: usize,
+}
+
+impl NcclLab {
+    /// NCCL's own log, and its connect retries shortened so that the lab's watchdog, not
+    /// NCCL's ~60 s of retries (34 with a growing 100 ms sleep, NCCL ≥ 2.24), calls the hang
+    /// while NCCL is still dialing; INIT, BOOTSTRAP and NET lines are the evidence.
+    pub fn lab_env() -> Vec<(String, String)> {
+        [
+            ("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,NET"),
+            ("NCCL_SOCKET_RETRY_CNT", "1000"),
+            ("NCCL_SOCKET_RETRY_SLEEP_MSEC", "10"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
+/// The culprit NCCL's own log names, read by `doctor --log`'s analyser: each node's ranks' lines
+/// as one host's log (the nodes share a hostname, so the host in each line is replaced by
+/// `node<i>`). Returns (culprit, explanation, the lines it rests on).
+pub fn nccl_culprit(
+    ranks_per_node: usize,
+    logs: &BTreeMap<usize, Vec<String>>,
+) -> Option<(String, String, Vec<String>)> {
+    let mut files: BTreeMap<usize, String> = BTreeMap::new();
+    for (rank, lines) in logs {
+        let node = rank / ranks_per_node.max(1);
+        let f = files.entry(node).or_default();
+        for l in lines {
+            let at = l.find(" NCCL ").unwrap_or(0);
+            let head = &l[..at];
+            let line = match head.trim_start().split_once(':') {
+                Some((_, rest)) => format!("node{node}:{rest}{}", &l[at..]),
+                None => l.clone(),
+            };
+            f.push_str(&line);
+            f.push('\n');
+        }
+    }
+    let files: Vec<(String, String)> = files
+        .into_iter()
+        .map(|(n, t)| (format!("node{n}"), t))
+        .collect();
+    let findings = super::doctor::analyze(&files);
+    let pick = |kind: &str| findings.iter().find(|f| f.kind == kind);
+    let (culprit, f) = if let Some(f) = pick("no-socket-interface") {
+        ("iface-not-found", f)
+    } else if let Some(f) = pick("local-interface") {
+        ("unroutable-address", f)
+    } else if let Some(f) = pick("connect-retry").filter(|f| {
+        f.evidence
+            .iter()
+            .any(|(_, _, l)| l.contains("timed out") || l.contains("Connection timed out"))
+    }) {
+        ("connection-dropped", f)
+    } else {
+        return None;
+    };
+    Some((
+        culprit.to_string(),
+        format!("NCCL's log: {}", f.summary),
+        f.evidence.iter().map(|(_, _, l)| l.clone()).collect(),
+    ))
+}
+
+/// The address each rank's NCCL said it uses for its sockets (`NET/Socket : Using …`, else
+/// `Bootstrap: Using …`), as `addr (iface)`.
+fn nccl_advertised(logs: &BTreeMap<usize, Vec<String>>) -> BTreeMap<usize, String> {
+    let mut out = BTreeMap::new();
+    for (rank, lines) in logs {
+        let mut best: Option<String> = None;
+        for l in lines {
+            for (what, name, addr) in super::doctor::interfaces_used(l) {
+                if what == "NET/Socket" || best.is_none() {
+                    best = Some(format!("{addr} ({name})"));
+                }
+            }
+        }
+        if let Some(b) = best {
+            out.insert(*rank, b);
+        }
+    }
+    out
+}
+
 /// The store's port on the namespace cluster: PyTorch's default MASTER_PORT. Each run has
 /// fresh namespaces, so it is always free there.
 pub const MASTER_PORT: u16 = 29500;
@@ -183,6 +276,9 @@ pub struct Diagnosis {
     pub explanation: String,
     pub fix: String,
     pub last_logs: Vec<(usize, Vec<String>)>,
+    /// On NCCL: the address each rank's NCCL said it uses (`addr (iface)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advertised: Vec<(usize, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -220,8 +316,11 @@ struct RunResult {
 }
 
 /// The staged cluster (`fix` None) or the staged cluster with a fix applied.
-fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16) -> Placement {
+fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16, nccl: bool) -> Placement {
     let mut env: Vec<(String, String)> = vec![("NCCL_DEBUG".into(), "INFO".into())];
+    if nccl {
+        env.extend(NcclLab::lab_env());
+    }
     // A fix replaces the staged variables it names; what it does not mention stays staged.
     let mut merged = s.stage_env.clone();
     if let Some(f) = fix {
@@ -248,6 +347,11 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16) -> Placeme
             .map(|i| {
                 let mut e = env.clone();
                 e.extend(c.node_env(i));
+                if nccl {
+                    // The nodes share this host's name and boot id: without a host id of their
+                    // own NCCL would take them for one machine and skip the network.
+                    e.push(("NCCL_HOSTID".into(), format!("rlab-node{i}")));
+                }
                 e
             })
             .collect(),
@@ -260,6 +364,7 @@ fn run_once(
     s: &Scenario,
     c: &mut Cluster,
     fix: Option<&Fix>,
+    nccl: Option<&NcclLab>,
     on: &mut dyn FnMut(&Msg),
 ) -> RunResult {
     let port = match store_port(c) {
@@ -280,24 +385,40 @@ fn run_once(
     let c = &*c;
     let mut l = Launch::single(s.ranks_per_node);
     l.timeout = Duration::from_secs(s.timeout);
-    l.placement = Some(placement(s, c, fix, port));
+    l.placement = Some(placement(s, c, fix, port, nccl.is_some()));
+    let mut job = Job::sanity();
+    if let Some(n) = nccl {
+        l.env.extend(n.env.iter().cloned());
+        job.backend = super::Backend::Nccl;
+        job.ranks_per_gpu = n.ranks_per_gpu;
+        job.timeout_s = s.timeout + 5;
+    }
     let started = Instant::now();
-    let mut phases = BTreeMap::new();
+    let phases = std::cell::RefCell::new(BTreeMap::new());
+    // Every line each rank logged (NCCL's INIT/NET lines come early and would scroll out of
+    // the launcher's last lines).
+    let logs = std::cell::RefCell::new(BTreeMap::<usize, Vec<String>>::new());
     let mut values = Vec::new();
     let mut evidence = None;
     let mut detected = None;
     let world = s.nodes * s.ranks_per_node;
     let r = launch::run_with(
-        &Job::sanity(),
+        &job,
         &l,
         |m| {
             match m {
                 Msg::Event(Event::Phase { rank, phase }) => {
-                    phases.insert(*rank, phase.clone());
+                    phases.borrow_mut().insert(*rank, phase.clone());
                 }
                 Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
                 Msg::Event(Event::Done { rank }) => {
-                    phases.insert(*rank, "done".into());
+                    phases.borrow_mut().insert(*rank, "done".into());
+                }
+                Msg::Log { rank, line } if nccl.is_some() => {
+                    logs.borrow_mut()
+                        .entry(*rank)
+                        .or_default()
+                        .push(line.clone());
                 }
                 _ => {}
             }
@@ -306,9 +427,14 @@ fn run_once(
         |f, server| {
             // The watchdog has just fired: that is when the hang was detected.
             detected = Some(started.elapsed().as_secs_f64());
-            evidence = Some(gather(s, c, f, server, world));
+            let mut d = gather(s, c, f, server, world);
+            if nccl.is_some() {
+                nccl_evidence(s, &mut d, &logs.borrow(), &phases.borrow());
+            }
+            evidence = Some(d);
         },
     );
+    let phases = phases.into_inner();
     let detected_after = detected.or_else(|| Some(started.elapsed().as_secs_f64()));
     match r {
         Ok(()) => RunResult {
@@ -320,7 +446,7 @@ fn run_once(
             evidence,
         },
         Err(LaunchError::Failed(f)) => {
-            let outcome = if f.reason.starts_with("HANG") {
+            let outcome = if f.kind == crate::lab::launch::FailKind::Hang {
                 "hang"
             } else {
                 "error"
@@ -337,6 +463,7 @@ fn run_once(
         Err(LaunchError::Setup(e)) => RunResult {
             outcome: "error".into(),
             failure: Some(Failure {
+                kind: crate::lab::launch::FailKind::Error,
                 reason: e,
                 ranks: Vec::new(),
                 logs: Vec::new(),
@@ -354,6 +481,7 @@ impl RunResult {
         Self {
             outcome: "error".into(),
             failure: Some(Failure {
+                kind: crate::lab::launch::FailKind::Error,
                 reason,
                 ranks: Vec::new(),
                 logs: Vec::new(),
@@ -513,6 +641,50 @@ fn gather(
     d
 }
 
+/// On NCCL the ranks publish nothing in ringlab's store: the evidence is NCCL's own log.
+/// Its culprit (from `doctor --log`'s analyser) comes first; a rank that never started is a
+/// missing rank; otherwise what the store saw stands (a rank stuck before the rendezvous).
+fn nccl_evidence(
+    s: &Scenario,
+    d: &mut Diagnosis,
+    logs: &BTreeMap<usize, Vec<String>>,
+    phases: &BTreeMap<usize, String>,
+) {
+    let world = s.nodes * s.ranks_per_node;
+    d.advertised = nccl_advertised(logs).into_iter().collect();
+    if let Some((culprit, explanation, lines)) = nccl_culprit(s.ranks_per_node, logs) {
+        d.culprit = culprit;
+        d.explanation = explanation;
+        // The lines it rests on, under the rank that logged the first of them.
+        let tail = |l: &str| {
+            l.find(" NCCL ")
+                .map_or(l.to_string(), |i| l[i..].to_string())
+        };
+        let first = lines.first().map(|l| tail(l)).unwrap_or_default();
+        let rank = logs
+            .iter()
+            .find(|(_, ls)| ls.iter().any(|x| tail(x) == first))
+            .map_or(0, |(r, _)| *r);
+        d.last_logs = vec![(rank, lines)];
+        return;
+    }
+    let missing: Vec<String> = (0..world)
+        .filter(|r| !phases.contains_key(r))
+        .map(|r| r.to_string())
+        .collect();
+    if !missing.is_empty() && missing.len() < world {
+        d.culprit = "missing-rank".into();
+        d.explanation = format!(
+            "world size {world}, but rank(s) {} never started; the others wait inside              ncclCommInitRank for them",
+            missing.join(", ")
+        );
+    } else if d.culprit == "missing-rank" {
+        // The store-based guess: no NCCL rank publishes an address there.
+        d.culprit = "unknown".into();
+        d.explanation = "no known misconfiguration in NCCL's log".into();
+    }
+}
+
 /// Build the cluster `s` needs: namespaces where they can be made (and, for a firewall, where
 /// iptables is there), else the emulated cluster, saying why.
 pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
@@ -541,8 +713,14 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
 
 /// Stage `s` on `c` (from [`cluster_for`]), run it, diagnose; with `fix`, apply the fix and run
 /// again.
-pub fn run_on(s: &Scenario, mut c: Cluster, fix: bool, on: &mut dyn FnMut(&Msg)) -> LabReport {
-    let staged = run_once(s, &mut c, None, on);
+pub fn run_on(
+    s: &Scenario,
+    mut c: Cluster,
+    fix: bool,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> LabReport {
+    let staged = run_once(s, &mut c, None, nccl, on);
     let ranks = (0..s.nodes * s.ranks_per_node)
         .map(|r| RankReport {
             rank: r,
@@ -563,7 +741,14 @@ pub fn run_on(s: &Scenario, mut c: Cluster, fix: bool, on: &mut dyn FnMut(&Msg))
                 .reachability
                 .iter()
                 .find(|x| x.to_rank == rr.rank)
-                .map(|x| x.addr.clone());
+                .map(|x| x.addr.clone())
+                .or_else(|| {
+                    diagnosis
+                        .advertised
+                        .iter()
+                        .find(|(r, _)| *r == rr.rank)
+                        .map(|(_, a)| a.clone())
+                });
             rr
         })
         .collect();
@@ -585,7 +770,7 @@ pub fn run_on(s: &Scenario, mut c: Cluster, fix: bool, on: &mut dyn FnMut(&Msg))
         ranks,
         reason: staged.failure.as_ref().map(|f| f.reason.clone()),
     };
-    let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, on));
+    let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, nccl, on));
     LabReport {
         scenario: s.name.clone(),
         mode: c.mode().into(),
@@ -597,8 +782,14 @@ pub fn run_on(s: &Scenario, mut c: Cluster, fix: bool, on: &mut dyn FnMut(&Msg))
     }
 }
 
-fn fixed_run(s: &Scenario, c: &mut Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
-    let r = run_once(s, c, Some(fix), on);
+fn fixed_run(
+    s: &Scenario,
+    c: &mut Cluster,
+    fix: &Fix,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> Fixed {
+    let r = run_once(s, c, Some(fix), nccl, on);
     let world = (s.nodes * s.ranks_per_node) as f64;
     let correct =
         r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
@@ -615,8 +806,14 @@ fn fixed_run(s: &Scenario, c: &mut Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg))
 
 /// Try a fix (the scenario's, or one the learner picked) on a freshly staged cluster `c` (from
 /// [`cluster_for`]).
-pub fn try_fix_on(s: &Scenario, mut c: Cluster, fix: &Fix, on: &mut dyn FnMut(&Msg)) -> Fixed {
-    fixed_run(s, &mut c, fix, on)
+pub fn try_fix_on(
+    s: &Scenario,
+    mut c: Cluster,
+    fix: &Fix,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> Fixed {
+    fixed_run(s, &mut c, fix, nccl, on)
 }
 
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
@@ -682,5 +879,73 @@ mod tests {
     fn a_bad_scenario_names_the_line() {
         let e = parse("name = \"x\"\nnodes = \"two\"\n").expect_err("bad");
         assert!(e.starts_with("2:"), "{e}");
+    }
+
+    fn logs(per_rank: &[&[&str]]) -> BTreeMap<usize, Vec<String>> {
+        per_rank
+            .iter()
+            .enumerate()
+            .map(|(r, ls)| (r, ls.iter().map(|l| l.to_string()).collect()))
+            .collect()
+    }
+
+    /// NCCL 2.28-shaped logs of a two-node run (both nodes share the host name `vm`, as the
+    /// namespaces do) name the culprit through `doctor --log`'s analyser.
+    #[test]
+    fn nccls_own_log_names_the_culprit_of_each_scenario() {
+        let docker0 = logs(&[
+            &[
+                "vm:101:101 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to docker0",
+                "vm:101:101 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>",
+                "vm:101:101 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>",
+            ],
+            &[
+                "vm:202:202 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>",
+                "vm:202:202 [0] NCCL WARN socketPollConnect: connect to 172.17.0.1<40163> returned Connection refused, retrying (3/1000) after sleep for 30 msec",
+            ],
+        ]);
+        let (c, why, lines) = nccl_culprit(1, &docker0).expect("a culprit");
+        assert_eq!(c, "unroutable-address");
+        assert!(
+            why.contains("docker0") && why.contains("172.17.0.1"),
+            "{why}"
+        );
+        assert!(!lines.is_empty());
+        let adv = nccl_advertised(&docker0);
+        assert_eq!(adv[&0], "172.17.0.1 (docker0)");
+
+        let names = logs(&[
+            &["vm:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
+            &[
+                "vm:202:202 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
+                "vm:202:202 [0] NCCL WARN Bootstrap : no socket interface found",
+            ],
+        ]);
+        assert_eq!(
+            nccl_culprit(1, &names).expect("culprit").0,
+            "iface-not-found"
+        );
+
+        let dropped = logs(&[
+            &["vm:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
+            &[
+                "vm:202:202 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.2<0>",
+                "vm:202:202 [0] NCCL WARN socketPollConnect: connect to 10.77.0.1<41877> returned Connection timed out, retrying (1/1000) after sleep for 10 msec",
+            ],
+        ]);
+        assert_eq!(
+            nccl_culprit(1, &dropped).expect("culprit").0,
+            "connection-dropped"
+        );
+
+        let healthy = logs(&[
+            &["vm:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
+            &["vm:202:202 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.2<0>"],
+        ]);
+        assert_eq!(
+            nccl_culprit(1, &healthy),
+            None,
+            "a healthy log names nothing"
+        );
     }
 }

@@ -41,6 +41,11 @@ pub fn line(out: &Row, inp: &Row) -> String {
     )
 }
 
+/// The line for a size that did not finish: where the row would be, what stopped it.
+pub fn failed_line(size: u64, kind: &str, reason: &str) -> String {
+    format!("{size:>12}  {kind}: {reason}")
+}
+
 pub fn footer(s: &Summary) -> String {
     let oob = if s.wrong_total == 0 {
         "0 OK".to_string()

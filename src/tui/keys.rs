@@ -700,6 +700,14 @@ pub const BINDINGS: &[Binding] = &[
     b(Hang, &[Char('h')], "h", "next hint", Action::Hint, true),
     b(
         Hang,
+        &[Char('n')],
+        "n",
+        "ranks: TCP or real NCCL",
+        Action::Adjust(1),
+        false,
+    ),
+    b(
+        Hang,
         &[Char('e')],
         "e",
         "type a fix",

@@ -48,6 +48,8 @@ pub struct HangState {
     trying: String,
     /// Running as root (real namespaces directly), asked once.
     root: bool,
+    /// Real libnccl ranks in the namespaces (`n` on the scenario list) instead of ringlab's.
+    pub nccl: bool,
     board: Vec<(usize, String, Instant)>,
     logs: Vec<String>,
     run: u64,
@@ -71,6 +73,7 @@ impl HangState {
             trying: String::new(),
             // SAFETY: geteuid has no preconditions.
             root: unsafe { libc::geteuid() } == 0,
+            nccl: false,
             board: Vec::new(),
             logs: Vec::new(),
             run: 0,
@@ -103,8 +106,9 @@ impl HangState {
         } else {
             Stage::Staging
         };
+        let nccl = self.nccl;
         std::thread::spawn(move || {
-            let msg = match run_child(&s.name, fix.as_ref(), id, &tx) {
+            let msg = match run_child(&s.name, fix.as_ref(), nccl, id, &tx) {
                 Ok(m) => m,
                 Err(e) if fix.is_some() => HangUpdate::Fixed(id, Err(e)),
                 Err(e) => HangUpdate::Staged(id, Err(e)),
@@ -205,6 +209,7 @@ impl Default for HangState {
 fn run_child(
     name: &str,
     fix: Option<&Fix>,
+    nccl: bool,
     id: u64,
     tx: &tokio::sync::mpsc::UnboundedSender<Background>,
 ) -> Result<HangUpdate, String> {
@@ -213,6 +218,9 @@ fn run_child(
     let exe = crate::lab::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["lab", "run", name, "--events"]);
+    if nccl {
+        cmd.args(["--backend", "nccl"]);
+    }
     if let Some(f) = fix {
         cmd.arg("--try-fix")
             .arg(serde_json::to_string(f).map_err(|e| e.to_string())?);
@@ -341,6 +349,14 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             let n = s.scenarios.len().max(1) as i32;
             s.selected = (s.selected as i32 + d).rem_euclid(n) as usize;
         }
+        (Stage::Pick, Action::Adjust(_)) => {
+            s.nccl = !s.nccl;
+            app.status = Some(if s.nccl {
+                "ranks: real NCCL (needs GPUs and real namespaces)".into()
+            } else {
+                "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
+            });
+        }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
             s.last_fix = None;
@@ -437,8 +453,15 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         out.push(Line::raw(""));
         out.push(Line::styled(
             format!(
-                "{} nodes × {} rank(s); a hang is declared after {} s without progress.",
-                sc.nodes, sc.ranks_per_node, sc.timeout
+                "{} nodes × {} rank(s); a hang is declared after {} s without progress. Ranks: {} (n switches).",
+                sc.nodes,
+                sc.ranks_per_node,
+                sc.timeout,
+                if s.nccl {
+                    "real NCCL"
+                } else {
+                    "ringlab's TCP backend"
+                }
             ),
             t.dim,
         ));

@@ -17,7 +17,7 @@ use crate::collective::{Algorithm, Collective, Dtype, Op};
 use crate::course::block::LabBlock;
 use crate::lab::bench::{Collector, Row, sizes};
 use crate::lab::launch::{self, Launch, Msg};
-use crate::lab::{Backend, Event, Job, JobKind};
+use crate::lab::{Backend, Event, Job, JobKind, gpu};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::units::{format_bytes, parse_size};
 
@@ -107,6 +107,8 @@ impl LabParams {
             check: true,
             backend: self.backend,
             devices: 0,
+            ranks_per_gpu: 1,
+            timeout_s: 60,
         })
     }
 }
@@ -115,6 +117,8 @@ impl LabParams {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LabUpdate {
     Msg(u64, Msg),
+    /// A line to keep on screen for this run (ranks sharing a GPU).
+    Note(u64, String),
     Finished(u64, Result<(), String>),
 }
 
@@ -140,6 +144,8 @@ pub struct LabState {
     /// Per rank: its phase and when it started.
     pub phases: Vec<(String, Instant)>,
     pub logs: Vec<String>,
+    /// What this run is not (ranks sharing one GPU are not NVLink bandwidth).
+    pub note: Option<String>,
     started: Option<Instant>,
 }
 
@@ -156,6 +162,7 @@ impl LabState {
             pending: None,
             phases: Vec::new(),
             logs: Vec::new(),
+            note: None,
             started: None,
         }
     }
@@ -165,7 +172,7 @@ impl LabState {
     }
 
     fn start(&mut self, app: &mut App) {
-        let job = match self.params.job() {
+        let mut job = match self.params.job() {
             Ok(j) => j,
             Err(e) => {
                 app.status = Some(e);
@@ -191,22 +198,41 @@ impl LabState {
         self.rows.clear();
         self.pending = None;
         self.logs.clear();
+        self.note = None;
         self.phases = (0..self.params.ranks)
             .map(|_| ("starting".to_string(), Instant::now()))
             .collect();
         self.state = RunState::Running;
         self.started = Some(Instant::now());
         std::thread::spawn(move || {
-            // NCCL: find it and the GPUs first (in a child process), as the CLI does.
-            if job.backend == Backend::Nccl
-                && let Err(e) = nccl_launch(&job, &mut l)
-            {
-                let _ = tx.send(Background::Lab(LabUpdate::Finished(id, Err(e))));
-                return;
-            }
+            // NCCL: find it and the GPUs first (in a child process), prepared as the CLI does;
+            // with fewer GPUs than ranks, the ranks share them (and the screen says so).
+            let prepared = if job.backend == Backend::Nccl {
+                let m = gpu::machine(gpu::LoadNccl::Asked);
+                let k = l.nproc_per_node.div_ceil(m.gpus().max(1));
+                let ask = gpu::GpuAsk {
+                    ranks_per_gpu: (k > 1).then_some(k),
+                    algo: None,
+                };
+                match gpu::prepare(&mut job, &mut l, m, &ask) {
+                    Ok(p) => {
+                        for n in &p.notes {
+                            let _ = tx.send(Background::Lab(LabUpdate::Note(id, n.clone())));
+                        }
+                        Some(p)
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Background::Lab(LabUpdate::Finished(id, Err(e))));
+                        return;
+                    }
+                }
+            } else {
+                None
+            };
             let r = launch::run(&job, &l, |m| {
                 let _ = tx.send(Background::Lab(LabUpdate::Msg(id, m.clone())));
             });
+            drop(prepared);
             let _ = tx.send(Background::Lab(LabUpdate::Finished(
                 id,
                 r.map_err(|e| e.to_string()),
@@ -223,7 +249,9 @@ impl LabState {
     /// A report from the runner thread.
     pub fn receive(&mut self, u: LabUpdate) {
         match u {
-            LabUpdate::Msg(id, _) | LabUpdate::Finished(id, _) if id != self.run_id => {}
+            LabUpdate::Msg(id, _) | LabUpdate::Note(id, _) | LabUpdate::Finished(id, _)
+                if id != self.run_id => {}
+            LabUpdate::Note(_, n) => self.note = Some(n),
             LabUpdate::Msg(_, Msg::Event(ev)) => {
                 if let Event::Phase { rank, phase } = &ev
                     && let Some(p) = self.phases.get_mut(*rank)
@@ -283,26 +311,6 @@ fn step_size(cur: u64, d: i32) -> u64 {
     SIZE_STEPS[(i + d).clamp(0, SIZE_STEPS.len() as i32 - 1) as usize]
 }
 
-/// The environment an NCCL run needs, or why it cannot run here.
-fn nccl_launch(job: &Job, l: &mut Launch) -> Result<(), String> {
-    let m = crate::lab::gpu::machine();
-    crate::lab::gpu::choose("nccl", &m)?;
-    if l.nproc_per_node > m.gpus() {
-        return Err(format!(
-            "{} ranks on NCCL need {} GPUs; this machine has {}",
-            l.nproc_per_node,
-            l.nproc_per_node,
-            m.gpus()
-        ));
-    }
-    l.env.extend(m.rank_env());
-    l.env.push((
-        "NCCL_ALGO".into(),
-        crate::lab::gpu::nccl_algo(job.algo)?.into(),
-    ));
-    Ok(())
-}
-
 pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
     match action {
         Action::Move(d) if !s.running() => {
@@ -353,7 +361,11 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let p = &s.params;
     let values = [
         p.coll.name().to_string(),
-        p.algo.name().to_string(),
+        if p.backend == Backend::Nccl {
+            "NCCL's choice".to_string()
+        } else {
+            p.algo.name().to_string()
+        },
         p.ranks.to_string(),
         p.dtype.nccl_name().to_string(),
         format_bytes(p.minbytes),
@@ -424,13 +436,17 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
 }
 
 fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
-    let mut out = vec![Line::styled(
+    let mut out = Vec::new();
+    if let Some(n) = &s.note {
+        out.push(Line::styled(n.clone(), t.warn));
+    }
+    out.push(Line::styled(
         format!(
             "{:>10} {:>9} {:>8} {:>7} {:>3} | {:>9} {:>7}",
             "size", "time us", "algbw", "busbw", "#w", "time us", "busbw"
         ),
         t.strong,
-    )];
+    ));
     for (o, i) in &s.rows {
         let style = if o.wrong + i.wrong == 0 {
             t.base

@@ -1,0 +1,529 @@
+//! The measurement, written once. nccl-tests drives every collective through the same hooks
+//! (allocate, fill the input, clear the output, run in place or out of place, time N
+//! iterations, copy back, check); [`Rig`] is those hooks, implemented by the TCP backend and by
+//! NCCL (one rank per process, or every GPU from one process), and [`bench`] and [`sanity`] are
+//! the one loop all of them run.
+//!
+//! Timing follows nccl-tests' `BenchTime`: the warm-up iterations, then one untimed collective
+//! run to completion, a barrier across every process of the job (the rendezvous store), then
+//! the timed iterations launched back to back and completed once, measured with the host's
+//! monotonic clock around launch and completion. The same clock serves every backend, so a TCP
+//! row and an NCCL row measure the same thing.
+//!
+//! The check follows nccl-tests too, with one difference that makes it stricter: before the
+//! checked run the output is filled with a poison pattern (all bits set: NaN in the float
+//! types, a value no crafted input can produce in the integer ones) instead of zeros, so a
+//! collective that writes nothing cannot pass.
+
+use std::fmt;
+use std::time::Instant;
+
+use super::pattern::{self, Check};
+use super::{Event, Job, counts};
+use crate::collective::{Algorithm, Collective, Dtype, Op, chunk_range};
+
+/// Which of a rank's two buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// The input of an out-of-place run.
+    Send,
+    /// The output, and both input and output of an in-place run.
+    Recv,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The backend reported an error (NCCL's code and reason, a socket error…).
+    Error(String),
+    /// Work did not finish within the rank's own watchdog timeout.
+    Hang(String),
+}
+
+impl Fault {
+    pub fn is_hang(&self) -> bool {
+        matches!(self, Self::Hang(_))
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Error(m) | Self::Hang(m) => m,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Error(m) => write!(f, "{m}"),
+            Self::Hang(m) => write!(f, "HANG: {m}"),
+        }
+    }
+}
+
+/// One collective call, the same on every local rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub coll: Collective,
+    /// The schedule the TCP backend executes; NCCL chooses its own (or obeys NCCL_ALGO).
+    pub algo: Algorithm,
+    pub op: Op,
+    pub dtype: Dtype,
+    pub root: usize,
+    /// Elements of the whole array (nccl-tests' size column / element size).
+    pub count: usize,
+    /// In place: the receive buffer is input and output (at the rank's chunk for all-gather).
+    pub in_place: bool,
+}
+
+/// nccl-tests' per-collective hooks, for one process of a job.
+pub trait Rig {
+    /// Ranks in the job.
+    fn world(&self) -> usize;
+    /// The ranks whose buffers this process holds: one, or every GPU in single-process mode.
+    fn ranks(&self) -> std::ops::Range<usize>;
+    /// Give every local rank a send and a receive buffer of at least `bytes`.
+    fn alloc(&mut self, bytes: usize) -> Result<(), Fault>;
+    /// Copy `data` into local rank `slot`'s buffer at byte `offset`.
+    fn upload(
+        &mut self,
+        slot: usize,
+        which: Which,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), Fault>;
+    /// Copy the start of local rank `slot`'s buffer into `out`.
+    fn download(&mut self, slot: usize, which: Which, out: &mut [u8]) -> Result<(), Fault>;
+    /// Start one collective on every local rank.
+    fn launch(&mut self, call: &Call) -> Result<(), Fault>;
+    /// Wait until everything launched has finished.
+    fn complete(&mut self) -> Result<(), Fault>;
+    /// Wait for every process of the job (`name` is unique per use).
+    fn barrier(&mut self, name: &str) -> Result<(), Fault>;
+    /// Tear down after a fault without waiting on work that may never finish (NCCL:
+    /// ncclCommAbort, never a destroy that blocks on a hung stream).
+    fn abort(&mut self);
+}
+
+/// What rank `rank` of `ranks` feeds in and must get back, for `job`.
+pub fn check_for(job: &Job, ranks: usize, rank: usize) -> Check {
+    Check {
+        coll: job.coll,
+        op: job.op,
+        dtype: job.dtype,
+        ranks,
+        root: job.root,
+        rank,
+    }
+}
+
+/// The phase a rank reports while it times one size and placement.
+pub fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
+    format!(
+        "{} {} B ({})",
+        job.coll.name(),
+        size,
+        if in_place { "in-place" } else { "out-of-place" }
+    )
+}
+
+/// The byte every poisoned output element is made of.
+pub const POISON: u8 = 0xFF;
+
+/// Put the inputs where `call` reads them. In place, all-gather reads only the rank's own
+/// chunk, so the rest of the buffer gets the poison; out of place, the output gets the poison
+/// when `poison` is set (before a checked run).
+fn stage(
+    rig: &mut dyn Rig,
+    call: &Call,
+    inputs: &[Vec<u8>],
+    poison: &[u8],
+    poison_out: bool,
+) -> Result<(), Fault> {
+    let es = call.dtype.size();
+    let (first, world) = (rig.ranks().start, rig.world());
+    for (slot, input) in inputs.iter().enumerate() {
+        if !call.in_place {
+            rig.upload(slot, Which::Send, 0, input)?;
+            if poison_out {
+                rig.upload(slot, Which::Recv, 0, poison)?;
+            }
+        } else if call.coll == Collective::AllGather {
+            rig.upload(slot, Which::Recv, 0, poison)?;
+            let mine = chunk_range(call.count, world, first + slot);
+            let bytes = mine.start * es..mine.end * es;
+            rig.upload(slot, Which::Recv, bytes.start, &input[bytes])?;
+        } else {
+            rig.upload(slot, Which::Recv, 0, input)?;
+        }
+    }
+    Ok(())
+}
+
+/// The bench sweep of `job` on `rig`: for every size, out of place then in place, one
+/// [`Event::Row`] per process (time and #wrong over its local ranks). On a fault the rig is
+/// aborted before the fault is returned.
+pub fn bench(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), Fault> {
+    let r = bench_inner(rig, job, emit);
+    if r.is_err() {
+        rig.abort();
+    }
+    r
+}
+
+fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), Fault> {
+    let world = rig.world();
+    let local = rig.ranks();
+    let me = local.start;
+    let es = job.dtype.size();
+    for (k, &size) in job.sizes.iter().enumerate() {
+        let (count, shown) = counts(job.coll, size, es, world);
+        let bytes = count * es;
+        rig.alloc(bytes)?;
+        let checks: Vec<Check> = local.clone().map(|r| check_for(job, world, r)).collect();
+        let inputs: Vec<Vec<u8>> = checks
+            .iter()
+            .map(|c| {
+                let mut v = vec![0u8; bytes];
+                pattern::fill(&mut v, c);
+                v
+            })
+            .collect();
+        let poison = vec![POISON; bytes];
+        rig.barrier(&format!("size{k}"))?;
+        for in_place in [false, true] {
+            emit(Event::Phase {
+                rank: me,
+                phase: placement_label(job, size, in_place),
+            });
+            let call = Call {
+                coll: job.coll,
+                algo: job.algo,
+                op: job.op,
+                dtype: job.dtype,
+                root: job.root,
+                count,
+                in_place,
+            };
+            stage(rig, &call, &inputs, &poison, false)?;
+            for _ in 0..job.warmup {
+                rig.launch(&call)?;
+            }
+            // nccl-tests' BenchTime: one untimed collective to completion, then a barrier, so
+            // no rank starts its clock while another is still busy with the last size.
+            rig.launch(&call)?;
+            rig.complete()?;
+            rig.barrier(&format!("size{k}/{}", u8::from(in_place)))?;
+            let iters = job.iters.max(1);
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                rig.launch(&call)?;
+            }
+            rig.complete()?;
+            let time_us = t0.elapsed().as_secs_f64() * 1e6 / iters as f64;
+            let mut wrong = 0;
+            if job.check {
+                stage(rig, &call, &inputs, &poison, true)?;
+                rig.launch(&call)?;
+                rig.complete()?;
+                let mut got = vec![0u8; bytes];
+                for (slot, c) in checks.iter().enumerate() {
+                    rig.download(slot, Which::Recv, &mut got)?;
+                    wrong += pattern::wrong(&got, c);
+                }
+            }
+            emit(Event::Row {
+                rank: me,
+                size,
+                count: shown,
+                in_place,
+                time_us,
+                wrong,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Elements in the sanity all-reduce of ones (float32).
+pub const SANITY_COUNT: usize = 128;
+
+/// The mean of a float32 buffer: what the torch sanity test asserts on.
+pub fn mean_f32(bytes: &[u8]) -> f64 {
+    let vals: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    vals.iter().map(|&v| v as f64).sum::<f64>() / vals.len().max(1) as f64
+}
+
+/// The classic sanity check on `rig`: an all-reduce (sum) of ones in place; every local rank
+/// reports the mean of what it got back ([`Event::Value`]), which must be the world size.
+pub fn sanity(rig: &mut dyn Rig, emit: &mut dyn FnMut(Event)) -> Result<(), Fault> {
+    let r = sanity_inner(rig, emit);
+    if r.is_err() {
+        rig.abort();
+    }
+    r
+}
+
+fn sanity_inner(rig: &mut dyn Rig, emit: &mut dyn FnMut(Event)) -> Result<(), Fault> {
+    let local = rig.ranks();
+    emit(Event::Phase {
+        rank: local.start,
+        phase: "all-reduce".into(),
+    });
+    let n = SANITY_COUNT;
+    let ones: Vec<u8> = std::iter::repeat_n(1.0f32.to_ne_bytes(), n)
+        .flatten()
+        .collect();
+    rig.alloc(n * 4)?;
+    for slot in 0..local.len() {
+        rig.upload(slot, Which::Recv, 0, &ones)?;
+    }
+    rig.launch(&Call {
+        coll: Collective::AllReduce,
+        algo: Algorithm::Ring,
+        op: Op::Sum,
+        dtype: Dtype::F32,
+        root: 0,
+        count: n,
+        in_place: true,
+    })?;
+    rig.complete()?;
+    let mut got = vec![0u8; n * 4];
+    for (slot, rank) in local.enumerate() {
+        rig.download(slot, Which::Recv, &mut got)?;
+        emit(Event::Value {
+            rank,
+            value: mean_f32(&got),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::simulate::expected_at;
+    use crate::lab::JobKind;
+
+    /// A rig for one process that holds every rank of the job and computes each collective
+    /// from the definitions, with switches for the faults the loop must handle.
+    struct Fake {
+        world: usize,
+        bufs: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Launches so far; fail the launch with this number.
+        launches: usize,
+        fail_at: Option<usize>,
+        /// Compute nothing: the output keeps whatever was there.
+        lazy: bool,
+        aborted: bool,
+        log: Vec<String>,
+    }
+
+    impl Fake {
+        fn new(world: usize) -> Self {
+            Self {
+                world,
+                bufs: Vec::new(),
+                launches: 0,
+                fail_at: None,
+                lazy: false,
+                aborted: false,
+                log: Vec::new(),
+            }
+        }
+    }
+
+    impl Rig for Fake {
+        fn world(&self) -> usize {
+            self.world
+        }
+        fn ranks(&self) -> std::ops::Range<usize> {
+            0..self.world
+        }
+        fn alloc(&mut self, bytes: usize) -> Result<(), Fault> {
+            self.bufs = vec![(vec![0; bytes], vec![0; bytes]); self.world];
+            Ok(())
+        }
+        fn upload(&mut self, s: usize, w: Which, off: usize, d: &[u8]) -> Result<(), Fault> {
+            let b = match w {
+                Which::Send => &mut self.bufs[s].0,
+                Which::Recv => &mut self.bufs[s].1,
+            };
+            b[off..off + d.len()].copy_from_slice(d);
+            Ok(())
+        }
+        fn download(&mut self, s: usize, w: Which, out: &mut [u8]) -> Result<(), Fault> {
+            let b = match w {
+                Which::Send => &self.bufs[s].0,
+                Which::Recv => &self.bufs[s].1,
+            };
+            out.copy_from_slice(&b[..out.len()]);
+            Ok(())
+        }
+        fn launch(&mut self, c: &Call) -> Result<(), Fault> {
+            self.launches += 1;
+            self.log.push("launch".into());
+            if self.fail_at == Some(self.launches) {
+                return Err(Fault::Error(
+                    "ncclAllReduce failed: ncclUnhandledCudaError (1)".into(),
+                ));
+            }
+            if self.lazy {
+                return Ok(());
+            }
+            assert_eq!(c.dtype, Dtype::F32, "the fake computes f32 only");
+            let n = self.world;
+            let ins: Vec<Vec<f32>> = self
+                .bufs
+                .iter()
+                .map(|(s, r)| {
+                    let src = if c.in_place { r } else { s };
+                    src[..c.count * 4]
+                        .chunks_exact(4)
+                        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect::<Vec<f32>>()
+                })
+                .collect();
+            for (rank, (_, r)) in self.bufs.iter_mut().enumerate() {
+                let out: &mut [f32] = bytemuck::cast_slice_mut(&mut r[..c.count * 4]);
+                for (i, o) in out.iter_mut().enumerate() {
+                    if let Some(v) =
+                        expected_at(c.op, c.coll, n, c.root, c.count, rank, i, |r, i| ins[r][i])
+                    {
+                        *o = v;
+                    }
+                }
+            }
+            Ok(())
+        }
+        fn complete(&mut self) -> Result<(), Fault> {
+            self.log.push("complete".into());
+            Ok(())
+        }
+        fn barrier(&mut self, name: &str) -> Result<(), Fault> {
+            self.log.push(format!("barrier {name}"));
+            Ok(())
+        }
+        fn abort(&mut self) {
+            self.aborted = true;
+        }
+    }
+
+    fn job(coll: Collective) -> Job {
+        Job {
+            kind: JobKind::Bench,
+            coll,
+            sizes: vec![4096],
+            iters: 3,
+            warmup: 2,
+            ..Job::sanity()
+        }
+    }
+
+    fn rows(rig: &mut Fake, job: &Job) -> (Result<(), Fault>, Vec<Event>) {
+        let mut evs = Vec::new();
+        let r = bench(rig, job, &mut |e| evs.push(e));
+        (
+            r,
+            evs.into_iter()
+                .filter(|e| matches!(e, Event::Row { .. }))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_correct_backend_checks_clean_for_every_collective_in_both_placements() {
+        for coll in Collective::ALL {
+            let mut rig = Fake::new(3);
+            let (r, rows) = rows(&mut rig, &job(coll));
+            r.expect("runs");
+            assert_eq!(rows.len(), 2, "{coll:?}");
+            for row in rows {
+                let Event::Row { wrong, .. } = row else {
+                    unreachable!()
+                };
+                assert_eq!(wrong, 0, "{coll:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_collective_that_writes_nothing_cannot_pass() {
+        for coll in Collective::ALL {
+            let mut rig = Fake::new(2);
+            rig.lazy = true;
+            let (r, rows) = rows(&mut rig, &job(coll));
+            r.expect("runs");
+            let Event::Row { wrong, .. } = rows[0] else {
+                unreachable!()
+            };
+            // Out of place, the poisoned output is left as it was: every defined element is
+            // wrong (1024 f32 per rank; reduce defines only the root's).
+            let want = match coll {
+                Collective::Reduce => 1024,
+                Collective::ReduceScatter => 1024,
+                _ => 2048,
+            };
+            assert_eq!(wrong, want, "{coll:?} out of place");
+        }
+    }
+
+    #[test]
+    fn the_timed_loop_is_timed_like_nccl_tests() {
+        let mut rig = Fake::new(2);
+        let j = job(Collective::AllReduce);
+        rows(&mut rig, &j).0.expect("runs");
+        // Out of place: 2 warm-ups, the untimed collective and its completion, the barrier,
+        // then 3 timed launches completed once, then the checked run.
+        let start = rig
+            .log
+            .iter()
+            .position(|l| l == "barrier size0")
+            .expect("size barrier");
+        let want = [
+            "barrier size0",
+            "launch",
+            "launch",
+            "launch",
+            "complete",
+            "barrier size0/0",
+            "launch",
+            "launch",
+            "launch",
+            "complete",
+            "launch",
+            "complete",
+        ];
+        assert_eq!(&rig.log[start..start + want.len()], want);
+    }
+
+    #[test]
+    fn an_error_aborts_the_backend_and_is_reported_as_an_error_not_a_hang() {
+        let mut rig = Fake::new(2);
+        rig.fail_at = Some(4);
+        let (r, rows) = rows(&mut rig, &job(Collective::AllReduce));
+        let e = r.expect_err("fails");
+        assert!(!e.is_hang(), "{e}");
+        assert!(e.to_string().contains("ncclUnhandledCudaError"), "{e}");
+        assert!(rig.aborted, "the communicator is aborted, not destroyed");
+        assert!(rows.is_empty(), "no row for a failed size");
+        assert!(Fault::Hang("x".into()).to_string().starts_with("HANG"));
+    }
+
+    #[test]
+    fn sanity_reports_the_world_size_from_every_local_rank() {
+        let mut rig = Fake::new(2);
+        let mut evs = Vec::new();
+        sanity(&mut rig, &mut |e| evs.push(e)).expect("runs");
+        let values: Vec<f64> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::Value { value, .. } => Some(*value),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(values, vec![2.0, 2.0]);
+    }
+}
