@@ -176,12 +176,45 @@ impl RingArgs {
 }
 
 /// Exit codes: 0 fine, 1 content errors, 2 usage or environment problems.
+/// The exit status of a command whose reader went away (`ringlab … | head`), as a shell
+/// reports a process ended by SIGPIPE.
+pub const BROKEN_PIPE_EXIT: u8 = 141;
+
+/// A closed stdout or stderr (`… 2>&1 | head`) ends ringlab quietly, like a well-behaved
+/// command-line tool, instead of a panic: Rust ignores SIGPIPE, so a write there fails, and
+/// `println!`/`eprintln!` panic on that failure. The rank processes and the store keep
+/// SIGPIPE ignored (a peer that vanishes is an error they report, not a signal that kills them).
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to") && msg.contains("Broken pipe") {
+            std::process::exit(i32::from(BROKEN_PIPE_EXIT));
+        }
+        default(info)
+    }));
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
 pub fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(BROKEN_PIPE_EXIT),
         Err(e) => {
-            eprintln!("ringlab: error: {e:#}");
+            let _ = writeln!(io::stderr(), "ringlab: error: {e:#}");
             ExitCode::from(2)
         }
     }
@@ -195,8 +228,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Ring(ref args)) => ring(&cli.lessons, args),
         Some(Command::Tp(ref args)) => plan::tp(args),
         Some(Command::Plan(ref args)) => plan::plan_cmd(args),
-        Some(Command::Bench(ref args)) => lab::bench(args),
-        Some(Command::Sanity(ref args)) => lab::sanity(args),
+        Some(Command::Bench(ref args)) => {
+            // The launcher's own NCCL-style log: the store's dropped connections, at WARN.
+            crate::comm::log::init(0);
+            lab::bench(args)
+        }
+        Some(Command::Sanity(ref args)) => {
+            crate::comm::log::init(0);
+            lab::sanity(args)
+        }
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
         Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
         Some(Command::GpuProbe { nccl }) => Ok(crate::lab::gpu::probe_main(nccl)),
@@ -294,6 +334,10 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
         let names: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
         (names.join(", "), files)
     };
+    if files.is_empty() && drills.is_empty() {
+        eprintln!("ringlab check: no lesson files (*.md) in {what}: nothing to check");
+        return Ok(ExitCode::from(1));
+    }
     let diags = check_all(&files, &drills);
     if paths.is_empty() {
         report_orphans(&files, &drills);

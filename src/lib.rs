@@ -3,8 +3,13 @@
 //! Layers (imports point down only):
 //! - [`collective`]: pure schedules for every collective × algorithm, simulator, cost model.
 //! - [`course`]: lessons, front matter, math, custom blocks, content checks (pure data).
+//! - [`infer`]: model presets, the TP calculator and the vLLM launch planner (pure).
+//! - [`comm`]: processes and bytes on the wire: store, interfaces, the TCP backend, NCCL.
+//! - [`lab`]: experiments from comm: the launcher, the measurement, the hang lab, doctor.
+//! - [`study`]: progress, review history, spaced repetition, drills.
 //! - [`tui`]: the terminal app (TEA core: model, actions, update, render).
 //! - [`cli`]: the command line.
+//! - [`units`], [`files`]: byte sizes; reading user-named files safely.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cli;
@@ -16,6 +21,25 @@ pub mod lab;
 pub mod study;
 pub mod tui;
 pub mod units;
+
+/// Reading files the user names.
+pub mod files {
+    use std::path::Path;
+
+    /// Refuse anything but a regular file (after links): a FIFO or a device given where a
+    /// file is read would block forever or read without end.
+    pub fn regular_file(path: &Path) -> Result<(), String> {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => Ok(()),
+            Ok(m) if m.is_dir() => Err(format!("{} is a folder, not a file", path.display())),
+            Ok(_) => Err(format!(
+                "{} is not a regular file (a FIFO, socket or device): refusing to read it",
+                path.display()
+            )),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+}
 
 /// Keep freed heap memory for reuse instead of handing it back to the kernel at once. The app
 /// rebuilds large schedules as the learner changes N (N = 1024 is 2.1M transfers, 67 MB); on

@@ -230,3 +230,54 @@ fn without_log_it_checks_this_machine_and_explains_what_works() {
         assert!(s.contains("GPU 0:") || s.contains("no GPU visible"), "{s}");
     }
 }
+
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("c");
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn escape_codes_in_a_log_are_shown_not_obeyed_and_a_fifo_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("evil.log");
+    std::fs::write(
+        &log,
+        "hostA:1:1 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>\x1b[2J\x1b]0;pwned\x07\n\
+         hostB:2:2 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["doctor", "--log"])
+        .arg(&log)
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("\\x1b[2J"), "{text}");
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["doctor", "--log"])
+        .arg(&fifo)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    // check refuses a FIFO too, and a folder with no lessons is not "no problems".
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .arg("check")
+        .arg(&fifo)
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    let empty = tempfile::tempdir().expect("empty");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .arg("check")
+        .arg(empty.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to check"));
+}

@@ -169,3 +169,115 @@ fn importing_a_corrupt_file_is_a_clear_error_and_keeps_progress() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(bad.exists(), "the file is left where it was");
 }
+
+/// A progress file with `n` items named `{prefix}-{i}`, one review each.
+fn items_file(path: &Path, prefix: &str, n: usize) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = Command::new(bin())
+        .args([
+            "__progress-stress",
+            &dir.path().display().to_string(),
+            "--iterations",
+            "1",
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let (one, _) = progress::load(dir.path()).expect("load");
+    let rec = one.items.values().next().expect("one item").clone();
+    let mut p = Progress::default();
+    for i in 0..n {
+        p.items.insert(format!("{prefix}-{i}"), rec.clone());
+    }
+    progress::write_file(path, &p).expect("write");
+}
+
+#[test]
+fn two_ringlabs_saving_at_once_lose_nothing() {
+    let files = tempfile::tempdir().expect("files");
+    let a = files.path().join("a.json");
+    let b = files.path().join("b.json");
+    items_file(&a, "a", 400);
+    items_file(&b, "b", 400);
+    for round in 0..10 {
+        let home = tempfile::tempdir().expect("home");
+        let spawn = |f: &Path| {
+            Command::new(bin())
+                .args(["progress", "import", &f.display().to_string()])
+                .env("RINGLAB_HOME", home.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        let (x, y) = (spawn(&a), spawn(&b));
+        for c in [x, y] {
+            let out = c.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let (p, _) = progress::load(home.path()).expect("load");
+        assert_eq!(p.items.len(), 800, "round {round}: an import was lost");
+    }
+}
+
+#[test]
+fn export_keeps_an_existing_file_unless_forced() {
+    let home = tempfile::tempdir().expect("home");
+    let file = home.path().join("out.json");
+    std::fs::write(&file, "precious").expect("write");
+    let run = |extra: &[&str]| {
+        Command::new(bin())
+            .args(["progress", "export", &file.display().to_string()])
+            .args(extra)
+            .env("RINGLAB_HOME", home.path())
+            .output()
+            .expect("run")
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "precious");
+    assert!(run(&["--force"]).status.success());
+    assert!(progress::read_file(&file).is_ok());
+}
+
+#[test]
+fn stats_json_warns_when_progress_cannot_be_saved() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let base = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    // A copy of the binary that another user may run (the build folder may be private).
+    let exe = base.path().join("ringlab");
+    std::fs::copy(bin(), &exe).expect("copy");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = Command::new(&exe);
+    cmd.args(["stats", "--json"])
+        .env("RINGLAB_HOME", &home)
+        .env("HOME", base.path());
+    if root {
+        // Root may write anywhere: ask as nobody, for whom a root-owned 0755 folder is read-only.
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        cmd.uid(65534).gid(65534);
+    } else {
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+    }
+    let out = cmd.output().expect("run");
+    let _ = std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755));
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let w = v["warnings"].as_array().expect("warnings");
+    assert!(
+        w.iter()
+            .any(|x| x.as_str().is_some_and(|s| s.contains("read-only"))),
+        "{v:#}"
+    );
+}

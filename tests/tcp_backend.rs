@@ -224,3 +224,69 @@ fn the_engine_matches_the_definition_for_every_schedule() {
         assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
 }
+
+#[test]
+fn idle_strangers_on_a_ranks_port_do_not_stall_startup() {
+    let token = [7u8; 16];
+    let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
+    let store = server.addr();
+    let world = 2;
+    let shape = Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        world,
+        world,
+        1,
+    ))
+    .expect("shape");
+    let started = std::time::Instant::now();
+    let rank0 = {
+        let shape = shape.clone();
+        std::thread::spawn(move || sum_of(store, token, 0, world, &shape, 1024, 1.0))
+    };
+    let mut peek = StoreClient::connect(store, &token, 99).expect("peek");
+    let addr0: SocketAddr = peek
+        .get("addr/0", Duration::from_secs(10))
+        .expect("addr/0")
+        .parse()
+        .expect("parse");
+    // Twenty connections that never say a word: each used to hold rank 0's accept loop for
+    // its 5 s greeting deadline, one after another.
+    let idle: Vec<TcpStream> = (0..20)
+        .filter_map(|_| TcpStream::connect(addr0).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // Over the per-address cap, the oldest silent ones are closed at once.
+    let mut closed = 0;
+    for s in &idle {
+        let mut s = s;
+        s.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let mut b = [0u8; 1];
+        match std::io::Read::read(&mut s, &mut b) {
+            Ok(0) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        closed,
+        20 - ringlab::comm::tcp::PENDING_PER_ADDRESS,
+        "the oldest silent connections over the cap are closed"
+    );
+    // And twenty on the store: rank 1 still gets through.
+    let idle_store: Vec<TcpStream> = (0..20)
+        .filter_map(|_| TcpStream::connect(store).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let rank1 = std::thread::spawn(move || sum_of(store, token, 1, world, &shape, 1024, 2.0));
+    let (a, b) = (rank0.join().expect("rank 0"), rank1.join().expect("rank 1"));
+    assert!(a.iter().chain(&b).all(|&v| v == 3.0));
+    drop(idle_store);
+    assert!(
+        started.elapsed() < ringlab::comm::tcp::GREETING_DEADLINE,
+        "startup waited on the strangers: {:?}",
+        started.elapsed()
+    );
+    drop(idle);
+}

@@ -334,3 +334,175 @@ fn a_missing_rank_is_declared_hung_by_the_watchdog() {
     assert!(err.contains("rank 0"), "{err}");
     assert!(start.elapsed() < Duration::from_secs(15));
 }
+
+#[test]
+fn a_closed_pipe_ends_the_launcher_quietly_not_with_a_panic() {
+    for close_stdout in [false, true] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "-b",
+                "1K",
+                "-e",
+                "64K",
+                "-n",
+                "2",
+            ])
+            .env("NCCL_DEBUG", "INFO")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // The reader goes away at once, like `| head -0`.
+        if close_stdout {
+            drop(child.stdout.take());
+        } else {
+            drop(child.stderr.take());
+        }
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(
+            out.status.code(),
+            Some(141),
+            "closed {}: {}",
+            if close_stdout { "stdout" } else { "stderr" },
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The rank a rank process is, from its environment.
+fn rank_of(pid: u32) -> Option<usize> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"RINGLAB_RANK="))
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+}
+
+#[test]
+fn a_long_healthy_row_is_not_a_hang_but_a_stopped_rank_is_named() {
+    // Seconds of 4 MiB all-reduces per placement against a 1 s watchdog: the ranks report
+    // progress as iterations complete, so the watchdog sees a live job.
+    let iters = 250;
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "bench",
+            "--backend",
+            "tcp",
+            "-b",
+            "4M",
+            "-e",
+            "4M",
+            "--json",
+        ])
+        .args([
+            "-n",
+            &iters.to_string(),
+            "-w",
+            "0",
+            "-c",
+            "0",
+            "--timeout",
+            "1",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "a healthy run was called a hang: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .expect("a row"),
+    )
+    .expect("json");
+    let secs = row["time_us"].as_f64().expect("time") * iters as f64 / 1e6;
+    assert!(
+        secs > 1.2,
+        "the row took {secs:.2} s: too quick to test the watchdog"
+    );
+    // SIGSTOP one rank: everyone stops making progress, and the stopped one is named.
+    let launcher = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["bench", "--backend", "tcp", "-b", "1M", "-e", "1M"])
+        .args(["-n", "100000", "-c", "0", "--timeout", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = launcher.id();
+    let start = Instant::now();
+    let mut kids = Vec::new();
+    while kids.len() < 2 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        kids = children_of(pid);
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let victim = *kids.iter().max_by_key(|p| rank_of(**p)).expect("a rank");
+    let rank = rank_of(victim).expect("its rank");
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &victim.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let out = launcher.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("rank {rank} is stopped")), "{err}");
+}
+
+#[test]
+fn a_sweep_bigger_than_memory_is_refused_before_any_rank_starts() {
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["bench", "--backend", "tcp", "-b", "10G", "-e", "1T"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GiB available") && err.contains("-e/--maxbytes"),
+        "{err}"
+    );
+    assert!(!err.contains("memory allocation"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_rank_that_cannot_allocate_reports_an_error_instead_of_aborting() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringlab"));
+    cmd.args([
+        "bench",
+        "--backend",
+        "tcp",
+        "-b",
+        "512M",
+        "-e",
+        "512M",
+        "-n",
+        "1",
+    ]);
+    // SAFETY: setrlimit only lowers this child's (and its ranks') address-space limit.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1536 << 20,
+                rlim_max: 1536 << 20,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("allocating"), "{err}");
+    assert!(!err.contains("memory allocation of"), "an abort: {err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("536870912  ERROR: "));
+}

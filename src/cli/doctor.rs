@@ -27,6 +27,10 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     }
     let mut files = Vec::with_capacity(args.logs.len());
     for p in &args.logs {
+        if let Err(e) = crate::files::regular_file(p) {
+            eprintln!("ringlab doctor: {e}");
+            return Ok(ExitCode::from(2));
+        }
         match std::fs::read(p) {
             Ok(bytes) => files.push((
                 p.display().to_string(),
@@ -60,6 +64,20 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Text from a file made safe for a terminal: control characters (an escape sequence in a
+/// log could recolour, move or clear the screen) are shown as `\x1b`-style escapes.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                format!("\\x{:02x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn render(files: &[(String, String)], findings: &[Finding]) -> String {
     let mut s = String::new();
     let nccl_lines: usize = files
@@ -78,9 +96,9 @@ fn render(files: &[(String, String)], findings: &[Finding]) -> String {
     }
     s.push_str(&format!("{} finding(s)\n", findings.len()));
     for f in findings {
-        s.push_str(&format!("\n[{}] {}\n", f.kind, f.summary));
+        s.push_str(&format!("\n[{}] {}\n", f.kind, printable(&f.summary)));
         for (file, line, text) in &f.evidence {
-            s.push_str(&format!("  {file}:{line}: {text}\n"));
+            s.push_str(&format!("  {file}:{line}: {}\n", printable(text)));
         }
         s.push_str(&format!("  fix: {}\n", f.fix));
     }

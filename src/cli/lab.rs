@@ -309,6 +309,12 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         ranks_per_gpu: 1,
         timeout_s: args.launch.timeout,
     };
+    if let Some(avail) = crate::lab::bench::available_memory()
+        && let Err(e) =
+            crate::lab::bench::check_memory(&job, world, devices.max(l.nproc_per_node), avail)
+    {
+        return exit2(e);
+    }
     let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, args.algo) {
         Ok(x) => x,
         Err(e) => return exit2(e),

@@ -55,7 +55,12 @@ pub struct StatsArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum ProgressCommand {
     /// Write your progress (reading, review history, FSRS state) to FILE.
-    Export { file: PathBuf },
+    Export {
+        file: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+    },
     /// Merge FILE into your progress: per item the newer review wins; nothing is lost.
     Import { file: PathBuf },
     /// Print where progress is kept.
@@ -194,8 +199,21 @@ pub fn stats_cmd(lessons: &Option<PathBuf>, args: &StatsArgs) -> anyhow::Result<
     if args.json {
         let bank = Bank::from_course(&app.course);
         let s = stats::Stats::compute(&bank, &app.progress, Utc::now(), stats::local_offset());
+        let mut warnings = progress::storage_warnings(&progress::data_dir());
+        if app.progress_dir.is_none()
+            && let Some(st) = &app.status
+        {
+            warnings.insert(0, st.clone());
+        }
+        for w in &warnings {
+            eprintln!("ringlab: warning: {w}");
+        }
+        let mut v = serde_json::to_value(&s)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("warnings".into(), serde_json::json!(warnings));
+        }
         let mut out = io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &s)?;
+        serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -217,7 +235,14 @@ pub fn progress_cmd(cmd: &ProgressCommand) -> anyhow::Result<ExitCode> {
         ProgressCommand::Path => {
             println!("{}", dir.join(progress::FILE_NAME).display());
         }
-        ProgressCommand::Export { file } => {
+        ProgressCommand::Export { file, force } => {
+            if !force && std::fs::symlink_metadata(file).is_ok() {
+                eprintln!(
+                    "ringlab: {} exists; kept it (add --force to replace it)",
+                    file.display()
+                );
+                return Ok(ExitCode::from(2));
+            }
             let (p, notice) = progress::load(&dir)?;
             if let Some(n) = notice {
                 eprintln!("ringlab: {n}");
@@ -238,7 +263,7 @@ pub fn progress_cmd(cmd: &ProgressCommand) -> anyhow::Result<ExitCode> {
                 eprintln!("ringlab: {n}");
             }
             let r = mine.merge(&theirs);
-            progress::save(&dir, &mine)?;
+            progress::save(&dir, &mut mine)?;
             eprintln!(
                 "ringlab: imported {}: {} new item(s), {} updated (newer there), {} kept (newer here), {} lesson(s) advanced",
                 file.display(),
@@ -266,7 +291,7 @@ pub fn progress_stress(dir: &Path, iterations: Option<u64>) -> anyhow::Result<Ex
         }
         let id = format!("stress-{}", p.review_count() % 16);
         p.record_review(&id, SelfGrade::Good, Some(true), "stress", None, Utc::now());
-        progress::save(dir, &p)?;
+        progress::save(dir, &mut p)?;
         k += 1;
     }
 }

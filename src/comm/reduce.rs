@@ -25,6 +25,17 @@ impl AlignedBuf {
             len,
         }
     }
+    /// Like [`AlignedBuf::zeroed`], but a failed allocation is an error, not an abort.
+    pub fn try_zeroed(len: usize) -> Result<Self, String> {
+        let n = len.div_ceil(8);
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(n)
+            .map_err(|e| format!("allocating {len} bytes: {e}"))?;
+        words.resize(n, 0);
+        Ok(Self { words, len })
+    }
+
     /// Grow (never shrink) to at least `len` bytes.
     pub fn reserve_len(&mut self, len: usize) {
         if len > self.len {

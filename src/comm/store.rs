@@ -60,35 +60,86 @@ impl StoreServer {
         std::thread::Builder::new()
             .name("store".into())
             .spawn(move || {
+                // Per address, the connections still greeting: (id, a handle to close it).
+                type Greeting = std::collections::VecDeque<(u64, TcpStream)>;
+                let pending: Arc<Mutex<HashMap<std::net::IpAddr, Greeting>>> = Arc::default();
+                let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let mut next_id = 0u64;
                 for conn in listener2.incoming() {
                     if stop2.load(Ordering::Relaxed) {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
+                    let peer = conn
+                        .peer_addr()
+                        .map_or_else(|_| "?".into(), |a| a.to_string());
+                    let ip = conn.peer_addr().map(|a| a.ip()).ok();
+                    // Bounded: a flood of strangers cannot take a thread each.
+                    if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                        rejected2.fetch_add(1, Ordering::Relaxed);
+                        log::warn(&format!(
+                            "store: dropped connection from {peer}: {MAX_CONNECTIONS} connections already open"
+                        ));
+                        continue;
+                    }
+                    next_id += 1;
+                    let id = next_id;
+                    if let Some(ip) = ip
+                        && let Ok(mut p) = pending.lock()
+                    {
+                        // Over the cap, the longest-silent connection from that address goes
+                        // (ranks greet at once; they share an address with whatever else
+                        // runs on their node).
+                        let q = p.entry(ip).or_default();
+                        if q.len() >= PENDING_PER_ADDRESS
+                            && let Some((_, old)) = q.pop_front()
+                        {
+                            let _ = old.shutdown(std::net::Shutdown::Both);
+                        }
+                        if let Ok(h) = conn.try_clone() {
+                            q.push_back((id, h));
+                        }
+                    }
+                    active.fetch_add(1, Ordering::Relaxed);
                     let (shared, rejected) = (shared2.clone(), rejected2.clone());
-                    let _ =
-                        std::thread::Builder::new()
-                            .name("store-conn".into())
-                            .spawn(move || {
-                                let peer = conn
-                                    .peer_addr()
-                                    .map_or_else(|_| "?".into(), |a| a.to_string());
-                                if let Err(e) = serve(conn, &token, &shared)
-                                    && matches!(
-                                        e,
-                                        WireError::BadMagic(_)
-                                            | WireError::BadVersion { .. }
-                                            | WireError::BadToken
-                                            | WireError::BadRole(_)
-                                            | WireError::FrameTooLarge(_)
-                                    )
-                                {
+                    let (pending, active2) = (pending.clone(), active.clone());
+                    let greeted = move || {
+                        if let Some(ip) = ip
+                            && let Ok(mut p) = pending.lock()
+                            && let Some(q) = p.get_mut(&ip)
+                        {
+                            q.retain(|(i, _)| *i != id);
+                        }
+                    };
+                    let who = peer.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("store-conn".into())
+                        .spawn(move || {
+                            let peer = who;
+                            if let Err(e) = serve(conn, &token, &shared, greeted) {
+                                if matches!(
+                                    e,
+                                    WireError::BadMagic(_)
+                                        | WireError::BadVersion { .. }
+                                        | WireError::BadToken
+                                        | WireError::BadRole(_)
+                                        | WireError::FrameTooLarge(_)
+                                ) {
                                     rejected.fetch_add(1, Ordering::Relaxed);
+                                }
+                                if !matches!(&e, WireError::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof)
+                                {
                                     log::warn(&format!(
                                         "store: dropped connection from {peer}: {e}"
                                     ));
                                 }
-                            });
+                            }
+                            active2.fetch_sub(1, Ordering::Relaxed);
+                        });
+                    if spawned.is_err() {
+                        active.fetch_sub(1, Ordering::Relaxed);
+                        log::warn(&format!("store: dropped connection from {peer}: no thread for it"));
+                    }
                 }
             })?;
         Ok(Self {
@@ -124,9 +175,25 @@ impl Drop for StoreServer {
     }
 }
 
-fn serve(mut conn: TcpStream, token: &Token, shared: &Shared) -> Result<(), WireError> {
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let hello = Hello::read_checked(&mut conn, token)?;
+/// Connections the store serves at once (each has a thread).
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// Connections from one address that may be greeting the store at once (a newer one closes
+/// the longest-silent).
+pub const PENDING_PER_ADDRESS: usize = 16;
+
+fn serve(
+    mut conn: TcpStream,
+    token: &Token,
+    shared: &Shared,
+    greeted: impl FnOnce(),
+) -> Result<(), WireError> {
+    let hello = conn
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(WireError::from)
+        .and_then(|()| Hello::read_checked(&mut conn, token));
+    greeted();
+    let hello = hello?;
     if hello.role != Role::Store {
         return Err(WireError::BadRole(hello.role as u8));
     }

@@ -41,6 +41,121 @@ pub enum CommError {
     BadBuffer { got: usize, need: usize },
 }
 
+/// How long a connection to a rank's listener may take to greet before it is dropped.
+pub const GREETING_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Connections from one address that may be greeting at once; a newer one closes the oldest.
+pub const PENDING_PER_ADDRESS: usize = 8;
+
+/// Accept the greetings of `higher` ranks on `listener`, each connection on a thread of its
+/// own with [`GREETING_DEADLINE`], so a stranger that connects and says nothing holds up no
+/// one; at most [`PENDING_PER_ADDRESS`] greetings at a time from one address (a new one closes
+/// the longest-silent). Every dropped connection is logged at WARN.
+fn accept_peers(
+    listener: &TcpListener,
+    env: &RankEnv,
+    higher: &[usize],
+    peers: &mut [Option<TcpStream>],
+) -> io::Result<()> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, mpsc};
+    if higher.is_empty() {
+        return Ok(());
+    }
+    let (tx, rx) = mpsc::channel::<(usize, TcpStream)>();
+    // Per address, the connections still greeting: (id, a handle to close it).
+    type Greeting = std::collections::VecDeque<(u64, TcpStream)>;
+    let pending: Arc<Mutex<HashMap<std::net::IpAddr, Greeting>>> = Arc::default();
+    let acceptor = listener.try_clone()?;
+    let token = env.token;
+    let wanted: Vec<usize> = higher.to_vec();
+    let accept_thread = std::thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || {
+            for id in 0u64.. {
+                let Ok((s, from)) = acceptor.accept() else {
+                    return;
+                };
+                let ip = from.ip();
+                {
+                    let Ok(mut p) = pending.lock() else { return };
+                    let q = p.entry(ip).or_default();
+                    // Over the cap, the longest-silent connection from that address goes: a
+                    // real peer greets at once, so it is never the oldest for long (ranks of
+                    // one node share an address with whatever else runs there).
+                    if q.len() >= PENDING_PER_ADDRESS
+                        && let Some((_, old)) = q.pop_front()
+                    {
+                        let _ = old.shutdown(std::net::Shutdown::Both);
+                    }
+                    match s.try_clone() {
+                        Ok(h) => q.push_back((id, h)),
+                        Err(e) => {
+                            log::warn(&format!("dropped connection from {from}: {e}"));
+                            continue;
+                        }
+                    }
+                }
+                let (tx, pending, wanted) = (tx.clone(), pending.clone(), wanted.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("greet".into())
+                    .spawn(move || {
+                        let mut s = s;
+                        let r = s
+                            .set_read_timeout(Some(GREETING_DEADLINE))
+                            .map_err(|e| e.to_string())
+                            .and_then(|()| {
+                                Hello::read_checked(&mut s, &token).map_err(|e| e.to_string())
+                            });
+                        if let Ok(mut p) = pending.lock()
+                            && let Some(q) = p.get_mut(&ip)
+                        {
+                            q.retain(|(i, _)| *i != id);
+                        }
+                        match r {
+                            Ok(h)
+                                if h.role == Role::Peer && wanted.contains(&(h.rank as usize)) =>
+                            {
+                                let _ = tx.send((h.rank as usize, s));
+                            }
+                            Ok(h) => log::warn(&format!(
+                                "dropped connection from {from}: unexpected rank {} / role",
+                                h.rank
+                            )),
+                            Err(e) => log::warn(&format!("dropped connection from {from}: {e}")),
+                        }
+                    });
+                if spawned.is_err() {
+                    log::warn(&format!("dropped connection from {from}: no thread for it"));
+                }
+            }
+        })?;
+    let mut missing = higher.len();
+    let mut result = Ok(());
+    while missing > 0 {
+        let Ok((rank, s)) = rx.recv() else {
+            result = Err(io::Error::other("the accept loop stopped"));
+            break;
+        };
+        if peers[rank].is_some() {
+            log::warn(&format!("dropped a second connection claiming rank {rank}"));
+            continue;
+        }
+        let set = s.set_read_timeout(None).and_then(|()| tune(&s));
+        if let Err(e) = set {
+            result = Err(e);
+            break;
+        }
+        peers[rank] = Some(s);
+        missing -= 1;
+    }
+    // Stop accepting: shutdown makes the blocked accept return.
+    // SAFETY: the descriptor belongs to `listener`, which outlives this call.
+    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(listener), libc::SHUT_RDWR) };
+    let _ = accept_thread.join();
+    result
+}
+
 /// Who this rank is and how to reach the job.
 #[derive(Debug, Clone)]
 pub struct RankEnv {
@@ -146,29 +261,7 @@ impl TcpComm {
             peers[p] = Some(s);
         }
         phase("accept");
-        let mut missing = higher.len();
-        while missing > 0 {
-            let (mut s, from) = listener.accept().map_err(io_err("accepting"))?;
-            s.set_read_timeout(Some(Duration::from_secs(5)))
-                .map_err(io_err("socket option"))?;
-            match Hello::read_checked(&mut s, &env.token) {
-                Ok(h)
-                    if h.role == Role::Peer
-                        && higher.contains(&(h.rank as usize))
-                        && peers[h.rank as usize].is_none() =>
-                {
-                    s.set_read_timeout(None).map_err(io_err("socket option"))?;
-                    tune(&s).map_err(io_err("tuning a socket"))?;
-                    peers[h.rank as usize] = Some(s);
-                    missing -= 1;
-                }
-                Ok(h) => log::warn(&format!(
-                    "dropped connection from {from}: unexpected rank {} / role",
-                    h.rank
-                )),
-                Err(e) => log::warn(&format!("dropped connection from {from}: {e}")),
-            }
-        }
+        accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
         phase("warm up connections");
         warm_up(&peers, WARM_UP_BYTES).map_err(io_err("warming up the connections"))?;
         log::info(&format!(

@@ -114,6 +114,62 @@ impl Average {
     }
 }
 
+/// Bytes of memory one rank of `job` needs at its largest size, and what for: its send and
+/// receive buffers (host memory on TCP, GPU memory on NCCL) and the measurement's host copies
+/// ([`super::measure::HOST_COPIES`]).
+pub fn memory_per_rank(job: &Job, ranks: usize) -> (u64, u64) {
+    let max = job.sizes.iter().copied().max().unwrap_or(0);
+    let (count, _) = super::counts(job.coll, max, job.dtype.size(), ranks);
+    let bytes = (count * job.dtype.size()) as u64;
+    let copies = super::measure::HOST_COPIES as u64;
+    match job.backend {
+        super::Backend::Tcp => ((2 + copies) * bytes, 0),
+        super::Backend::Nccl => (copies * bytes, 2 * bytes),
+    }
+}
+
+/// Refuse a sweep this machine cannot hold, with the numbers: `local_ranks` rank processes
+/// (or GPUs in single-process mode) need [`memory_per_rank`] each, against `available` bytes
+/// of host memory.
+pub fn check_memory(
+    job: &Job,
+    ranks: usize,
+    local_ranks: usize,
+    available: u64,
+) -> Result<(), String> {
+    let (host, _) = memory_per_rank(job, ranks);
+    let need = host.saturating_mul(local_ranks as u64);
+    if need <= available {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let max = job.sizes.iter().copied().max().unwrap_or(0);
+    Err(format!(
+        "-e {max} needs about {:.1} GiB of memory per rank ({} × the largest buffer: send, \
+         receive, the input kept for the check, the poison pattern, the result), {:.1} GiB for \
+         {local_ranks} rank(s) on this machine, which has {:.1} GiB available. Use a smaller \
+         -e/--maxbytes",
+        gib(host),
+        if job.backend == super::Backend::Tcp {
+            2 + super::measure::HOST_COPIES
+        } else {
+            super::measure::HOST_COPIES
+        },
+        gib(need),
+        gib(available)
+    ))
+}
+
+/// MemAvailable from /proc/meminfo, in bytes (None where it cannot be read).
+pub fn available_memory() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
 /// One row still being reported: (rank, time) so far, #wrong so far, nccl-tests' count.
 type Pending = (Vec<(usize, f64)>, u64, u64);
 
@@ -251,6 +307,26 @@ mod tests {
         assert_eq!(max.wrong, 1, "#wrong adds up over ranks");
         assert_eq!(Average::from_flag(1), Some(Average::Mean));
         assert_eq!(Average::from_flag(4), None);
+    }
+
+    #[test]
+    fn a_sweep_the_machine_cannot_hold_is_refused_with_the_numbers() {
+        let job = Job {
+            kind: super::super::JobKind::Bench,
+            sizes: vec![1 << 20, 10 << 30],
+            ..Job::sanity()
+        };
+        assert_eq!(memory_per_rank(&job, 2).0, 5 * (10u64 << 30));
+        let e = check_memory(&job, 2, 2, 23 << 30).expect_err("100 GiB on 23");
+        assert!(
+            e.contains("50.0 GiB") && e.contains("100.0 GiB") && e.contains("23.0 GiB"),
+            "{e}"
+        );
+        let small = Job {
+            sizes: vec![1 << 20],
+            ..job
+        };
+        assert!(check_memory(&small, 2, 2, 23 << 30).is_ok());
     }
 
     #[test]

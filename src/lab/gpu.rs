@@ -355,7 +355,9 @@ pub fn prepare(
         l.env.push(("NCCL_ALGO".into(), a.into()));
     }
     job.ranks_per_gpu = k;
-    job.timeout_s = l.timeout.as_secs().max(1);
+    // A rank's own watchdog gives up a little before the launcher's, so that the report is
+    // the rank's (NCCL's state, the communicator aborted) rather than a bare kill.
+    job.timeout_s = (l.timeout.as_secs() * 3 / 4).max(1);
     Ok(Prepared {
         machine: m,
         notes,

@@ -416,6 +416,21 @@ fn spawn_and_watch(
     })
 }
 
+/// Is process `pid` stopped (state T or t in /proc/PID/stat)?
+fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The state follows the command name, which is in parentheses and may hold spaces.
+            let after = s.rsplit_once(')')?.1;
+            after
+                .split_whitespace()
+                .next()
+                .map(|st| st == "T" || st == "t")
+        })
+        .unwrap_or(false)
+}
+
 /// What the reader threads send: a message, or the end of a rank's report stream.
 enum Inner {
     Msg(Msg),
@@ -577,11 +592,28 @@ fn watch(
         }
         let now = Instant::now();
         if let Some((rank, s)) = st.iter().find(|(_, s)| !s.done && now - s.last > l.timeout) {
-            let reason = format!(
-                "HANG: rank {rank} made no progress for {} s (stuck in {}); killed the job",
-                l.timeout.as_secs(),
-                s.phase
-            );
+            // Everyone waits on a stopped rank: name it rather than the first that waits.
+            let stopped = st.iter().find(|(r, s)| {
+                !s.done
+                    && ranks
+                        .children
+                        .iter()
+                        .find(|(cr, _)| cr == r)
+                        .is_some_and(|(_, c)| process_stopped(c.id()))
+            });
+            let reason = match stopped {
+                Some((r, sr)) => format!(
+                    "HANG: rank {r} is stopped (process state T: SIGSTOP, a debugger or job \
+                     control) during {}; the others wait for it. No progress for {} s; killed the job",
+                    sr.phase,
+                    l.timeout.as_secs()
+                ),
+                None => format!(
+                    "HANG: rank {rank} made no progress for {} s (stuck in {}); killed the job",
+                    l.timeout.as_secs(),
+                    s.phase
+                ),
+            };
             let failure = fail(&st, FailKind::Hang, reason);
             before_kill(&failure);
             ranks.kill_all();

@@ -129,6 +129,20 @@ pub fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
 /// The byte every poisoned output element is made of.
 pub const POISON: u8 = 0xFF;
 
+/// A host buffer of `bytes`, each byte `fill`; a failed allocation is an error, not an abort.
+fn host_buf(bytes: usize, fill: u8) -> Result<Vec<u8>, Fault> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes)
+        .map_err(|e| Fault::Error(format!("allocating {bytes} bytes on the host: {e}")))?;
+    v.resize(bytes, fill);
+    Ok(v)
+}
+
+/// Host memory one process needs for a size of `bytes` per rank, over and above the backend's
+/// own buffers: per local rank its input (kept to re-stage and to check against), the poison
+/// pattern and the downloaded result.
+pub const HOST_COPIES: usize = 3;
+
 /// Put the inputs where `call` reads them. In place, all-gather reads only the rank's own
 /// chunk, so the rest of the buffer gets the poison; out of place, the output gets the poison
 /// when `poison` is set (before a checked run).
@@ -170,25 +184,57 @@ pub fn bench(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Resul
     r
 }
 
+/// Tells the launcher's watchdog that iterations still complete, at most every `BEAT`.
+struct Heart {
+    rank: usize,
+    done: u64,
+    last: Instant,
+}
+
+/// How often a long row reports that it is alive.
+const BEAT: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Heart {
+    fn tick(&mut self, emit: &mut dyn FnMut(Event)) {
+        self.done += 1;
+        if self.last.elapsed() >= BEAT {
+            self.last = Instant::now();
+            emit(Event::Beat {
+                rank: self.rank,
+                done: self.done,
+            });
+        }
+    }
+}
+
 fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), Fault> {
     let world = rig.world();
     let local = rig.ranks();
     let me = local.start;
+    let mut heart = Heart {
+        rank: me,
+        done: 0,
+        last: Instant::now(),
+    };
     let es = job.dtype.size();
     for (k, &size) in job.sizes.iter().enumerate() {
         let (count, shown) = counts(job.coll, size, es, world);
         let bytes = count * es;
+        emit(Event::Phase {
+            rank: me,
+            phase: format!("{} {size} B: preparing buffers", job.coll.name()),
+        });
         rig.alloc(bytes)?;
         let checks: Vec<Check> = local.clone().map(|r| check_for(job, world, r)).collect();
         let inputs: Vec<Vec<u8>> = checks
             .iter()
             .map(|c| {
-                let mut v = vec![0u8; bytes];
+                let mut v = host_buf(bytes, 0)?;
                 pattern::fill(&mut v, c);
-                v
+                Ok(v)
             })
-            .collect();
-        let poison = vec![POISON; bytes];
+            .collect::<Result<_, Fault>>()?;
+        let poison = host_buf(bytes, POISON)?;
         rig.barrier(&format!("size{k}"))?;
         for in_place in [false, true] {
             emit(Event::Phase {
@@ -207,6 +253,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             stage(rig, &call, &inputs, &poison, false)?;
             for _ in 0..job.warmup {
                 rig.launch(&call)?;
+                heart.tick(emit);
             }
             // nccl-tests' BenchTime: one untimed collective to completion, then a barrier, so
             // no rank starts its clock while another is still busy with the last size.
@@ -217,6 +264,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             let t0 = Instant::now();
             for _ in 0..iters {
                 rig.launch(&call)?;
+                heart.tick(emit);
             }
             rig.complete()?;
             let time_us = t0.elapsed().as_secs_f64() * 1e6 / iters as f64;
@@ -225,7 +273,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                 stage(rig, &call, &inputs, &poison, true)?;
                 rig.launch(&call)?;
                 rig.complete()?;
-                let mut got = vec![0u8; bytes];
+                let mut got = host_buf(bytes, 0)?;
                 for (slot, c) in checks.iter().enumerate() {
                     rig.download(slot, Which::Recv, &mut got)?;
                     wrong += pattern::wrong(&got, c);

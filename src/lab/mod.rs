@@ -135,6 +135,13 @@ pub enum Event {
         rank: usize,
         value: f64,
     },
+    /// Still making progress inside a long row (iterations completing): what the launcher's
+    /// watchdog watches, at most every half second.
+    Beat {
+        rank: usize,
+        /// Collectives completed so far in this run.
+        done: u64,
+    },
     Done {
         rank: usize,
     },
@@ -153,6 +160,7 @@ impl Event {
             Self::Phase { rank, .. }
             | Self::Row { rank, .. }
             | Self::Value { rank, .. }
+            | Self::Beat { rank, .. }
             | Self::Done { rank }
             | Self::Error { rank, .. } => *rank,
         }

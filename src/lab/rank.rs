@@ -185,8 +185,11 @@ impl measure::Rig for TcpRig<'_> {
         r..r + 1
     }
     fn alloc(&mut self, bytes: usize) -> Result<(), Fault> {
-        self.send = AlignedBuf::zeroed(bytes);
-        self.recv = AlignedBuf::zeroed(bytes);
+        // Free the last size's buffers first, then ask; a refusal is a report, not an abort.
+        self.send = AlignedBuf::default();
+        self.recv = AlignedBuf::default();
+        self.send = AlignedBuf::try_zeroed(bytes).map_err(error)?;
+        self.recv = AlignedBuf::try_zeroed(bytes).map_err(error)?;
         Ok(())
     }
     fn upload(&mut self, _: usize, which: Which, at: usize, data: &[u8]) -> Result<(), Fault> {

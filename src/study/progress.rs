@@ -89,6 +89,40 @@ pub struct CardState {
     pub last_review: Option<DateTime<Utc>>,
 }
 
+impl CardState {
+    /// Whether FSRS can schedule from this card: finite numbers, and a positive stability
+    /// once reviewed (stability 0 in review makes FSRS produce NaN, which JSON cannot hold).
+    pub fn is_sound(&self) -> bool {
+        self.stability.is_finite()
+            && self.difficulty.is_finite()
+            && (self.phase == CardPhase::New || self.stability > 0.0)
+    }
+
+    /// A card never reviewed, due at `at`.
+    pub fn fresh(at: DateTime<Utc>) -> Self {
+        Self {
+            due: at,
+            stability: 0.0,
+            difficulty: 0.0,
+            elapsed_days: 0,
+            scheduled_days: 0,
+            reps: 0,
+            lapses: 0,
+            phase: CardPhase::New,
+            last_review: None,
+        }
+    }
+}
+
+/// The dates a progress file may hold: a review before 2000 or after 2200 is not one this
+/// program made, and far-future dates break calendar arithmetic.
+pub fn sane_date(t: &DateTime<Utc>) -> bool {
+    use chrono::TimeZone;
+    let lo = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).single();
+    let hi = Utc.with_ymd_and_hms(2200, 1, 1, 0, 0, 0).single();
+    lo.is_some_and(|lo| *t >= lo) && hi.is_some_and(|hi| *t < hi)
+}
+
 /// One graded answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {
@@ -240,6 +274,88 @@ impl Progress {
         report
     }
 
+    /// Make every number JSON can hold and FSRS can schedule from: a card that is not
+    /// [`CardState::is_sound`] starts again as new (its review history is kept), a reading
+    /// fraction that is not a finite 0..=1 is clamped. Returns the ids of the cards reset.
+    pub fn repair(&mut self, now: DateTime<Utc>) -> Vec<String> {
+        let mut reset = Vec::new();
+        for (id, r) in &mut self.items {
+            if !r.card.is_sound() {
+                r.card = CardState::fresh(now);
+                reset.push(id.clone());
+            }
+            for rv in &mut r.reviews {
+                if rv.seconds.is_some_and(|s| !s.is_finite()) {
+                    rv.seconds = None;
+                }
+            }
+        }
+        for l in self.lessons.values_mut() {
+            l.read = if l.read.is_finite() {
+                l.read.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+        }
+        reset
+    }
+
+    /// What is wrong with a file to import, naming each item: grades outside 1..=4, dates
+    /// outside 2000..2200, numbers that are not finite or out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut bad = Vec::new();
+        for (id, r) in &self.items {
+            for rv in &r.reviews {
+                if !(1..=4).contains(&rv.grade) {
+                    bad.push(format!(
+                        "item `{id}`: grade {} (grades are 1..=4: again, hard, good, easy)",
+                        rv.grade
+                    ));
+                }
+                if !sane_date(&rv.at) {
+                    bad.push(format!(
+                        "item `{id}`: a review dated {} (outside 2000..2200)",
+                        rv.at
+                    ));
+                }
+                if rv.seconds.is_some_and(|s| !s.is_finite() || s < 0.0) {
+                    bad.push(format!("item `{id}`: a review took {:?} s", rv.seconds));
+                }
+            }
+            let c = &r.card;
+            if !sane_date(&c.due) || c.last_review.is_some_and(|t| !sane_date(&t)) {
+                bad.push(format!(
+                    "item `{id}`: card dates (due {}) outside 2000..2200",
+                    c.due
+                ));
+            }
+            if !c.is_sound() || c.stability < 0.0 || c.difficulty < 0.0 {
+                bad.push(format!(
+                    "item `{id}`: card stability {} / difficulty {} cannot be scheduled",
+                    c.stability, c.difficulty
+                ));
+            }
+        }
+        for (id, l) in &self.lessons {
+            if !l.read.is_finite() || !(0.0..=1.0).contains(&l.read) {
+                bad.push(format!("lesson `{id}`: read {} is not 0..=1", l.read));
+            }
+            if !sane_date(&l.first_opened) || !sane_date(&l.last_opened) {
+                bad.push(format!("lesson `{id}`: dates outside 2000..2200"));
+            }
+        }
+        if bad.is_empty() {
+            return Ok(());
+        }
+        let n = bad.len();
+        bad.truncate(5);
+        Err(format!(
+            "{n} problem(s): {}{}",
+            bad.join("; "),
+            if n > 5 { "; …" } else { "" }
+        ))
+    }
+
     /// Ids with history that `known` does not recognise (items removed or renamed in the course).
     pub fn orphans(&self, known: impl Fn(&str) -> bool) -> Vec<&str> {
         self.items
@@ -311,6 +427,7 @@ struct SchemaOnly {
 /// Load progress from `dir`. A missing file is a fresh start; a corrupt or newer one is
 /// quarantined (renamed with a timestamp) and reported, never overwritten.
 pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError> {
+    remove_stale_temps(dir);
     let path = dir.join(FILE_NAME);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
@@ -362,13 +479,19 @@ pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError>
 /// JSON and the schema it was written in.
 pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), String> {
     let obj = v.as_object_mut().ok_or("not a JSON object")?;
-    let from = obj
+    let from64 = obj
         .get("schema")
         .and_then(serde_json::Value::as_u64)
-        .ok_or("no schema number")? as u32;
-    if from == 0 {
+        .ok_or("no schema number")?;
+    if from64 == 0 {
         return Err("schema 0 does not exist".into());
     }
+    if from64 > u64::from(SCHEMA) {
+        return Err(format!(
+            "schema {from64} is not one this ringlab knows (it writes {SCHEMA})"
+        ));
+    }
+    let from = from64 as u32;
     let mut at = from;
     while at < SCHEMA {
         match at {
@@ -389,6 +512,7 @@ pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), Str
 /// Unlike [`load`] it never moves the file.
 pub fn read_file(path: &Path) -> Result<Progress, String> {
     let shown = path.display();
+    crate::files::regular_file(path)?;
     let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
@@ -400,7 +524,11 @@ pub fn read_file(path: &Path) -> Result<Progress, String> {
         ));
     }
     let (value, _) = migrate(value).map_err(|e| format!("{shown} is not a progress file: {e}"))?;
-    serde_json::from_value(value).map_err(|e| format!("{shown} is not a progress file: {e}"))
+    let p: Progress = serde_json::from_value(value)
+        .map_err(|e| format!("{shown} is not a progress file: {e}"))?;
+    p.validate()
+        .map_err(|e| format!("{shown} was not imported: {e}"))?;
+    Ok(p)
 }
 
 /// Write progress to any path, atomically (export).
@@ -431,19 +559,125 @@ fn quarantine(
     ))
 }
 
-/// Write atomically: a reader sees the old file or the new one, never a mix or nothing.
-pub fn save(dir: &Path, progress: &Progress) -> Result<(), ProgressError> {
-    save_as(dir, FILE_NAME, progress)
+/// What stands in the way of keeping progress in `dir`: a folder that cannot be read, is
+/// read-only, or a file system that is full. Empty when saving should work.
+pub fn storage_warnings(dir: &Path) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    let shown = dir.display();
+    if !dir.exists() {
+        return out;
+    }
+    if let Err(e) = fs::read_dir(dir) {
+        out.push(format!("cannot read the progress folder {shown}: {e}"));
+    }
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return out;
+    };
+    // SAFETY: access and statvfs read a NUL-terminated path; st is a valid out pointer.
+    unsafe {
+        if libc::access(c.as_ptr(), libc::W_OK) != 0 {
+            out.push(format!(
+                "the progress folder {shown} is read-only ({}): progress will not be saved",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) == 0 {
+            let free = st.f_bavail as u64 * st.f_frsize as u64;
+            if free < 1 << 20 {
+                out.push(format!(
+                    "the file system of {shown} is full ({free} bytes free): progress will not be saved"
+                ));
+            }
+        }
+    }
+    out
 }
 
-fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressError> {
-    let path = dir.join(name);
+/// The advisory lock every read-merge-write of `dir`'s progress holds (flock on
+/// `dir/.progress.lock`; released when the file closes, also when a process dies).
+fn lock(dir: &Path) -> Result<File, ProgressError> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(".progress.lock");
     let err = |source| ProgressError::Write {
         path: path.display().to_string(),
         source,
     };
     fs::create_dir_all(dir).map_err(err)?;
-    let json = serde_json::to_string_pretty(progress).map_err(|e| err(std::io::Error::other(e)))?;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(err)?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err(e));
+        }
+    }
+}
+
+/// Save `progress` to `dir` without losing what another ringlab saved meanwhile: under the
+/// lock, the file is read again and merged into `progress` by item (the newer review wins,
+/// histories are united, as import does), cards that could not be scheduled are repaired,
+/// and the result is written atomically. `progress` ends as what was written.
+pub fn save(dir: &Path, progress: &mut Progress) -> Result<(), ProgressError> {
+    let _guard = lock(dir)?;
+    let (disk, _) = load(dir)?;
+    progress.merge(&disk);
+    progress.repair(Utc::now());
+    save_as(dir, FILE_NAME, progress)
+}
+
+/// Leftover `.progress.json.tmp-PID` files of processes that no longer exist (a save killed
+/// between write and rename).
+fn remove_stale_temps(dir: &Path) {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{FILE_NAME}.tmp-");
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Write atomically: a reader sees the old file or the new one, never a mix or nothing. A
+/// symlinked file is written through: the link stays and its target gets the new contents.
+fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressError> {
+    let mut path = dir.join(name);
+    let err = |path: &Path, source| ProgressError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(|e| err(&path, e))?;
+    if let Ok(target) = fs::read_link(&path) {
+        path = dir.join(target);
+    }
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => (dir.to_path_buf(), name.to_string()),
+    };
+    let json =
+        serde_json::to_string_pretty(progress).map_err(|e| err(&path, std::io::Error::other(e)))?;
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp)?;
@@ -451,12 +685,12 @@ fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressEr
         f.write_all(b"\n")?;
         f.sync_all()?;
         fs::rename(&tmp, &path)?;
-        File::open(dir)?.sync_all()
+        File::open(&dir)?.sync_all()
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map_err(err)
+    result.map_err(|e| err(&path, e))
 }
 
 #[cfg(test)]
@@ -474,7 +708,7 @@ mod tests {
             "reading less is no news"
         );
         p.note_reading("ring", 1.0, now);
-        save(dir.path(), &p).expect("save");
+        save(dir.path(), &mut p).expect("save");
         let (q, notice) = load(dir.path()).expect("load");
         assert_eq!(notice, None);
         assert_eq!(q, p);
@@ -534,7 +768,7 @@ mod tests {
   }
 }"#;
         fs::write(dir.path().join(FILE_NAME), v1).expect("write");
-        let (p, notice) = load(dir.path()).expect("load");
+        let (mut p, notice) = load(dir.path()).expect("load");
         assert_eq!(p.schema, SCHEMA);
         assert_eq!(p.lesson_state("collectives"), LessonMark::Started);
         assert!(p.items.is_empty());
@@ -547,7 +781,7 @@ mod tests {
         };
         assert_eq!(fs::read_to_string(b).expect("backup"), v1);
         // Saved again, it loads as schema 2 with no notice.
-        save(dir.path(), &p).expect("save");
+        save(dir.path(), &mut p).expect("save");
         let (q, notice) = load(dir.path()).expect("load");
         assert_eq!((q, notice), (p, None));
     }
@@ -641,5 +875,161 @@ mod tests {
         let e = read_file(&f).expect_err("newer");
         assert!(e.contains("newer"), "{e}");
         assert!(f.exists());
+    }
+
+    #[test]
+    fn a_card_fsrs_cannot_schedule_is_repaired_and_the_file_stays_readable() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut p = Progress::default();
+        let mut r = record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z");
+        r.card.stability = 0.0; // in review: FSRS would divide by it
+        p.items.insert("x".into(), r);
+        p.lessons.insert(
+            "l".into(),
+            LessonProgress {
+                read: f64::NAN,
+                first_opened: Utc::now(),
+                last_opened: Utc::now(),
+            },
+        );
+        let now: DateTime<Utc> = "2026-11-03T10:00:00Z".parse().expect("time");
+        p.record_review(
+            "x",
+            crate::course::grade::SelfGrade::Good,
+            None,
+            "drill",
+            None,
+            now,
+        );
+        assert!(p.items["x"].card.is_sound(), "{:?}", p.items["x"].card);
+        assert_eq!(p.items["x"].reviews.len(), 2, "history kept");
+        // A card broken some other way is reset on save, and the file loads again.
+        p.items.get_mut("x").expect("x").card.difficulty = f64::INFINITY;
+        save(dir.path(), &mut p).expect("save");
+        let text = fs::read_to_string(dir.path().join(FILE_NAME)).expect("read");
+        for field in ["stability", "difficulty", "read"] {
+            assert!(
+                !text.contains(&format!("\"{field}\": null")),
+                "no non-finite {field} saved as null:\n{text}"
+            );
+        }
+        let (back, notice) = load(dir.path()).expect("load");
+        assert!(notice.is_none(), "not quarantined: {notice:?}");
+        assert_eq!(back.items["x"].card.phase, CardPhase::New);
+        assert_eq!(back.items["x"].reviews.len(), 2);
+        assert_eq!(back.lessons["l"].read, 0.0);
+    }
+
+    #[test]
+    fn imports_with_impossible_grades_or_dates_are_refused_naming_the_item() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("in.json");
+        let mut p = Progress::default();
+        p.items.insert(
+            "good-one".into(),
+            record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+        );
+        p.items.insert(
+            "grade-255".into(),
+            record("2026-11-01T10:00:00Z", 255, "2026-11-02T10:00:00Z"),
+        );
+        write_file(&file, &p).expect("write");
+        let e = read_file(&file).expect_err("grade 255");
+        assert!(e.contains("`grade-255`") && e.contains("grade 255"), "{e}");
+        let mut p = Progress::default();
+        p.items.insert(
+            "far".into(),
+            record("9999-01-01T00:00:00Z", 3, "9999-01-02T00:00:00Z"),
+        );
+        write_file(&file, &p).expect("write");
+        let e = read_file(&file).expect_err("year 9999");
+        assert!(e.contains("`far`") && e.contains("2000..2200"), "{e}");
+        // A FIFO is refused, not read forever.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("c");
+        // SAFETY: mkfifo with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_file(&fifo).expect_err("fifo");
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_schema_beyond_u32_is_not_read_as_schema_1() {
+        let dir = tempfile::tempdir().expect("tmp");
+        fs::write(
+            dir.path().join(FILE_NAME),
+            r#"{"schema": 4294967297, "lessons": {}}"#,
+        )
+        .expect("write");
+        let (p, notice) = load(dir.path()).expect("load");
+        assert_eq!(p, Progress::default());
+        match notice {
+            Some(LoadNotice::Quarantined { reason, .. }) => {
+                assert!(reason.contains("4294967297"), "{reason}")
+            }
+            other => panic!("quarantined expected, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stale_temp_files_of_dead_processes_are_removed_at_load() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // A pid that cannot exist (above the kernel's pid_max limit of 2^22).
+        let dead = dir.path().join(format!(".{FILE_NAME}.tmp-{}", 1 << 23));
+        let mine = dir
+            .path()
+            .join(format!(".{FILE_NAME}.tmp-{}", std::process::id()));
+        fs::write(&dead, "{").expect("write");
+        fs::write(&mine, "{").expect("write");
+        load(dir.path()).expect("load");
+        assert!(!dead.exists(), "a dead writer's temp file is removed");
+        assert!(mine.exists(), "a live process's is not");
+    }
+
+    #[test]
+    fn a_symlinked_progress_file_is_written_through() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let real_dir = dir.path().join("sync");
+        fs::create_dir_all(&real_dir).expect("mkdir");
+        let home = dir.path().join("home");
+        fs::create_dir_all(&home).expect("mkdir");
+        std::os::unix::fs::symlink(real_dir.join("progress.json"), home.join(FILE_NAME))
+            .expect("link");
+        let mut p = Progress::default();
+        p.items.insert(
+            "x".into(),
+            record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+        );
+        save(&home, &mut p).expect("save");
+        assert!(
+            fs::symlink_metadata(home.join(FILE_NAME))
+                .expect("meta")
+                .file_type()
+                .is_symlink(),
+            "the link is kept"
+        );
+        let (back, _) = load(&home).expect("load");
+        assert!(back.items.contains_key("x"));
+        assert!(real_dir.join("progress.json").exists());
+    }
+
+    #[test]
+    fn a_save_merges_what_another_process_saved_meanwhile() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut a = Progress::default();
+        let mut b = Progress::default();
+        a.items.insert(
+            "a".into(),
+            record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+        );
+        b.items.insert(
+            "b".into(),
+            record("2026-11-01T11:00:00Z", 1, "2026-11-01T11:10:00Z"),
+        );
+        save(dir.path(), &mut a).expect("a");
+        save(dir.path(), &mut b).expect("b");
+        let (back, _) = load(dir.path()).expect("load");
+        assert!(back.items.contains_key("a") && back.items.contains_key("b"));
+        assert!(b.items.contains_key("a"), "the saver's copy now has it too");
     }
 }

@@ -80,10 +80,38 @@ pub fn scheduler() -> FSRS {
     FSRS::new(Parameters::default())
 }
 
-/// The card after answering it with `grade` at `now`, as FSRS schedules it.
+/// Whether FSRS can schedule from this card: a reviewed card needs a positive, finite
+/// stability and a finite difficulty (stability 0 in review makes FSRS divide by zero and
+/// produce NaN, which JSON cannot hold).
+pub fn card_is_sound(c: &CardState) -> bool {
+    c.stability.is_finite()
+        && c.difficulty.is_finite()
+        && (c.phase == CardPhase::New || c.stability > 0.0)
+}
+
+/// The card after answering it with `grade` at `now`, as FSRS schedules it. A card FSRS
+/// cannot schedule from (see [`card_is_sound`]) starts again as new; the review history is
+/// kept by the caller. The result is always sound.
 pub fn review(card: &CardState, grade: SelfGrade, now: DateTime<Utc>) -> CardState {
-    let info = scheduler().next(to_card(card), now, rating(grade));
-    from_card(&info.card)
+    let start = if card_is_sound(card) {
+        card.clone()
+    } else {
+        new_card(now)
+    };
+    let info = scheduler().next(to_card(&start), now, rating(grade));
+    let next = from_card(&info.card);
+    if card_is_sound(&next) {
+        next
+    } else {
+        let fresh = scheduler().next(to_card(&new_card(now)), now, rating(grade));
+        from_card(&fresh.card)
+    }
+}
+
+/// The local calendar day of `t`, or None where it falls outside what the calendar can hold
+/// (a far-future date from an imported file must not crash anything).
+pub fn local_day(t: DateTime<Utc>, tz: FixedOffset) -> Option<NaiveDate> {
+    t.naive_utc().checked_add_offset(tz).map(|d| d.date())
 }
 
 /// How a typed answer maps to an FSRS grade: right is Good, wrong is Again.
@@ -170,13 +198,17 @@ pub fn forecast(
     tz: FixedOffset,
     days: usize,
 ) -> Vec<usize> {
-    let today = now.with_timezone(&tz).date_naive();
+    let Some(today) = local_day(now, tz) else {
+        return vec![0; days];
+    };
     let mut out = vec![0; days];
     for e in &bank.entries {
         let Some(r) = p.items.get(&e.item.id) else {
             continue;
         };
-        let d = r.card.due.with_timezone(&tz).date_naive();
+        let Some(d) = local_day(r.card.due, tz) else {
+            continue;
+        };
         let k = (d - today).num_days().max(0) as usize;
         if let Some(slot) = out.get_mut(k) {
             *slot += 1;
@@ -190,7 +222,7 @@ pub fn study_days(p: &Progress, tz: FixedOffset) -> BTreeSet<NaiveDate> {
     p.items
         .values()
         .flat_map(|r| &r.reviews)
-        .map(|r| r.at.with_timezone(&tz).date_naive())
+        .filter_map(|r| local_day(r.at, tz))
         .collect()
 }
 
@@ -198,16 +230,18 @@ pub fn study_days(p: &Progress, tz: FixedOffset) -> BTreeSet<NaiveDate> {
 /// after its last review.
 pub fn streak(p: &Progress, now: DateTime<Utc>, tz: FixedOffset) -> u32 {
     let days = study_days(p, tz);
-    let today = now.with_timezone(&tz).date_naive();
+    let Some(today) = local_day(now, tz) else {
+        return 0;
+    };
     let mut d = if days.contains(&today) {
-        today
+        Some(today)
     } else {
-        today - Duration::days(1)
+        today.checked_sub_signed(Duration::days(1))
     };
     let mut n = 0;
-    while days.contains(&d) {
+    while let Some(day) = d.filter(|x| days.contains(x)) {
         n += 1;
-        d -= Duration::days(1);
+        d = day.checked_sub_signed(Duration::days(1));
     }
     n
 }
@@ -337,5 +371,31 @@ mod tests {
             "alive until tonight"
         );
         assert_eq!(streak(&p, t("2025-03-05T08:00:00Z"), tz), 0);
+    }
+
+    #[test]
+    fn dates_at_the_end_of_the_calendar_do_not_panic() {
+        let mut p = Progress::default();
+        let far = DateTime::<Utc>::MAX_UTC;
+        p.items.insert(
+            "far".into(),
+            ItemRecord {
+                card: CardState {
+                    due: far,
+                    ..new_card(far)
+                },
+                reviews: vec![Review {
+                    at: far,
+                    grade: 3,
+                    correct: None,
+                    mode: "drill".into(),
+                    seconds: None,
+                }],
+            },
+        );
+        let tz = FixedOffset::east_opt(3600).expect("tz");
+        assert!(study_days(&p, tz).is_empty());
+        assert_eq!(streak(&p, Utc::now(), tz), 0);
+        assert_eq!(streak(&p, far, tz), 0);
     }
 }

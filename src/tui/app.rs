@@ -199,7 +199,7 @@ impl App {
 
     pub fn save_progress(&mut self) {
         if let Some(dir) = &self.progress_dir
-            && let Err(e) = progress::save(dir, &self.progress)
+            && let Err(e) = progress::save(dir, &mut self.progress)
         {
             self.status = Some(format!("{e}"));
         }

@@ -41,7 +41,7 @@ pub struct DeckStats {
 
 impl Stats {
     pub fn compute(bank: &Bank, p: &Progress, now: DateTime<Utc>, tz: FixedOffset) -> Self {
-        let today = now.with_timezone(&tz).date_naive();
+        let today = srs::local_day(now, tz);
         let (due_now, new_items) = srs::due_counts(bank, p, now);
         let mastery = srs::mastery(bank, p, now);
         let known: std::collections::HashSet<&str> = bank.ids().collect();
@@ -52,7 +52,7 @@ impl Stats {
                 .items
                 .values()
                 .flat_map(|r| &r.reviews)
-                .filter(|r| r.at.with_timezone(&tz).date_naive() == today)
+                .filter(|r| today.is_some() && srs::local_day(r.at, tz) == today)
                 .count(),
             due_now,
             new_items,
@@ -157,9 +157,11 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
     out.push(Line::raw(""));
     out.push(Line::styled("Due in the next 7 days", t.h2));
     let max = st.forecast.iter().copied().max().unwrap_or(0);
-    let today = s.now.with_timezone(&s.tz).date_naive();
+    let today = srs::local_day(s.now, s.tz).unwrap_or_default();
     for (k, n) in st.forecast.iter().enumerate() {
-        let day = today + Duration::days(k as i64);
+        let day = today
+            .checked_add_signed(Duration::days(k as i64))
+            .unwrap_or(today);
         let label = match k {
             0 => "today".to_string(),
             1 => "tomorrow".to_string(),
