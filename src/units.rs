@@ -115,6 +115,31 @@ pub fn format_duration(d: Duration) -> String {
     format_seconds(d.as_secs_f64())
 }
 
+/// nccl-tests' sweep: from `min` multiplying by `factor` while ≤ `max`.
+pub fn sweep(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, String> {
+    if min == 0 {
+        return Err("-b/--minbytes must be at least 1".into());
+    }
+    if max < min {
+        return Err(format!(
+            "-e/--maxbytes ({max}) is smaller than -b/--minbytes ({min})"
+        ));
+    }
+    if factor < 2 {
+        return Err("-f/--stepfactor must be at least 2".into());
+    }
+    let mut v = Vec::new();
+    let mut s = min;
+    while s <= max {
+        v.push(s);
+        s = match s.checked_mul(factor) {
+            Some(n) => n,
+            None => break,
+        };
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -231,3 +231,18 @@ fn duplicate_quiz_ids_across_lessons_and_drills_are_reported() {
         )],
     );
 }
+
+#[test]
+fn blocks_the_reader_would_refuse_are_check_errors_too() {
+    let (code, out) = check("reader-rejects");
+    assert_eq!(code, 1, "{out}");
+    for want in [
+        "lesson.md:14:1: error: ```ring block:",
+        "lesson.md:18:1: error: ```ring block: ranks must be 1..=1024, got 1000000",
+        "lesson.md:22:1: error: ```lab block: ranks must be 2..=8, got 100000",
+        "lesson.md:27:1: error: ```lab block: -e/--maxbytes (1024) is smaller than -b/--minbytes (67108864)",
+    ] {
+        assert!(out.contains(want), "expected `{want}` in:\n{out}");
+    }
+    assert_eq!(out.lines().count(), 4, "{out}");
+}

@@ -506,3 +506,55 @@ fn a_rank_that_cannot_allocate_reports_an_error_instead_of_aborting() {
     assert!(!err.contains("memory allocation of"), "an abort: {err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("536870912  ERROR: "));
 }
+
+#[test]
+fn a_stranger_on_the_store_is_dropped_and_logged_at_warn() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    // Node 1 never comes, so the job waits (2 s) while a stranger knocks on the store.
+    let launcher = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "sanity",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--nproc-per-node",
+            "1",
+        ])
+        .args([
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            &port.to_string(),
+        ])
+        .args(["--timeout", "2"])
+        .env("RINGLAB_TOKEN", "00112233445566778899aabbccddeeff")
+        .env("NCCL_SOCKET_IFNAME", "lo")
+        .env("GLOO_SOCKET_IFNAME", "lo")
+        .env("NCCL_DEBUG", "WARN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    let mut knocked = false;
+    while !knocked && start.elapsed() < Duration::from_secs(2) {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = std::io::Write::write_all(&mut s, &[b'x'; 64]);
+            knocked = true;
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(knocked, "the store never listened");
+    let out = launcher.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NCCL WARN store: dropped connection from 127.0.0.1"),
+        "{err}"
+    );
+}

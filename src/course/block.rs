@@ -65,6 +65,85 @@ pub struct RingBlock {
     pub step: usize,
 }
 
+/// Most ranks the ring view draws (and a lesson's ring block may ask for).
+pub const MAX_RING_RANKS: usize = 1024;
+
+/// Most ranks a lesson's live-lab preset may start on one machine.
+pub const MAX_LAB_RANKS: usize = 8;
+
+/// What a ring block asks for, checked: the one validation `ringlab check` and the reader
+/// share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingShape {
+    pub op: crate::collective::Collective,
+    pub algo: crate::collective::Algorithm,
+    pub ranks: usize,
+    pub bytes: u64,
+    pub dtype: crate::collective::Dtype,
+}
+
+impl RingBlock {
+    /// The block's values, or what is wrong with them, with the key it concerns.
+    pub fn resolve(&self) -> Result<RingShape, (&'static str, String)> {
+        use crate::collective::{Schedule, Spec};
+        let shape = RingShape {
+            op: self.op.parse().map_err(|e| ("op", format!("{e}")))?,
+            algo: self.algo.parse().map_err(|e| ("algo", format!("{e}")))?,
+            ranks: self.ranks,
+            bytes: crate::units::parse_size(&self.bytes).map_err(|e| ("bytes", e))?,
+            dtype: self.dtype.parse().map_err(|e| ("dtype", format!("{e}")))?,
+        };
+        if !(1..=MAX_RING_RANKS).contains(&shape.ranks) {
+            return Err((
+                "ranks",
+                format!("ranks must be 1..={MAX_RING_RANKS}, got {}", shape.ranks),
+            ));
+        }
+        let count = usize::try_from(shape.bytes / shape.dtype.size() as u64)
+            .map_err(|_| ("bytes", format!("{} bytes is too large", shape.bytes)))?;
+        Schedule::build(&Spec::new(
+            shape.op,
+            shape.algo,
+            shape.ranks,
+            count,
+            shape.dtype.size(),
+        ))
+        .map_err(|e| ("bytes", e.to_string()))?;
+        Ok(shape)
+    }
+}
+
+impl LabBlock {
+    /// The block's values, or what is wrong with them, with the key it concerns: the one
+    /// validation `ringlab check` and the live lab share.
+    #[allow(clippy::type_complexity)]
+    pub fn resolve(
+        &self,
+    ) -> Result<
+        (
+            crate::collective::Collective,
+            crate::collective::Algorithm,
+            usize,
+            u64,
+            u64,
+        ),
+        (&'static str, String),
+    > {
+        let coll = self.coll.parse().map_err(|e| ("coll", format!("{e}")))?;
+        let algo = self.algo.parse().map_err(|e| ("algo", format!("{e}")))?;
+        if !(2..=MAX_LAB_RANKS).contains(&self.ranks) {
+            return Err((
+                "ranks",
+                format!("ranks must be 2..={MAX_LAB_RANKS}, got {}", self.ranks),
+            ));
+        }
+        let min = crate::units::parse_size(&self.minbytes).map_err(|e| ("minbytes", e))?;
+        let max = crate::units::parse_size(&self.maxbytes).map_err(|e| ("maxbytes", e))?;
+        crate::units::sweep(min, max, 4).map_err(|e| ("maxbytes", e))?;
+        Ok((coll, algo, self.ranks, min, max))
+    }
+}
+
 fn default_op() -> String {
     "all-reduce".into()
 }
@@ -311,6 +390,24 @@ pub enum Block {
     Table(TableBlock),
 }
 
+/// An error about `key`, at the line that sets it (the block's first line when it is a
+/// default).
+fn key_error(kind: BlockKind, body: &str, key: &str, message: &str) -> BlockError {
+    let line = body
+        .lines()
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map_or(1, |i| i + 1);
+    BlockError {
+        line,
+        col: 1,
+        message: format!("```{} block: {message}", kind.name()),
+    }
+}
+
 /// A malformed block: 1-based line within the block body, column, and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockError {
@@ -360,8 +457,18 @@ impl Block {
                 })?;
                 Ok(Self::Quiz(q))
             }
-            BlockKind::Ring => de(kind, body).map(Self::Ring),
-            BlockKind::Lab => de(kind, body).map(Self::Lab),
+            BlockKind::Ring => {
+                let b: RingBlock = de(kind, body)?;
+                b.resolve()
+                    .map_err(|(key, e)| key_error(kind, body, key, &e))?;
+                Ok(Self::Ring(b))
+            }
+            BlockKind::Lab => {
+                let b: LabBlock = de(kind, body)?;
+                b.resolve()
+                    .map_err(|(key, e)| key_error(kind, body, key, &e))?;
+                Ok(Self::Lab(b))
+            }
             BlockKind::Tp | BlockKind::Plan => {
                 let block = match kind {
                     BlockKind::Tp => Self::Tp(de(kind, body)?),

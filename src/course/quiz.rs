@@ -288,12 +288,34 @@ pub fn parse(body: &str) -> Result<Item, ItemError> {
         params,
         inline,
     };
-    // Every corner of the parameter space must instantiate (catches an N the schedule rejects).
+    // Every draw must instantiate to a finite answer (catches an N the schedule rejects, or a
+    // busbw at N = 1): every combination where there are few, else every corner.
     if matches!(item.answer, Answer::Computed(_)) {
-        for corner in [0usize, usize::MAX] {
-            if let Err(e) = item.instantiate_with(|spec| corner.min(spec.len().saturating_sub(1))) {
-                let at = raw.answer_from.as_ref().map_or(0, |a| a.span().start);
-                return Err(cx.err(at, e));
+        let at = raw.answer_from.as_ref().map_or(0, |a| a.span().start);
+        let sizes: Vec<usize> = item.params.values().map(|p| p.len().max(1)).collect();
+        let total = sizes.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+        match total {
+            Some(total) if total <= 4096 => {
+                for k in 0..total {
+                    let mut rest = k;
+                    let mut idx = sizes.iter().map(|&n| {
+                        let i = rest % n;
+                        rest /= n;
+                        i
+                    });
+                    if let Err(e) = item.instantiate_with(|_| idx.next().unwrap_or(0)) {
+                        return Err(cx.err(at, e));
+                    }
+                }
+            }
+            _ => {
+                for corner in [0usize, usize::MAX] {
+                    if let Err(e) =
+                        item.instantiate_with(|spec| corner.min(spec.len().saturating_sub(1)))
+                    {
+                        return Err(cx.err(at, e));
+                    }
+                }
             }
         }
     }
@@ -715,7 +737,18 @@ impl Item {
             Answer::Computed(name) => {
                 let c =
                     compute::find(name).ok_or_else(|| format!("unknown computation `{name}`"))?;
-                Answer::Number((c.run)(&values).map_err(|e| format!("`{name}`: {e}"))?)
+                let x = (c.run)(&values).map_err(|e| format!("`{name}`: {e}"))?;
+                if !x.is_finite() {
+                    return Err(format!(
+                        "`{name}` gives {x} for {}: not an answer anyone can type",
+                        values
+                            .iter()
+                            .map(|(k, v)| format!("{k} = {}", format_number(*v)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                Answer::Number(x)
             }
             other => other.clone(),
         };
@@ -849,6 +882,16 @@ mod tests {
         assert_eq!(inst.prompt, "N = 8, M = 1 MiB");
         assert_eq!(inst.answer, Answer::Number(1835008.0));
         assert_eq!(inst.explanation, "= 1835008");
+    }
+
+    #[test]
+    fn a_draw_whose_computed_answer_is_not_finite_is_a_check_error() {
+        // 10^15 bytes in 10^-300 µs: an algbw past f64's range, for one of the draws only.
+        let e = err(
+            "id = \"a\"\ntype = \"numeric\"\nprompt = \"{M} in {T}\"\nanswer_from = \"algbw\"\ntolerance = 0.01\n[params]\nM = [1000, 1000000000000000]\nT = [1e-300, 10]\n",
+        );
+        assert!(e.message.contains("gives inf"), "{}", e.message);
+        assert_eq!(e.line, 4, "points at answer_from");
     }
 
     #[test]

@@ -8,30 +8,8 @@ use serde::Serialize;
 use super::{Event, Job};
 use crate::collective::{Collective, algbw_gbps, busbw_gbps};
 
-/// nccl-tests' sweep: from `min` multiplying by `factor` while ≤ `max`.
-pub fn sizes(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, String> {
-    if min == 0 {
-        return Err("-b/--minbytes must be at least 1".into());
-    }
-    if max < min {
-        return Err(format!(
-            "-e/--maxbytes ({max}) is smaller than -b/--minbytes ({min})"
-        ));
-    }
-    if factor < 2 {
-        return Err("-f/--stepfactor must be at least 2".into());
-    }
-    let mut v = Vec::new();
-    let mut s = min;
-    while s <= max {
-        v.push(s);
-        s = match s.checked_mul(factor) {
-            Some(n) => n,
-            None => break,
-        };
-    }
-    Ok(v)
-}
+/// nccl-tests' sweep (it lives with the byte units: lesson presets check it too).
+pub use crate::units::sweep as sizes;
 
 /// One line of the table for one placement: what `--json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -19,7 +19,7 @@ use crate::lab::bench::{Collector, Row, sizes};
 use crate::lab::launch::{self, Launch, Msg};
 use crate::lab::{Backend, Event, Job, JobKind, gpu};
 use crate::tui::app::{Action, App, Background, Outcome};
-use crate::units::{format_bytes, parse_size};
+use crate::units::format_bytes;
 
 /// Sizes the min/max fields step through.
 const SIZE_STEPS: [u64; 11] = [
@@ -44,7 +44,7 @@ const DTYPES: [Dtype; 6] = [
     Dtype::Bf16,
 ];
 const FIELDS: [&str; 7] = ["coll", "algo", "ranks", "type", "min", "max", "backend"];
-const MAX_LAB_RANKS: usize = 8;
+const MAX_LAB_RANKS: usize = crate::course::block::MAX_LAB_RANKS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LabParams {
@@ -74,23 +74,16 @@ impl Default for LabParams {
 
 impl LabParams {
     pub fn from_block(b: &LabBlock) -> Result<Self, String> {
-        let p = Self {
-            coll: b.coll.parse().map_err(|e| format!("{e}"))?,
-            algo: b.algo.parse().map_err(|e| format!("{e}"))?,
-            ranks: b.ranks,
+        let (coll, algo, ranks, minbytes, maxbytes) = b.resolve().map_err(|(_, e)| e)?;
+        Ok(Self {
+            coll,
+            algo,
+            ranks,
             dtype: Dtype::F32,
-            minbytes: parse_size(&b.minbytes)?,
-            maxbytes: parse_size(&b.maxbytes)?,
+            minbytes,
+            maxbytes,
             backend: Backend::Tcp,
-        };
-        if !(2..=MAX_LAB_RANKS).contains(&p.ranks) {
-            return Err(format!(
-                "ranks must be 2..={MAX_LAB_RANKS}, got {}",
-                p.ranks
-            ));
-        }
-        sizes(p.minbytes, p.maxbytes, 4)?;
-        Ok(p)
+        })
     }
 
     fn job(&self) -> Result<Job, String> {

@@ -7,7 +7,7 @@ use crate::collective::{
 };
 use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
-use crate::units::{format_bytes, parse_size};
+use crate::units::format_bytes;
 
 /// Animation speeds (milliseconds per step), slowest first.
 pub const SPEEDS_MS: [u64; 6] = [2000, 1200, 700, 400, 200, 80];
@@ -15,7 +15,7 @@ pub const SPEEDS_MS: [u64; 6] = [2000, 1200, 700, 400, 200, 80];
 pub const SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
 /// The ring and the buffer grid are drawn up to this many ranks; numbers work up to MAX_RANKS.
 pub const MAX_DRAWN: usize = 16;
-pub const MAX_RANKS: usize = 1024;
+pub const MAX_RANKS: usize = crate::course::block::MAX_RING_RANKS;
 
 /// What to show: a collective, an algorithm, N ranks and a message of `bytes` of `dtype`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,12 +45,13 @@ impl Default for RingParams {
 impl RingParams {
     /// Parameters of a ```` ```ring ```` block in a lesson.
     pub fn from_block(b: &RingBlock) -> Result<Self, String> {
+        let s = b.resolve().map_err(|(_, e)| e)?;
         let p = Self {
-            op: b.op.parse().map_err(|e| format!("{e}"))?,
-            algo: b.algo.parse().map_err(|e| format!("{e}"))?,
-            ranks: b.ranks,
-            bytes: parse_size(&b.bytes)?,
-            dtype: b.dtype.parse().map_err(|e| format!("{e}"))?,
+            op: s.op,
+            algo: s.algo,
+            ranks: s.ranks,
+            bytes: s.bytes,
+            dtype: s.dtype,
             root: 0,
         };
         p.validate()?;
