@@ -53,7 +53,12 @@ step doctor 60 "$BIN" doctor
 step doctor-json 60 "$BIN" doctor --json
 grep -E "found:|version|GPU [0-9]|warning|!" "$WORK/doctor.out" | sed 's/^/   /' | tee -a "$SUMMARY"
 NG=$(nvidia-smi -L 2>/dev/null | wc -l)
-NG=${NG:-1}
+[ "${NG:-0}" -ge 1 ] 2>/dev/null || NG=1
+# Who owns the NCCL library ringlab and torch will load (ringlab refuses one that another
+# user than the invoking one and root can write).
+if [ -n "$PY" ]; then
+  ls -ln "$(dirname "$PY")"/../lib/python3*/site-packages/nvidia/nccl/lib/ 2>/dev/null | sed 's/^/   /' | tee -a "$SUMMARY"
+fi
 
 step sanity-1 120 "$BIN" sanity --backend nccl --nproc-per-node 1 --timeout 90
 step sanity-2-shared 120 "$BIN" sanity --backend nccl --nproc-per-node 2 --ranks-per-gpu 2 --timeout 90 --json

@@ -263,7 +263,9 @@ pub fn progress_cmd(cmd: &ProgressCommand) -> anyhow::Result<ExitCode> {
                 eprintln!("ringlab: {n}");
             }
             let r = mine.merge(&theirs);
-            progress::save(&dir, &mut mine)?;
+            if let Some(n) = progress::save(&dir, &mut mine)? {
+                eprintln!("ringlab: {n}");
+            }
             eprintln!(
                 "ringlab: imported {}: {} new item(s), {} updated (newer there), {} kept (newer here), {} lesson(s) advanced",
                 file.display(),

@@ -266,7 +266,15 @@ pub struct NcclRank {
     world: usize,
     /// ncclCommAbort ran: the communicator is gone and must not be destroyed.
     aborted: bool,
+    /// Progress marks: an event recorded after every so many launched bytes or calls, so a
+    /// long wait can tell a slow run (marks completing) from a stuck one (none completing).
+    marks: std::collections::VecDeque<cudarc::driver::CudaEvent>,
+    since_mark: (usize, usize),
 }
+
+/// A progress mark is recorded after this many bytes or calls enqueued.
+const MARK_BYTES: usize = 64 << 20;
+const MARK_CALLS: usize = 256;
 
 fn derr<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e:?}")
@@ -288,11 +296,22 @@ fn c_text(p: *const std::ffi::c_char) -> String {
 /// ncclGetErrorString, and ncclGetLastError (the reason NCCL logged last; `comm` may be null).
 /// cudarc's own error prints only "NcclError".
 fn describe(what: &str, code: nsys::ncclResult_t, comm: nsys::ncclComm_t) -> String {
-    // SAFETY: both are plain queries on a loaded library (callers got `code` from it).
+    // SAFETY: plain queries on a loaded library (callers got `code` from it); ncclGetLastError
+    // (NCCL >= 2.13) is called only when the library has it, since cudarc panics on a missing
+    // symbol.
     let (text, last) = unsafe {
+        let has_last = nsys::culib()
+            .get::<unsafe extern "C" fn(nsys::ncclComm_t) -> *const std::ffi::c_char>(
+                b"ncclGetLastError",
+            )
+            .is_ok();
         (
             c_text(nsys::ncclGetErrorString(code)),
-            c_text(nsys::ncclGetLastError(comm)),
+            if has_last {
+                c_text(nsys::ncclGetLastError(comm))
+            } else {
+                String::new()
+            },
         )
     };
     error_text(what, &format!("{code:?}"), code as u32, &text, &last)
@@ -339,6 +358,8 @@ impl NcclRank {
             rank,
             world,
             aborted: false,
+            marks: Default::default(),
+            since_mark: (0, 0),
         })
     }
 
@@ -371,6 +392,8 @@ impl NcclRank {
                 rank,
                 world: devices,
                 aborted: false,
+                marks: Default::default(),
+                since_mark: (0, 0),
             })
             .collect())
     }
@@ -501,29 +524,69 @@ impl NcclRank {
                     let w = self.world;
                     let to = ((self.rank + 1) % w) as i32;
                     let from = ((self.rank + w - 1) % w) as i32;
-                    nres::group_start()
-                        .and_then(|_| nres::send(at(send, 0), count, ty, to, comm, stream))
-                        .and_then(|_| nres::recv(at(recv, 0), count, ty, from, comm, stream))
-                        .and_then(|_| nres::group_end())
+                    // The group is always closed, even when a call inside it failed.
+                    nres::group_start().and_then(|_| {
+                        let calls = nres::send(at(send, 0), count, ty, to, comm, stream)
+                            .and_then(|_| nres::recv(at(recv, 0), count, ty, from, comm, stream));
+                        let end = nres::group_end();
+                        calls.and(end)
+                    })
                 }
             }
         };
         r.map(|_| ())
-            .map_err(nerr(&format!("nccl{}", coll.nccl_name()), comm))
+            .map_err(nerr(&format!("nccl{}", coll.nccl_name()), comm))?;
+        self.since_mark.0 += count * es;
+        self.since_mark.1 += 1;
+        if self.since_mark.0 >= MARK_BYTES || self.since_mark.1 >= MARK_CALLS {
+            self.since_mark = (0, 0);
+            use cudarc::driver::sys::CUevent_flags;
+            let ev = self
+                .stream
+                .context()
+                .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                .map_err(derr("creating a progress mark"))?;
+            ev.record(&self.stream)
+                .map_err(derr("recording a progress mark"))?;
+            self.marks.push_back(ev);
+        }
+        Ok(())
     }
 
     /// Wait for everything enqueued on this rank's stream, watching NCCL as PyTorch's
     /// watchdog does: the stream is polled (cuStreamQuery), NCCL's asynchronous error is read
-    /// between polls (ncclCommGetAsyncError), and after `timeout` the wait gives up. Either
-    /// way out leaves the communicator to [`NcclRank::abort`].
-    pub fn wait(&self, timeout: std::time::Duration) -> Result<(), WaitFault> {
+    /// between polls (ncclCommGetAsyncError), and after `timeout` without progress (no
+    /// progress mark completing) the wait gives up. `on_progress` runs each time a mark
+    /// completes. Either way out leaves the communicator to [`NcclRank::abort`].
+    pub fn wait(
+        &mut self,
+        timeout: std::time::Duration,
+        on_progress: &mut dyn FnMut(),
+    ) -> Result<(), WaitFault> {
         use cudarc::driver::sys::{CUresult, cuStreamQuery};
-        let t0 = std::time::Instant::now();
+        // Queries act on the current context: make it this rank's (single-process mode drives
+        // several GPUs from one thread).
+        self._ctx
+            .bind_to_thread()
+            .map_err(|e| WaitFault::Error(format!("binding GPU {}'s context: {e:?}", self.rank)))?;
+        let mut last_progress = std::time::Instant::now();
         let mut polls = 0u32;
         loop {
+            while self
+                .marks
+                .front()
+                .is_some_and(|m| m.try_is_complete().unwrap_or(false))
+            {
+                self.marks.pop_front();
+                last_progress = std::time::Instant::now();
+                on_progress();
+            }
             // SAFETY: the stream belongs to this rank's live context.
             match unsafe { cuStreamQuery(self.stream.cu_stream()) } {
-                CUresult::CUDA_SUCCESS => return Ok(()),
+                CUresult::CUDA_SUCCESS => {
+                    self.marks.clear();
+                    return Ok(());
+                }
                 CUresult::CUDA_ERROR_NOT_READY => {}
                 other => {
                     return Err(WaitFault::Error(format!(
@@ -546,16 +609,18 @@ impl NcclRank {
                     )));
                 }
             }
-            if t0.elapsed() > timeout {
+            if last_progress.elapsed() > timeout {
                 return Err(WaitFault::Timeout(format!(
-                    "rank {}: the GPU work enqueued did not finish in {} s (NCCL still waiting on a peer?)",
+                    "rank {}: the GPU work enqueued made no progress for {} s (NCCL still waiting on a peer?)",
                     self.rank,
                     timeout.as_secs()
                 )));
             }
-            polls += 1;
-            if polls > 2000 {
-                std::thread::sleep(std::time::Duration::from_micros(200));
+            // Spin as nccl-tests does (a sleep here would land inside the timed region);
+            // yield now and then so ranks sharing cores still run.
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(1024) {
+                std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }
@@ -621,7 +686,10 @@ impl Drop for NcclRank {
         }
         // Destroy only a communicator with nothing pending; one still busy after a while is
         // aborted instead (ncclCommDestroy would block on it).
-        if self.wait(std::time::Duration::from_secs(10)).is_ok() {
+        if self
+            .wait(std::time::Duration::from_secs(10), &mut || {})
+            .is_ok()
+        {
             // SAFETY: the communicator was initialised and is destroyed once.
             let _ = unsafe { nres::comm_destroy(self.comm) };
         } else {

@@ -285,7 +285,7 @@ pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
                 mode & 0o7777
             ));
         }
-        if mode & 0o020 != 0 && !sticky && m.gid() != 0 && m.gid() != gid {
+        if mode & 0o020 != 0 && !sticky && m.gid() != 0 && !private_group(m.gid(), uid, gid) {
             return Some(format!(
                 "the {what} {} is writable by group {} (mode {:o})",
                 p.display(),
@@ -296,6 +296,59 @@ pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
         at = p.parent();
     }
     None
+}
+
+/// Is `group` the user's own private group (the user-private-group convention: the user's
+/// primary group, named after the user, with no other members listed)? A shared primary
+/// group such as `users` is not.
+fn private_group(group: u32, uid: u32, gid: u32) -> bool {
+    if group != gid {
+        return false;
+    }
+    // SAFETY: getgrgid/getpwuid return pointers into static storage, read at once; this runs
+    // in the launcher before it starts any thread that calls them.
+    unsafe {
+        let gr = libc::getgrgid(group);
+        let pw = libc::getpwuid(uid);
+        if gr.is_null() || pw.is_null() {
+            return false;
+        }
+        let gname = std::ffi::CStr::from_ptr((*gr).gr_name);
+        let uname = std::ffi::CStr::from_ptr((*pw).pw_name);
+        let mut members = (*gr).gr_mem;
+        let mut others = false;
+        while !members.is_null() && !(*members).is_null() {
+            if std::ffi::CStr::from_ptr(*members) != uname {
+                others = true;
+            }
+            members = members.add(1);
+        }
+        gname == uname && !others
+    }
+}
+
+/// Can someone other than `uid` and root change what gets loaded through `path`: the path as
+/// written (the link itself and the folders above it, since `LD_LIBRARY_PATH` names them) and
+/// the file it resolves to? `None` if not; else why.
+pub fn untrusted(path: &Path, uid: u32, gid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && m.file_type().is_symlink()
+        && m.uid() != uid
+        && m.uid() != 0
+    {
+        return Some(format!(
+            "the link {} belongs to uid {}, not to you (uid {uid}) or root",
+            path.display(),
+            m.uid()
+        ));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Some(why) = writable_by_others(parent, uid, gid)
+    {
+        return Some(why);
+    }
+    writable_by_others(path, uid, gid)
 }
 
 fn me() -> (u32, u32) {
@@ -345,7 +398,7 @@ pub fn find_in(places: &[Place], link: &LinkAt) -> Result<Found, FindError> {
 
 fn use_lib(lib: &Path, plain: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
     let (uid, gid) = me();
-    if let Some(why) = writable_by_others(lib, uid, gid) {
+    if let Some(why) = untrusted(lib, uid, gid) {
         return Err(FindError::Untrusted {
             lib: lib.to_path_buf(),
             how: how.to_string(),
@@ -422,13 +475,23 @@ fn versioned_lib(dir: &Path) -> Option<PathBuf> {
     if two.exists() {
         return Some(two);
     }
+    let version = |p: &PathBuf| -> Vec<u64> {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .trim_start_matches("libnccl.so.")
+            .split('.')
+            .map(|x| x.parse().unwrap_or(0))
+            .collect()
+    };
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("libnccl.so.2."))
         .map(|e| e.path())
         .collect();
-    v.sort();
+    // By version number, not as text (2.21 is newer than 2.9).
+    v.sort_by_key(version);
     v.pop()
 }
 
@@ -556,6 +619,41 @@ mod tests {
         assert_eq!(f.dir, root);
         assert_eq!(f.how, "LD_LIBRARY_PATH");
         assert!(!root.join("links").exists(), "no link made");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_newest_versioned_library_wins_by_number_not_text() {
+        let root = tree();
+        std::fs::write(root.join("libnccl.so.2.9.9"), b"old").expect("write");
+        std::fs::write(root.join("libnccl.so.2.21.5"), b"new").expect("write");
+        let f = find_in(
+            &ld_places(&root.display().to_string()),
+            &LinkAt::Dir(root.join("l")),
+        )
+        .expect("found");
+        assert!(f.lib.ends_with("libnccl.so.2.21.5"), "{f:?}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_link_in_a_folder_others_can_write_is_refused_though_its_target_is_safe() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tree();
+        let safe = root.join("safe");
+        let open = root.join("open");
+        std::fs::create_dir_all(&safe).expect("mkdir");
+        std::fs::create_dir_all(&open).expect("mkdir");
+        std::fs::write(safe.join("libnccl.so.2"), b"x").expect("write");
+        std::os::unix::fs::symlink(safe.join("libnccl.so.2"), open.join("libnccl.so"))
+            .expect("link");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = find_in(
+            &ld_places(&open.display().to_string()),
+            &LinkAt::Dir(root.join("l")),
+        )
+        .expect_err("anyone could swap the link");
+        assert!(e.to_string().contains("writable by every user"), "{e}");
         let _ = std::fs::remove_dir_all(&root);
     }
 

@@ -61,7 +61,8 @@ impl StoreServer {
             .name("store".into())
             .spawn(move || {
                 // Per address, the connections still greeting: (id, a handle to close it).
-                type Greeting = std::collections::VecDeque<(u64, TcpStream)>;
+                type Greeting =
+                    std::collections::VecDeque<(u64, TcpStream, std::time::Instant)>;
                 let pending: Arc<Mutex<HashMap<std::net::IpAddr, Greeting>>> = Arc::default();
                 let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 let mut next_id = 0u64;
@@ -92,25 +93,29 @@ impl StoreServer {
                         // runs on their node).
                         let q = p.entry(ip).or_default();
                         if q.len() >= PENDING_PER_ADDRESS
-                            && let Some((_, old)) = q.pop_front()
+                            && q.front().is_some_and(|(_, _, t)| {
+                                t.elapsed() > super::tcp::GREETING_GRACE
+                            })
+                            && let Some((_, old, _)) = q.pop_front()
                         {
                             let _ = old.shutdown(std::net::Shutdown::Both);
                         }
                         if let Ok(h) = conn.try_clone() {
-                            q.push_back((id, h));
+                            q.push_back((id, h, std::time::Instant::now()));
                         }
                     }
                     active.fetch_add(1, Ordering::Relaxed);
                     let (shared, rejected) = (shared2.clone(), rejected2.clone());
                     let (pending, active2) = (pending.clone(), active.clone());
-                    let greeted = move || {
+                    let forget = move || {
                         if let Some(ip) = ip
                             && let Ok(mut p) = pending.lock()
                             && let Some(q) = p.get_mut(&ip)
                         {
-                            q.retain(|(i, _)| *i != id);
+                            q.retain(|(i, _, _)| *i != id);
                         }
                     };
+                    let greeted = forget.clone();
                     let who = peer.clone();
                     let spawned = std::thread::Builder::new()
                         .name("store-conn".into())
@@ -137,6 +142,7 @@ impl StoreServer {
                             active2.fetch_sub(1, Ordering::Relaxed);
                         });
                     if spawned.is_err() {
+                        forget();
                         active.fetch_sub(1, Ordering::Relaxed);
                         log::warn(&format!("store: dropped connection from {peer}: no thread for it"));
                     }
@@ -178,8 +184,8 @@ impl Drop for StoreServer {
 /// Connections the store serves at once (each has a thread).
 pub const MAX_CONNECTIONS: usize = 1024;
 
-/// Connections from one address that may be greeting the store at once (a newer one closes
-/// the longest-silent).
+/// Connections from one address that may be greeting the store at once; beyond that a newer
+/// one closes the longest-silent, once it has been silent past the greeting grace period.
 pub const PENDING_PER_ADDRESS: usize = 16;
 
 fn serve(

@@ -44,8 +44,13 @@ pub enum CommError {
 /// How long a connection to a rank's listener may take to greet before it is dropped.
 pub const GREETING_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Connections from one address that may be greeting at once; a newer one closes the oldest.
+/// Connections from one address that may be greeting at once (at least the ranks that will
+/// dial); beyond that a newer one closes the longest-silent, once it has been silent for
+/// [`GREETING_GRACE`].
 pub const PENDING_PER_ADDRESS: usize = 8;
+
+/// How long a connection may stay silent before a newer one from its address may close it.
+pub const GREETING_GRACE: Duration = Duration::from_millis(250);
 
 /// Accept the greetings of `higher` ranks on `listener`, each connection on a thread of its
 /// own with [`GREETING_DEADLINE`], so a stranger that connects and says nothing holds up no
@@ -63,8 +68,10 @@ fn accept_peers(
         return Ok(());
     }
     let (tx, rx) = mpsc::channel::<(usize, TcpStream)>();
-    // Per address, the connections still greeting: (id, a handle to close it).
-    type Greeting = std::collections::VecDeque<(u64, TcpStream)>;
+    // Per address, the connections still greeting: (id, a handle to close it, since when).
+    type Greeting = std::collections::VecDeque<(u64, TcpStream, std::time::Instant)>;
+    // Ranks of one node share an address: room for all of them at once.
+    let cap = PENDING_PER_ADDRESS.max(higher.len());
     let pending: Arc<Mutex<HashMap<std::net::IpAddr, Greeting>>> = Arc::default();
     let acceptor = listener.try_clone()?;
     let token = env.token;
@@ -80,16 +87,18 @@ fn accept_peers(
                 {
                     let Ok(mut p) = pending.lock() else { return };
                     let q = p.entry(ip).or_default();
-                    // Over the cap, the longest-silent connection from that address goes: a
-                    // real peer greets at once, so it is never the oldest for long (ranks of
-                    // one node share an address with whatever else runs there).
-                    if q.len() >= PENDING_PER_ADDRESS
-                        && let Some((_, old)) = q.pop_front()
+                    // Over the cap, the longest-silent connection from that address goes, once
+                    // it has been silent past a grace period: a real peer greets at once, so
+                    // only strangers are ever that old.
+                    if q.len() >= cap
+                        && q.front()
+                            .is_some_and(|(_, _, t)| t.elapsed() > GREETING_GRACE)
+                        && let Some((_, old, _)) = q.pop_front()
                     {
                         let _ = old.shutdown(std::net::Shutdown::Both);
                     }
                     match s.try_clone() {
-                        Ok(h) => q.push_back((id, h)),
+                        Ok(h) => q.push_back((id, h, std::time::Instant::now())),
                         Err(e) => {
                             log::warn(&format!("dropped connection from {from}: {e}"));
                             continue;
@@ -107,11 +116,19 @@ fn accept_peers(
                             .and_then(|()| {
                                 Hello::read_checked(&mut s, &token).map_err(|e| e.to_string())
                             });
+                        // Still ours, or closed meanwhile as the longest-silent?
+                        let mut evicted = true;
                         if let Ok(mut p) = pending.lock()
                             && let Some(q) = p.get_mut(&ip)
                         {
-                            q.retain(|(i, _)| *i != id);
+                            evicted = !q.iter().any(|(i, _, _)| *i == id);
+                            q.retain(|(i, _, _)| *i != id);
                         }
+                        let r = if evicted {
+                            r.and(Err("closed as the longest-silent connection".to_string()))
+                        } else {
+                            r
+                        };
                         match r {
                             Ok(h)
                                 if h.role == Role::Peer && wanted.contains(&(h.rank as usize)) =>

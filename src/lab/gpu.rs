@@ -288,6 +288,9 @@ pub struct Prepared {
     pub algo_label: &'static str,
 }
 
+/// The oldest NCCL ringlab drives (major, minor).
+pub const MIN_NCCL: (u32, u32) = (2, 13);
+
 /// What a table and the lab screen say about ranks that share a GPU.
 pub const SHARED_GPU: &str = "shared GPU: the bytes cross NET/Socket through host memory and the ranks take turns on the GPU; this is not NVLink bandwidth";
 
@@ -302,6 +305,19 @@ pub fn prepare(
 ) -> Result<Prepared, String> {
     if let Some(why) = m.nccl_unavailable() {
         return Err(why);
+    }
+    if let Some(v) = &m.probe.nccl_version {
+        let n: Vec<u32> = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
+        if n.len() >= 2 && (n[0], n[1]) < MIN_NCCL {
+            return Err(format!(
+                "NCCL {v} is older than {}.{}, the oldest ringlab drives (ncclGetLastError, \
+                 ncclAvg and bfloat16 arrived by then); install a newer nvidia-nccl wheel or name \
+                 one with {}",
+                MIN_NCCL.0,
+                MIN_NCCL.1,
+                ncclfind::OVERRIDE
+            ));
+        }
     }
     let gpus = m.gpus();
     let ranks_here = if job.devices > 0 {
@@ -562,6 +578,20 @@ mod tests {
             algo: Some(Algorithm::Tree),
         };
         assert!(prepare(&mut job, &mut Launch::single(2), gpus(2), &ask).is_err());
+    }
+
+    #[test]
+    fn an_nccl_older_than_2_13_is_refused_before_it_is_driven() {
+        let mut m = gpus(2);
+        m.probe.nccl_version = Some("2.12.12".into());
+        let e = prepare(
+            &mut bench_job(),
+            &mut Launch::single(2),
+            m,
+            &GpuAsk::default(),
+        )
+        .expect_err("too old");
+        assert!(e.contains("older than 2.13"), "{e}");
     }
 
     #[test]

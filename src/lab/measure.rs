@@ -95,8 +95,9 @@ pub trait Rig {
     fn download(&mut self, slot: usize, which: Which, out: &mut [u8]) -> Result<(), Fault>;
     /// Start one collective on every local rank.
     fn launch(&mut self, call: &Call) -> Result<(), Fault>;
-    /// Wait until everything launched has finished.
-    fn complete(&mut self) -> Result<(), Fault>;
+    /// Wait until everything launched has finished; `on_progress` runs whenever some of it
+    /// is seen to finish (what keeps the launcher's watchdog from calling a long row hung).
+    fn complete(&mut self, on_progress: &mut dyn FnMut()) -> Result<(), Fault>;
     /// Wait for every process of the job (`name` is unique per use).
     fn barrier(&mut self, name: &str) -> Result<(), Fault>;
     /// Tear down after a fault without waiting on work that may never finish (NCCL:
@@ -197,6 +198,10 @@ const BEAT: std::time::Duration = std::time::Duration::from_millis(500);
 impl Heart {
     fn tick(&mut self, emit: &mut dyn FnMut(Event)) {
         self.done += 1;
+        self.beat(emit);
+    }
+
+    fn beat(&mut self, emit: &mut dyn FnMut(Event)) {
         if self.last.elapsed() >= BEAT {
             self.last = Instant::now();
             emit(Event::Beat {
@@ -258,7 +263,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             // nccl-tests' BenchTime: one untimed collective to completion, then a barrier, so
             // no rank starts its clock while another is still busy with the last size.
             rig.launch(&call)?;
-            rig.complete()?;
+            rig.complete(&mut || heart.beat(emit))?;
             rig.barrier(&format!("size{k}/{}", u8::from(in_place)))?;
             let iters = job.iters.max(1);
             let t0 = Instant::now();
@@ -266,13 +271,13 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                 rig.launch(&call)?;
                 heart.tick(emit);
             }
-            rig.complete()?;
+            rig.complete(&mut || heart.beat(emit))?;
             let time_us = t0.elapsed().as_secs_f64() * 1e6 / iters as f64;
             let mut wrong = 0;
             if job.check {
                 stage(rig, &call, &inputs, &poison, true)?;
                 rig.launch(&call)?;
-                rig.complete()?;
+                rig.complete(&mut || heart.beat(emit))?;
                 let mut got = host_buf(bytes, 0)?;
                 for (slot, c) in checks.iter().enumerate() {
                     rig.download(slot, Which::Recv, &mut got)?;
@@ -337,7 +342,7 @@ fn sanity_inner(rig: &mut dyn Rig, emit: &mut dyn FnMut(Event)) -> Result<(), Fa
         count: n,
         in_place: true,
     })?;
-    rig.complete()?;
+    rig.complete(&mut || {})?;
     let mut got = vec![0u8; n * 4];
     for (slot, rank) in local.enumerate() {
         rig.download(slot, Which::Recv, &mut got)?;
@@ -446,7 +451,7 @@ mod tests {
             }
             Ok(())
         }
-        fn complete(&mut self) -> Result<(), Fault> {
+        fn complete(&mut self, _: &mut dyn FnMut()) -> Result<(), Fault> {
             self.log.push("complete".into());
             Ok(())
         }

@@ -239,7 +239,7 @@ impl measure::Rig for TcpRig<'_> {
         }
         .map_err(error)
     }
-    fn complete(&mut self) -> Result<(), Fault> {
+    fn complete(&mut self, _: &mut dyn FnMut()) -> Result<(), Fault> {
         Ok(())
     }
     fn barrier(&mut self, name: &str) -> Result<(), Fault> {
@@ -382,10 +382,10 @@ impl measure::Rig for NcclRig<'_> {
         }
         .map_err(error)
     }
-    fn complete(&mut self) -> Result<(), Fault> {
+    fn complete(&mut self, on_progress: &mut dyn FnMut()) -> Result<(), Fault> {
         use crate::comm::nccl::WaitFault;
-        for g in &self.gs {
-            g.wait(self.patience).map_err(|w| match w {
+        for g in &mut self.gs {
+            g.wait(self.patience, on_progress).map_err(|w| match w {
                 WaitFault::Error(m) => Fault::Error(m),
                 WaitFault::Timeout(m) => Fault::Hang(m),
             })?;

@@ -675,7 +675,7 @@ fn nccl_evidence(
     if !missing.is_empty() && missing.len() < world {
         d.culprit = "missing-rank".into();
         d.explanation = format!(
-            "world size {world}, but rank(s) {} never started; the others wait inside              ncclCommInitRank for them",
+            "world size {world}, but rank(s) {} never started; the others wait inside ncclCommInitRank for them",
             missing.join(", ")
         );
     } else if d.culprit == "missing-rank" {

@@ -596,8 +596,10 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
 }
 
 /// The advisory lock every read-merge-write of `dir`'s progress holds (flock on
-/// `dir/.progress.lock`; released when the file closes, also when a process dies).
-fn lock(dir: &Path) -> Result<File, ProgressError> {
+/// `dir/.progress.lock`; released when the file closes, also when a process dies). None where
+/// the file system has no locks (an NFS home without lockd): the save goes ahead unlocked, as
+/// before locks existed, rather than never.
+fn lock(dir: &Path) -> Result<Option<File>, ProgressError> {
     use std::os::fd::AsRawFd;
     let path = dir.join(".progress.lock");
     let err = |source| ProgressError::Write {
@@ -614,11 +616,13 @@ fn lock(dir: &Path) -> Result<File, ProgressError> {
     loop {
         // SAFETY: flock on a descriptor this function owns.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(f);
+            return Ok(Some(f));
         }
         let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err(e));
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) => return Ok(None),
+            _ => return Err(err(e)),
         }
     }
 }
@@ -626,22 +630,51 @@ fn lock(dir: &Path) -> Result<File, ProgressError> {
 /// Save `progress` to `dir` without losing what another ringlab saved meanwhile: under the
 /// lock, the file is read again and merged into `progress` by item (the newer review wins,
 /// histories are united, as import does), cards that could not be scheduled are repaired,
-/// and the result is written atomically. `progress` ends as what was written.
-pub fn save(dir: &Path, progress: &mut Progress) -> Result<(), ProgressError> {
+/// and the result is written atomically. `progress` ends as what was written. Returns what
+/// the re-read found worth telling (a file that had turned corrupt is moved aside, never
+/// overwritten).
+pub fn save(dir: &Path, progress: &mut Progress) -> Result<Option<LoadNotice>, ProgressError> {
     let _guard = lock(dir)?;
-    let (disk, _) = load(dir)?;
+    let (disk, notice) = load(dir)?;
     progress.merge(&disk);
     progress.repair(Utc::now());
-    save_as(dir, FILE_NAME, progress)
+    save_as(dir, FILE_NAME, progress)?;
+    Ok(notice.filter(|n| matches!(n, LoadNotice::Quarantined { .. })))
+}
+
+/// Where a chain of symlinks at `path` ends (relative targets resolved against each link's
+/// folder; at most 40 hops, as the kernel allows).
+fn resolve_links(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::read_link(&p) {
+            Ok(t) => p = p.parent().map_or(t.clone(), |d| d.join(&t)),
+            Err(_) => break,
+        }
+    }
+    p
 }
 
 /// Leftover `.progress.json.tmp-PID` files of processes that no longer exist (a save killed
 /// between write and rename).
 fn remove_stale_temps(dir: &Path) {
+    // A symlinked progress file is written next to its target: look there too.
+    let target = resolve_links(&dir.join(FILE_NAME));
+    let (tdir, tname) = match (target.parent(), target.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => (dir.to_path_buf(), FILE_NAME.to_string()),
+    };
+    if tdir != dir || tname != FILE_NAME {
+        remove_stale_temps_named(&tdir, &tname);
+    }
+    remove_stale_temps_named(dir, FILE_NAME);
+}
+
+fn remove_stale_temps_named(dir: &Path, name: &str) {
     let Ok(rd) = fs::read_dir(dir) else {
         return;
     };
-    let prefix = format!(".{FILE_NAME}.tmp-");
+    let prefix = format!(".{name}.tmp-");
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
@@ -669,9 +702,7 @@ fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressEr
         source,
     };
     fs::create_dir_all(dir).map_err(|e| err(&path, e))?;
-    if let Ok(target) = fs::read_link(&path) {
-        path = dir.join(target);
-    }
+    path = resolve_links(&path);
     let (dir, name) = match (path.parent(), path.file_name()) {
         (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
         _ => (dir.to_path_buf(), name.to_string()),

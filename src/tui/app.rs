@@ -198,10 +198,12 @@ impl App {
     }
 
     pub fn save_progress(&mut self) {
-        if let Some(dir) = &self.progress_dir
-            && let Err(e) = progress::save(dir, &mut self.progress)
-        {
-            self.status = Some(format!("{e}"));
+        if let Some(dir) = &self.progress_dir {
+            match progress::save(dir, &mut self.progress) {
+                Ok(Some(notice)) => self.status = Some(notice.to_string()),
+                Ok(None) => {}
+                Err(e) => self.status = Some(format!("{e}")),
+            }
         }
     }
 
