@@ -3,7 +3,7 @@
 (A, B, A, B, ...) in fresh processes, medians of busbw (GB/s) per size and placement, and the
 ratio B / A. For checking that a change to the measurement or the engine costs nothing.
 
-    scripts/compare/ab.py OLD_BINARY NEW_BINARY [--reps 5] [--sizes 1K,1M,64M] [--ranks 2]
+    scripts/compare/ab.py OLD_BINARY NEW_BINARY [--reps 5] [--sizes 1K,1M,64M] [--ranks 2] [--warmup 1]
 """
 import argparse
 import json
@@ -11,10 +11,10 @@ import statistics
 import subprocess
 
 
-def run(binary, size, ranks, iters):
+def run(binary, size, ranks, iters, warmup):
     out = subprocess.run(
         [binary, "bench", "--backend", "tcp", "--nproc-per-node", str(ranks),
-         "-b", size, "-e", size, "-n", str(iters), "-w", "5", "--json"],
+         "-b", size, "-e", size, "-n", str(iters), "-w", str(warmup), "--json"],
         capture_output=True, text=True, check=True)
     rows = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
     return {r["in_place"]: (r["busbw_gbps"], r["time_us"]) for r in rows if "in_place" in r}
@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--sizes", default="1K,1M,64M")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=1)
     args = ap.parse_args()
     print(f"# A = {args.a}\n# B = {args.b}\n# {args.ranks} ranks, TCP, float sum, "
           f"{args.reps} interleaved repetitions, medians")
@@ -38,7 +39,7 @@ def main():
         samples.update({("b", p): [] for p in (False, True)})
         for _ in range(args.reps):
             for who, binary in (("a", args.a), ("b", args.b)):
-                for p, v in run(binary, size, args.ranks, args.iters).items():
+                for p, v in run(binary, size, args.ranks, args.iters, args.warmup).items():
                     samples[(who, p)].append(v)
         for p in (False, True):
             a = samples[("a", p)]

@@ -188,6 +188,24 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// one closes the longest-silent, once it has been silent past the greeting grace period.
 pub const PENDING_PER_ADDRESS: usize = 16;
 
+/// Busy-poll `conn` until it has something to read or `spin` has passed.
+fn spin_until_readable(conn: &TcpStream, spin: Duration) {
+    use std::os::fd::AsRawFd;
+    let start = Instant::now();
+    let mut pfd = libc::pollfd {
+        fd: conn.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    while start.elapsed() < spin {
+        // SAFETY: pfd is a valid pollfd; a zero timeout never blocks.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 fn serve(
     mut conn: TcpStream,
     token: &Token,
@@ -288,6 +306,9 @@ pub enum StoreError {
 
 pub struct StoreClient {
     conn: TcpStream,
+    /// Busy-poll this long for each reply before sleeping in the kernel (barriers between
+    /// timed runs: a rank that sleeps there, and its vCPU, come back slow).
+    spin: Duration,
 }
 
 impl StoreClient {
@@ -305,12 +326,18 @@ impl StoreClient {
             .encode(),
         )
         .map_err(WireError::from)?;
-        Ok(Self { conn })
+        Ok(Self {
+            conn,
+            spin: Duration::ZERO,
+        })
     }
 
     fn call(&mut self, req: &Request) -> Result<Option<String>, StoreError> {
         let bytes = serde_json::to_vec(req).map_err(|e| WireError::Malformed(e.to_string()))?;
         write_frame(&mut self.conn, &bytes)?;
+        if !self.spin.is_zero() {
+            spin_until_readable(&self.conn, self.spin);
+        }
         let reply: Reply = serde_json::from_slice(&read_frame(&mut self.conn)?)
             .map_err(|e| WireError::Malformed(e.to_string()))?;
         if reply.ok {
@@ -361,6 +388,22 @@ impl StoreClient {
         }
         self.get(&format!("barrier/{name}/done"), timeout)
             .map(|_| ())
+    }
+
+    /// [`StoreClient::barrier`], busy-polling up to `spin` for each reply before sleeping:
+    /// the barrier right before a timed run, where ranks leave within microseconds of each
+    /// other and a sleeping rank would wake slow into the timed loop.
+    pub fn barrier_spinning(
+        &mut self,
+        name: &str,
+        world: usize,
+        timeout: Duration,
+        spin: Duration,
+    ) -> Result<(), StoreError> {
+        self.spin = spin;
+        let r = self.barrier(name, world, timeout);
+        self.spin = Duration::ZERO;
+        r
     }
 }
 

@@ -305,6 +305,11 @@ impl TcpComm {
         self.world
     }
 
+    /// Whether this rank busy-polls before sleeping (every local rank has a core of its own).
+    pub fn spins(&self) -> bool {
+        self.spin
+    }
+
     /// Execute `schedule` on this rank's buffer (`count × elem_size` bytes), in place.
     pub fn run(
         &mut self,

@@ -4,11 +4,14 @@
 //! NCCL (one rank per process, or every GPU from one process), and [`bench`] and [`sanity`] are
 //! the one loop all of them run.
 //!
-//! Timing follows nccl-tests' `BenchTime`: the warm-up iterations, then one untimed collective
-//! run to completion, a barrier across every process of the job (the rendezvous store), then
-//! the timed iterations launched back to back and completed once, measured with the host's
-//! monotonic clock around launch and completion. The same clock serves every backend, so a TCP
-//! row and an NCCL row measure the same thing.
+//! Timing follows nccl-tests' `BenchTime`: one untimed collective run to completion, a barrier
+//! across every process of the job (the rendezvous store), then the timed iterations launched
+//! back to back and completed once, measured with the host's monotonic clock around launch and
+//! completion. The same clock serves every backend, so a TCP row and an NCCL row measure the
+//! same thing. One difference: the `-w` warm-up iterations run after the barrier, not once
+//! before all sizes, because a rank that has just slept in the store's barrier (and its vCPU)
+//! needs a few collectives to be back at speed; timed at once, a 1 KiB TCP row read 10-25×
+//! slower on a 2-core VM.
 //!
 //! The check follows nccl-tests too, with one difference that makes it stricter: before the
 //! checked run the output is filled with a poison pattern (all bits set: NaN in the float
@@ -256,15 +259,19 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                 in_place,
             };
             stage(rig, &call, &inputs, &poison, false)?;
-            for _ in 0..job.warmup {
-                rig.launch(&call)?;
-                heart.tick(emit);
-            }
             // nccl-tests' BenchTime: one untimed collective to completion, then a barrier, so
             // no rank starts its clock while another is still busy with the last size.
             rig.launch(&call)?;
             rig.complete(&mut || heart.beat(emit))?;
             rig.barrier(&format!("size{k}/{}", u8::from(in_place)))?;
+            // The warm-up comes after the barrier (nccl-tests runs it once before all sizes):
+            // a rank that has just slept in the store's barrier, and its vCPU, need a few
+            // collectives to be back at speed, and those must not be timed.
+            for _ in 0..job.warmup {
+                rig.launch(&call)?;
+                heart.tick(emit);
+            }
+            rig.complete(&mut || heart.beat(emit))?;
             let iters = job.iters.max(1);
             let t0 = Instant::now();
             for _ in 0..iters {
@@ -528,7 +535,7 @@ mod tests {
         let mut rig = Fake::new(2);
         let j = job(Collective::AllReduce);
         rows(&mut rig, &j).0.expect("runs");
-        // Out of place: 2 warm-ups, the untimed collective and its completion, the barrier,
+        // Out of place: the untimed collective and its completion, the barrier, 2 warm-ups,
         // then 3 timed launches completed once, then the checked run.
         let start = rig
             .log
@@ -538,10 +545,11 @@ mod tests {
         let want = [
             "barrier size0",
             "launch",
+            "complete",
+            "barrier size0/0",
             "launch",
             "launch",
             "complete",
-            "barrier size0/0",
             "launch",
             "launch",
             "launch",

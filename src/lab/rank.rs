@@ -121,6 +121,9 @@ fn error(e: impl std::fmt::Display) -> Fault {
     Fault::Error(e.to_string())
 }
 
+/// One-byte collectives a TCP barrier ends with (see `TcpRig::barrier`).
+const SYNC_ROUNDS: usize = 4;
+
 /// How long a barrier between ranks may wait (the launcher's watchdog ends a hung job first).
 const BARRIER_WAIT: Duration = Duration::from_secs(3600);
 
@@ -137,6 +140,9 @@ trait Rig: measure::Rig {
 struct TcpRig<'s> {
     comm: TcpComm,
     store: &'s mut StoreClient,
+    /// The job's collective on one byte per rank: what re-synchronizes the ranks over their
+    /// own connections after the store's barrier.
+    shape: Schedule,
     algo: crate::collective::Algorithm,
     send: AlignedBuf,
     recv: AlignedBuf,
@@ -161,6 +167,7 @@ impl<'s> TcpRig<'s> {
         Ok(Self {
             comm,
             store,
+            shape,
             algo: job.algo,
             send: AlignedBuf::default(),
             recv: AlignedBuf::default(),
@@ -243,9 +250,31 @@ impl measure::Rig for TcpRig<'_> {
         Ok(())
     }
     fn barrier(&mut self, name: &str) -> Result<(), Fault> {
+        // Spin like the engine does while the others arrive (when every local rank has a core
+        // of its own): a rank that sleeps here comes back slow into the timed loop.
+        let spin = if self.comm.spins() {
+            Duration::from_millis(2)
+        } else {
+            Duration::ZERO
+        };
         self.store
-            .barrier(name, self.comm.world(), BARRIER_WAIT)
-            .map_err(error)
+            .barrier_spinning(name, self.comm.world(), BARRIER_WAIT, spin)
+            .map_err(error)?;
+        // Leaving the store's barrier, ranks are up to a few hundred µs apart and may have
+        // slept: a few one-byte rounds of the job's own collective over the data connections
+        // bring them back in step before anything is timed.
+        let mut scratch = vec![0u8; self.shape.spec().count];
+        for _ in 0..SYNC_ROUNDS {
+            self.comm
+                .run(
+                    &self.shape,
+                    &mut scratch,
+                    crate::collective::Dtype::U8,
+                    crate::collective::Op::Max,
+                )
+                .map_err(error)?;
+        }
+        Ok(())
     }
     fn abort(&mut self) {}
 }
