@@ -138,6 +138,31 @@ pub fn check_memory(
     ))
 }
 
+/// Refuse an NCCL sweep whose buffers do not fit the GPU: `per_gpu` ranks share each GPU
+/// (`--ranks-per-gpu`), each with a send and a receive buffer of the largest size.
+pub fn check_gpu_memory(
+    job: &Job,
+    ranks: usize,
+    per_gpu: usize,
+    gpu_bytes: u64,
+) -> Result<(), String> {
+    let (_, dev) = memory_per_rank(job, ranks);
+    let need = dev.saturating_mul(per_gpu.max(1) as u64);
+    if gpu_bytes == 0 || need <= gpu_bytes {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Err(format!(
+        "the largest size needs {:.1} GiB of GPU memory per rank (send and receive buffers), \
+         {:.1} GiB for the {} rank(s) on each GPU, and the GPU has {:.1} GiB: use a smaller \
+         -e/--maxbytes",
+        gib(dev),
+        gib(need),
+        per_gpu.max(1),
+        gib(gpu_bytes)
+    ))
+}
+
 /// MemAvailable from /proc/meminfo, in bytes (None where it cannot be read).
 pub fn available_memory() -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")
@@ -305,6 +330,14 @@ mod tests {
             ..job
         };
         assert!(check_memory(&small, 2, 2, 23 << 30).is_ok());
+        let gpu = Job {
+            backend: super::super::Backend::Nccl,
+            sizes: vec![64 << 30],
+            ..small
+        };
+        let e = check_gpu_memory(&gpu, 2, 2, 141 << 30).expect_err("2 x 128 GiB on 141");
+        assert!(e.contains("256.0 GiB") && e.contains("141.0 GiB"), "{e}");
+        assert!(check_gpu_memory(&gpu, 2, 1, 141 << 30).is_ok());
     }
 
     #[test]
