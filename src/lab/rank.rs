@@ -372,7 +372,9 @@ impl measure::Rig for NcclRig<'_> {
         Ok(())
     }
     fn upload(&mut self, slot: usize, which: Which, at: usize, data: &[u8]) -> Result<(), Fault> {
-        let (g, b) = (&self.gs[slot], &mut self.bufs[slot]);
+        let (Some(g), Some(b)) = (self.gs.get(slot), self.bufs.get_mut(slot)) else {
+            return Err(error(format!("no buffers for local rank {slot}")));
+        };
         let dst = match which {
             Which::Send => &mut b.0,
             Which::Recv => &mut b.1,
@@ -380,7 +382,9 @@ impl measure::Rig for NcclRig<'_> {
         g.upload(data, dst, at).map_err(error)
     }
     fn download(&mut self, slot: usize, which: Which, out: &mut [u8]) -> Result<(), Fault> {
-        let (g, b) = (&self.gs[slot], &self.bufs[slot]);
+        let (Some(g), Some(b)) = (self.gs.get(slot), self.bufs.get(slot)) else {
+            return Err(error(format!("no buffers for local rank {slot}")));
+        };
         let src = match which {
             Which::Send => &b.0,
             Which::Recv => &b.1,
@@ -399,8 +403,11 @@ impl measure::Rig for NcclRig<'_> {
                 };
                 g.enqueue(c.coll, c.op, c.root, c.dtype, c.count, b)
             };
-        if self.gs.len() == 1 {
-            one(&mut self.gs[0], &mut self.bufs[0])
+        if self.bufs.len() != self.gs.len() {
+            return Err(error("launch before the buffers were allocated"));
+        }
+        if let ([g], [b]) = (self.gs.as_mut_slice(), self.bufs.as_mut_slice()) {
+            one(g, b)
         } else {
             let (gs, bufs) = (&mut self.gs, &mut self.bufs);
             group(|| {
