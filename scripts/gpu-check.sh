@@ -6,7 +6,7 @@
 #   RINGLAB_BIN=.gpu/ringlab scripts/gpu-check.sh [OUT_DIR]      (default: $OUT or gpu-check-out)
 #
 # Build the binary on a build machine (cargo build --release) and copy it into a folder git
-# ignores (.gpu/ is in .git/info/exclude). What it covers:
+# ignores (.gpu/ is in .gitignore). What it covers:
 #   doctor (NCCL found through a venv on PATH, its version, GPUs); sanity with 1 rank and with
 #   2 ranks sharing one GPU (NCCL_HOSTID); the all-reduce bench 8 B .. 256 MiB on 2 ranks;
 #   every collective x float/bfloat16/half x sum/avg at small sizes with #wrong; single-process
