@@ -62,17 +62,7 @@ fn from_card(c: &Card) -> CardState {
 
 /// A card never reviewed, due now.
 pub fn new_card(now: DateTime<Utc>) -> CardState {
-    CardState {
-        due: now,
-        stability: 0.0,
-        difficulty: 0.0,
-        elapsed_days: 0,
-        scheduled_days: 0,
-        reps: 0,
-        lapses: 0,
-        phase: CardPhase::New,
-        last_review: None,
-    }
+    CardState::fresh(now)
 }
 
 /// The scheduler with FSRS's default parameters (short-term steps on, no fuzz).
@@ -80,13 +70,9 @@ pub fn scheduler() -> FSRS {
     FSRS::new(Parameters::default())
 }
 
-/// Whether FSRS can schedule from this card: a reviewed card needs a positive, finite
-/// stability and a finite difficulty (stability 0 in review makes FSRS divide by zero and
-/// produce NaN, which JSON cannot hold).
+/// Whether FSRS can schedule from this card (see [`CardState::is_sound`]).
 pub fn card_is_sound(c: &CardState) -> bool {
-    c.stability.is_finite()
-        && c.difficulty.is_finite()
-        && (c.phase == CardPhase::New || c.stability > 0.0)
+    c.is_sound()
 }
 
 /// The card after answering it with `grade` at `now`, as FSRS schedules it. A card FSRS
