@@ -749,7 +749,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 }
                 Some(m) => Some(scenario::NcclLab {
                     env: m.rank_env(),
-                    ranks_per_gpu: s.ranks_per_node.div_ceil(m.gpus().max(1)),
+                    ranks_per_gpu: crate::lab::gpu::ranks_per_gpu_for(s.ranks_per_node, m.gpus()),
                 }),
                 None => None,
             };

@@ -235,6 +235,12 @@ impl Schedule {
         })
     }
 
+    /// Whether [`Schedule::build`] would accept `spec`, without building it (cheap: what
+    /// lesson loading and `ringlab check` need).
+    pub fn check(spec: &Spec) -> Result<(), ScheduleError> {
+        validate(spec)
+    }
+
     /// The spec this schedule was built from.
     pub fn spec(&self) -> &Spec {
         &self.spec

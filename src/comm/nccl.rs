@@ -258,8 +258,8 @@ pub enum WaitFault {
 
 /// One rank's NCCL communicator, on one GPU.
 pub struct NcclRank {
-    /// Held for the life of the communicator (the stream runs in it).
-    _ctx: Arc<CudaContext>,
+    /// The GPU's context: held for the life of the communicator, bound before each wait.
+    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     comm: nsys::ncclComm_t,
     rank: usize,
@@ -352,7 +352,7 @@ impl NcclRank {
         unsafe { nres::comm_init_rank(&mut comm, world as i32, uid, rank as i32) }
             .map_err(nerr("ncclCommInitRank", std::ptr::null_mut()))?;
         Ok(Self {
-            _ctx: ctx,
+            ctx,
             stream,
             comm,
             rank,
@@ -386,7 +386,7 @@ impl NcclRank {
             .zip(comms)
             .enumerate()
             .map(|(rank, ((ctx, stream), comm))| Self {
-                _ctx: ctx,
+                ctx,
                 stream,
                 comm,
                 rank,
@@ -566,7 +566,7 @@ impl NcclRank {
         use cudarc::driver::sys::{CUresult, cuStreamQuery};
         // Queries act on the current context: make it this rank's (single-process mode drives
         // several GPUs from one thread).
-        self._ctx
+        self.ctx
             .bind_to_thread()
             .map_err(|e| WaitFault::Error(format!("binding GPU {}'s context: {e:?}", self.rank)))?;
         let mut last_progress = std::time::Instant::now();

@@ -252,48 +252,64 @@ pub enum LinkAt {
     Private,
 }
 
+/// What is wrong with one entry on a path, if anything: it must be owned by `uid` or root, and
+/// not writable by group or others (a sticky directory such as /tmp, where nobody may replace
+/// what another user owns, and a group-writable one whose group is root's or the user's
+/// private group, are allowed). A symlink's own mode means nothing: only its owner counts.
+fn entry_problem(p: &Path, m: &std::fs::Metadata, uid: u32, gid: u32) -> Option<String> {
+    let mode = m.mode();
+    let what = if m.file_type().is_symlink() {
+        "link"
+    } else if m.is_dir() {
+        "folder"
+    } else {
+        "file"
+    };
+    if m.uid() != uid && m.uid() != 0 {
+        return Some(format!(
+            "the {what} {} belongs to uid {}, not to you (uid {uid}) or root",
+            p.display(),
+            m.uid()
+        ));
+    }
+    if m.file_type().is_symlink() {
+        return None;
+    }
+    let sticky = m.is_dir() && mode & 0o1000 != 0;
+    if mode & 0o002 != 0 && !sticky {
+        return Some(format!(
+            "the {what} {} is writable by every user (mode {:o})",
+            p.display(),
+            mode & 0o7777
+        ));
+    }
+    if mode & 0o020 != 0 && !sticky && m.gid() != 0 && !private_group(m.gid(), uid, gid) {
+        return Some(format!(
+            "the {what} {} is writable by group {} (mode {:o})",
+            p.display(),
+            m.gid(),
+            mode & 0o7777
+        ));
+    }
+    None
+}
+
 /// Can someone other than `uid` and root change what `path` holds? `None` if not; else why.
-/// The file and every directory above it are checked (after resolving links): each must be
-/// owned by `uid` or root, and not writable by group or others (a sticky directory such as
-/// /tmp, where nobody may replace what another user owns, and a group-writable one whose group
-/// is root's or the user's own, are allowed).
+/// The file it resolves to and every directory above that are checked ([`entry_problem`]).
 pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
     let real = match std::fs::canonicalize(path) {
         Ok(p) => p,
         Err(e) => return Some(format!("{} cannot be resolved: {e}", path.display())),
     };
-    let mut at = Some(real.as_path());
-    while let Some(p) = at {
-        let m = match std::fs::metadata(p) {
-            Ok(m) => m,
+    for p in real.ancestors() {
+        match std::fs::metadata(p) {
+            Ok(m) => {
+                if let Some(why) = entry_problem(p, &m, uid, gid) {
+                    return Some(why);
+                }
+            }
             Err(e) => return Some(format!("{}: {e}", p.display())),
-        };
-        let mode = m.mode();
-        let what = if m.is_dir() { "folder" } else { "file" };
-        if m.uid() != uid && m.uid() != 0 {
-            return Some(format!(
-                "the {what} {} belongs to uid {}, not to you (uid {uid}) or root",
-                p.display(),
-                m.uid()
-            ));
         }
-        let sticky = m.is_dir() && mode & 0o1000 != 0;
-        if mode & 0o002 != 0 && !sticky {
-            return Some(format!(
-                "the {what} {} is writable by every user (mode {:o})",
-                p.display(),
-                mode & 0o7777
-            ));
-        }
-        if mode & 0o020 != 0 && !sticky && m.gid() != 0 && !private_group(m.gid(), uid, gid) {
-            return Some(format!(
-                "the {what} {} is writable by group {} (mode {:o})",
-                p.display(),
-                m.gid(),
-                mode & 0o7777
-            ));
-        }
-        at = p.parent();
     }
     None
 }
@@ -327,26 +343,25 @@ fn private_group(group: u32, uid: u32, gid: u32) -> bool {
     }
 }
 
-/// Can someone other than `uid` and root change what gets loaded through `path`: the path as
-/// written (the link itself and the folders above it, since `LD_LIBRARY_PATH` names them) and
-/// the file it resolves to? `None` if not; else why.
+/// Can someone other than `uid` and root change what gets loaded through `path`? Both the path
+/// as written (every link and folder on it, since `LD_LIBRARY_PATH` names them and a link can
+/// be swapped by whoever can write the folder holding it) and the file it resolves to, with
+/// the folders above that. `None` if not; else why.
 pub fn untrusted(path: &Path, uid: u32, gid: u32) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && m.file_type().is_symlink()
-        && m.uid() != uid
-        && m.uid() != 0
-    {
-        return Some(format!(
-            "the link {} belongs to uid {}, not to you (uid {uid}) or root",
-            path.display(),
-            m.uid()
-        ));
-    }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
-        && let Some(why) = writable_by_others(parent, uid, gid)
-    {
-        return Some(why);
+    let written = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_or_else(|_| path.to_path_buf(), |d| d.join(path))
+    };
+    for p in written.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) => {
+                if let Some(why) = entry_problem(p, &m, uid, gid) {
+                    return Some(why);
+                }
+            }
+            Err(e) => return Some(format!("{}: {e}", p.display())),
+        }
     }
     writable_by_others(path, uid, gid)
 }

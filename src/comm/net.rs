@@ -152,6 +152,78 @@ pub fn congestion_control(s: &TcpStream) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&name[..end]).into_owned())
 }
 
+/// Connections that have not greeted yet, per source address: the one admission rule the
+/// store and every rank's listener share. Up to `cap` may greet at once from one address (ranks
+/// of one node share it with whatever else runs there); beyond that a newcomer closes the
+/// longest-silent one, once that has been silent past [`GREETING_GRACE`] (a real peer greets
+/// at once, so only strangers are ever that old).
+pub struct Greeters {
+    cap: usize,
+    next: std::sync::atomic::AtomicU64,
+    pending: std::sync::Mutex<
+        std::collections::HashMap<std::net::IpAddr, std::collections::VecDeque<Waiting>>,
+    >,
+}
+
+/// A connection still greeting: its id, a handle to close it, since when.
+type Waiting = (u64, TcpStream, std::time::Instant);
+
+/// How long a connection may stay silent before a newer one from its address may close it.
+pub const GREETING_GRACE: Duration = Duration::from_millis(250);
+
+impl Greeters {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            next: std::sync::atomic::AtomicU64::new(0),
+            pending: Default::default(),
+        }
+    }
+
+    /// Take `conn` in (closing the longest-silent one from its address if over the cap);
+    /// returns its ticket for [`Greeters::greeted`], or why it could not be taken in.
+    pub fn admit(&self, conn: &TcpStream) -> io::Result<Ticket> {
+        let ip = conn.peer_addr()?.ip();
+        let handle = conn.try_clone()?;
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut p = self
+            .pending
+            .lock()
+            .map_err(|_| io::Error::other("greeting table poisoned"))?;
+        let q = p.entry(ip).or_default();
+        if q.len() >= self.cap
+            && q.front()
+                .is_some_and(|(_, _, t)| t.elapsed() > GREETING_GRACE)
+            && let Some((_, old, _)) = q.pop_front()
+        {
+            let _ = old.shutdown(std::net::Shutdown::Both);
+        }
+        q.push_back((id, handle, std::time::Instant::now()));
+        Ok(Ticket { ip, id })
+    }
+
+    /// The connection of `t` has greeted (or failed to): forget it. False when it had been
+    /// closed meanwhile as the longest-silent, so what it said must not be used.
+    pub fn greeted(&self, t: Ticket) -> bool {
+        let Ok(mut p) = self.pending.lock() else {
+            return false;
+        };
+        let Some(q) = p.get_mut(&t.ip) else {
+            return false;
+        };
+        let ours = q.iter().any(|(i, _, _)| *i == t.id);
+        q.retain(|(i, _, _)| *i != t.id);
+        ours
+    }
+}
+
+/// A connection taken in by [`Greeters::admit`].
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket {
+    ip: std::net::IpAddr,
+    id: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

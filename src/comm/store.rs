@@ -60,12 +60,8 @@ impl StoreServer {
         std::thread::Builder::new()
             .name("store".into())
             .spawn(move || {
-                // Per address, the connections still greeting: (id, a handle to close it).
-                type Greeting =
-                    std::collections::VecDeque<(u64, TcpStream, std::time::Instant)>;
-                let pending: Arc<Mutex<HashMap<std::net::IpAddr, Greeting>>> = Arc::default();
+                let greeters = Arc::new(super::net::Greeters::new(PENDING_PER_ADDRESS));
                 let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-                let mut next_id = 0u64;
                 for conn in listener2.incoming() {
                     if stop2.load(Ordering::Relaxed) {
                         break;
@@ -74,7 +70,6 @@ impl StoreServer {
                     let peer = conn
                         .peer_addr()
                         .map_or_else(|_| "?".into(), |a| a.to_string());
-                    let ip = conn.peer_addr().map(|a| a.ip()).ok();
                     // Bounded: a flood of strangers cannot take a thread each.
                     if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
                         rejected2.fetch_add(1, Ordering::Relaxed);
@@ -83,39 +78,19 @@ impl StoreServer {
                         ));
                         continue;
                     }
-                    next_id += 1;
-                    let id = next_id;
-                    if let Some(ip) = ip
-                        && let Ok(mut p) = pending.lock()
-                    {
-                        // Over the cap, the longest-silent connection from that address goes
-                        // (ranks greet at once; they share an address with whatever else
-                        // runs on their node).
-                        let q = p.entry(ip).or_default();
-                        if q.len() >= PENDING_PER_ADDRESS
-                            && q.front().is_some_and(|(_, _, t)| {
-                                t.elapsed() > super::tcp::GREETING_GRACE
-                            })
-                            && let Some((_, old, _)) = q.pop_front()
-                        {
-                            let _ = old.shutdown(std::net::Shutdown::Both);
-                        }
-                        if let Ok(h) = conn.try_clone() {
-                            q.push_back((id, h, std::time::Instant::now()));
-                        }
-                    }
-                    active.fetch_add(1, Ordering::Relaxed);
-                    let (shared, rejected) = (shared2.clone(), rejected2.clone());
-                    let (pending, active2) = (pending.clone(), active.clone());
-                    let forget = move || {
-                        if let Some(ip) = ip
-                            && let Ok(mut p) = pending.lock()
-                            && let Some(q) = p.get_mut(&ip)
-                        {
-                            q.retain(|(i, _, _)| *i != id);
+                    let ticket = match greeters.admit(&conn) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            log::warn(&format!("store: dropped connection from {peer}: {e}"));
+                            continue;
                         }
                     };
-                    let greeted = forget.clone();
+                    active.fetch_add(1, Ordering::Relaxed);
+                    let (shared, rejected) = (shared2.clone(), rejected2.clone());
+                    let (greeters2, active2) = (greeters.clone(), active.clone());
+                    let greeted = move || {
+                        greeters2.greeted(ticket);
+                    };
                     let who = peer.clone();
                     let spawned = std::thread::Builder::new()
                         .name("store-conn".into())
@@ -142,7 +117,7 @@ impl StoreServer {
                             active2.fetch_sub(1, Ordering::Relaxed);
                         });
                     if spawned.is_err() {
-                        forget();
+                        greeters.greeted(ticket);
                         active.fetch_sub(1, Ordering::Relaxed);
                         log::warn(&format!("store: dropped connection from {peer}: no thread for it"));
                     }
@@ -185,7 +160,7 @@ impl Drop for StoreServer {
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Connections from one address that may be greeting the store at once; beyond that a newer
-/// one closes the longest-silent, once it has been silent past the greeting grace period.
+/// one closes the longest-silent ([`super::net::Greeters`]).
 pub const PENDING_PER_ADDRESS: usize = 16;
 
 /// Busy-poll `conn` until it has something to read or `spin` has passed.

@@ -45,12 +45,8 @@ pub enum CommError {
 pub const GREETING_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Connections from one address that may be greeting at once (at least the ranks that will
-/// dial); beyond that a newer one closes the longest-silent, once it has been silent for
-/// [`GREETING_GRACE`].
+/// dial); beyond that a newer one closes the longest-silent ([`super::net::Greeters`]).
 pub const PENDING_PER_ADDRESS: usize = 8;
-
-/// How long a connection may stay silent before a newer one from its address may close it.
-pub const GREETING_GRACE: Duration = Duration::from_millis(250);
 
 /// Accept the greetings of `higher` ranks on `listener`, each connection on a thread of its
 /// own with [`GREETING_DEADLINE`], so a stranger that connects and says nothing holds up no
@@ -62,50 +58,33 @@ fn accept_peers(
     higher: &[usize],
     peers: &mut [Option<TcpStream>],
 ) -> io::Result<()> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, mpsc};
+    use std::sync::{Arc, mpsc};
     if higher.is_empty() {
         return Ok(());
     }
     let (tx, rx) = mpsc::channel::<(usize, TcpStream)>();
-    // Per address, the connections still greeting: (id, a handle to close it, since when).
-    type Greeting = std::collections::VecDeque<(u64, TcpStream, std::time::Instant)>;
     // Ranks of one node share an address: room for all of them at once.
-    let cap = PENDING_PER_ADDRESS.max(higher.len());
-    let pending: Arc<Mutex<HashMap<std::net::IpAddr, Greeting>>> = Arc::default();
+    let greeters = Arc::new(super::net::Greeters::new(
+        PENDING_PER_ADDRESS.max(higher.len()),
+    ));
     let acceptor = listener.try_clone()?;
     let token = env.token;
     let wanted: Vec<usize> = higher.to_vec();
     let accept_thread = std::thread::Builder::new()
         .name("accept".into())
         .spawn(move || {
-            for id in 0u64.. {
+            loop {
                 let Ok((s, from)) = acceptor.accept() else {
                     return;
                 };
-                let ip = from.ip();
-                {
-                    let Ok(mut p) = pending.lock() else { return };
-                    let q = p.entry(ip).or_default();
-                    // Over the cap, the longest-silent connection from that address goes, once
-                    // it has been silent past a grace period: a real peer greets at once, so
-                    // only strangers are ever that old.
-                    if q.len() >= cap
-                        && q.front()
-                            .is_some_and(|(_, _, t)| t.elapsed() > GREETING_GRACE)
-                        && let Some((_, old, _)) = q.pop_front()
-                    {
-                        let _ = old.shutdown(std::net::Shutdown::Both);
+                let ticket = match greeters.admit(&s) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        log::warn(&format!("dropped connection from {from}: {e}"));
+                        continue;
                     }
-                    match s.try_clone() {
-                        Ok(h) => q.push_back((id, h, std::time::Instant::now())),
-                        Err(e) => {
-                            log::warn(&format!("dropped connection from {from}: {e}"));
-                            continue;
-                        }
-                    }
-                }
-                let (tx, pending, wanted) = (tx.clone(), pending.clone(), wanted.clone());
+                };
+                let (tx, mine, wanted) = (tx.clone(), greeters.clone(), wanted.clone());
                 let spawned = std::thread::Builder::new()
                     .name("greet".into())
                     .spawn(move || {
@@ -117,17 +96,10 @@ fn accept_peers(
                                 Hello::read_checked(&mut s, &token).map_err(|e| e.to_string())
                             });
                         // Still ours, or closed meanwhile as the longest-silent?
-                        let mut evicted = true;
-                        if let Ok(mut p) = pending.lock()
-                            && let Some(q) = p.get_mut(&ip)
-                        {
-                            evicted = !q.iter().any(|(i, _, _)| *i == id);
-                            q.retain(|(i, _, _)| *i != id);
-                        }
-                        let r = if evicted {
-                            r.and(Err("closed as the longest-silent connection".to_string()))
-                        } else {
+                        let r = if mine.greeted(ticket) {
                             r
+                        } else {
+                            r.and(Err("closed as the longest-silent connection".to_string()))
                         };
                         match r {
                             Ok(h)
@@ -143,6 +115,7 @@ fn accept_peers(
                         }
                     });
                 if spawned.is_err() {
+                    greeters.greeted(ticket);
                     log::warn(&format!("dropped connection from {from}: no thread for it"));
                 }
             }

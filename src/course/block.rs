@@ -101,7 +101,8 @@ impl RingBlock {
         }
         let count = usize::try_from(shape.bytes / shape.dtype.size() as u64)
             .map_err(|_| ("bytes", format!("{} bytes is too large", shape.bytes)))?;
-        Schedule::build(&Spec::new(
+        // What the schedule module would refuse, without building it (this runs at load).
+        Schedule::check(&Spec::new(
             shape.op,
             shape.algo,
             shape.ranks,

@@ -92,18 +92,31 @@ impl Average {
     }
 }
 
-/// Bytes of memory one rank of `job` needs at its largest size, and what for: its send and
-/// receive buffers (host memory on TCP, GPU memory on NCCL) and the measurement's host copies
+/// Buffers of the largest size one rank keeps in host memory: its send and receive buffers on
+/// TCP (on NCCL they are on the GPU), plus the measurement's host copies
 /// ([`super::measure::HOST_COPIES`]).
+fn host_buffers(job: &Job) -> u64 {
+    let copies = super::measure::HOST_COPIES as u64;
+    match job.backend {
+        super::Backend::Tcp => 2 + copies,
+        super::Backend::Nccl => copies,
+    }
+}
+
+/// Bytes of memory one rank of `job` needs at its largest size: (host, GPU).
 pub fn memory_per_rank(job: &Job, ranks: usize) -> (u64, u64) {
     let max = job.sizes.iter().copied().max().unwrap_or(0);
     let (count, _) = super::counts(job.coll, max, job.dtype.size(), ranks);
     let bytes = (count * job.dtype.size()) as u64;
-    let copies = super::measure::HOST_COPIES as u64;
-    match job.backend {
-        super::Backend::Tcp => ((2 + copies) * bytes, 0),
-        super::Backend::Nccl => (copies * bytes, 2 * bytes),
-    }
+    let gpu = match job.backend {
+        super::Backend::Tcp => 0,
+        super::Backend::Nccl => 2 * bytes,
+    };
+    (host_buffers(job) * bytes, gpu)
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
 }
 
 /// Refuse a sweep this machine cannot hold, with the numbers: `local_ranks` rank processes
@@ -120,7 +133,6 @@ pub fn check_memory(
     if need <= available {
         return Ok(());
     }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let max = job.sizes.iter().copied().max().unwrap_or(0);
     Err(format!(
         "-e {max} needs about {:.1} GiB of memory per rank ({} × the largest buffer: send, \
@@ -128,11 +140,7 @@ pub fn check_memory(
          {local_ranks} rank(s) on this machine, which has {:.1} GiB available. Use a smaller \
          -e/--maxbytes",
         gib(host),
-        if job.backend == super::Backend::Tcp {
-            2 + super::measure::HOST_COPIES
-        } else {
-            super::measure::HOST_COPIES
-        },
+        host_buffers(job),
         gib(need),
         gib(available)
     ))
@@ -151,7 +159,6 @@ pub fn check_gpu_memory(
     if gpu_bytes == 0 || need <= gpu_bytes {
         return Ok(());
     }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     Err(format!(
         "the largest size needs {:.1} GiB of GPU memory per rank (send and receive buffers), \
          {:.1} GiB for the {} rank(s) on each GPU, and the GPU has {:.1} GiB: use a smaller \

@@ -288,6 +288,11 @@ pub struct Prepared {
     pub algo_label: &'static str,
 }
 
+/// Ranks that must share each of `gpus` GPUs for `ranks` ranks on one machine (at least 1).
+pub fn ranks_per_gpu_for(ranks: usize, gpus: usize) -> usize {
+    ranks.div_ceil(gpus.max(1)).max(1)
+}
+
 /// The oldest NCCL ringlab drives (major, minor).
 pub const MIN_NCCL: (u32, u32) = (2, 13);
 
@@ -333,7 +338,7 @@ pub fn prepare(
         );
     }
     if ranks_here > gpus * k {
-        let need = ranks_here.div_ceil(gpus.max(1));
+        let need = ranks_per_gpu_for(ranks_here, gpus);
         return Err(match ask.ranks_per_gpu {
             None => format!(
                 "{ranks_here} ranks on NCCL need {ranks_here} GPUs (one per rank) and this node has {gpus}. \
@@ -390,9 +395,7 @@ pub fn prepare(
 /// and ranks on different "hosts" talk over NET).
 pub fn rank_env(job: &super::Job, rank: usize) -> Vec<(String, String)> {
     if job.backend == super::Backend::Nccl && job.ranks_per_gpu > 1 {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "host".into());
+        let host = crate::comm::log::hostname();
         vec![("NCCL_HOSTID".into(), format!("{host}-ringlab-rank{rank}"))]
     } else {
         Vec::new()

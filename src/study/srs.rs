@@ -70,23 +70,18 @@ pub fn scheduler() -> FSRS {
     FSRS::new(Parameters::default())
 }
 
-/// Whether FSRS can schedule from this card (see [`CardState::is_sound`]).
-pub fn card_is_sound(c: &CardState) -> bool {
-    c.is_sound()
-}
-
 /// The card after answering it with `grade` at `now`, as FSRS schedules it. A card FSRS
-/// cannot schedule from (see [`card_is_sound`]) starts again as new; the review history is
+/// cannot schedule from (see [`CardState::is_sound`]) starts again as new; the review history is
 /// kept by the caller. The result is always sound.
 pub fn review(card: &CardState, grade: SelfGrade, now: DateTime<Utc>) -> CardState {
-    let start = if card_is_sound(card) {
+    let start = if card.is_sound() {
         card.clone()
     } else {
         new_card(now)
     };
     let info = scheduler().next(to_card(&start), now, rating(grade));
     let next = from_card(&info.card);
-    if card_is_sound(&next) {
+    if next.is_sound() {
         next
     } else {
         let fresh = scheduler().next(to_card(&new_card(now)), now, rating(grade));

@@ -202,7 +202,7 @@ impl LabState {
             // with fewer GPUs than ranks, the ranks share them (and the screen says so).
             let prepared = if job.backend == Backend::Nccl {
                 let m = gpu::machine(gpu::LoadNccl::Asked);
-                let k = l.nproc_per_node.div_ceil(m.gpus().max(1));
+                let k = gpu::ranks_per_gpu_for(l.nproc_per_node, m.gpus());
                 let ask = gpu::GpuAsk {
                     ranks_per_gpu: (k > 1).then_some(k),
                     algo: None,
