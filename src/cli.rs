@@ -142,7 +142,7 @@ pub struct RingArgs {
     /// Number of ranks N (drawn up to 16; numbers exact up to 1024).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub ranks: u64,
-    /// Message size M per rank: 1003, 4K, 1MiB, 1G (K/M/G are powers of 1024).
+    /// Message size M per rank: 1003, 1e6, 4K, 1MiB, 1MB (MB = 10^6; MiB and bare K/M/G are powers of 1024).
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     pub bytes: u64,
     /// Element type: u8 i8 i32 u32 i64 u64 f16 bf16 f32 f64 (nccl-tests names work too).

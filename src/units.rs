@@ -1,61 +1,217 @@
-//! Sizes and durations as people type and read them.
+//! Sizes, quantities and durations as people type and read them: the one reader of units in
+//! ringlab. Quiz answers, `--bytes`, `-b/-e` and lesson blocks all go through [`split_quantity`]
+//! and [`unit_scale`].
 //!
-//! [`parse_size`] follows nccl-tests' `-b/-e` convention: every suffix is binary, so "1K" = 1024,
-//! "64M" = 64·2^20, and "1KB", "1kB", "1KiB" all mean 1024 too (ringlab never uses decimal SI
-//! for buffer sizes). [`format_bytes`] prints binary units ("1 MiB", "1.50 GiB").
+//! Units follow the standards: KB, MB, GB, TB are decimal (10^3, 10^6, …) and KiB, MiB, GiB, TiB
+//! binary (2^10, 2^20, …). A bare K, M, G or T (no "B") is binary, as in nccl-tests' `-b 64M`
+//! (64·2^20 bytes). Numbers may carry an exponent (`1e6`, `1.75e9`) and thousands separators
+//! (`1,048,576`, `1_048_576`, `1 048 576`). [`format_bytes`] prints binary units ("1 MiB").
 
 use std::time::Duration;
 
 const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
-/// Parses a byte size: a number, optionally with a fraction, then an optional suffix K, M, G, T
-/// (each optionally followed by "B" or "iB", any case) or "B". Fractions round down to whole
-/// bytes ("1.5K" = 1536, "0.3K" = 307). Rejects empty, negative, garbage and overflow with a
-/// message naming the input.
-pub fn parse_size(input: &str) -> Result<u64, String> {
+/// What kind of quantity a unit measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Bytes (base unit: B).
+    Bytes,
+    /// Bandwidth (base unit: GB/s).
+    Rate,
+    /// Time (base unit: µs).
+    Time,
+}
+
+impl Family {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Family::Bytes => "a size in bytes (B, KB, MB, GB, KiB, MiB, GiB)",
+            Family::Rate => "a bandwidth (GB/s, MB/s)",
+            Family::Time => "a time (us, µs, ms, s, ns)",
+        }
+    }
+}
+
+/// A unit suffix: its family and how many of the family's base unit (B, GB/s, µs) it is.
+pub fn unit_scale(u: &str) -> Result<(Family, f64), String> {
+    // Bits are a classic slip: "Gb" is a gigabit. Refuse rather than guess.
+    let bits = |u: &str| {
+        Err(format!(
+            "“{u}” reads as bits; use bytes (capital B: GB, MB, KiB …)"
+        ))
+    };
+    let key = u.replace('μ', "µ");
+    if key.ends_with("bps") || key.ends_with("bit") || key.ends_with("bits") {
+        return bits(u);
+    }
+    let lower = key.to_lowercase();
+    let bin = |k: i32| (Family::Bytes, 1024f64.powi(k));
+    let scale = match lower.as_str() {
+        "b" | "byte" | "bytes" => (Family::Bytes, 1.0),
+        "kb" => (Family::Bytes, 1e3),
+        "mb" => (Family::Bytes, 1e6),
+        "gb" => (Family::Bytes, 1e9),
+        "tb" => (Family::Bytes, 1e12),
+        // Binary, spelled out or bare as nccl-tests writes it.
+        "kib" | "k" => bin(1),
+        "mib" | "m" => bin(2),
+        "gib" | "g" => bin(3),
+        "tib" | "t" => bin(4),
+        "b/s" => (Family::Rate, 1e-9),
+        "kb/s" => (Family::Rate, 1e-6),
+        "mb/s" => (Family::Rate, 1e-3),
+        "gb/s" | "gbps" => (Family::Rate, 1.0),
+        "tb/s" => (Family::Rate, 1e3),
+        "ns" => (Family::Time, 1e-3),
+        "us" | "µs" | "usec" => (Family::Time, 1.0),
+        "ms" | "msec" => (Family::Time, 1e3),
+        "s" | "sec" | "secs" | "seconds" => (Family::Time, 1e6),
+        _ => {
+            return Err(format!(
+                "unknown unit “{u}”: use B, KB, MB, GB, KiB, MiB, GiB (K, M, G alone are binary); GB/s; us, ms, s"
+            ));
+        }
+    };
+    // A lowercase b after a capital prefix (Gb, Mb/s) is bits.
+    if scale.0 != Family::Time {
+        let first = key.split('/').next().unwrap_or("");
+        if first.len() >= 2 && first.ends_with('b') && first.chars().any(|c| c.is_uppercase()) {
+            return bits(u);
+        }
+    }
+    Ok(scale)
+}
+
+/// Splits a typed quantity into its number and its unit text (trimmed; empty when there is
+/// none). Accepts exponents (`1.75e9`), thousands separators (`1,750,000,000`,
+/// `1_750_000_000`, `1 750 000 000`, thin spaces) and surrounding whitespace.
+pub fn split_quantity(input: &str) -> Result<(f64, String), String> {
     let s = input.trim();
-    let bad = |why: &str| {
-        format!("invalid size \"{input}\": {why} (examples: 1003, 64K, 1.5M, 256MB, 1GiB)")
-    };
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    if number.is_empty() {
-        return Err(bad(if s.starts_with('-') {
-            "sizes cannot be negative"
-        } else {
-            "expected a number"
-        }));
+    if s.is_empty() {
+        return Err("no value".into());
     }
-    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(bad("unknown unit; use B, K, M, G or T")),
-    };
-    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && frac.is_empty() || frac.contains('.') {
-        return Err(bad("expected a number"));
+    // Split the numeric head from the unit tail.
+    let bytes = s.as_bytes();
+    let mut end = 0;
+    let mut seen_e = false;
+    while end < bytes.len() {
+        let c = bytes[end] as char;
+        let prev = if end > 0 { bytes[end - 1] as char } else { ' ' };
+        let ok = c.is_ascii_digit()
+            || c == '.'
+            || c == ','
+            || c == '_'
+            || ((c == '-' || c == '+') && (end == 0 || prev == 'e' || prev == 'E'))
+            || ((c == 'e' || c == 'E')
+                && !seen_e
+                && end > 0
+                && bytes
+                    .get(end + 1)
+                    .is_some_and(|n| n.is_ascii_digit() || *n == b'-' || *n == b'+'));
+        if !ok {
+            break;
+        }
+        if c == 'e' || c == 'E' {
+            seen_e = true;
+        }
+        end += 1;
     }
-    let too_big = || bad("too large");
-    let whole: u64 = if whole.is_empty() {
-        0
+    let (num, rest) = s.split_at(end);
+    let rest = rest.trim_start_matches([' ', '\u{2009}', '\u{202f}', '\u{a0}']);
+    // A digit right after a space is a space used as thousands separator ("1 750 000").
+    if rest.starts_with(|c: char| c.is_ascii_digit()) {
+        let joined: String = s
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '\u{2009}' && *c != '\u{202f}')
+            .collect();
+        if joined != s {
+            return split_quantity(&joined);
+        }
+    }
+    let value = parse_number(num).ok_or_else(|| {
+        format!("“{s}” is not a number (examples: 1.75e9, 1.75 GB, 1,750,000,000, 16 KiB)")
+    })?;
+    Ok((value, rest.trim().to_string()))
+}
+
+/// A plain number with optional thousands separators (`,` or `_`, in groups of three).
+fn parse_number(s: &str) -> Option<f64> {
+    if s.is_empty() {
+        return None;
+    }
+    let (mantissa, exp) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let (int_part, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = if int_part.contains([',', '_']) {
+        let sign = int_part.starts_with(['-', '+']);
+        let body = if sign { &int_part[1..] } else { int_part };
+        let groups: Vec<&str> = body.split([',', '_']).collect();
+        let well_formed = groups.first().is_some_and(|g| (1..=3).contains(&g.len()))
+            && groups[1..].iter().all(|g| g.len() == 3)
+            && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()));
+        if !well_formed {
+            return None;
+        }
+        format!(
+            "{}{}",
+            if sign { &int_part[..1] } else { "" },
+            groups.concat()
+        )
     } else {
-        whole.parse().map_err(|_| too_big())?
+        int_part.to_string()
     };
-    let mut bytes = whole.checked_mul(1u64 << shift).ok_or_else(too_big)?;
-    // Fraction: digits / 10^k × 2^shift, rounded down, in exact integer arithmetic.
-    let digits = &frac[..frac.len().min(18)];
-    if !digits.is_empty() {
-        let num: u128 = digits.parse().map_err(|_| bad("expected a number"))?;
-        let den = 10u128.pow(digits.len() as u32);
-        let part = (num << shift) / den;
-        bytes = bytes.checked_add(part as u64).ok_or_else(too_big)?;
+    if frac.contains([',', '_']) {
+        return None;
     }
-    Ok(bytes)
+    let mut text = digits;
+    if !frac.is_empty() || mantissa.contains('.') {
+        text.push('.');
+        text.push_str(frac);
+    }
+    if let Some(e) = exp {
+        text.push('e');
+        text.push_str(e);
+    }
+    text.parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+/// Parses a byte size with [`split_quantity`] and [`unit_scale`]: `1003`, `1e6`, `64K` (binary,
+/// as nccl-tests), `1MB` (10^6), `1MiB` (2^20), `1,048,576`. Fractions round down to whole
+/// bytes ("1.5K" = 1536, "0.3K" = 307). Rejects empty, negative, garbage, another kind of unit
+/// and overflow with a message naming the input.
+pub fn parse_size(input: &str) -> Result<u64, String> {
+    let bad = |why: &str| {
+        format!("invalid size \"{input}\": {why} (examples: 1003, 1e6, 64K, 1.5MiB, 256MB)")
+    };
+    if input.trim_start().starts_with('-') {
+        return Err(bad("sizes cannot be negative"));
+    }
+    let (value, unit) = split_quantity(input).map_err(|_| bad("expected a number"))?;
+    let scale = if unit.is_empty() {
+        1.0
+    } else {
+        match unit_scale(&unit) {
+            Ok((Family::Bytes, k)) => k,
+            Ok((other, _)) => {
+                return Err(bad(&format!(
+                    "“{unit}” is {}, not a size",
+                    other.describe()
+                )));
+            }
+            Err(e) => return Err(bad(&e)),
+        }
+    };
+    let bytes = value * scale;
+    // 2^64 is exactly representable; anything at or above it does not fit.
+    if !bytes.is_finite() || bytes >= 18_446_744_073_709_551_616.0 {
+        return Err(bad("too large"));
+    }
+    if bytes < 0.0 {
+        return Err(bad("sizes cannot be negative"));
+    }
+    Ok(bytes.floor() as u64)
 }
 
 /// Formats bytes in binary units: "1003 B", "1 MiB", "1.50 GiB" (two decimals unless exact).
@@ -153,8 +309,15 @@ mod tests {
         assert_eq!(parse_size("1KiB"), Ok(1024));
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));
         assert_eq!(parse_size("1.5M"), Ok(3 << 19));
-        assert_eq!(parse_size("256MB"), Ok(256 << 20));
-        assert_eq!(parse_size(" 8 kb "), Ok(8192));
+        // Decimal with a B, binary with iB or bare (nccl-tests' -b 64M).
+        assert_eq!(parse_size("256MB"), Ok(256_000_000));
+        assert_eq!(parse_size("1MB"), Ok(1_000_000));
+        assert_eq!(parse_size("1MiB"), Ok(1_048_576));
+        assert_eq!(parse_size(" 8 kb "), Ok(8000));
+        assert_eq!(parse_size("1e6"), Ok(1_000_000));
+        assert_eq!(parse_size("1.5e3 KiB"), Ok(1_536_000));
+        assert_eq!(parse_size("1,048,576"), Ok(1_048_576));
+        assert_eq!(parse_size("2 GB"), Ok(2_000_000_000));
         assert_eq!(parse_size("0.3K"), Ok(307));
         assert_eq!(parse_size("12B"), Ok(12));
         assert_eq!(parse_size(".5K"), Ok(512));
@@ -173,6 +336,9 @@ mod tests {
             "1.2.3",
             "99999999999999999999",
             "16777216T",
+            "1e30",
+            "3 ms",
+            "1 Gb",
         ] {
             let e = parse_size(bad).unwrap_err();
             assert!(e.contains(&format!("\"{bad}\"")), "{bad}: {e}");

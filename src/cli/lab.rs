@@ -85,7 +85,7 @@ pub struct BenchArgs {
     pub launch: LaunchArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
-    /// Smallest size in bytes (K/M/G suffixes, powers of 1024).
+    /// Smallest size in bytes: 32M (bare K/M/G are powers of 1024, as in nccl-tests), 1MiB, 1MB (10^6), 1e6.
     #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
     pub minbytes: u64,
     /// Largest size in bytes.

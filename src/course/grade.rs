@@ -187,188 +187,39 @@ pub fn parse_choices(s: &str, n: usize) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    Bytes,
-    Rate,
-    Time,
-}
+use crate::units::{Family, split_quantity, unit_scale};
 
-impl Family {
-    fn of(unit: Unit) -> Self {
-        match unit {
-            Unit::Bytes => Family::Bytes,
-            Unit::GbPerS => Family::Rate,
-            Unit::Micros => Family::Time,
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Family::Bytes => "a size in bytes (B, KB, MB, GB, KiB, MiB, GiB)",
-            Family::Rate => "a bandwidth (GB/s, MB/s)",
-            Family::Time => "a time (us, µs, ms, s, ns)",
-        }
+fn family_of(unit: Unit) -> Family {
+    match unit {
+        Unit::Bytes => Family::Bytes,
+        Unit::GbPerS => Family::Rate,
+        Unit::Micros => Family::Time,
     }
 }
 
-/// A unit suffix: its family and how many of the family's base unit (B, GB/s, us) it is.
-fn unit_scale(u: &str) -> Result<(Family, f64), String> {
-    // Bits are a classic slip: "Gb" is a gigabit. Refuse rather than guess.
-    let bits = |u: &str| {
-        Err(format!(
-            "“{u}” reads as bits; answer in bytes (capital B: GB, MB, KiB …)"
-        ))
-    };
-    let key = u.replace('μ', "µ");
-    if key.ends_with("bps") || key.ends_with("bit") || key.ends_with("bits") {
-        return bits(u);
-    }
-    let lower = key.to_lowercase();
-    let scale = match lower.as_str() {
-        "b" | "byte" | "bytes" => (Family::Bytes, 1.0),
-        "kb" => (Family::Bytes, 1e3),
-        "mb" => (Family::Bytes, 1e6),
-        "gb" => (Family::Bytes, 1e9),
-        "tb" => (Family::Bytes, 1e12),
-        "kib" => (Family::Bytes, 1024.0),
-        "mib" => (Family::Bytes, 1024.0 * 1024.0),
-        "gib" => (Family::Bytes, 1024.0 * 1024.0 * 1024.0),
-        "tib" => (Family::Bytes, 1024f64.powi(4)),
-        "b/s" => (Family::Rate, 1e-9),
-        "kb/s" => (Family::Rate, 1e-6),
-        "mb/s" => (Family::Rate, 1e-3),
-        "gb/s" | "gbps" => (Family::Rate, 1.0),
-        "tb/s" => (Family::Rate, 1e3),
-        "ns" => (Family::Time, 1e-3),
-        "us" | "µs" | "usec" => (Family::Time, 1.0),
-        "ms" | "msec" => (Family::Time, 1e3),
-        "s" | "sec" | "secs" | "seconds" => (Family::Time, 1e6),
-        _ => {
-            return Err(format!(
-                "unknown unit “{u}”: use B, KB, MB, GB, KiB, MiB, GiB; GB/s; us, ms, s"
-            ));
-        }
-    };
-    // A lowercase b after a capital prefix (Gb, Mb/s) is bits.
-    if scale.0 != Family::Time {
-        let first = key.split('/').next().unwrap_or("");
-        if first.len() >= 2 && first.ends_with('b') && first.chars().any(|c| c.is_uppercase()) {
-            return bits(u);
-        }
-    }
-    Ok(scale)
-}
-
-/// A number with an optional unit, converted to `unit` (no unit: taken as `unit`). Accepts
-/// exponents (`1.75e9`), thousands separators (`1,750,000,000`, `1_750_000_000`, thin
-/// spaces) and surrounding whitespace. A unit of another kind is an error naming both.
+/// A number with an optional unit, converted to `unit` (no unit: taken as `unit`), read by the
+/// one unit reader ([`crate::units`]). A unit of another kind is an error naming both.
 pub fn parse_quantity(input: &str, unit: Option<Unit>) -> Result<f64, String> {
-    let s = input.trim();
-    if s.is_empty() {
+    if input.trim().is_empty() {
         return Err("no answer".into());
     }
-    // Split the numeric head from the unit tail.
-    let bytes = s.as_bytes();
-    let mut end = 0;
-    let mut seen_e = false;
-    while end < bytes.len() {
-        let c = bytes[end] as char;
-        let prev = if end > 0 { bytes[end - 1] as char } else { ' ' };
-        let ok = c.is_ascii_digit()
-            || c == '.'
-            || c == ','
-            || c == '_'
-            || ((c == '-' || c == '+') && (end == 0 || prev == 'e' || prev == 'E'))
-            || ((c == 'e' || c == 'E')
-                && !seen_e
-                && end > 0
-                && bytes
-                    .get(end + 1)
-                    .is_some_and(|n| n.is_ascii_digit() || *n == b'-' || *n == b'+'));
-        if !ok {
-            break;
-        }
-        if c == 'e' || c == 'E' {
-            seen_e = true;
-        }
-        end += 1;
-    }
-    let (num, rest) = s.split_at(end);
-    let rest = rest.trim_start_matches([' ', '\u{2009}', '\u{202f}', '\u{a0}']);
-    // A digit right after a space is a space used as thousands separator ("1 750 000").
-    if rest.starts_with(|c: char| c.is_ascii_digit()) {
-        let joined: String = s
-            .chars()
-            .filter(|c| !c.is_whitespace() && *c != '\u{2009}' && *c != '\u{202f}')
-            .collect();
-        if joined != s {
-            return parse_quantity(&joined, unit);
-        }
-    }
-    let value = parse_number(num).ok_or_else(|| {
-        format!("“{s}” is not a number (examples: 1.75e9, 1.75 GB, 1,750,000,000, 16 KiB)")
-    })?;
-    let tail = rest.trim();
+    let (value, tail) = split_quantity(input)?;
     if tail.is_empty() {
         return Ok(value);
     }
-    let (family, scale) = unit_scale(tail)?;
+    let (family, scale) = unit_scale(&tail)?;
     match unit {
         None => Err(format!(
             "this answer is a plain number; drop the unit “{tail}”"
         )),
-        Some(u) if Family::of(u) != family => Err(format!(
+        Some(u) if family_of(u) != family => Err(format!(
             "“{tail}” is {}, but this answer is {}: answer in {}",
             family.describe(),
-            Family::of(u).describe(),
+            family_of(u).describe(),
             u.symbol()
         )),
         Some(_) => Ok(value * scale),
     }
-}
-
-/// A plain number with optional thousands separators (`,` or `_`, in groups of three).
-fn parse_number(s: &str) -> Option<f64> {
-    if s.is_empty() {
-        return None;
-    }
-    let (mantissa, exp) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let (int_part, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = if int_part.contains([',', '_']) {
-        let sign = int_part.starts_with(['-', '+']);
-        let body = if sign { &int_part[1..] } else { int_part };
-        let groups: Vec<&str> = body.split([',', '_']).collect();
-        let well_formed = groups.first().is_some_and(|g| (1..=3).contains(&g.len()))
-            && groups[1..].iter().all(|g| g.len() == 3)
-            && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()));
-        if !well_formed {
-            return None;
-        }
-        format!(
-            "{}{}",
-            if sign { &int_part[..1] } else { "" },
-            groups.concat()
-        )
-    } else {
-        int_part.to_string()
-    };
-    if frac.contains([',', '_']) {
-        return None;
-    }
-    let mut text = digits;
-    if !frac.is_empty() || mantissa.contains('.') {
-        text.push('.');
-        text.push_str(frac);
-    }
-    if let Some(e) = exp {
-        text.push('e');
-        text.push_str(e);
-    }
-    text.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
 /// The expected answer, for feedback: `117440512 B (112 MiB)`, `b) chunk 0, to rank 3`, ….
