@@ -1,6 +1,7 @@
 //! The quiz, drill and stats screens: snapshots at 80x24 through ratatui's TestBackend, jumping
 //! from an item to its lesson section, and every graded answer saved at once.
 
+use ringlab::tui::field::InputRequest;
 use std::path::Path;
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
@@ -45,7 +46,7 @@ fn quiz_state(app: &App) -> &QuizState {
 
 fn type_text(app: &mut App, s: &str) {
     for c in s.chars() {
-        app::update(app, Action::Input(c));
+        app::update(app, Action::Edit(InputRequest::InsertChar(c)));
     }
 }
 
@@ -87,7 +88,7 @@ fn quiz_parametric_item_and_units_80x24() {
     assert!(app.prompt_open(), "a wrong unit is not an answer");
     assert!(frame(&app).contains("this answer is a size in bytes"));
     for _ in 0.."3 ms".len() {
-        app::update(&mut app, Action::InputBackspace);
+        app::update(&mut app, Action::Edit(InputRequest::DeletePrevChar));
     }
     type_text(&mut app, "1.75 MiB");
     app::update(&mut app, Action::InputSubmit);
@@ -264,4 +265,42 @@ fn stats_80x24() {
     assert_eq!(s.stats.orphans, vec!["removed-item".to_string()]);
     app.stack.push(Screen::Stats(Box::new(s)));
     insta::assert_snapshot!(frame(&app));
+}
+
+/// Ctrl-U, Ctrl-W, Ctrl-A and Ctrl-E in the answer line edit it as in a shell instead of typing
+/// letters (the keys go through the app's own event mapping, as in the terminal).
+#[test]
+fn readline_keys_edit_the_answer_line() {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    let mut press = |app: &mut App, code: KeyCode, m: KeyModifiers| {
+        let ev = Event::Key(KeyEvent::new(code, m));
+        if let Some(a) = ringlab::tui::map_event(app, &ev) {
+            app::update(app, a);
+        }
+    };
+    let answer = |app: &App| {
+        quiz_state(app)
+            .session
+            .current
+            .as_ref()
+            .map(|c| c.input.clone())
+            .unwrap_or_default()
+    };
+    for c in "a c d".chars() {
+        press(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    press(&mut app, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(answer(&app), "a c ");
+    press(&mut app, KeyCode::Char('a'), KeyModifiers::CONTROL);
+    press(&mut app, KeyCode::Char('b'), KeyModifiers::NONE);
+    assert_eq!(answer(&app), "ba c ");
+    press(&mut app, KeyCode::Char('e'), KeyModifiers::CONTROL);
+    press(&mut app, KeyCode::Char('d'), KeyModifiers::NONE);
+    assert_eq!(answer(&app), "ba c d", "Ctrl-E goes to the end");
+    press(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(answer(&app), "", "Ctrl-U clears the line");
+    assert!(app.prompt_open(), "still answering");
 }

@@ -1,6 +1,7 @@
 //! Whole-screen snapshots through ratatui's TestBackend, plus style assertions where colour or
 //! modifiers carry meaning.
 
+use ringlab::tui::field::InputRequest;
 use std::path::Path;
 
 use ratatui::Terminal;
@@ -72,7 +73,7 @@ fn search_finds_and_scrolls_to_the_match() {
     app::update(&mut app, Action::Resize(80, 24));
     app::update(&mut app, Action::SearchStart);
     for c in "needle".chars() {
-        app::update(&mut app, Action::Input(c));
+        app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
     }
     app::update(&mut app, Action::InputSubmit);
     let t = draw(&mut app, 80, 24);
@@ -260,7 +261,7 @@ fn hang_lab_lets_the_learner_type_a_fix() {
     app::update(&mut app, Action::SearchStart);
     assert!(app.prompt_open(), "typing takes the keys");
     for c in "NCCL_SOCKET_IFNAME".chars() {
-        app::update(&mut app, Action::Input(c));
+        app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
     }
     // Not an assignment: a clear message, and the typing stays open.
     app::update(&mut app, Action::InputSubmit);
@@ -274,7 +275,7 @@ fn hang_lab_lets_the_learner_type_a_fix() {
     );
     assert!(app.prompt_open());
     for c in "=eth0".chars() {
-        app::update(&mut app, Action::Input(c));
+        app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
     }
     let t = draw(&mut app, 100, 40);
     assert!(

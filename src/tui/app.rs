@@ -37,9 +37,8 @@ pub enum Action {
     SearchStart,
     SearchStep(i32),
     ToggleTex,
-    /// Text input while a prompt (search) is open.
-    Input(char),
-    InputBackspace,
+    /// An edit of the open text field (a typed character, Backspace, Ctrl-W, …).
+    Edit(super::field::InputRequest),
     InputSubmit,
     InputCancel,
     // Ring view

@@ -1,6 +1,7 @@
 //! The terminal app: a tokio event loop over crossterm's EventStream feeding a TEA core.
 
 pub mod app;
+pub mod field;
 pub mod keys;
 pub mod markdown;
 pub mod screens;
@@ -49,9 +50,7 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
                 return match k.code {
                     KeyCode::Enter => Some(Action::InputSubmit),
                     KeyCode::Esc => Some(Action::InputCancel),
-                    KeyCode::Backspace => Some(Action::InputBackspace),
-                    KeyCode::Char(c) => Some(Action::Input(c)),
-                    _ => None,
+                    _ => field::request(k).map(Action::Edit),
                 };
             }
             keys::lookup(&app.contexts(), k)

@@ -43,7 +43,7 @@ pub struct HangState {
     pub last_fix: Option<(String, Fixed)>,
     pub error: Option<String>,
     /// A fix being typed (`e`): environment assignments, NAME=value separated by spaces.
-    pub typing: Option<String>,
+    pub typing: Option<crate::tui::field::Field>,
     /// The text of the fix the running re-run applies.
     trying: String,
     /// Running as root (real namespaces directly), asked once.
@@ -318,12 +318,9 @@ pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
     if let Some(t) = &mut s.typing {
         match action {
-            Action::Input(c) => t.push(c),
-            Action::InputBackspace => {
-                t.pop();
-            }
+            Action::Edit(r) => t.apply(r),
             Action::InputCancel => s.typing = None,
-            Action::InputSubmit => match parse_typed_fix(t) {
+            Action::InputSubmit => match parse_typed_fix(t.value()) {
                 Ok(fix) => {
                     s.typing = None;
                     s.launch(app, Some(fix));
@@ -373,7 +370,7 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             }
         }
         (Stage::Diagnosed | Stage::Passed, Action::Hint) => s.reveal_hint(app),
-        (Stage::Diagnosed, Action::SearchStart) => s.typing = Some(String::new()),
+        (Stage::Diagnosed, Action::SearchStart) => s.typing = Some(Default::default()),
         (Stage::Passed, Action::Open) => s.stage = Stage::Pick,
         _ => {}
     }
@@ -588,7 +585,9 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             " type a fix (NAME=value …, Enter runs it, Esc cancels):",
             t.h2,
         ));
-        out.push(Line::styled(format!(" fix> {typed}█"), t.strong));
+        let mut spans = vec![Span::styled(" fix> ", t.strong)];
+        spans.extend(typed.spans(t.strong, t.accent));
+        out.push(Line::from(spans));
     } else if s.stage == Stage::Diagnosed {
         out.push(Line::styled(
             " pick a fix (Enter re-runs the job with it), or e to type one:",

@@ -17,6 +17,8 @@ pub const MAX_TEXT_WIDTH: u16 = 100;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Search {
+    pub field: crate::tui::field::Field,
+    /// The query searched for (the field's text when it was submitted).
     pub query: String,
     pub editing: bool,
     /// Lines that contain the query.
@@ -231,13 +233,11 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
     let page = viewport(app).saturating_sub(2).max(1) as isize;
     if s.search.editing {
         match action {
-            Action::Input(c) => s.search.query.push(c),
-            Action::InputBackspace => {
-                s.search.query.pop();
-            }
+            Action::Edit(r) => s.search.field.apply(r),
             Action::InputCancel => s.search.editing = false,
             Action::InputSubmit => {
                 s.search.editing = false;
+                s.search.query = s.search.field.value().to_string();
                 s.search.hits = find(&s.plain, &s.search.query);
                 s.search.current = s.search.hits.iter().position(|&l| l >= s.scroll).or((!s
                     .search
@@ -271,7 +271,7 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
         }
         Action::SearchStart => {
             s.search.editing = true;
-            s.search.query.clear();
+            s.search.field.clear();
         }
         Action::SearchStep(d) if !s.search.hits.is_empty() => {
             let n = s.search.hits.len() as isize;

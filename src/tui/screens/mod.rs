@@ -15,6 +15,7 @@ pub mod tpcalc;
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
@@ -71,12 +72,13 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     if let Some(Screen::Lesson(l)) = app.stack.last()
         && l.search.editing
     {
-        return Paragraph::new(Line::from(vec![
-            Span::styled("/", t.key),
-            Span::raw(l.search.query.clone()),
-            Span::styled("▏", t.dim),
-            Span::styled("   Enter find · Esc cancel", t.dim),
-        ]));
+        let mut spans = vec![Span::styled("/", t.key)];
+        spans.extend(l.search.field.spans(Style::default(), t.dim));
+        spans.push(Span::styled(
+            "   Enter find · Esc cancel · Ctrl-U clear · Ctrl-W word",
+            t.dim,
+        ));
+        return Paragraph::new(Line::from(spans));
     }
     if let Some(Screen::Quiz(q)) = app.stack.last()
         && q.session.accepts_input()

@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
@@ -26,6 +27,8 @@ pub struct QuizState {
     pub now: DateTime<Utc>,
     /// Due and new counts when a drill opened (for its header).
     pub due_at_open: (usize, usize),
+    /// The answer line being edited (mirrors the session's answer text).
+    pub answer: crate::tui::field::Field,
 }
 
 /// A seed for parameter draws that differs between sessions.
@@ -103,6 +106,7 @@ impl QuizState {
             scroll: 0,
             now,
             due_at_open: (0, 0),
+            answer: Default::default(),
         }
     }
 
@@ -154,15 +158,18 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
             return Outcome::Stay;
         };
         match action {
-            Action::Input(c) => {
-                cur.input.push(c);
-            }
-            Action::InputBackspace => {
-                cur.input.pop();
+            Action::Edit(r) => {
+                // The field follows the session's answer (a new item starts empty).
+                if s.answer.value() != cur.input {
+                    s.answer.set(&cur.input);
+                }
+                s.answer.apply(r);
+                cur.input = s.answer.value().to_string();
             }
             Action::InputCancel if cur.input.is_empty() => return Outcome::Pop,
             Action::InputCancel => {
                 cur.input.clear();
+                s.answer.clear();
                 cur.note = None;
             }
             Action::InputSubmit => {
@@ -241,11 +248,12 @@ pub fn input_hints(app: &App) -> Line<'static> {
         spans.push(Span::styled(format!("{s}  "), t.accent));
     }
     spans.extend([
-        Span::styled("type your answer  ", t.dim),
         Span::styled("Enter", t.key),
         Span::styled(" submit  ", t.dim),
         Span::styled("Esc", t.key),
         Span::styled(" clear, then leave  ", t.dim),
+        Span::styled("Ctrl-U/W", t.key),
+        Span::styled(" clear/word  ", t.dim),
         Span::styled("Ctrl-C", t.key),
         Span::styled(" quit", t.dim),
     ]);
@@ -370,11 +378,13 @@ pub fn item_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
                 Kind::Order => "letters first to last, e.g. c a b",
                 Kind::Numeric => "a number, e.g. 1.75e9, 1.75 GB, 16 KiB",
             };
-            out.push(Line::from(vec![
-                Span::styled("› ", t.key),
-                Span::raw(cur.input.clone()),
-                Span::styled("▏", t.accent),
-            ]));
+            let mut line = vec![Span::styled("› ", t.key)];
+            if s.answer.value() == cur.input {
+                line.extend(s.answer.spans(Style::default(), t.accent));
+            } else {
+                line.extend([Span::raw(cur.input.clone()), Span::styled("▏", t.accent)]);
+            }
+            out.push(Line::from(line));
             out.push(Line::styled(format!("  {hint}"), t.dim));
             if let Some(left) = s.session.time_left {
                 out.push(Line::styled(
