@@ -301,7 +301,7 @@ fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<E
 
 fn run_tui(app: App) -> anyhow::Result<ExitCode> {
     match tui::run(app) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(exit) => Ok(ExitCode::from(exit.status())),
         Err(e @ TuiError::NotATerminal) => {
             eprintln!("ringlab: {e}");
             Ok(ExitCode::from(2))
@@ -387,6 +387,7 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
     }
     let mut app = new_app(lessons)?;
     app.open_ring(params).map_err(anyhow::Error::msg)?;
+    app.launched_here();
     run_tui(app)
 }
 

@@ -16,10 +16,14 @@ impl Run {
     /// Start ringlab under `sh` in a pty of 100x30, in the background of the shell so the
     /// test can signal it; the shell prints its exit status and `stty -a` afterwards.
     fn start() -> Self {
+        Self::start_with("--lessons tests/fixtures/tui learn sample")
+    }
+
+    fn start_with(args: &str) -> Self {
         let bin = env!("CARGO_BIN_EXE_ringlab");
         let script = format!(
             "stty rows 30 cols 100; echo BEFORE; stty -a; echo END; \
-             RINGLAB_HOME=$(mktemp -d) {bin} --lessons tests/fixtures/tui learn sample </dev/tty & \
+             RINGLAB_HOME=$(mktemp -d) {bin} {args} </dev/tty & \
              echo PID=$!; wait $!; echo EXIT=$?; stty -a; echo DONE"
         );
         let mut cmd = Command::new("sh");
@@ -122,7 +126,8 @@ fn ctrl_c_restores_the_terminal() {
     r.expect("A sample lesson");
     r.send("\x03");
     let out = r.finish();
-    assert_restored(&out, "EXIT=0");
+    // Interrupted: 128 + SIGINT, as a shell reports a program stopped by Ctrl-C.
+    assert_restored(&out, "EXIT=130");
 }
 
 #[test]
@@ -136,5 +141,18 @@ fn sigterm_restores_the_terminal() {
         .expect("kill");
     assert!(ok.success());
     let out = r.finish();
+    assert_restored(&out, "EXIT=143");
+}
+
+/// A screen opened from the command line is left back to the shell: `ringlab drill --mock`
+/// then q exits instead of showing the course map beneath it.
+#[test]
+fn q_leaves_a_screen_opened_from_the_command_line_to_the_shell() {
+    let mut r = Run::start_with("drill --mock");
+    r.pid();
+    r.expect("Mock interview");
+    r.send("\x1b"); // Esc: clears the (empty) answer line, then leaves
+    let out = r.finish();
+    assert!(!out.contains("Course map") && !out.contains("◐"), "{out}");
     assert_restored(&out, "EXIT=0");
 }

@@ -103,6 +103,7 @@ pub fn quiz_cmd(lessons: &Option<PathBuf>, args: &QuizArgs) -> anyhow::Result<Ex
     let mut app = new_app(lessons)?;
     let q = quiz::open(&app, args.lesson.as_deref()).map_err(anyhow::Error::msg)?;
     app.stack.push(Screen::Quiz(Box::new(q)));
+    app.launched_here();
     run_tui(app)
 }
 
@@ -191,6 +192,7 @@ pub fn drill_cmd(lessons: &Option<PathBuf>, args: &DrillArgs) -> anyhow::Result<
     };
     let d = drill::open(&app, &opts);
     app.stack.push(Screen::Quiz(Box::new(d)));
+    app.launched_here();
     run_tui(app)
 }
 
@@ -226,6 +228,7 @@ pub fn stats_cmd(lessons: &Option<PathBuf>, args: &StatsArgs) -> anyhow::Result<
         );
     }
     app.stack.push(Screen::Stats(Box::new(s)));
+    app.launched_here();
     run_tui(app)
 }
 

@@ -144,6 +144,11 @@ pub struct App {
     pub stack: Vec<Screen>,
     pub help: Option<HelpState>,
     pub quit: bool,
+    /// The quit came from Ctrl-C (the shell convention is exit status 130).
+    pub interrupted: bool,
+    /// Stack depth of the screen the command line opened (`ringlab drill`: the drill). Backing
+    /// out of it returns to the shell instead of the course map beneath it.
+    pub launched: usize,
     /// One line of feedback shown in the hint bar until the next action.
     pub status: Option<String>,
     pub raw_tex: bool,
@@ -167,6 +172,8 @@ impl App {
             stack: vec![Screen::Home(HomeState::default())],
             help: None,
             quit: false,
+            interrupted: false,
+            launched: 1,
             status: None,
             raw_tex: false,
         }
@@ -204,6 +211,11 @@ impl App {
                 Err(e) => self.status = Some(format!("{e}")),
             }
         }
+    }
+
+    /// Mark the screen now on top as the one the command line opened: leaving it quits.
+    pub fn launched_here(&mut self) {
+        self.launched = self.stack.len();
     }
 
     /// Open the ring view on top of the course map.
@@ -295,6 +307,7 @@ pub fn update(app: &mut App, action: Action) {
     match action {
         Action::Quit => {
             app.quit = true;
+            app.interrupted = true;
             return;
         }
         Action::Resize(w, h) => {
@@ -348,7 +361,7 @@ pub fn update(app: &mut App, action: Action) {
     match outcome {
         Outcome::Stay => {}
         Outcome::Pop => {
-            if app.stack.len() > 1 {
+            if app.stack.len() > app.launched.max(1) {
                 app.stack.pop();
             } else {
                 app.quit = true;

@@ -59,8 +59,29 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
     }
 }
 
+/// How the app ended, for the process's exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The user left (q, Esc).
+    Done,
+    /// Ctrl-C, or SIGINT: exit status 130 by the shell's convention.
+    Interrupted,
+    /// Ended by this signal (SIGTERM, SIGHUP): exit status 128 + its number.
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn status(self) -> u8 {
+        match self {
+            Exit::Done => 0,
+            Exit::Interrupted => 128 + libc::SIGINT as u8,
+            Exit::Signal(n) => 128u8.saturating_add(n as u8),
+        }
+    }
+}
+
 /// Run the app until the user quits. Restores the terminal on every way out.
-pub fn run(app: App) -> Result<(), TuiError> {
+pub fn run(app: App) -> Result<Exit, TuiError> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
@@ -70,7 +91,7 @@ pub fn run(app: App) -> Result<(), TuiError> {
     rt.block_on(event_loop(app))
 }
 
-async fn event_loop(mut app: App) -> Result<(), TuiError> {
+async fn event_loop(mut app: App) -> Result<Exit, TuiError> {
     use tokio::signal::unix::{SignalKind, signal};
     let _guard = term::TerminalGuard::enter()?;
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
@@ -93,6 +114,7 @@ async fn event_loop(mut app: App) -> Result<(), TuiError> {
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sighup = signal(SignalKind::hangup())?;
     let mut dirty = true;
+    let mut exit = Exit::Done;
     while !app.quit {
         if dirty {
             terminal.draw(|f| app::render(&app, f))?;
@@ -126,13 +148,16 @@ async fn event_loop(mut app: App) -> Result<(), TuiError> {
                 app::update(&mut app, Action::Tick);
                 dirty = true;
             }
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
-            _ = sighup.recv() => break,
+            _ = sigterm.recv() => { exit = Exit::Signal(libc::SIGTERM); break }
+            _ = sigint.recv() => { exit = Exit::Interrupted; break }
+            _ = sighup.recv() => { exit = Exit::Signal(libc::SIGHUP); break }
         }
     }
+    if app.interrupted {
+        exit = Exit::Interrupted;
+    }
     app.save_progress();
-    Ok(())
+    Ok(exit)
 }
 
 fn handle(app: &mut App, ev: &Event) -> bool {
