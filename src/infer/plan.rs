@@ -417,7 +417,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     // Communication per decode token.
     let tp_sched = allreduce_schedule(m, tp, 1, input.dtype)
         .map_err(|e| PlanError::Schedule(e.to_string()))?;
-    let calls = 2 * m.layers;
+    let calls = super::tp::allreduces_per_forward(m.layers, tp);
     let tp_time = link_time(&tp_sched, intra, calls);
     let handoff = Schedule::build(&Spec::new(
         Collective::SendRecv,
@@ -431,11 +431,14 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let across = (nodes > 1 && gpus_used <= MAX_COMPARE_RANKS)
         .then(|| allreduce_schedule(m, gpus_used, 1, input.dtype).ok())
         .flatten()
-        .map(|s| link_time(&s, inter, calls).per_forward_s);
+        .map(|s| {
+            let calls = super::tp::allreduces_per_forward(m.layers, gpus_used);
+            link_time(&s, inter, calls).per_forward_s
+        });
     let comm = CommCost {
         tp_link: intra.name,
         tp_allreduce_bytes: tp_sched.spec().bytes(),
-        tp_allreduces: if tp > 1 { calls } else { 0 },
+        tp_allreduces: calls,
         tp_per_token_s: tp_time.per_forward_s,
         pp_link: inter.name,
         pp_handoff_bytes: m.hidden_size * bpp,

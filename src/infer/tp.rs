@@ -113,7 +113,7 @@ pub struct TpReport {
     pub kv_replicas: u64,
     /// M: bytes of one all-reduce buffer = hidden × dtype bytes × tokens.
     pub allreduce_bytes: u64,
-    /// 2 × layers.
+    /// 2 × layers ([`allreduces_per_forward`]; 0 at TP 1).
     pub allreduces_per_forward: u64,
     /// Steps of one ring all-reduce, from the schedule.
     pub ring_steps: usize,
@@ -248,6 +248,20 @@ pub fn link_time(schedule: &Schedule, link: &Link, calls: u64) -> LinkTime {
     }
 }
 
+/// All-reduces in one forward pass: two per layer (after attention's output projection and
+/// after the MLP's down projection), none at TP 1 where one GPU holds whole layers.
+pub fn allreduces_per_forward(layers: u64, tp: usize) -> u64 {
+    if tp > 1 { 2 * layers } else { 0 }
+}
+
+/// How the count of all-reduces per forward pass comes about, for display.
+pub fn allreduces_per_forward_text(layers: u64, tp: usize) -> String {
+    match allreduces_per_forward(layers, tp) {
+        0 => "0 (TP 1: each GPU holds whole layers, nothing to all-reduce)".into(),
+        n => format!("{n} (2 × {layers} layers)"),
+    }
+}
+
 /// Runs the calculator.
 pub fn calculate(q: &TpQuery) -> Result<TpReport, TpError> {
     if !(1..=MAX_TP).contains(&q.tp) {
@@ -263,7 +277,7 @@ pub fn calculate(q: &TpQuery) -> Result<TpReport, TpError> {
     let schedule = allreduce_schedule(m, q.tp, q.tokens, q.dtype)?;
     let t = traffic(&schedule);
     let per_ar = t.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0);
-    let calls = 2 * m.layers;
+    let calls = allreduces_per_forward(m.layers, q.tp);
     let per_forward = per_ar.saturating_mul(calls);
     let forwards_per_s = q.tokens_per_s / q.tokens as f64;
     let checks = tp_checks(m, q.tp, q.gpus_per_node);
@@ -329,8 +343,8 @@ impl TpReport {
                 ),
             ),
             (
-                "all-reduces per forward pass (2 × layers)",
-                self.allreduces_per_forward.to_string(),
+                "all-reduces per forward pass",
+                allreduces_per_forward_text(self.layers, self.tp),
             ),
             ("ring steps per all-reduce", self.ring_steps.to_string()),
             (
@@ -434,6 +448,16 @@ mod tests {
         assert!(r.valid);
         // 50 tokens/s × 4587520 B.
         assert_eq!(r.sent_per_gpu_per_s, 229_376_000.0);
+    }
+
+    #[test]
+    fn tp_1_has_no_all_reduces() {
+        let r = report("llama-3.1-8b", 1, 1);
+        assert_eq!(r.allreduces_per_forward, 0);
+        assert_eq!(r.sent_per_gpu_per_forward, 0);
+        assert!(r.estimates.iter().all(|e| e.per_forward_s == 0.0));
+        assert!(r.to_text().contains("0 (TP 1"), "{}", r.to_text());
+        assert_eq!(report("llama-3.1-8b", 2, 1).allreduces_per_forward, 64);
     }
 
     #[test]

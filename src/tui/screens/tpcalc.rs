@@ -190,7 +190,7 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
         ),
         kv(
             "all-reduces/pass",
-            format!("{} (2 × {} layers)", r.allreduces_per_forward, r.layers),
+            crate::infer::tp::allreduces_per_forward_text(r.layers, r.tp),
         ),
         kv("ring steps each", r.ring_steps.to_string()),
         kv(
