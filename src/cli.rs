@@ -253,7 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => study::progress_stress(dir, iterations),
         Some(Command::Loopback(ref args)) => lab::loopback(args),
         Some(Command::Completions { shell }) => {
-            let mut cmd = Cli::command();
+            let mut cmd = visible(&Cli::command());
             clap_complete::generate(shell, &mut cmd, "ringlab", &mut io::stdout());
             Ok(ExitCode::SUCCESS)
         }
@@ -268,6 +268,28 @@ pub fn load_course(lessons: &Option<PathBuf>) -> Result<Course, LoadError> {
 }
 
 /// The app with the course and the learner's progress loaded.
+/// `c` without its hidden subcommands and arguments (the internal `__rank`, `--events`, …), for
+/// shell completions: clap_complete offers hidden ones otherwise.
+fn visible(c: &clap::Command) -> clap::Command {
+    let mut out = clap::Command::new(c.get_name().to_string());
+    if let Some(about) = c.get_about() {
+        out = out.about(about.clone());
+    }
+    if let Some(v) = c.get_version() {
+        out = out.version(v.to_string());
+    }
+    for a in c.get_visible_aliases() {
+        out = out.visible_alias(a.to_string());
+    }
+    for a in c.get_arguments().filter(|a| !a.is_hide_set()) {
+        out = out.arg(a.clone());
+    }
+    for s in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+        out = out.subcommand(visible(s));
+    }
+    out
+}
+
 fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
     // Code is drawn plain for the first frames while highlighting loads on a thread.
     crate::tui::markdown::defer_highlighting();
