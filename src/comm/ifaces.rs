@@ -1,11 +1,16 @@
 //! Network interfaces, chosen the way NCCL chooses them (NVIDIA/nccl src/misc/socket.cc):
 //! `NCCL_SOCKET_IFNAME` is a comma-separated list of prefixes, `^` excludes, `=` asks for exact
-//! names; when set it is "find or fail". Unset, NCCL prefers ib*, then anything but
-//! docker*/lo/virbr*, then docker*, then lo, then virbr*.
+//! names; when set it is "find or fail". Unset, NCCL prefers ib*, then anything but docker*/lo
+//! (and virbr* from 2.28), then docker*, then lo (then virbr*, 2.28+). From 2.28 only running
+//! interfaces (IFF_RUNNING) are candidates at all; before, any interface with an address was.
+//! Compare src/misc/socket.cc@v2.27.3-1 (ncclFindInterfaces, findInterfaces) with @v2.28.3-1.
+//! Which release is imitated is [`super::log::style`] (`RINGLAB_NCCL_STYLE`).
 
 use std::ffi::CStr;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::log::Style;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iface {
@@ -83,8 +88,17 @@ fn matching(ifaces: &[Iface], spec: &str) -> Vec<Iface> {
         .collect()
 }
 
-/// The interfaces NCCL would use, best first, and why.
+/// The interfaces NCCL would use, best first, and why, for the release this process imitates.
 pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, String), SelectError> {
+    select_as(ifaces, ifname, super::log::style())
+}
+
+/// The interfaces the NCCL release `style` would use, best first, and why.
+pub fn select_as(
+    ifaces: &[Iface],
+    ifname: Option<&str>,
+    style: Style,
+) -> Result<(Vec<Iface>, String), SelectError> {
     if let Some(spec) = ifname.filter(|s| !s.trim().is_empty()) {
         let found = matching(ifaces, spec);
         if found.is_empty() {
@@ -98,17 +112,26 @@ pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, Str
             format!("NCCL_SOCKET_IFNAME set by environment to {spec}"),
         ));
     }
-    let tiers: [(&str, &str); 5] = [
-        ("ib", "InfiniBand (ib*) first"),
-        (
-            "^docker,lo,virbr",
-            "no ib*: anything but docker*, lo, virbr*",
-        ),
-        ("docker", "only docker* left"),
-        ("lo", "only loopback left"),
-        ("virbr", "only virbr* left"),
-    ];
-    for (spec, why) in tiers {
+    let tiers: &[(&str, &str)] = if style.virbr_last_and_running_only() {
+        &[
+            ("ib", "InfiniBand (ib*) first"),
+            (
+                "^docker,lo,virbr",
+                "no ib*: anything but docker*, lo, virbr*",
+            ),
+            ("docker", "only docker* left"),
+            ("lo", "only loopback left"),
+            ("virbr", "only virbr* left"),
+        ]
+    } else {
+        &[
+            ("ib", "InfiniBand (ib*) first"),
+            ("^docker,lo", "no ib*: anything but docker*, lo"),
+            ("docker", "only docker* left"),
+            ("lo", "only loopback left"),
+        ]
+    };
+    for &(spec, why) in tiers {
         let found = matching(ifaces, spec);
         if !found.is_empty() {
             return Ok((found, format!("NCCL_SOCKET_IFNAME unset: {why}")));
@@ -127,8 +150,8 @@ fn names(ifaces: &[Iface]) -> String {
     }
 }
 
-/// Up interfaces with an IPv4 or (non link-local) IPv6 address, IPv4 first, in kernel order.
-/// On a node of the emulated cluster, that node's virtual table.
+/// The interfaces NCCL would consider, IPv4 first, in kernel order: each one's first address
+/// of each family. On a node of the emulated cluster, that node's virtual table.
 pub fn list() -> std::io::Result<Vec<Iface>> {
     if let Some(v) = super::vnet::current() {
         return Ok(v.net.ifaces(v.node));
@@ -136,20 +159,58 @@ pub fn list() -> std::io::Result<Vec<Iface>> {
     host_list()
 }
 
-/// This host's interfaces (getifaddrs).
+/// One address entry as getifaddrs reports it: the interface's name, its flags (IFF_UP,
+/// IFF_RUNNING, …) and the address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawIface {
+    pub name: String,
+    pub flags: u32,
+    pub addr: IpAddr,
+}
+
+/// The entries the NCCL release `style` would consider, IPv4 first, in kernel order. From 2.28
+/// an interface must be running (IFF_RUNNING: up, with a carrier, so an idle `docker0` with
+/// NO-CARRIER is not one); before, NCCL looked at no flag at all. IPv6 loopback is skipped (as
+/// NCCL does) and so are IPv6 link-local addresses (they need a scope to be dialled).
+pub fn candidates(raw: &[RawIface], style: Style) -> Vec<Iface> {
+    let running = libc::IFF_RUNNING as u32;
+    let keep = |r: &&RawIface| {
+        if style.virbr_last_and_running_only() && r.flags & running == 0 {
+            return false;
+        }
+        match r.addr {
+            IpAddr::V4(_) => true,
+            IpAddr::V6(ip) => !ip.is_loopback() && ip.segments()[0] & 0xffc0 != 0xfe80,
+        }
+    };
+    let iface = |r: &RawIface| Iface {
+        name: r.name.clone(),
+        addr: r.addr,
+    };
+    let v4 = raw.iter().filter(keep).filter(|r| r.addr.is_ipv4());
+    let v6 = raw.iter().filter(keep).filter(|r| r.addr.is_ipv6());
+    v4.chain(v6).map(iface).collect()
+}
+
+/// This host's interfaces (getifaddrs), as the imitated release would consider them.
 pub fn host_list() -> std::io::Result<Vec<Iface>> {
+    Ok(candidates(&host_raw()?, super::log::style()))
+}
+
+/// Every IPv4 and IPv6 address entry of this host (getifaddrs), with its interface's flags.
+pub fn host_raw() -> std::io::Result<Vec<RawIface>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+    let mut out = Vec::new();
     let mut cur = head;
     while !cur.is_null() {
         // SAFETY: cur points into the list getifaddrs returned, alive until freeifaddrs.
         let ifa = unsafe { &*cur };
         cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
+        if ifa.ifa_addr.is_null() {
             continue;
         }
         // SAFETY: ifa_name is a NUL-terminated string owned by the list.
@@ -158,30 +219,26 @@ pub fn host_list() -> std::io::Result<Vec<Iface>> {
             .into_owned();
         // SAFETY: ifa_addr is non-null; its family says which sockaddr it is.
         let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-        if family == libc::AF_INET {
+        let addr = if family == libc::AF_INET {
             // SAFETY: family is AF_INET, so this is a sockaddr_in.
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-            let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            v4.push(Iface {
-                name,
-                addr: IpAddr::V4(ip),
-            });
+            IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
         } else if family == libc::AF_INET6 {
             // SAFETY: family is AF_INET6, so this is a sockaddr_in6.
             let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            if ip.segments()[0] & 0xffc0 != 0xfe80 {
-                v6.push(Iface {
-                    name,
-                    addr: IpAddr::V6(ip),
-                });
-            }
-        }
+            IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
+        } else {
+            continue;
+        };
+        out.push(RawIface {
+            name,
+            flags: ifa.ifa_flags,
+            addr,
+        });
     }
     // SAFETY: head came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
-    v4.extend(v6);
-    Ok(v4)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -264,6 +321,101 @@ mod tests {
     #[test]
     fn display_is_nccl_shaped() {
         assert_eq!(host()[2].to_string(), "eth0:10.0.0.1<0>");
+    }
+
+    const UP: u32 = libc::IFF_UP as u32;
+    const RUNNING: u32 = libc::IFF_UP as u32 | libc::IFF_RUNNING as u32;
+
+    fn raw(list: &[(&str, u32, &str)]) -> Vec<RawIface> {
+        list.iter()
+            .map(|(n, f, a)| RawIface {
+                name: n.to_string(),
+                flags: *f,
+                addr: a.parse().expect("ip"),
+            })
+            .collect()
+    }
+
+    fn names(v: &[Iface]) -> Vec<&str> {
+        v.iter().map(|i| i.name.as_str()).collect()
+    }
+
+    fn first_as(list: &[Iface], spec: Option<&str>, style: Style) -> String {
+        select_as(list, spec, style)
+            .map(|(v, _)| v[0].name.clone())
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn virbr_is_an_ordinary_nic_before_2_28_and_last_from_2_28() {
+        let host = ifs(&[("lo", "127.0.0.1"), ("virbr0", "192.168.122.1")]);
+        assert_eq!(first_as(&host, None, Style::V2_21), "virbr0");
+        assert_eq!(first_as(&host, None, Style::V2_27), "virbr0");
+        assert_eq!(first_as(&host, None, Style::NEWEST), "lo");
+        let with_eth = ifs(&[
+            ("virbr0", "192.168.122.1"),
+            ("eth0", "10.0.0.1"),
+            ("lo", "127.0.0.1"),
+        ]);
+        // Before 2.28 both are "anything but docker and lo", in kernel order.
+        let (v, why) = select_as(&with_eth, None, Style::V2_27).expect("found");
+        assert_eq!(names(&v), ["virbr0", "eth0"]);
+        assert!(
+            why.contains("anything but docker*, lo") && !why.contains("virbr"),
+            "{why}"
+        );
+        let (v, _) = select_as(&with_eth, None, Style::NEWEST).expect("found");
+        assert_eq!(names(&v), ["eth0"]);
+        let only_virbr = ifs(&[("virbr0", "192.168.122.1")]);
+        assert_eq!(first_as(&only_virbr, None, Style::NEWEST), "virbr0");
+    }
+
+    #[test]
+    fn docker_then_lo_in_every_release() {
+        let host = ifs(&[("lo", "127.0.0.1"), ("docker0", "172.17.0.1")]);
+        for style in [Style::V2_21, Style::V2_27, Style::NEWEST] {
+            assert_eq!(first_as(&host, None, style), "docker0", "{style}");
+        }
+    }
+
+    #[test]
+    fn from_2_28_only_running_interfaces_are_candidates() {
+        // An idle docker0 (up, NO-CARRIER: not running), a down eth1, a running eth0 and lo.
+        let host = raw(&[
+            ("lo", RUNNING | libc::IFF_LOOPBACK as u32, "127.0.0.1"),
+            ("docker0", UP, "172.17.0.1"),
+            ("eth1", 0, "10.1.0.1"),
+            ("eth0", RUNNING, "10.0.0.1"),
+        ]);
+        assert_eq!(names(&candidates(&host, Style::NEWEST)), ["lo", "eth0"]);
+        assert_eq!(
+            names(&candidates(&host, Style::V2_27)),
+            ["lo", "docker0", "eth1", "eth0"]
+        );
+        // With eth0 gone too, 2.28 falls to lo; 2.27 still takes the idle docker0.
+        let no_eth = raw(&[("lo", RUNNING, "127.0.0.1"), ("docker0", UP, "172.17.0.1")]);
+        assert_eq!(
+            first_as(&candidates(&no_eth, Style::NEWEST), None, Style::NEWEST),
+            "lo"
+        );
+        assert_eq!(
+            first_as(&candidates(&no_eth, Style::V2_27), None, Style::V2_27),
+            "docker0"
+        );
+    }
+
+    #[test]
+    fn candidates_put_ipv4_first_and_skip_ipv6_loopback_and_link_local() {
+        let host = raw(&[
+            ("lo", RUNNING, "::1"),
+            ("eth0", RUNNING, "fe80::1"),
+            ("eth0", RUNNING, "2001:db8::1"),
+            ("lo", RUNNING, "127.0.0.1"),
+            ("eth0", RUNNING, "10.0.0.1"),
+        ]);
+        let v = candidates(&host, Style::NEWEST);
+        let addrs: Vec<String> = v.iter().map(|i| i.addr.to_string()).collect();
+        assert_eq!(addrs, ["127.0.0.1", "10.0.0.1", "2001:db8::1"]);
     }
 
     #[test]

@@ -1,14 +1,23 @@
 //! Socket plumbing shared by the store and the data connections: connecting with NCCL's retry
-//! policy (refused or unreachable connects are retried NCCL_SOCKET_RETRY_CNT times, 34 by
-//! default, sleeping NCCL_SOCKET_RETRY_SLEEP_MSEC × k, 100 ms by default, each retry logged the
-//! way NCCL logs it), and socket tuning for bandwidth.
+//! policy, each retry logged the way NCCL logs it, and socket tuning for bandwidth.
+//!
+//! The policy follows the release [`log::style`] imitates (`RINGLAB_NCCL_STYLE`):
+//! - 2.21 (NCCL ≤ 2.23, src/misc/socket.cc@v2.21.5-1): a refused connect is retried every
+//!   1 ms, 20 000 times (about 20 s), logged `Call to connect returned Connection refused,
+//!   retrying` once per 1000 attempts; a timed-out one 3 times; any other error ends at once.
+//! - 2.24 and later (src/misc/socket.cc@v2.24.3-1, @v2.27.3-1): NCCL_SOCKET_RETRY_CNT tries
+//!   (34), sleeping NCCL_SOCKET_RETRY_SLEEP_MSEC × k (100 ms) before try k, about a minute in
+//!   all, each logged `socketPollConnect: connect [to ADDR] returned …, retrying (k/34) after
+//!   sleep for … msec` (the address from 2.27); then a WARN and ncclRemoteError.
+//! - 2.28, the default, writes the lines ringlab always wrote (a legacy INFO line and a
+//!   `socketProgress: connect to ADDR returned …` WARN per retry), which the hang lab reads.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::log;
+use super::log::{self, Level, RetryForm, Style};
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -17,48 +26,213 @@ fn env_num(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Errors NCCL treats as "not there yet": retry.
-fn retryable(e: &io::Error) -> bool {
-    use io::ErrorKind::*;
-    matches!(
-        e.kind(),
-        ConnectionRefused
-            | TimedOut
-            | HostUnreachable
-            | NetworkUnreachable
-            | ConnectionReset
-            | AddrNotAvailable
-    )
+/// What to do after a failed connect attempt: sleep and try again, or give up; with the log
+/// lines NCCL prints at that point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Retry {
+        sleep: Duration,
+        log: Vec<(Level, String)>,
+    },
+    GiveUp {
+        log: Vec<(Level, String)>,
+    },
 }
 
-/// Connect to `addr`, retrying like NCCL. `connect_timeout` bounds one attempt (a silently
-/// dropped SYN would otherwise wait for the kernel's timeout, minutes).
+/// The retry policy of one release, and its counters for one connect.
+#[derive(Debug, Clone)]
+pub struct Retrier {
+    style: Style,
+    /// NCCL_SOCKET_RETRY_CNT (2.24+).
+    tries: u64,
+    /// NCCL_SOCKET_RETRY_SLEEP_MSEC (2.24+).
+    sleep_ms: u64,
+    /// 2.24+: failed attempts so far. ≤ 2.23: refused attempts so far.
+    errors: u64,
+    /// ≤ 2.23: timed-out attempts so far.
+    timeouts: u64,
+}
+
+/// NCCL ≤ 2.23: refused connects retried this many times, 1 ms apart (RETRY_REFUSED_TIMES).
+pub const LEGACY_REFUSED_TRIES: u64 = 20_000;
+/// NCCL ≤ 2.23: timed-out connects retried this many times (RETRY_TIMEDOUT_TIMES).
+pub const LEGACY_TIMEDOUT_TRIES: u64 = 3;
+/// NCCL ≤ 2.23: the sleep between attempts (SLEEP_INT, 1000 µs).
+pub const LEGACY_SLEEP: Duration = Duration::from_millis(1);
+
+/// NCCL's way of writing a socket address: `10.0.0.1<29500>`.
+pub fn nccl_addr(addr: SocketAddr) -> String {
+    format!("{}<{}>", addr.ip(), addr.port())
+}
+
+impl Retrier {
+    /// The policy of `style`, with NCCL_SOCKET_RETRY_CNT and NCCL_SOCKET_RETRY_SLEEP_MSEC as
+    /// given (2.24+ reads them; ≤ 2.23 has neither).
+    pub fn new(style: Style, tries: u64, sleep_ms: u64) -> Self {
+        Self {
+            style,
+            tries,
+            sleep_ms,
+            errors: 0,
+            timeouts: 0,
+        }
+    }
+
+    /// This process's policy: its style and the two variables.
+    pub fn from_env() -> Self {
+        Self::new(
+            log::style(),
+            env_num("NCCL_SOCKET_RETRY_CNT", 34),
+            env_num("NCCL_SOCKET_RETRY_SLEEP_MSEC", 100),
+        )
+    }
+
+    /// The attempt to `addr` failed with `e`.
+    pub fn failed(&mut self, addr: SocketAddr, e: &io::Error) -> Step {
+        use io::ErrorKind::*;
+        let what = describe(e);
+        if self.style.retry_form() == RetryForm::Legacy {
+            let (count, limit, name) = match e.kind() {
+                ConnectionRefused => (&mut self.errors, LEGACY_REFUSED_TRIES, "retries"),
+                TimedOut => (&mut self.timeouts, LEGACY_TIMEDOUT_TRIES, "timeouts"),
+                _ => {
+                    return Step::GiveUp {
+                        log: vec![(
+                            Level::Warn,
+                            format!(
+                                "socketStartConnect: Connect to {} failed : {what}",
+                                nccl_addr(addr)
+                            ),
+                        )],
+                    };
+                }
+            };
+            *count += 1;
+            if *count == limit {
+                return Step::GiveUp {
+                    log: vec![(
+                        Level::Warn,
+                        format!("socketStartConnect: exceeded {name} ({limit})"),
+                    )],
+                };
+            }
+            let log = if e.kind() == ConnectionRefused && *count % 1000 == 0 {
+                vec![(
+                    Level::Info,
+                    format!("Call to connect returned {what}, retrying"),
+                )]
+            } else {
+                Vec::new()
+            };
+            return Step::Retry {
+                sleep: LEGACY_SLEEP,
+                log,
+            };
+        }
+        let newest = self.style == Style::NEWEST;
+        let retryable = if newest {
+            matches!(
+                e.kind(),
+                ConnectionRefused
+                    | TimedOut
+                    | HostUnreachable
+                    | NetworkUnreachable
+                    | ConnectionReset
+                    | AddrNotAvailable
+            )
+        } else {
+            matches!(e.kind(), ConnectionRefused | TimedOut | HostUnreachable)
+        };
+        let with_addr = self.style.retry_form() == RetryForm::CountedWithAddress;
+        let target = if with_addr {
+            format!("connect to {}", nccl_addr(addr))
+        } else {
+            "connect".to_string()
+        };
+        if !retryable || self.errors >= self.tries {
+            if newest || !retryable {
+                // The default keeps ringlab's lines: the error alone, no WARN of its own.
+                let log = if newest {
+                    Vec::new()
+                } else {
+                    vec![(
+                        Level::Warn,
+                        format!("socketPollConnect: {target} failed : {what}"),
+                    )]
+                };
+                return Step::GiveUp { log };
+            }
+            let warn = if with_addr {
+                format!(
+                    "socketPollConnect: {target} returned {what}, exceeded error retry count after {} attempts",
+                    self.errors + 1
+                )
+            } else {
+                format!(
+                    "socketPollConnect: {target} returned {what}, exceeded error retry count ({})",
+                    self.errors + 1
+                )
+            };
+            return Step::GiveUp {
+                log: vec![(Level::Warn, warn)],
+            };
+        }
+        self.errors += 1;
+        let (k, tries) = (self.errors, self.tries);
+        let wait = self.sleep_ms * k;
+        let log = if newest {
+            vec![
+                (
+                    Level::Info,
+                    format!("Call to connect returned {what}, retrying"),
+                ),
+                (
+                    Level::Warn,
+                    format!(
+                        "socketProgress: connect to {addr} returned {what}, retrying ({k}/{tries}) after sleep for {wait} msec"
+                    ),
+                ),
+            ]
+        } else {
+            vec![(
+                Level::Info,
+                format!(
+                    "socketPollConnect: {target} returned {what}, retrying ({k}/{tries}) after sleep for {wait} msec"
+                ),
+            )]
+        };
+        Step::Retry {
+            sleep: Duration::from_millis(wait),
+            log,
+        }
+    }
+}
+
+/// Connect to `addr`, retrying like the NCCL release [`log::style`] imitates.
+/// `connect_timeout` bounds one attempt (a silently dropped SYN would otherwise wait for the
+/// kernel's timeout, minutes).
 pub fn connect_retry(addr: SocketAddr, connect_timeout: Duration) -> io::Result<TcpStream> {
-    let tries = env_num("NCCL_SOCKET_RETRY_CNT", 34);
-    let sleep_ms = env_num("NCCL_SOCKET_RETRY_SLEEP_MSEC", 100);
-    let mut k = 0;
+    let mut retrier = Retrier::from_env();
     loop {
         match super::vnet::connect_timeout(addr, connect_timeout) {
             Ok(s) => return Ok(s),
-            Err(e) if retryable(&e) && k < tries => {
-                k += 1;
-                let wait = sleep_ms * k;
-                log::info(&format!(
-                    "Call to connect returned {}, retrying",
-                    describe(&e)
-                ));
-                log::warn(&format!(
-                    "socketProgress: connect to {addr} returned {}, retrying ({k}/{tries}) after sleep for {wait} msec",
-                    describe(&e)
-                ));
-                std::thread::sleep(Duration::from_millis(wait));
-            }
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("connect to {addr}: {}", describe(&e)),
-                ));
-            }
+            Err(e) => match retrier.failed(addr, &e) {
+                Step::Retry { sleep, log } => {
+                    for (level, line) in log {
+                        log::log(level, &line);
+                    }
+                    std::thread::sleep(sleep);
+                }
+                Step::GiveUp { log } => {
+                    for (level, line) in log {
+                        log::log(level, &line);
+                    }
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("connect to {addr}: {}", describe(&e)),
+                    ));
+                }
+            },
         }
     }
 }
@@ -242,5 +416,126 @@ mod tests {
             assert_eq!(congestion_control(s).unwrap(), TCP_CC);
             assert!(s.nodelay().unwrap());
         }
+    }
+
+    fn refused() -> io::Error {
+        io::Error::from(io::ErrorKind::ConnectionRefused)
+    }
+
+    fn addr() -> SocketAddr {
+        "172.17.0.1:43215".parse().unwrap()
+    }
+
+    /// Feed `e` until the retrier gives up: (attempts, total sleep, every log line, the last).
+    fn run(
+        mut r: Retrier,
+        e: impl Fn() -> io::Error,
+    ) -> (u64, Duration, Vec<(Level, String)>, Vec<(Level, String)>) {
+        let (mut n, mut slept, mut lines) = (0, Duration::ZERO, Vec::new());
+        loop {
+            n += 1;
+            match r.failed(addr(), &e()) {
+                Step::Retry { sleep, log } => {
+                    slept += sleep;
+                    lines.extend(log);
+                }
+                Step::GiveUp { log } => return (n, slept, lines, log),
+            }
+            assert!(n < 100_000, "never gives up");
+        }
+    }
+
+    #[test]
+    fn nccl_2_21_retries_refused_20000_times_1ms_apart_logging_every_1000th() {
+        let (n, slept, lines, last) = run(Retrier::new(Style::V2_21, 34, 100), refused);
+        assert_eq!(n, 20_000);
+        assert_eq!(slept, Duration::from_millis(19_999));
+        assert_eq!(lines.len(), 19, "{lines:?}");
+        assert!(lines.iter().all(|(l, m)| *l == Level::Info
+            && m == "Call to connect returned Connection refused, retrying"));
+        assert_eq!(
+            last,
+            [(
+                Level::Warn,
+                "socketStartConnect: exceeded retries (20000)".to_string()
+            )]
+        );
+        // NCCL_SOCKET_RETRY_CNT does not exist before 2.24.
+        assert_eq!(run(Retrier::new(Style::V2_21, 1, 1), refused).0, 20_000);
+    }
+
+    #[test]
+    fn nccl_2_21_retries_a_timeout_3_times_and_fails_other_errors_at_once() {
+        let timed_out = || io::Error::from(io::ErrorKind::TimedOut);
+        let (n, _, lines, last) = run(Retrier::new(Style::V2_21, 34, 100), timed_out);
+        assert_eq!(n, 3);
+        assert!(lines.is_empty());
+        assert_eq!(last[0].1, "socketStartConnect: exceeded timeouts (3)");
+        let unreachable = || io::Error::from(io::ErrorKind::HostUnreachable);
+        let (n, _, _, last) = run(Retrier::new(Style::V2_21, 34, 100), unreachable);
+        assert_eq!(n, 1);
+        assert_eq!(
+            last[0].1,
+            "socketStartConnect: Connect to 172.17.0.1<43215> failed : No route to host"
+        );
+    }
+
+    #[test]
+    fn nccl_2_27_retries_34_times_with_growing_sleep_naming_the_address() {
+        let (n, slept, lines, last) = run(Retrier::new(Style::V2_27, 34, 100), refused);
+        assert_eq!(n, 35);
+        assert_eq!(slept, Duration::from_millis(59_500));
+        assert_eq!(lines.len(), 34);
+        assert_eq!(
+            lines[2],
+            (
+                Level::Info,
+                "socketPollConnect: connect to 172.17.0.1<43215> returned Connection refused, \
+                 retrying (3/34) after sleep for 300 msec"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            last[0].1,
+            "socketPollConnect: connect to 172.17.0.1<43215> returned Connection refused, \
+             exceeded error retry count after 35 attempts"
+        );
+    }
+
+    #[test]
+    fn nccl_2_24_to_2_26_lines_carry_no_address() {
+        let style = Style::parse("2.25").unwrap();
+        let (n, _, lines, last) = run(Retrier::new(style, 34, 100), refused);
+        assert_eq!(n, 35);
+        assert_eq!(
+            lines[0].1,
+            "socketPollConnect: connect returned Connection refused, retrying (1/34) after sleep for 100 msec"
+        );
+        assert!(
+            last[0].1.ends_with("exceeded error retry count (35)"),
+            "{last:?}"
+        );
+    }
+
+    #[test]
+    fn default_style_keeps_ringlabs_lines() {
+        let (n, slept, lines, last) = run(Retrier::new(Style::NEWEST, 3, 10), refused);
+        assert_eq!((n, slept), (4, Duration::from_millis(60)));
+        assert_eq!(
+            lines[..2],
+            [
+                (
+                    Level::Info,
+                    "Call to connect returned Connection refused, retrying".to_string()
+                ),
+                (
+                    Level::Warn,
+                    "socketProgress: connect to 172.17.0.1:43215 returned Connection refused, \
+                     retrying (1/3) after sleep for 10 msec"
+                        .to_string()
+                ),
+            ]
+        );
+        assert!(last.is_empty());
     }
 }
