@@ -124,6 +124,33 @@ pub enum RunState {
     Cancelled,
 }
 
+/// One rank on the board: what it is doing and for how long.
+#[derive(Debug, Clone)]
+pub struct RankRow {
+    pub phase: String,
+    /// When the phase began.
+    pub since: Instant,
+    /// Once the rank is finished, cancelled or stopped: the time it shows from then on (a done
+    /// rank: how long it ran; a stopped one: how long it had been in its last phase).
+    pub frozen: Option<std::time::Duration>,
+}
+
+impl RankRow {
+    fn new(phase: &str) -> Self {
+        Self {
+            phase: phase.into(),
+            since: Instant::now(),
+            frozen: None,
+        }
+    }
+
+    fn shown_secs(&self) -> f64 {
+        self.frozen
+            .unwrap_or_else(|| self.since.elapsed())
+            .as_secs_f64()
+    }
+}
+
 pub struct LabState {
     pub params: LabParams,
     pub field: usize,
@@ -135,7 +162,7 @@ pub struct LabState {
     pub rows: Vec<(Row, Row)>,
     pending: Option<Row>,
     /// Per rank: its phase and when it started.
-    pub phases: Vec<(String, Instant)>,
+    pub phases: Vec<RankRow>,
     pub logs: Vec<String>,
     /// What this run is not (ranks sharing one GPU are not NVLink bandwidth).
     pub note: Option<String>,
@@ -193,7 +220,7 @@ impl LabState {
         self.logs.clear();
         self.note = None;
         self.phases = (0..self.params.ranks)
-            .map(|_| ("starting".to_string(), Instant::now()))
+            .map(|_| RankRow::new("starting"))
             .collect();
         self.state = RunState::Running;
         self.started = Some(Instant::now());
@@ -239,6 +266,17 @@ impl LabState {
         }
     }
 
+    /// The run is over: every rank not done says so (`cancelled in all-reduce 4 MiB`) and its
+    /// clock stops.
+    fn freeze(&mut self, why: &str) {
+        for p in &mut self.phases {
+            if p.frozen.is_none() {
+                p.frozen = Some(p.since.elapsed());
+                p.phase = format!("{why} in {}", p.phase);
+            }
+        }
+    }
+
     /// A report from the runner thread.
     pub fn receive(&mut self, u: LabUpdate) {
         match u {
@@ -248,13 +286,15 @@ impl LabState {
             LabUpdate::Msg(_, Msg::Event(ev)) => {
                 if let Event::Phase { rank, phase } = &ev
                     && let Some(p) = self.phases.get_mut(*rank)
+                    && p.frozen.is_none()
                 {
-                    *p = (phase.clone(), Instant::now());
+                    *p = RankRow::new(phase);
                 }
                 if let Event::Done { rank } = &ev
                     && let Some(p) = self.phases.get_mut(*rank)
                 {
-                    *p = ("done".into(), Instant::now());
+                    p.phase = "done".into();
+                    p.frozen = self.started.map(|s| s.elapsed());
                 }
                 if let Some(row) = self.collector.as_mut().and_then(|c| c.feed(&ev)) {
                     if row.in_place {
@@ -275,6 +315,12 @@ impl LabState {
             LabUpdate::Msg(_, Msg::Exit { .. }) => {}
             LabUpdate::Finished(_, r) => {
                 self.cancel = None;
+                let why = match (&self.state, &r) {
+                    (RunState::Cancelled, _) => "cancelled",
+                    (_, Err(_)) => "stopped",
+                    _ => "ended",
+                };
+                self.freeze(why);
                 self.state = match r {
                     _ if self.state == RunState::Cancelled => RunState::Cancelled,
                     Ok(()) => {
@@ -332,6 +378,7 @@ pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
         Action::Back if s.running() => {
             s.stop();
             s.state = RunState::Cancelled;
+            s.freeze("cancelled");
             app.status = Some("cancelled: the ranks were killed".into());
         }
         Action::Back => return Outcome::Pop,
@@ -403,14 +450,14 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         head,
     );
     let [table, chart] =
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(mid);
+        Layout::horizontal([Constraint::Min(TABLE_WIDTH), Constraint::Percentage(40)]).areas(mid);
     frame.render_widget(
         Paragraph::new(table_lines(s, t)).block(
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
                 .title(Span::styled(
-                    " nccl-tests table (in-place | out-of-place) ",
+                    " out-of-place | in-place, as nccl-tests ",
                     t.h2,
                 )),
         ),
@@ -428,15 +475,19 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+/// Columns the table needs: size, then time, busbw and #wrong out of place and in place.
+const TABLE_WIDTH: u16 = 48;
+
 fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(n) = &s.note {
         out.push(Line::styled(n.clone(), t.warn));
     }
+    // nccl-tests' column order: out-of-place first, then in-place; algbw is in the CLI table.
     out.push(Line::styled(
         format!(
-            "{:>10} {:>9} {:>8} {:>7} {:>3} | {:>9} {:>7}",
-            "size", "time us", "algbw", "busbw", "#w", "time us", "busbw"
+            "{:>9} {:>8} {:>6} {:>2} │ {:>8} {:>6} {:>2}",
+            "size", "time us", "busbw", "#w", "time us", "busbw", "#w"
         ),
         t.strong,
     ));
@@ -448,14 +499,14 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
         };
         out.push(Line::styled(
             format!(
-                "{:>10} {:>9.1} {:>8.3} {:>7.3} {:>3} | {:>9.1} {:>7.3}",
-                format_bytes(i.size),
-                i.time_us,
-                i.algbw_gbps,
-                i.busbw_gbps,
-                i.wrong + o.wrong,
+                "{:>9} {:>8.1} {:>6.2} {:>2} │ {:>8.1} {:>6.2} {:>2}",
+                format_bytes(o.size),
                 o.time_us,
-                o.busbw_gbps
+                o.busbw_gbps,
+                o.wrong,
+                i.time_us,
+                i.busbw_gbps,
+                i.wrong
             ),
             style,
         ));
@@ -471,7 +522,7 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let pts: Vec<(f64, f64)> = s
         .rows
         .iter()
-        .map(|(_, i)| ((i.size as f64).log2(), i.busbw_gbps))
+        .map(|(o, _)| ((o.size as f64).log2(), o.busbw_gbps))
         .collect();
     let (x0, x1) = (
         (s.params.minbytes as f64).log2(),
@@ -482,7 +533,7 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let ymax = pts.iter().map(|p| p.1).fold(0.1, f64::max) * 1.15;
     let style = if t.mono { Style::new() } else { t.accent };
     let data = [Dataset::default()
-        .name("busbw in-place")
+        .name("busbw out-of-place")
         .marker(Marker::Braille)
         .graph_type(GraphType::Line)
         .style(style)
@@ -512,11 +563,16 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
         .phases
         .iter()
         .enumerate()
-        .map(|(r, (p, since))| {
+        .map(|(r, p)| {
+            let style = match (p.phase.as_str(), p.frozen) {
+                ("done", _) => t.ok,
+                (_, Some(_)) => t.warn,
+                _ => t.base,
+            };
             Line::from(vec![
                 Span::styled(format!(" rank {r:<2} "), t.strong),
-                Span::styled(format!("{p:<48}"), if p == "done" { t.ok } else { t.base }),
-                Span::styled(format!(" {:>6.1} s", since.elapsed().as_secs_f64()), t.dim),
+                Span::styled(format!("{:<48}", p.phase), style),
+                Span::styled(format!(" {:>6.1} s", p.shown_secs()), t.dim),
             ])
         })
         .collect();
@@ -530,4 +586,86 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::bench::Row;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    fn row(in_place: bool, time_us: f64, busbw: f64, wrong: u64) -> Row {
+        Row {
+            coll: Collective::AllReduce,
+            backend: "tcp",
+            algo: "ring",
+            ranks: 2,
+            size: 1 << 20,
+            count: 1 << 18,
+            dtype: "float",
+            redop: "sum",
+            root: -1,
+            in_place,
+            time_us,
+            algbw_gbps: busbw,
+            busbw_gbps: busbw,
+            wrong,
+        }
+    }
+
+    fn screen(s: &LabState, app: &App) -> String {
+        let mut term = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+        term.draw(|f| render(s, app, f, f.area())).expect("draw");
+        format!("{}", term.backend())
+    }
+
+    fn app() -> App {
+        App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        )
+    }
+
+    #[test]
+    fn the_table_puts_out_of_place_first_as_nccl_tests_does() {
+        let app = app();
+        let mut s = LabState::new(LabParams::default());
+        s.rows
+            .push((row(false, 111.0, 7.25, 0), row(true, 222.0, 3.5, 1)));
+        let text = screen(&s, &app);
+        assert!(text.contains("out-of-place | in-place"), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains("1 MiB"))
+            .unwrap_or_else(|| panic!("no row:\n{text}"));
+        let (oop, inp) = line.split_once('│').expect("two halves");
+        assert!(oop.contains("111.0") && oop.contains("7.25"), "{line}");
+        assert!(inp.contains("222.0") && inp.contains("3.50"), "{line}");
+    }
+
+    #[test]
+    fn after_esc_the_board_says_cancelled_and_done_ranks_show_their_time() {
+        let mut app = app();
+        let mut s = LabState::new(LabParams::default());
+        s.state = RunState::Running;
+        s.started = Some(Instant::now() - std::time::Duration::from_secs(3));
+        s.phases = vec![RankRow::new("starting"), RankRow::new("all-reduce 1 MiB")];
+        s.receive(LabUpdate::Msg(0, Msg::Event(Event::Done { rank: 0 })));
+        update(&mut s, &mut app, Action::Back);
+        assert_eq!(s.state, RunState::Cancelled);
+        assert_eq!(s.phases[0].phase, "done");
+        assert!(
+            s.phases[0].shown_secs() >= 3.0,
+            "a done rank shows how long it ran, not 0.0 s"
+        );
+        assert_eq!(s.phases[1].phase, "cancelled in all-reduce 1 MiB");
+        let text = screen(&s, &app);
+        assert!(text.contains("cancelled in all-reduce 1 MiB"), "{text}");
+        assert!(!text.contains("running…"), "{text}");
+        // The runner's own report afterwards changes nothing.
+        s.receive(LabUpdate::Finished(0, Ok(())));
+        assert_eq!(s.state, RunState::Cancelled);
+        assert_eq!(s.phases[1].phase, "cancelled in all-reduce 1 MiB");
+    }
 }
