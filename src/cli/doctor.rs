@@ -3,13 +3,13 @@
 //!
 //! `ringlab doctor --log FILE...`: read real NCCL_DEBUG=INFO logs (one file per rank, or one
 //! with several ranks interleaved) and name the known misconfigurations, each with the
-//! `file:line` evidence it rests on and the fix. Exit 0: nothing found; 1: findings; 2: a file
-//! could not be read.
+//! `file:line` evidence it rests on and the fix, and say which NCCL release the lines' shapes
+//! point to where they tell. Exit 0: nothing found; 1: findings; 2: a file could not be read.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::lab::doctor::{Finding, analyze};
+use crate::lab::doctor::{Finding, ReleaseGuess, analyze, nccl_release};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
@@ -43,19 +43,22 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let findings = analyze(&files);
+    let release = nccl_release(&files);
     if args.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
             files: Vec<&'a str>,
+            nccl_release: Option<&'a ReleaseGuess>,
             findings: &'a [Finding],
         }
         let out = Out {
             files: files.iter().map(|(n, _)| n.as_str()).collect(),
+            nccl_release: release.as_ref(),
             findings: &findings,
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", render(&files, &findings));
+        print!("{}", render(&files, release.as_ref(), &findings));
     }
     Ok(if findings.is_empty() {
         ExitCode::SUCCESS
@@ -78,7 +81,11 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
-fn render(files: &[(String, String)], findings: &[Finding]) -> String {
+fn render(
+    files: &[(String, String)],
+    release: Option<&ReleaseGuess>,
+    findings: &[Finding],
+) -> String {
     let mut s = String::new();
     let nccl_lines: usize = files
         .iter()
@@ -89,6 +96,12 @@ fn render(files: &[(String, String)], findings: &[Finding]) -> String {
             "note: no NCCL log lines found; run the job with NCCL_DEBUG=INFO and keep every \
              rank's output\n",
         );
+    }
+    if let Some(r) = release {
+        s.push_str(&format!("NCCL release: {}\n", printable(&r.summary)));
+        for (file, line, text) in &r.evidence {
+            s.push_str(&format!("  {file}:{line}: {}\n", printable(text)));
+        }
     }
     if findings.is_empty() {
         s.push_str("no known misconfiguration found\n");

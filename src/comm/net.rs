@@ -426,11 +426,13 @@ mod tests {
         "172.17.0.1:43215".parse().unwrap()
     }
 
+    type Lines = Vec<(Level, String)>;
+
     /// Feed `e` until the retrier gives up: (attempts, total sleep, every log line, the last).
     fn run(
         mut r: Retrier,
         e: impl Fn() -> io::Error,
-    ) -> (u64, Duration, Vec<(Level, String)>, Vec<(Level, String)>) {
+    ) -> (u64, Duration, Lines, Lines) {
         let (mut n, mut slept, mut lines) = (0, Duration::ZERO, Vec::new());
         loop {
             n += 1;

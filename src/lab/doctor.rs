@@ -144,18 +144,42 @@ fn env_is_one(msg: &str, name: &str) -> bool {
     env_setting(msg, name).is_some_and(|v| v.trim_end_matches('.') == "1")
 }
 
-/// A retry line: `connect to 172.17.0.1<43215> returned Connection refused, retrying (3/34) ...`.
+/// A connect-retry line, in any release's form:
+/// - NCCL ≤ 2.23: `Call to connect returned Connection refused, retrying` (one per 1000
+///   attempts, no address, no count; src/misc/socket.cc@v2.21.5-1);
+/// - 2.24–2.26: `socketPollConnect: connect returned Connection refused, retrying (3/34) after
+///   sleep for 300 msec` (no address; @v2.24.3-1);
+/// - 2.27 and later: `… connect to 172.17.0.1<43215> returned Connection refused, retrying
+///   (3/34) …` (@v2.27.3-1).
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Retry {
-    addr: String,
+    addr: Option<String>,
     error: String,
     k: u64,
     n: u64,
+    /// The `Call to connect` form: each line stands for 1000 attempts 1 ms apart.
+    legacy: bool,
 }
 
 fn parse_retry(msg: &str) -> Option<Retry> {
-    let i = msg.find("connect to ")?;
-    let rest = &msg[i + "connect to ".len()..];
-    let (addr, rest) = rest.split_once(" returned ")?;
+    if let Some(rest) = msg.strip_prefix("Call to connect returned ") {
+        let (error, _) = rest.split_once(", retrying")?;
+        return Some(Retry {
+            addr: None,
+            error: error.trim().to_string(),
+            k: 0,
+            n: 0,
+            legacy: true,
+        });
+    }
+    let (addr, rest) = if let Some(i) = msg.find("connect to ") {
+        let rest = &msg[i + "connect to ".len()..];
+        let (addr, rest) = rest.split_once(" returned ")?;
+        (Some(addr.trim().to_string()), rest)
+    } else {
+        let i = msg.find("connect returned ")?;
+        (None, &msg[i + "connect returned ".len()..])
+    };
     let (error, rest) = rest.split_once(", retrying")?;
     let (k, n) = rest
         .trim_start()
@@ -165,10 +189,221 @@ fn parse_retry(msg: &str) -> Option<Retry> {
         .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)))
         .unwrap_or((0, 0));
     Some(Retry {
-        addr: addr.trim().to_string(),
+        addr,
         error: error.trim().to_string(),
         k,
         n,
+        legacy: false,
+    })
+}
+
+/// The dialler gave up (then ncclRemoteError): `socketStartConnect: exceeded retries (20000)`
+/// or `exceeded timeouts (3)` (≤ 2.23), `connect returned …, exceeded error retry count (35)`
+/// (2.24–2.26), `connect to ADDR returned …, exceeded error retry count after 35 attempts`
+/// (2.27+). The address, where the line has one.
+fn parse_give_up(msg: &str) -> Option<Option<String>> {
+    if !(msg.contains("exceeded retries (")
+        || msg.contains("exceeded timeouts (")
+        || msg.contains("exceeded error retry count"))
+    {
+        return None;
+    }
+    Some(msg.find("connect to ").and_then(|i| {
+        let rest = &msg[i + "connect to ".len()..];
+        rest.split_once(" returned ")
+            .map(|(a, _)| a.trim().to_string())
+    }))
+}
+
+/// An NCCL release range, by minor version (2.minor): `lo..=hi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Releases {
+    lo: u32,
+    hi: u32,
+}
+
+impl Releases {
+    const OPEN: u32 = u32::MAX;
+    fn new(lo: u32, hi: u32) -> Self {
+        Self { lo, hi }
+    }
+    fn meet(self, o: Self) -> Option<Self> {
+        let r = Self::new(self.lo.max(o.lo), self.hi.min(o.hi));
+        (r.lo <= r.hi).then_some(r)
+    }
+}
+
+impl std::fmt::Display for Releases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.lo, self.hi) {
+            (lo, hi) if lo == hi => write!(f, "NCCL 2.{lo}"),
+            (0, hi) => write!(f, "NCCL 2.{hi} or earlier"),
+            (lo, Self::OPEN) => write!(f, "NCCL 2.{lo} or later"),
+            (lo, hi) => write!(f, "NCCL 2.{lo}-2.{hi}"),
+        }
+    }
+}
+
+/// What a line's shape says about the NCCL release that wrote it: (the shape, in words; the
+/// releases that print it). Sources: NVIDIA/nccl src/bootstrap.cc and src/misc/socket.cc at
+/// v2.7.8-1, v2.8.3-1, v2.23.4-1, v2.24.3-1, v2.26.6-1, v2.27.3-1.
+fn release_hint(msg: &str) -> Option<(String, Releases)> {
+    if let Some(v) = msg.strip_prefix("NCCL version ") {
+        let v = v.split_whitespace().next().unwrap_or("");
+        let minor: u32 = v
+            .strip_prefix("2.")?
+            .split(['.', '+', '-'])
+            .next()?
+            .parse()
+            .ok()?;
+        return Some((format!("`NCCL version {v}`"), Releases::new(minor, minor)));
+    }
+    if msg.starts_with("Bootstrap : Using [") {
+        return Some(("`Bootstrap : Using [0]…`".into(), Releases::new(0, 7)));
+    }
+    if msg.starts_with("Bootstrap : Using ") {
+        return Some(("`Bootstrap : Using …`".into(), Releases::new(8, 23)));
+    }
+    if msg.starts_with("Bootstrap: Using ") {
+        return Some((
+            "`Bootstrap: Using …`".into(),
+            Releases::new(24, Releases::OPEN),
+        ));
+    }
+    if msg.contains("exceeded retries (") || msg.contains("exceeded timeouts (") {
+        return Some(("`exceeded retries/timeouts`".into(), Releases::new(0, 23)));
+    }
+    if msg.contains("exceeded error retry count") {
+        return Some(if msg.contains("connect to ") {
+            (
+                "`connect to ADDR returned …, exceeded error retry count`".into(),
+                Releases::new(27, Releases::OPEN),
+            )
+        } else {
+            (
+                "`connect returned …, exceeded error retry count` (no address)".into(),
+                Releases::new(24, 26),
+            )
+        });
+    }
+    let r = parse_retry(msg)?;
+    Some(if r.legacy {
+        (
+            "`Call to connect returned …, retrying`".into(),
+            Releases::new(0, 23),
+        )
+    } else if r.addr.is_some() {
+        (
+            "`connect to ADDR returned …, retrying (k/n)`".into(),
+            Releases::new(27, Releases::OPEN),
+        )
+    } else {
+        (
+            "`connect returned …, retrying (k/n)` (no address)".into(),
+            Releases::new(24, 26),
+        )
+    })
+}
+
+/// Which NCCL release the logs look like they come from, and the lines that say so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseGuess {
+    pub summary: String,
+    /// Whether every host's lines fit one release range.
+    pub consistent: bool,
+    pub evidence: Vec<(String, usize, String)>,
+}
+
+/// The NCCL release the lines' shapes point to (the bootstrap line, the connect-retry lines,
+/// a `NCCL version` line), per host; None when no line tells.
+pub fn nccl_release(files: &[(String, String)]) -> Option<ReleaseGuess> {
+    let lines = read_lines(files);
+    // Per host: each distinct shape once, with its first line.
+    let mut per_host: BTreeMap<&str, BTreeMap<String, (Releases, &Line)>> = BTreeMap::new();
+    for l in &lines {
+        if let Some((shape, r)) = release_hint(l.msg) {
+            per_host
+                .entry(l.host)
+                .or_default()
+                .entry(shape)
+                .or_insert((r, l));
+        }
+    }
+    if per_host.is_empty() {
+        return None;
+    }
+    let mut evidence = Vec::new();
+    let mut verdicts: BTreeMap<&str, Option<Releases>> = BTreeMap::new();
+    for (host, shapes) in &per_host {
+        let mut range = Some(Releases::new(0, Releases::OPEN));
+        for (r, l) in shapes.values() {
+            range = range.and_then(|x| x.meet(*r));
+            evidence.push(l.evidence());
+        }
+        verdicts.insert(host, range);
+    }
+    evidence.sort();
+    evidence.dedup();
+    let shapes = |host: &str| -> String {
+        join(
+            per_host[host]
+                .iter()
+                .map(|(shape, (r, _))| format!("{shape} ({r})")),
+        )
+    };
+    // Hosts whose ranges overlap may well run one release: only disjoint ranges disagree.
+    let overall = verdicts
+        .values()
+        .try_fold(Releases::new(0, Releases::OPEN), |acc, v| acc.meet((*v)?));
+    let (summary, consistent) = match overall {
+        Some(r) => {
+            let all: BTreeMap<String, Releases> = per_host
+                .values()
+                .flat_map(|m| m.iter().map(|(s, (r, _))| (s.clone(), *r)))
+                .collect();
+            (
+                format!(
+                    "these logs look like {r}: {}",
+                    join(all.iter().map(|(s, r)| format!("{s} ({r})")))
+                ),
+                true,
+            )
+        }
+        _ => {
+            let mixed: Vec<&str> = verdicts
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(h, _)| *h)
+                .collect();
+            let mut parts = Vec::new();
+            for h in &mixed {
+                parts.push(format!(
+                    "{h}'s lines fit no single NCCL release: {} (logs of several releases \
+                     mixed, or lines not written by NCCL itself)",
+                    shapes(h)
+                ));
+            }
+            let fitting: Vec<String> = verdicts
+                .iter()
+                .filter_map(|(h, v)| v.map(|r| format!("{h} looks like {r}")))
+                .collect();
+            if !fitting.is_empty() {
+                parts.push(join(&fitting));
+            }
+            if mixed.is_empty() {
+                parts.push(
+                    "the hosts run different NCCL releases; every rank of a job should load \
+                     the same one"
+                        .into(),
+                );
+            }
+            (parts.join("; "), false)
+        }
+    };
+    Some(ReleaseGuess {
+        summary,
+        consistent,
+        evidence,
     })
 }
 
@@ -180,9 +415,9 @@ fn join<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
         .join(", ")
 }
 
-/// Read every file's NCCL lines and return the findings, in a fixed order.
-pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
-    let lines: Vec<Line> = files
+/// Every NCCL line of every file, in order.
+fn read_lines(files: &[(String, String)]) -> Vec<Line<'_>> {
+    files
         .iter()
         .flat_map(|(file, text)| {
             text.lines().enumerate().filter_map(move |(i, t)| {
@@ -197,7 +432,12 @@ pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
                 })
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Read every file's NCCL lines and return the findings, in a fixed order.
+pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
+    let lines = read_lines(files);
     let hosts: BTreeSet<&str> = lines
         .iter()
         .map(|l| l.host)
@@ -357,56 +597,107 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         count: usize,
         max_k: u64,
         n: u64,
+        legacy: bool,
         errors: BTreeSet<String>,
         hosts: BTreeSet<&'a str>,
+        gave_up: Option<&'a Line<'a>>,
     }
-    let mut by_addr: BTreeMap<String, Acc> = BTreeMap::new();
+    // A process that names the address in some retry lines needs no address-less group: its
+    // lines describe one loop (only a tool imitating several releases at once writes both).
+    let named: BTreeSet<(&str, &str, &str)> = lines
+        .iter()
+        .filter(|l| parse_retry(l.msg).is_some_and(|r| r.addr.is_some()))
+        .map(|l| (l.file, l.host, l.pid))
+        .collect();
+    // Keyed by the address dialled, or, where the release does not print it, by the host.
+    let key = |addr: &Option<String>, l: &Line| match addr {
+        Some(a) => (a.clone(), String::new()),
+        None => (String::new(), l.host.to_string()),
+    };
+    let mut by_addr: BTreeMap<(String, String), Acc> = BTreeMap::new();
     for l in lines {
         let Some(r) = parse_retry(l.msg) else {
             continue;
         };
-        let acc = by_addr.entry(r.addr.clone()).or_insert(Acc {
+        if r.addr.is_none() && named.contains(&(l.file, l.host, l.pid)) {
+            continue;
+        }
+        let acc = by_addr.entry(key(&r.addr, l)).or_insert(Acc {
             first: l,
             last: l,
             count: 0,
             max_k: 0,
             n: 0,
+            legacy: false,
             errors: BTreeSet::new(),
             hosts: BTreeSet::new(),
+            gave_up: None,
         });
         acc.last = l;
         acc.count += 1;
         acc.max_k = acc.max_k.max(r.k);
         acc.n = acc.n.max(r.n);
+        acc.legacy |= r.legacy;
         acc.errors.insert(r.error);
         acc.hosts.insert(l.host);
     }
-    for (addr, a) in by_addr {
-        let ip = addr.split('<').next().unwrap_or(&addr);
-        let local = everywhere_addr(ip);
+    for l in lines {
+        if let Some(addr) = parse_give_up(l.msg)
+            && let Some(acc) = by_addr.get_mut(&key(&addr, l))
+        {
+            acc.gave_up.get_or_insert(l);
+        }
+    }
+    for ((addr, _), a) in by_addr {
+        let known = !addr.is_empty();
+        let ip = addr.split('<').next().unwrap_or(&addr).to_string();
+        let local = known && everywhere_addr(&ip);
         let of = if a.n > 0 {
             format!(" (reached {}/{})", a.max_k, a.n)
+        } else if a.legacy {
+            // ≤ 2.23 prints one line per 1000 refused attempts, 1 ms apart.
+            format!(
+                " (about {} attempts, {} s; NCCL 2.23 and earlier give up after 20000, about 20 s)",
+                a.count * 1000,
+                a.count
+            )
         } else {
             String::new()
         };
-        let summary = format!(
-            "{} kept retrying connect to {addr}: {} ({} retry line(s){of}){}",
+        let target = if known {
+            format!("connect to {addr}")
+        } else {
+            "a connect whose address this NCCL release does not print (2.26 and earlier)"
+                .to_string()
+        };
+        let mut summary = format!(
+            "{} kept retrying {target}: {} ({} retry line(s){of})",
             join(&a.hosts),
             join(&a.errors),
             a.count,
-            if local {
-                format!(
-                    "; {ip} is an address every node has (Docker's docker0 or loopback), so \
-                     the dialler reaches its own machine, where nothing listens"
-                )
-            } else {
-                String::new()
-            }
         );
+        if local {
+            summary.push_str(&format!(
+                "; {ip} is an address every node has (Docker's docker0 or loopback), so the \
+                 dialler reaches its own machine, where nothing listens"
+            ));
+        }
+        if a.gave_up.is_some() {
+            summary.push_str(
+                "; then it gave up (ncclRemoteError), while the ranks waiting for it wait on",
+            );
+        }
         let fix = if local {
             "The listening rank advertised a host-local address: set NCCL_SOCKET_IFNAME to the \
              fabric NIC (or ^docker0,lo) on every node so it advertises an address the others \
              can reach."
+                .to_string()
+        } else if !known {
+            "Find the address it dials: the other ranks' `Bootstrap` and `NET/Socket : Using` \
+             lines say what each advertised (a docker0 172.17.x or 127.x address there is the \
+             usual cause); NCCL 2.27 and later print the address in this line. Then check that \
+             address is on the network between the nodes and that the rank listening there is \
+             alive."
                 .to_string()
         } else if a.errors.iter().all(|e| e.contains("refused")) {
             format!(
@@ -425,6 +716,9 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         let mut evidence = vec![a.first.evidence()];
         if a.last.no != a.first.no || a.last.file != a.first.file {
             evidence.push(a.last.evidence());
+        }
+        if let Some(g) = a.gave_up {
+            evidence.push(g.evidence());
         }
         out.push(Finding {
             kind: "connect-retry",
@@ -632,5 +926,145 @@ mod tests {
         let f = one("x.log", t);
         assert_eq!(kinds(&f), ["no-socket-interface", "p2p-disabled"]);
         assert!(f[0].summary.contains("ens5"));
+    }
+
+    #[test]
+    fn retry_lines_of_every_release_parse() {
+        let legacy = parse_retry("Call to connect returned Connection refused, retrying").unwrap();
+        assert_eq!((legacy.addr, legacy.legacy, legacy.k), (None, true, 0));
+        assert_eq!(legacy.error, "Connection refused");
+        let counted = parse_retry(
+            "socketPollConnect: connect returned Connection refused, retrying (3/34) after sleep for 300 msec",
+        )
+        .unwrap();
+        assert_eq!((counted.addr, counted.k, counted.n), (None, 3, 34));
+        let named = parse_retry(
+            "socketPollConnect: connect to 10.0.0.1<5000> returned No route to host, retrying (2/34) after sleep for 200 msec",
+        )
+        .unwrap();
+        assert_eq!(named.addr.as_deref(), Some("10.0.0.1<5000>"));
+        assert_eq!((named.error.as_str(), named.k), ("No route to host", 2));
+        assert!(parse_retry("Call to accept returned Connection reset, retrying").is_none());
+        assert_eq!(
+            parse_give_up("socketStartConnect: exceeded retries (20000)"),
+            Some(None)
+        );
+        assert_eq!(
+            parse_give_up(
+                "socketPollConnect: connect to 10.0.0.1<5000> returned Connection refused, exceeded error retry count after 35 attempts"
+            ),
+            Some(Some("10.0.0.1<5000>".into()))
+        );
+        assert_eq!(parse_give_up("Init COMPLETE"), None);
+    }
+
+    fn release(text: &str) -> ReleaseGuess {
+        nccl_release(&[("x.log".to_string(), text.to_string())]).expect("a guess")
+    }
+
+    #[test]
+    fn the_release_follows_the_line_shapes() {
+        let r = release(
+            "a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+             a:1:2 [0] NCCL INFO Call to connect returned Connection refused, retrying\n",
+        );
+        assert!(r.consistent);
+        assert!(
+            r.summary.starts_with("these logs look like NCCL 2.8-2.23:"),
+            "{}",
+            r.summary
+        );
+        assert_eq!(r.evidence.len(), 2);
+        let r = release("a:1:1 [0] NCCL INFO Bootstrap : Using [0]eth0:10.0.0.1<0>\n");
+        assert!(r.summary.contains("NCCL 2.7 or earlier"), "{}", r.summary);
+        let r = release(
+            "a:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n\
+             a:1:1 [0] NCCL INFO socketPollConnect: connect returned Connection refused, retrying (1/34) after sleep for 100 msec\n",
+        );
+        assert!(
+            r.summary.contains("look like NCCL 2.24-2.26"),
+            "{}",
+            r.summary
+        );
+        let r = release(
+            "a:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n\
+             a:1:1 [0] NCCL INFO socketPollConnect: connect to 10.0.0.2<5000> returned Connection refused, retrying (1/34) after sleep for 100 msec\n",
+        );
+        assert!(
+            r.summary.contains("look like NCCL 2.27 or later"),
+            "{}",
+            r.summary
+        );
+        let r = release(
+            "a:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+             a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n",
+        );
+        assert!(r.summary.contains("look like NCCL 2.21:"), "{}", r.summary);
+        assert!(
+            nccl_release(&[("x".into(), "a:1:1 [0] NCCL INFO Init COMPLETE\n".into())]).is_none()
+        );
+    }
+
+    #[test]
+    fn shapes_of_different_releases_are_called_out() {
+        // One host, a 2.21 version line and a 2.24+ bootstrap line.
+        let r = release(
+            "a:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+             a:1:1 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n",
+        );
+        assert!(!r.consistent);
+        assert!(
+            r.summary.contains("fit no single NCCL release"),
+            "{}",
+            r.summary
+        );
+        // Two hosts, each consistent, on different releases.
+        let r = release(
+            "a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+             b:2:2 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>\n",
+        );
+        assert!(!r.consistent);
+        assert!(
+            r.summary.contains("a looks like NCCL 2.8-2.23")
+                && r.summary.contains("b looks like NCCL 2.24 or later")
+                && r.summary.contains("different NCCL releases"),
+            "{}",
+            r.summary
+        );
+    }
+
+    #[test]
+    fn legacy_retries_without_an_address_are_a_finding_with_the_give_up() {
+        let t = "a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+                 b:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n\
+                 b:2:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                 b:2:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                 b:2:3 [0] NCCL WARN socketStartConnect: exceeded retries (20000)\n";
+        let f = one("x.log", t);
+        assert_eq!(kinds(&f), ["connect-retry"]);
+        let s = &f[0].summary;
+        assert!(s.contains("does not print"), "{s}");
+        assert!(s.contains("about 2000 attempts"), "{s}");
+        assert!(s.contains("gave up (ncclRemoteError)"), "{s}");
+        let lines: Vec<usize> = f[0].evidence.iter().map(|e| e.1).collect();
+        assert_eq!(lines, [3, 4, 5]);
+        assert!(f[0].fix.contains("advertised"), "{}", f[0].fix);
+    }
+
+    #[test]
+    fn counted_retries_without_address_group_per_host_and_named_ones_win() {
+        let t = "b:2:2 [0] NCCL INFO socketPollConnect: connect returned Connection refused, retrying (1/34) after sleep for 100 msec\n\
+                 b:2:2 [0] NCCL INFO socketPollConnect: connect returned Connection refused, retrying (2/34) after sleep for 200 msec\n\
+                 b:2:2 [0] NCCL WARN socketPollConnect: connect returned Connection refused, exceeded error retry count (35)\n";
+        let f = one("x.log", t);
+        assert_eq!(kinds(&f), ["connect-retry"]);
+        assert!(f[0].summary.contains("reached 2/34"), "{}", f[0].summary);
+        assert!(f[0].summary.contains("gave up"), "{}", f[0].summary);
+        // A process whose lines name the address: its address-less lines add nothing.
+        let t = "b:2:2 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                 b:2:2 [0] NCCL WARN socketProgress: connect to 127.0.0.1<1> returned Connection refused, retrying (1/34) after sleep for 100 msec\n";
+        let f = one("x.log", t);
+        assert_eq!(kinds(&f), ["connect-retry"]);
+        assert!(f[0].summary.contains("127.0.0.1<1>"), "{}", f[0].summary);
     }
 }
