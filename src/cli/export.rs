@@ -55,9 +55,25 @@ def main() -> int:
         return 2
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))  # set by torchrun
-    torch.cuda.set_device(local_rank)  # one GPU per process
-    dist.init_process_group(backend="nccl")  # waits until every rank joins
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)  # one GPU per process
+    # Waits until every rank joins the TCPStore rendezvous (MASTER_ADDR:MASTER_PORT): a hang
+    # here is the rendezvous. Without device_id, PyTorch creates the NCCL communicator lazily, at
+    # the first collective, so a bad NCCL interface would hang in all_reduce below instead;
+    # device_id makes it create the communicator now (torch.distributed.init_process_group).
+    try:
+        dist.init_process_group(backend="nccl", device_id=device)
+    except TypeError:  # an older PyTorch without device_id=: the communicator comes lazily
+        dist.init_process_group(backend="nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if world < 2:
+        print(
+            f"nccl_sanity: world size is {world} after init_process_group: a one-rank "
+            "all-reduce moves no data and proves nothing; launch at least two processes",
+            file=sys.stderr,
+        )
+        dist.destroy_process_group()
+        return 2
 
     x = torch.ones(1 << 20, device="cuda")
     dist.all_reduce(x, op=dist.ReduceOp.SUM)  # in place, result on every rank
@@ -134,4 +150,25 @@ fn sanity_script(out: Option<&Path>, force: bool) -> anyhow::Result<ExitCode> {
     };
     eprint!("{}", launch_help(&file));
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_creates_the_communicator_in_init_and_checks_the_world_after_it() {
+        let s = SANITY_SCRIPT;
+        let init = s
+            .find("dist.init_process_group(backend=\"nccl\", device_id=device)")
+            .expect("device_id= passed");
+        let check = s
+            .find("if world < 2:")
+            .expect("world size checked after init");
+        let reduce = s.find("dist.all_reduce(").expect("all_reduce");
+        assert!(init < check && check < reduce);
+        assert!(s.contains("torch.device(\"cuda\", local_rank)"));
+        // The check before init (no torchrun variables) stays too.
+        assert!(s.find("refusing world size 1").expect("env check") < init);
+    }
 }
