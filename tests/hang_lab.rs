@@ -448,3 +448,84 @@ fn the_tui_walks_a_learner_from_hang_to_pass() {
     );
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// A wrong fix is judged by what its re-run showed, not by a blanket "not the cause":
+/// `^docker0` in the docker0 scenario is half right (NCCL now advertises lo, which the other
+/// node cannot reach either) and the verdict says so; a typed interface that does not exist
+/// shows the error itself.
+#[test]
+fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
+    use ringlab::lab::scenario::{Diagnosis, Fixed, IfaceRow, Reach};
+    use ringlab::tui::screens::hang::verdict_lines;
+    let _one_at_a_time = serial();
+    let try_fix = |value: &str| -> Fixed {
+        let fix = format!(
+            r#"{{"text":"NCCL_SOCKET_IFNAME={value}","env":{{"NCCL_SOCKET_IFNAME":"{value}"}}}}"#
+        );
+        let out = ringlab(&["lab", "run", "docker0", "--try-fix", &fix, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        serde_json::from_value(v["fixed"].clone()).expect("a fixed report")
+    };
+    let text = |lines: Vec<ratatui::text::Line<'static>>| -> String {
+        lines
+            .iter()
+            .map(|l| {
+                l.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // The staged run's evidence: every rank advertised docker0's 172.17.0.1.
+    let staged = Diagnosis {
+        interfaces: vec![IfaceRow {
+            node: 0,
+            name: "docker0".into(),
+            addr: "172.17.0.1".into(),
+        }],
+        reachability: vec![Reach {
+            from_node: 1,
+            to_rank: 0,
+            addr: "172.17.0.1:4000".into(),
+            result: "Connection refused".into(),
+        }],
+        culprit: "unroutable-address".into(),
+        ..Default::default()
+    };
+    let theme = ringlab::tui::theme::Theme::from_env();
+
+    let f = try_fix("^docker0");
+    assert_eq!(f.outcome, "hang", "{f:?}");
+    let ev = f.evidence.as_ref().expect("the re-run's own evidence");
+    let now = ev.advertised_by_rank(1);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(now.iter().all(|l| l.ends_with("(lo)")), "{now:?}");
+    let v = text(verdict_lines(
+        "NCCL_SOCKET_IFNAME=^docker0",
+        &f,
+        &staged,
+        1,
+        &theme,
+    ));
+    assert!(v.contains("still HANGS after"), "{v}");
+    assert!(v.contains("advertised now: rank 0: 127.0.0.1:"), "{v}");
+    assert!(v.contains("why it still fails"), "{v}");
+    assert!(v.contains("changed what happens, but not enough"), "{v}");
+    assert!(!v.contains("not the cause"), "{v}");
+
+    let f = try_fix("eth1");
+    assert_eq!(f.outcome, "error", "{f:?}");
+    let v = text(verdict_lines(
+        "NCCL_SOCKET_IFNAME=eth1",
+        &f,
+        &staged,
+        1,
+        &theme,
+    ));
+    assert!(v.contains("still FAILS with an error"), "{v}");
+    assert!(v.contains("error: rank 1 failed"), "{v}");
+    assert!(v.contains("no socket interface found"), "{v}");
+}

@@ -275,7 +275,7 @@ fn readline_keys_edit_the_answer_line() {
     let mut app = app();
     let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
     push_quiz(&mut app, q);
-    let mut press = |app: &mut App, code: KeyCode, m: KeyModifiers| {
+    let press = |app: &mut App, code: KeyCode, m: KeyModifiers| {
         let ev = Event::Key(KeyEvent::new(code, m));
         if let Some(a) = ringlab::tui::map_event(app, &ev) {
             app::update(app, a);

@@ -39,6 +39,9 @@ pub struct Scenario {
     pub name: String,
     pub title: String,
     pub story: String,
+    /// What a report of the incident would say, without its cause or the setting behind it:
+    /// the story shown in blind mode (a class diagnosing from evidence alone).
+    pub brief: String,
     pub nodes: usize,
     pub ranks_per_node: usize,
     /// Seconds without progress before the watchdog calls it a hang.
@@ -281,12 +284,65 @@ pub struct Diagnosis {
     pub advertised: Vec<(usize, String)>,
 }
 
+impl Diagnosis {
+    /// What each rank advertised, once per rank: `rank 0: 127.0.0.1:40123 (lo)`, the interface
+    /// looked up on the rank's node.
+    pub fn advertised_by_rank(&self, ranks_per_node: usize) -> Vec<String> {
+        let mut seen = std::collections::BTreeMap::new();
+        for x in &self.reachability {
+            seen.entry(x.to_rank).or_insert_with(|| x.addr.clone());
+        }
+        for (r, a) in &self.advertised {
+            seen.entry(*r).or_insert_with(|| a.clone());
+        }
+        seen.into_iter()
+            .map(|(r, addr)| {
+                let node = r / ranks_per_node.max(1);
+                let ip = addr
+                    .parse::<SocketAddr>()
+                    .map(|a| a.ip().to_string())
+                    .unwrap_or_else(|_| addr.clone());
+                match self
+                    .interfaces
+                    .iter()
+                    .find(|i| i.node == node && i.addr == ip)
+                {
+                    Some(i) => format!("rank {r}: {addr} ({})", i.name),
+                    None => format!("rank {r}: {addr}"),
+                }
+            })
+            .collect()
+    }
+
+    /// The interfaces the ranks advertised, without ports: what a fix of the interface choice
+    /// changes (or does not).
+    pub fn advertised_ifaces(&self, ranks_per_node: usize) -> Vec<String> {
+        self.advertised_by_rank(ranks_per_node)
+            .iter()
+            .map(|l| {
+                let rank = l.split(':').next().unwrap_or("");
+                let iface = l
+                    .rsplit_once(" (")
+                    .map_or("?", |(_, i)| i.trim_end_matches(')'));
+                format!("{rank} {iface}")
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fixed {
     pub outcome: String,
     pub allreduce_correct: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Seconds until the watchdog (or an error) ended a failed re-run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_after_s: Option<f64>,
+    /// What the re-run showed when it failed: interfaces, what each rank advertised, who could
+    /// reach it, and the diagnosis of this run (not the staged one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Diagnosis>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -793,14 +849,13 @@ fn fixed_run(
     let world = (s.nodes * s.ranks_per_node) as f64;
     let correct =
         r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
+    let passed = r.outcome == "ok" && correct;
     Fixed {
-        outcome: if r.outcome == "ok" && correct {
-            "pass".into()
-        } else {
-            r.outcome
-        },
+        outcome: if passed { "pass".into() } else { r.outcome },
         allreduce_correct: correct,
         reason: r.failure.map(|f| f.to_string()),
+        detected_after_s: if passed { None } else { r.detected_after },
+        evidence: if passed { None } else { r.evidence },
     }
 }
 
@@ -816,19 +871,36 @@ pub fn try_fix_on(
     fixed_run(s, &mut c, fix, nccl, on)
 }
 
+/// A culprit's name for people (the ids are for files and JSON).
+pub fn culprit_title(id: &str) -> &'static str {
+    match id {
+        "unroutable-address" => "an advertised address the peers cannot reach",
+        "iface-not-found" => "the named interface does not exist on a node",
+        "connection-dropped" => "connections silently dropped between nodes",
+        "store-unreachable" => "a rank cannot reach the rendezvous store",
+        "missing-rank" => "a rank of the world never started",
+        _ => "no known misconfiguration",
+    }
+}
+
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
 pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
-    let env = |k: &str, v: &str| Fix {
-        text: format!("{k}={v}"),
+    // Every choice reads alike, "what it does: the setting", the wrong ones as the right one.
+    let env = |what: &str, k: &str, v: &str| Fix {
+        text: format!("{what}: {k}={v}"),
         env: [(k.to_string(), v.to_string())].into_iter().collect(),
         master_addr: false,
         start_all: false,
         open_firewall: false,
     };
     let mut v = vec![
-        env("NCCL_P2P_DISABLE", "1"),
-        env("NCCL_IB_DISABLE", "1"),
-        env("NCCL_SOCKET_IFNAME", "^docker0"),
+        env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+        env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
+        env(
+            "Keep NCCL off the Docker bridge",
+            "NCCL_SOCKET_IFNAME",
+            "^docker0",
+        ),
         s.fix.clone(),
     ];
     v.dedup_by(|a, b| {
@@ -872,6 +944,46 @@ mod tests {
             "silent-drop",
         ] {
             assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+    }
+
+    /// A blind class sees the brief: it must not name the setting that was staged, nor the
+    /// fix; and no fix choice stands out by being the only one described.
+    #[test]
+    fn briefs_do_not_give_the_cause_away_and_choices_read_alike() {
+        let words = |t: &str| -> Vec<String> {
+            t.to_lowercase()
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .filter(|w| !w.is_empty())
+                .map(|w| w.trim_end_matches('.').to_string())
+                .collect()
+        };
+        for s in all().0 {
+            let brief = words(&s.brief);
+            assert!(!s.brief.contains("NCCL_"), "{}: {}", s.name, s.brief);
+            let staged = s
+                .stage_env
+                .values()
+                .chain(s.fix.env.values())
+                .chain(s.stage_master_addr.iter())
+                .flat_map(|v| {
+                    v.split([',', '^'])
+                        .map(str::to_lowercase)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|v| !v.is_empty());
+            for v in staged {
+                assert!(!brief.contains(&v), "{}: brief names `{v}`", s.name);
+            }
+            for c in fix_choices(&s) {
+                let (what, how) = c.text.split_once(": ").unwrap_or(("", ""));
+                assert!(
+                    !what.is_empty() && !how.is_empty(),
+                    "{}: choice `{}` is not `what it does: the setting`",
+                    s.name,
+                    c.text
+                );
+            }
         }
     }
 

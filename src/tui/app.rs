@@ -71,6 +71,8 @@ pub enum Action {
     OpenHang,
     /// Reveal the next hint tier.
     Hint,
+    /// Hang lab: blind mode on/off (scenarios numbered, the cause kept out of the story).
+    Blind,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
 }

@@ -700,6 +700,14 @@ pub const BINDINGS: &[Binding] = &[
     b(Hang, &[Char('h')], "h", "next hint", Action::Hint, true),
     b(
         Hang,
+        &[Char('b')],
+        "b",
+        "blind mode: hide what gives the cause away",
+        Action::Blind,
+        false,
+    ),
+    b(
+        Hang,
         &[Char('n')],
         "n",
         "ranks: TCP or real NCCL",

@@ -79,6 +79,28 @@ pub fn render(markdown: &str, opts: &RenderOptions) -> Rendered {
 }
 
 /// Plain text of rendered lines (tests, search, snapshots).
+/// A short text with `inline code` drawn as code and its backticks dropped (scenario stories,
+/// hints, quiz prompts shown outside the lesson renderer).
+pub fn inline_code(text: &str, base: Style, code: Style) -> Vec<Span<'static>> {
+    let mut out = Vec::new();
+    let mut parts = text.split('`').peekable();
+    let mut in_code = false;
+    while let Some(p) = parts.next() {
+        // An unmatched trailing backtick stays as typed.
+        let last = parts.peek().is_none();
+        if in_code && last {
+            out.push(Span::styled(format!("`{p}"), base));
+        } else if !p.is_empty() {
+            out.push(Span::styled(
+                p.to_string(),
+                if in_code { code } else { base },
+            ));
+        }
+        in_code = !in_code;
+    }
+    out
+}
+
 pub fn plain_lines(rendered: &Rendered) -> Vec<String> {
     rendered
         .lines

@@ -50,6 +50,9 @@ pub struct HangState {
     root: bool,
     /// Real libnccl ranks in the namespaces (`n` on the scenario list) instead of ringlab's.
     pub nccl: bool,
+    /// Blind mode (`b` on the scenario list), for a class: scenarios are numbered, and the
+    /// brief (what was reported) stands in for the story and title (which name the cause).
+    pub blind: bool,
     board: Vec<(usize, String, Instant)>,
     logs: Vec<String>,
     run: u64,
@@ -74,6 +77,7 @@ impl HangState {
             // SAFETY: geteuid has no preconditions.
             root: unsafe { libc::geteuid() } == 0,
             nccl: false,
+            blind: false,
             board: Vec::new(),
             logs: Vec::new(),
             run: 0,
@@ -87,6 +91,15 @@ impl HangState {
 
     fn scenario(&self) -> Option<&Scenario> {
         self.scenarios.get(self.selected)
+    }
+
+    /// A scenario's heading: its title, or only its number in blind mode.
+    fn heading(&self, i: usize, sc: &Scenario) -> String {
+        if self.blind {
+            format!("Scenario {}", i + 1)
+        } else {
+            sc.title.clone()
+        }
     }
 
     fn launch(&mut self, app: &mut App, fix: Option<Fix>) {
@@ -354,6 +367,14 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                 "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
             });
         }
+        (Stage::Pick, Action::Blind) => {
+            s.blind = !s.blind;
+            app.status = Some(if s.blind {
+                "blind: scenarios numbered, only what was reported is shown".into()
+            } else {
+                "stories shown".into()
+            });
+        }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
             s.last_fix = None;
@@ -380,10 +401,9 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
 pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area);
-    let title = s.scenario().map_or_else(
-        || "no scenarios".into(),
-        |x| format!("{}: {}", x.name, x.title),
-    );
+    let title = s
+        .scenario()
+        .map_or_else(|| "no scenarios".into(), |x| s.heading(s.selected, x));
     let stage = match s.stage {
         Stage::Pick => "choose a scenario · Enter stages it".to_string(),
         Stage::Staging => format!(
@@ -432,25 +452,28 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     }
     for (i, sc) in s.scenarios.iter().enumerate() {
         let sel = i == s.selected;
-        let row = format!(
-            "{} {:<26} {}",
-            if sel { "▶" } else { " " },
-            sc.name,
-            sc.title
-        );
-        out.push(if sel {
-            Line::styled(row, t.selection)
+        let row = format!("{} {:<44}", if sel { "▶" } else { " " }, s.heading(i, sc));
+        // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
+        let name = if s.blind {
+            String::new()
         } else {
-            Line::raw(row)
-        });
+            format!(" lab run {}", sc.name)
+        };
+        out.push(Line::from(vec![
+            Span::styled(row, if sel { t.selection } else { t.base }),
+            Span::styled(name, t.dim),
+        ]));
     }
     if let Some(sc) = s.scenario() {
         out.push(Line::raw(""));
-        out.push(Line::raw(sc.story.clone()));
+        let story = if s.blind { &sc.brief } else { &sc.story };
+        out.push(Line::from(crate::tui::markdown::inline_code(
+            story, t.base, t.code,
+        )));
         out.push(Line::raw(""));
         out.push(Line::styled(
             format!(
-                "{} nodes × {} rank(s); a hang is declared after {} s without progress. Ranks: {} (n switches).",
+                "{} nodes × {} rank(s); a hang is declared after {} s without progress. Ranks: {} (n switches; b: blind mode for a class).",
                 sc.nodes,
                 sc.ranks_per_node,
                 sc.timeout,
@@ -498,6 +521,7 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
 fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let Some(r) = &s.report else { return out };
+    let per_node = s.scenario().map_or(1, |sc| sc.ranks_per_node);
     if let Some(why) = &r.emulated_because {
         out.push(Line::styled(
             format!(" EMULATED cluster ({why}): nodes are processes on this host, interfaces are loopback addresses"),
@@ -518,29 +542,42 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     if let Some(p) = &r.staged.stuck_phase {
         out.push(Line::raw(format!(" stuck in: {p}")));
     }
-    out.push(Line::styled(" interfaces", t.h2));
-    let nodes = r
-        .diagnosis
+    // The evidence of the latest run: the re-run's when a fix failed, else the staged run's.
+    let rerun = s
+        .last_fix
+        .as_ref()
+        .and_then(|(text, f)| f.evidence.as_ref().map(|d| (text, d)));
+    let d = rerun.map_or(&r.diagnosis, |(_, d)| d);
+    out.push(Line::styled(
+        match rerun {
+            Some((text, _)) => format!(" evidence from the re-run with {text}"),
+            None => " evidence from the staged run".to_string(),
+        },
+        t.h2,
+    ));
+    let nodes = d
         .interfaces
         .iter()
         .map(|i| i.node)
         .max()
         .map_or(0, |m| m + 1);
     for n in 0..nodes {
-        let list: Vec<String> = r
-            .diagnosis
+        let list: Vec<String> = d
             .interfaces
             .iter()
             .filter(|i| i.node == n && !i.addr.contains(':'))
             .map(|i| format!("{} {}", i.name, i.addr))
             .collect();
-        out.push(Line::raw(format!("  node {n}: {}", list.join(" · "))));
+        out.push(Line::raw(format!(
+            "  node {n} interfaces: {}",
+            list.join(" · ")
+        )));
     }
     out.push(Line::styled(
-        " can node i reach what each rank advertised?",
-        t.h2,
+        "  can node i reach what each rank advertised?",
+        t.strong,
     ));
-    for x in &r.diagnosis.reachability {
+    for x in &d.reachability {
         let st = if x.result == "ok" { t.ok } else { t.warn };
         out.push(Line::from(vec![
             Span::raw(format!(
@@ -552,37 +589,27 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     }
     if let Some(sc) = s.scenario() {
         for h in sc.hints.iter().take(s.hints) {
-            out.push(Line::styled(format!(" hint: {h}"), t.accent));
+            let mut spans = vec![Span::styled(" hint: ", t.accent)];
+            spans.extend(crate::tui::markdown::inline_code(h, t.accent, t.code));
+            out.push(Line::from(spans));
         }
         if s.hints > 0 && s.hints == sc.hints.len() {
             out.push(Line::styled(
                 format!(
                     " diagnosis: {} — {}",
-                    r.diagnosis.culprit, r.diagnosis.explanation
+                    scenario::culprit_title(&r.diagnosis.culprit),
+                    r.diagnosis.explanation
                 ),
                 t.strong,
             ));
         }
     }
     if let Some((text, f)) = &s.last_fix {
-        let (msg, st) = if f.outcome == "pass" {
-            (
-                format!(
-                    " ✓ PASS with {text}: the all-reduce of ones gave the world size on every rank"
-                ),
-                t.ok,
-            )
-        } else {
-            (
-                format!(" ✗ {text}: still {} — not the cause", f.outcome),
-                t.error,
-            )
-        };
-        out.push(Line::styled(msg, st));
+        out.extend(verdict_lines(text, f, &r.diagnosis, per_node, t));
     }
     if let Some(typed) = &s.typing {
         out.push(Line::styled(
-            " type a fix (NAME=value …, Enter runs it, Esc cancels):",
+            " type a fix (NAME=value …, Enter runs it, Esc cancels, Ctrl-U clears):",
             t.h2,
         ));
         let mut spans = vec![Span::styled(" fix> ", t.strong)];
@@ -603,6 +630,65 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             });
         }
     }
+    out
+}
+
+/// What a re-run with a fix showed: PASS, or how it still failed (the error itself, what each
+/// rank advertised this time, the re-run's own diagnosis) and whether the fix changed anything.
+pub fn verdict_lines(
+    text: &str,
+    f: &Fixed,
+    staged: &scenario::Diagnosis,
+    ranks_per_node: usize,
+    t: &Theme,
+) -> Vec<Line<'static>> {
+    if f.outcome == "pass" {
+        return vec![Line::styled(
+            format!(
+                " ✓ PASS with {text}: the all-reduce of ones gave the world size on every rank"
+            ),
+            t.ok,
+        )];
+    }
+    let how = match f.outcome.as_str() {
+        "hang" => "still HANGS",
+        "error" => "still FAILS with an error",
+        "ok" => "completes, but the all-reduce is WRONG",
+        other => other,
+    };
+    let after = f
+        .detected_after_s
+        .map(|x| format!(" after {x:.1} s"))
+        .unwrap_or_default();
+    let mut out = vec![Line::styled(
+        format!(" ✗ the re-run with {text} {how}{after}"),
+        t.error,
+    )];
+    if let Some(reason) = f.reason.as_deref().and_then(|r| r.lines().next()) {
+        out.push(Line::raw(format!("   error: {reason}")));
+    }
+    let Some(d) = &f.evidence else { return out };
+    let now = d.advertised_by_rank(ranks_per_node);
+    if !now.is_empty() {
+        out.push(Line::raw(format!("   advertised now: {}", now.join(" · "))));
+    }
+    if d.culprit != "unknown" && !d.explanation.is_empty() {
+        out.push(Line::raw(format!(
+            "   why it still fails: {} — {}",
+            scenario::culprit_title(&d.culprit),
+            d.explanation
+        )));
+    }
+    let same = d.culprit == staged.culprit
+        && d.advertised_ifaces(ranks_per_node) == staged.advertised_ifaces(ranks_per_node);
+    out.push(Line::styled(
+        if same {
+            "   no change from the staged run: this setting does not touch what breaks the job"
+        } else {
+            "   it changed what happens, but not enough: compare with the staged run above"
+        },
+        t.warn,
+    ));
     out
 }
 
