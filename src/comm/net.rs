@@ -251,7 +251,8 @@ pub fn describe(e: &io::Error) -> String {
 }
 
 /// The congestion control the data connections use unless `RINGLAB_TCP_CC` names another
-/// (`system` keeps the kernel's default). Many kernels default to BBR, which paces every send
+/// (`system` keeps the kernel's default). Mainline Linux defaults to CUBIC, but some
+/// distributions and cloud images default to BBR, which paces every send
 /// with a timer at its running estimate of the path's bandwidth; on loopback and on a lossless
 /// fabric that estimate only throttles the stream (measured here, loopback, 2 ranks: 1 MiB
 /// all-reduce 1.9 GB/s under BBR, 2.8 GB/s under reno with the same buffers). Reno does not
@@ -429,10 +430,7 @@ mod tests {
     type Lines = Vec<(Level, String)>;
 
     /// Feed `e` until the retrier gives up: (attempts, total sleep, every log line, the last).
-    fn run(
-        mut r: Retrier,
-        e: impl Fn() -> io::Error,
-    ) -> (u64, Duration, Lines, Lines) {
+    fn run(mut r: Retrier, e: impl Fn() -> io::Error) -> (u64, Duration, Lines, Lines) {
         let (mut n, mut slept, mut lines) = (0, Duration::ZERO, Vec::new());
         loop {
             n += 1;
