@@ -14,6 +14,7 @@ fn every_lesson_fits_and_has_no_error_boxes() {
     let course = Course::embedded();
     let theme = Theme::color();
     let mut seen = 0;
+    let mut quiz_boxes = 0;
     for lesson in course.lessons() {
         seen += 1;
         for width in [76u16, 196] {
@@ -27,6 +28,23 @@ fn every_lesson_fits_and_has_no_error_boxes() {
             );
             assert!(!rendered.lines.is_empty(), "{}: empty", lesson.meta.id);
             let plain = plain_lines(&rendered);
+            // Quiz boxes show a sample draw, never a template's `{N}` or `{M:bytes}`, and
+            // say what to press rather than an internal id or a command to type.
+            let mut in_quiz = false;
+            for l in &plain {
+                let t = l.trim_start();
+                if t.starts_with("┌ quiz ") {
+                    in_quiz = true;
+                    quiz_boxes += 1;
+                } else if t.starts_with('└') {
+                    in_quiz = false;
+                }
+                if in_quiz && let Some(p) = ringlab::course::quiz::placeholders(l).first() {
+                    panic!("{}: unfilled {{{}}} in {l:?}", lesson.meta.id, p.name);
+                }
+                assert!(!l.contains("quiz item `"), "{}: {l:?}", lesson.meta.id);
+                assert!(!l.contains("open it with"), "{}: {l:?}", lesson.meta.id);
+            }
             for (i, line) in rendered.lines.iter().enumerate() {
                 assert!(
                     line.width() <= usize::from(width),
@@ -45,6 +63,7 @@ fn every_lesson_fits_and_has_no_error_boxes() {
         }
     }
     assert!(seen >= 8, "expected the whole course, saw {seen} lessons");
+    assert!(quiz_boxes >= 40, "quiz boxes checked: {quiz_boxes}");
 }
 
 #[test]

@@ -45,6 +45,14 @@ impl BlockKind {
     }
 }
 
+/// A quiz block in the reader: what kind of question, the prompt as a learner would see it.
+fn quiz_placeholder(q: &QuizBlock) -> String {
+    format!(
+        "quiz ({}): {} — press Q to take this lesson's quiz",
+        q.kind_title, q.shown
+    )
+}
+
 /// Parameters of an embedded ring view. Defaults match `ringlab ring`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -169,6 +177,13 @@ pub struct QuizBlock {
     #[serde(rename = "type")]
     pub kind: String,
     pub prompt: String,
+    /// The prompt as a reader sees it: parameters filled with one sample draw (set when the
+    /// block is parsed).
+    #[serde(skip)]
+    pub shown: String,
+    /// What the learner does, in words ("pick one", "a number").
+    #[serde(skip)]
+    pub kind_title: String,
 }
 
 /// A preset for the live lab screen.
@@ -450,12 +465,25 @@ impl Block {
         match kind {
             BlockKind::Quiz => {
                 // The full item check (answers, tolerance, choices, template parameters).
-                let q = de(kind, body)?;
-                super::quiz::parse(body).map_err(|e| BlockError {
+                let mut q: QuizBlock = de(kind, body)?;
+                let item = super::quiz::parse(body).map_err(|e| BlockError {
                     line: e.line,
                     col: e.col,
                     message: e.message,
                 })?;
+                q.kind_title = item.kind.title().to_string();
+                q.shown = match item.instantiate(0) {
+                    Ok(inst) if item.is_parametric() => format!(
+                        "{} (one draw of {}; each attempt draws anew)",
+                        inst.prompt,
+                        inst.values
+                            .iter()
+                            .map(|(k, v)| format!("{k} = {}", super::quiz::format_number(*v)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    _ => item.prompt.clone(),
+                };
                 Ok(Self::Quiz(q))
             }
             BlockKind::Ring => {
@@ -489,13 +517,11 @@ impl Block {
     /// One line saying what this block is and what it will become.
     pub fn placeholder(&self) -> String {
         match self {
-            Self::Quiz(q) => format!(
-                "quiz item `{}` ({}): {} — press Q to take this lesson's quiz",
-                q.id, q.kind, q.prompt
-            ),
+            Self::Quiz(q) => quiz_placeholder(q),
             Self::Ring(r) => format!(
-                "ring view: {} with {} on {} ranks, {} of {} — open it with `ringlab ring`",
-                r.op, r.algo, r.ranks, r.bytes, r.dtype
+                "ring view: {} with {} on {} ranks, {} of {} — press Enter to open it \
+                 (or `ringlab ring --op {} --algo {} --ranks {} --bytes {}`)",
+                r.op, r.algo, r.ranks, r.bytes, r.dtype, r.op, r.algo, r.ranks, r.bytes
             ),
             Self::Lab(l) => format!(
                 "live lab: {} ({}) on {} ranks, {}..{} — press Enter to run it on real processes",

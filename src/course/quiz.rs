@@ -60,6 +60,17 @@ impl Kind {
     fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == s)
     }
+
+    /// What the learner does, in words (the name is for quiz files).
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Single => "pick one",
+            Kind::Multi => "pick all that apply",
+            Kind::Numeric => "a number",
+            Kind::Order => "put in order",
+            Kind::Recall => "recall",
+        }
+    }
 }
 
 /// The unit a numeric answer is given in. Answers may be typed in any unit of the same family.
@@ -765,6 +776,26 @@ impl Item {
     }
 }
 
+/// A prompt as a one-line title for lists (missed items): its first sentence, backticks
+/// dropped, `{N}` and `{M:bytes}` shown as N and M, cut to `max` characters with an ellipsis.
+pub fn short_prompt(prompt: &str, max: usize) -> String {
+    let mut text = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    for p in placeholders(&text).into_iter().rev() {
+        text.replace_range(p.start..p.end, &p.name);
+    }
+    let text = text.replace('`', "");
+    let first = match text.find(". ") {
+        Some(i) if i + 1 < text.len() => &text[..=i],
+        _ => &text[..],
+    };
+    if first.chars().count() <= max {
+        first.to_string()
+    } else {
+        let cut: String = first.chars().take(max.saturating_sub(1)).collect();
+        format!("{}…", cut.trim_end())
+    }
+}
+
 /// Fill `{NAME}` / `{NAME:bytes}` placeholders; unknown ones stay as written.
 pub fn fill(text: &str, values: &BTreeMap<String, f64>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -812,6 +843,17 @@ impl SplitMix {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_prompt_becomes_a_short_title() {
+        assert_eq!(
+            short_prompt("Each of {N} ranks holds `{M:bytes}`. How many bytes?", 60),
+            "Each of N ranks holds M."
+        );
+        let long = short_prompt(&"word ".repeat(40), 20);
+        assert_eq!(long.chars().count(), 20, "{long}");
+        assert!(long.ends_with('…'));
+    }
+
     use super::*;
 
     fn err(body: &str) -> ItemError {

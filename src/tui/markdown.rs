@@ -1109,7 +1109,11 @@ impl<'o> Renderer<'o> {
             Span::styled(title, border.add_modifier(Modifier::BOLD)),
             Span::styled(format!("{}┐", "─".repeat(top_fill)), border),
         ]);
-        let frags = [Frag::Text(sanitize(text).into_owned(), style)];
+        // `inline code` in a box's text is drawn as code, as in the lesson around it.
+        let frags: Vec<Frag> = inline_code(&sanitize(text), style, self.theme.code)
+            .into_iter()
+            .map(|s| Frag::Text(s.content.into_owned(), s.style))
+            .collect();
         for row in wrap(&frags, inner) {
             let used = spans_width(&row);
             let mut spans = vec![Span::styled("│ ", border)];

@@ -157,7 +157,7 @@ pub fn summary_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
             };
             out.push(Line::from(vec![
                 Span::styled("  ✗ ", t.error),
-                Span::raw(e.item.id.clone()),
+                Span::raw(crate::course::quiz::short_prompt(&e.item.prompt, 56)),
                 Span::styled(format!("  ({place})"), t.dim),
             ]));
         }

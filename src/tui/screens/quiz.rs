@@ -16,6 +16,7 @@ use crate::course::quiz::{Kind, Unit};
 use crate::study::session::{Graded, Mode, Phase, Session};
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::keys::Context;
+use crate::tui::markdown::inline_code;
 use crate::tui::screens::lesson::{LessonState, text_width};
 
 pub struct QuizState {
@@ -358,14 +359,13 @@ pub fn item_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
             return out;
         }
     };
-    out.push(Line::styled(inst.prompt.clone(), t.strong));
+    out.push(Line::from(inline_code(&inst.prompt, t.strong, t.code)));
     if !e.item.choices.is_empty() {
         out.push(Line::raw(""));
         for (i, c) in e.item.choices.iter().enumerate() {
-            out.push(Line::from(vec![
-                Span::styled(format!("  {}) ", letter(i)), t.key),
-                Span::raw(c.clone()),
-            ]));
+            let mut line = vec![Span::styled(format!("  {}) ", letter(i)), t.key)];
+            line.extend(inline_code(c, t.base, t.code));
+            out.push(Line::from(line));
         }
     }
     out.push(Line::raw(""));
