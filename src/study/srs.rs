@@ -7,7 +7,7 @@ use chrono::{DateTime, Duration, FixedOffset, NaiveDate, Utc};
 use rs_fsrs::{Card, FSRS, Parameters, Rating, State};
 
 use super::progress::{CardPhase, CardState, ItemRecord, Progress, Review};
-use crate::course::bank::Bank;
+use crate::course::bank::{Bank, Entry};
 use crate::course::grade::SelfGrade;
 
 /// New items introduced per drill session (the rest wait for the next one).
@@ -134,17 +134,30 @@ impl Progress {
     }
 }
 
+/// The one definition of due: a seen item whose FSRS card's due time has come. Items never
+/// seen are new, not due. Inline follow-ups are never due on their own: they are asked with
+/// the item they follow (see [`scheduled`]).
+pub fn is_due(r: &ItemRecord, now: DateTime<Utc>) -> bool {
+    r.card.due <= now
+}
+
+/// Items the drill schedules by themselves: all but inline follow-ups. Every count of due and
+/// new items goes over these.
+pub fn scheduled(bank: &Bank) -> impl Iterator<Item = (usize, &Entry)> {
+    bank.entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.inline_of.is_none())
+}
+
 /// Bank indices to drill now: items whose card is due (most overdue first), then up to
 /// `new_limit` never-seen items in course order. Inline follow-ups come with their parent.
 pub fn due_queue(bank: &Bank, p: &Progress, now: DateTime<Utc>, new_limit: usize) -> Vec<usize> {
     let mut due: Vec<(DateTime<Utc>, usize)> = Vec::new();
     let mut fresh = Vec::new();
-    for (i, e) in bank.entries.iter().enumerate() {
-        if e.inline_of.is_some() {
-            continue;
-        }
+    for (i, e) in scheduled(bank) {
         match p.items.get(&e.item.id) {
-            Some(r) if r.card.due <= now => due.push((r.card.due, i)),
+            Some(r) if is_due(r, now) => due.push((r.card.due, i)),
             Some(_) => {}
             None => fresh.push(i),
         }
@@ -160,9 +173,9 @@ pub fn due_queue(bank: &Bank, p: &Progress, now: DateTime<Utc>, new_limit: usize
 pub fn due_counts(bank: &Bank, p: &Progress, now: DateTime<Utc>) -> (usize, usize) {
     let mut due = 0;
     let mut new = 0;
-    for e in bank.entries.iter().filter(|e| e.inline_of.is_none()) {
+    for (_, e) in scheduled(bank) {
         match p.items.get(&e.item.id) {
-            Some(r) if r.card.due <= now => due += 1,
+            Some(r) if is_due(r, now) => due += 1,
             Some(_) => {}
             None => new += 1,
         }
@@ -170,8 +183,8 @@ pub fn due_counts(bank: &Bank, p: &Progress, now: DateTime<Utc>) -> (usize, usiz
     (due, new)
 }
 
-/// Items coming due on each of the next `days` local days (day 0 includes the overdue).
-/// Only items of the current course count.
+/// Items coming due on each of the next `days` local days, not counting those due now (see
+/// [`due_counts`]): day 0 is "later today". Only scheduled items of the current course count.
 pub fn forecast(
     bank: &Bank,
     p: &Progress,
@@ -183,8 +196,8 @@ pub fn forecast(
         return vec![0; days];
     };
     let mut out = vec![0; days];
-    for e in &bank.entries {
-        let Some(r) = p.items.get(&e.item.id) else {
+    for (_, e) in scheduled(bank) {
+        let Some(r) = p.items.get(&e.item.id).filter(|r| !is_due(r, now)) else {
             continue;
         };
         let Some(d) = local_day(r.card.due, tz) else {
@@ -254,7 +267,7 @@ pub fn mastery(bank: &Bank, p: &Progress, now: DateTime<Utc>) -> Vec<Mastery> {
             {
                 m.mastered += 1;
             }
-            if r.card.due <= now {
+            if is_due(r, now) && e.inline_of.is_none() {
                 m.due += 1;
             }
         }
@@ -329,6 +342,34 @@ mod tests {
         assert_eq!(r.reviews.len(), 2);
         assert_eq!(r.reviews[1].grade, 1);
         assert_eq!(r.card.reps, 2);
+    }
+
+    /// Right after missing items, every count agrees: they are not due now (FSRS brings them
+    /// back in minutes), they are due later today, and an hour on they are due now everywhere:
+    /// the drill's queue, its header, the stats line, the forecast and the mastery table.
+    #[test]
+    fn due_means_the_same_in_every_count() {
+        let bank = Bank::from_course(&crate::course::Course::embedded());
+        let tz = FixedOffset::east_opt(0).expect("tz");
+        let now = t("2025-03-01T12:00:00Z");
+        let mut p = Progress::default();
+        let missed: Vec<String> = scheduled(&bank)
+            .take(7)
+            .map(|(_, e)| e.item.id.clone())
+            .collect();
+        for id in &missed {
+            p.record_review(id, SelfGrade::Again, Some(false), "drill", None, now);
+        }
+        let total_new = scheduled(&bank).count() - 7;
+        assert_eq!(due_counts(&bank, &p, now), (0, total_new));
+        assert_eq!(forecast(&bank, &p, now, tz, 7)[0], 7, "later today");
+        let later = now + Duration::hours(1);
+        assert_eq!(due_counts(&bank, &p, later), (7, total_new));
+        assert_eq!(forecast(&bank, &p, later, tz, 7)[0], 0, "now, not later");
+        let queue = due_queue(&bank, &p, later, 0);
+        assert_eq!(queue.len(), 7);
+        let by_deck: usize = mastery(&bank, &p, later).iter().map(|m| m.due).sum();
+        assert_eq!(by_deck, 7);
     }
 
     #[test]

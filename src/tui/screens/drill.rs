@@ -31,7 +31,6 @@ pub fn open(app: &App, opts: &DrillOptions) -> QuizState {
 
 pub fn open_at(app: &App, opts: &DrillOptions, now: DateTime<Utc>, seed: u64) -> QuizState {
     let bank = Bank::from_course(&app.course);
-    let counts = srs::due_counts(&bank, &app.progress, now);
     let (mode, title, items) = if opts.mock {
         (
             Mode::Mock,
@@ -46,9 +45,7 @@ pub fn open_at(app: &App, opts: &DrillOptions, now: DateTime<Utc>, seed: u64) ->
         )
     };
     let session = Session::new(mode, title, items, now, seed).with_limits(opts.minutes, opts.timer);
-    let mut q = QuizState::new(session, bank, now);
-    q.due_at_open = counts;
-    q
+    QuizState::new(session, bank, now)
 }
 
 /// Interview questions for a mock: recall items of the drill files that are nobody's
@@ -79,13 +76,18 @@ pub fn mock_items(bank: &Bank, seed: u64) -> Vec<usize> {
 }
 
 /// Header text: left (what this is) and right (position, score, clocks).
-pub fn header(s: &QuizState) -> (String, String) {
+pub fn header(s: &QuizState, app: &App) -> (String, String) {
     let ses = &s.session;
     let (right_first, missed) = ses.score();
     let (shown, total) = ses.position();
     let left = match ses.mode {
         Mode::Quiz => format!(" Quiz · {}", ses.title),
-        Mode::Drill => format!(" Drill · {} due, {} new", s.due_at_open.0, s.due_at_open.1),
+        // Live, by the one definition of due (srs::is_due): a missed item is due again in
+        // minutes, and this session asks it again before it ends.
+        Mode::Drill => {
+            let (due, new) = srs::due_counts(&s.bank, &app.progress, s.now);
+            format!(" Drill · {due} due now, {new} new")
+        }
         Mode::Mock => " Mock interview".to_string(),
     };
     let mut right = if ses.finished {

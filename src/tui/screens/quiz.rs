@@ -26,8 +26,6 @@ pub struct QuizState {
     pub scroll: usize,
     /// The clock as of the last update (render never reads the clock itself).
     pub now: DateTime<Utc>,
-    /// Due and new counts when a drill opened (for its header).
-    pub due_at_open: (usize, usize),
     /// The answer line being edited (mirrors the session's answer text).
     pub answer: crate::tui::field::Field,
 }
@@ -106,7 +104,6 @@ impl QuizState {
             bank,
             scroll: 0,
             now,
-            due_at_open: (0, 0),
             answer: Default::default(),
         }
     }
@@ -263,7 +260,7 @@ pub fn input_hints(app: &App) -> Line<'static> {
 
 pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
-    let (left, right) = super::drill::header(s);
+    let (left, right) = super::drill::header(s, app);
     let pad = (area.width as usize).saturating_sub(left.chars().count() + right.chars().count());
     frame.render_widget(
         Paragraph::new(Line::from(vec![

@@ -21,7 +21,7 @@ pub struct Stats {
     pub reviews_today: usize,
     pub due_now: usize,
     pub new_items: usize,
-    /// Items coming due on each of the next 7 days; day 0 includes the overdue.
+    /// Items coming due on each of the next 7 days, beyond those due now: day 0 is later today.
     pub forecast: Vec<usize>,
     pub decks: Vec<DeckStats>,
     /// Ids with review history that the course no longer has.
@@ -156,19 +156,30 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
     ]));
     out.push(Line::raw(""));
     out.push(Line::styled("Due in the next 7 days", t.h2));
-    let max = st.forecast.iter().copied().max().unwrap_or(0);
+    let max = st
+        .forecast
+        .iter()
+        .copied()
+        .chain([st.due_now])
+        .max()
+        .unwrap_or(0);
+    out.push(Line::from(vec![
+        Span::raw(format!("  {:<11}", "now")),
+        Span::styled(bar(st.due_now, max, 20), t.accent),
+        Span::raw(format!(" {}", st.due_now)),
+    ]));
     let today = srs::local_day(s.now, s.tz).unwrap_or_default();
     for (k, n) in st.forecast.iter().enumerate() {
         let day = today
             .checked_add_signed(Duration::days(k as i64))
             .unwrap_or(today);
         let label = match k {
-            0 => "today".to_string(),
+            0 => "later today".to_string(),
             1 => "tomorrow".to_string(),
             _ => day.format("%a %d").to_string(),
         };
         out.push(Line::from(vec![
-            Span::raw(format!("  {label:<9}")),
+            Span::raw(format!("  {label:<11}")),
             Span::styled(bar(*n, max, 20), t.accent),
             Span::raw(format!(" {n}")),
         ]));
