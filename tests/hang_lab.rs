@@ -526,6 +526,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         &theme,
     ));
     assert!(v.contains("still FAILS with an error"), "{v}");
-    assert!(v.contains("error: rank 1 failed"), "{v}");
+    // Neither node has eth1: whichever rank looks first fails, and the error is shown.
+    assert!(v.contains("error: rank ") && v.contains(" failed"), "{v}");
     assert!(v.contains("no socket interface found"), "{v}");
 }
