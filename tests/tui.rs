@@ -303,3 +303,59 @@ fn hang_lab_lets_the_learner_type_a_fix() {
     app::update(&mut app, Action::InputSubmit);
     assert!(!app.prompt_open(), "submitted");
 }
+
+/// The last line of a rendered frame (the hint bar).
+fn hint_line(t: &Terminal<TestBackend>) -> String {
+    let text = format!("{}", t.backend());
+    text.lines().last().unwrap_or_default().to_string()
+}
+
+/// The hint bar shows what matters most first and says visibly that more is under `?`; at
+/// 80x24 the course map's long titles end in an ellipsis instead of being cut mid-word.
+#[test]
+fn hint_bars_put_the_main_keys_first_and_fold_the_rest_into_help() {
+    let mut app = App::new(Course::embedded(), Theme::color());
+    let t = draw(&mut app, 80, 24);
+    let bar = hint_line(&t);
+    for k in ["Enter open", "Q quiz", "D drill", "more: ?", "q/Esc back"] {
+        assert!(bar.contains(k), "{k} missing from {bar:?}");
+    }
+    let text = format!("{}", t.backend());
+    assert!(
+        text.contains('…'),
+        "long titles end in an ellipsis:\n{text}"
+    );
+    // Wide enough, every key of the course map is on the bar, the mock interview included.
+    let t = draw(&mut app, 200, 40);
+    let bar = hint_line(&t);
+    for k in [
+        "Q quiz",
+        "D drill",
+        "S stats",
+        "H hang lab",
+        "B live lab",
+        "t TP calc",
+        "p planner",
+        "M mock interview",
+        "r ring view",
+    ] {
+        assert!(bar.contains(k), "{k} missing from {bar:?}");
+    }
+    assert!(!bar.contains("more: ?"), "{bar:?}");
+    app::update(&mut app, Action::OpenMock);
+    assert!(
+        matches!(app.stack.last(), Some(ringlab::tui::app::Screen::Quiz(_))),
+        "M opens the mock interview"
+    );
+    // The ring view at 80x24: the link key is named on screen, the rest folds into `?`.
+    let mut app = App::new(Course::embedded(), Theme::color());
+    app::update(&mut app, Action::OpenRing);
+    let t = draw(&mut app, 80, 24);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("(L: link)"), "{text}");
+    let bar = hint_line(&t);
+    assert!(
+        bar.contains("Space play/pause") && bar.contains("more: ?"),
+        "{bar:?}"
+    );
+}

@@ -55,6 +55,8 @@ pub enum Action {
     // Quizzes, drills, stats
     OpenQuiz,
     OpenDrill,
+    /// A mock interview: recall questions from the drills with their follow-ups.
+    OpenMock,
     OpenStats,
     /// Next quiz item.
     Next,

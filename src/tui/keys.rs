@@ -74,8 +74,10 @@ pub struct Binding {
     pub label: &'static str,
     pub desc: &'static str,
     pub action: Action,
-    /// Shown in the always-visible hint bar (the overlay shows everything).
-    pub hint: bool,
+    /// In the always-visible hint bar: (priority, short text). Lower priorities come first
+    /// and keep their place when the bar is narrow; what does not fit folds into `?` ("more: ?").
+    /// None: only in the `?` overlay, which shows everything.
+    pub hint: Option<(u8, &'static str)>,
 }
 
 use Context::*;
@@ -87,7 +89,7 @@ const fn b(
     label: &'static str,
     desc: &'static str,
     action: Action,
-    hint: bool,
+    hint: Option<(u8, &'static str)>,
 ) -> Binding {
     Binding {
         ctx,
@@ -107,7 +109,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "next lesson",
         Action::Move(1),
-        true,
+        Some((6, "next")),
     ),
     b(
         Home,
@@ -115,7 +117,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "previous lesson",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         Home,
@@ -123,7 +125,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter",
         "open lesson",
         Action::Open,
-        true,
+        Some((1, "open")),
     ),
     b(
         Home,
@@ -131,7 +133,7 @@ pub const BINDINGS: &[Binding] = &[
         "g/Home",
         "first lesson",
         Action::Top,
-        false,
+        None,
     ),
     b(
         Home,
@@ -139,7 +141,7 @@ pub const BINDINGS: &[Binding] = &[
         "G/End",
         "last lesson",
         Action::Bottom,
-        false,
+        None,
     ),
     b(
         Home,
@@ -147,7 +149,7 @@ pub const BINDINGS: &[Binding] = &[
         "r",
         "ring all-reduce view",
         Action::OpenRing,
-        true,
+        Some((3, "ring view")),
     ),
     b(
         Home,
@@ -155,7 +157,7 @@ pub const BINDINGS: &[Binding] = &[
         "R",
         "reload lessons",
         Action::Reload,
-        false,
+        None,
     ),
     // Lesson reader
     b(
@@ -164,7 +166,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "scroll down",
         Action::Move(1),
-        true,
+        Some((4, "scroll")),
     ),
     b(
         Lesson,
@@ -172,7 +174,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "scroll up",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -180,7 +182,7 @@ pub const BINDINGS: &[Binding] = &[
         "PgDn/Space",
         "page down",
         Action::Page(1),
-        true,
+        Some((1, "page")),
     ),
     b(
         Lesson,
@@ -188,7 +190,7 @@ pub const BINDINGS: &[Binding] = &[
         "PgUp/b",
         "page up",
         Action::Page(-1),
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -196,7 +198,7 @@ pub const BINDINGS: &[Binding] = &[
         "g/Home",
         "top",
         Action::Top,
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -204,7 +206,7 @@ pub const BINDINGS: &[Binding] = &[
         "G/End",
         "bottom",
         Action::Bottom,
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -212,7 +214,7 @@ pub const BINDINGS: &[Binding] = &[
         "]/Tab",
         "next section",
         Action::Section(1),
-        true,
+        Some((2, "next section")),
     ),
     b(
         Lesson,
@@ -220,7 +222,7 @@ pub const BINDINGS: &[Binding] = &[
         "[/S-Tab",
         "previous section",
         Action::Section(-1),
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -228,7 +230,7 @@ pub const BINDINGS: &[Binding] = &[
         "/",
         "search",
         Action::SearchStart,
-        true,
+        Some((2, "search")),
     ),
     b(
         Lesson,
@@ -236,7 +238,7 @@ pub const BINDINGS: &[Binding] = &[
         "n",
         "next match",
         Action::SearchStep(1),
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -244,7 +246,7 @@ pub const BINDINGS: &[Binding] = &[
         "N",
         "previous match",
         Action::SearchStep(-1),
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -252,7 +254,7 @@ pub const BINDINGS: &[Binding] = &[
         "t",
         "raw TeX on/off",
         Action::ToggleTex,
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -260,7 +262,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter",
         "open ring view, TP calculator or planner",
         Action::Open,
-        false,
+        None,
     ),
     b(
         Lesson,
@@ -268,7 +270,7 @@ pub const BINDINGS: &[Binding] = &[
         "R",
         "reload lessons",
         Action::Reload,
-        false,
+        None,
     ),
     // Ring view
     b(
@@ -277,7 +279,7 @@ pub const BINDINGS: &[Binding] = &[
         "Space",
         "play / pause",
         Action::PlayPause,
-        true,
+        Some((1, "play/pause")),
     ),
     b(
         Ring,
@@ -285,7 +287,7 @@ pub const BINDINGS: &[Binding] = &[
         "→/l",
         "step forward",
         Action::Step(1),
-        true,
+        Some((1, "step")),
     ),
     b(
         Ring,
@@ -293,7 +295,7 @@ pub const BINDINGS: &[Binding] = &[
         "←/h",
         "step back",
         Action::Step(-1),
-        true,
+        Some((1, "back")),
     ),
     b(
         Ring,
@@ -301,7 +303,7 @@ pub const BINDINGS: &[Binding] = &[
         "Home",
         "first step",
         Action::Top,
-        false,
+        None,
     ),
     b(
         Ring,
@@ -309,7 +311,7 @@ pub const BINDINGS: &[Binding] = &[
         "End",
         "last step",
         Action::Bottom,
-        false,
+        None,
     ),
     b(
         Ring,
@@ -317,7 +319,7 @@ pub const BINDINGS: &[Binding] = &[
         "+/−",
         "more / fewer ranks",
         Action::Ranks(1),
-        true,
+        Some((2, "ranks")),
     ),
     b(
         Ring,
@@ -325,17 +327,31 @@ pub const BINDINGS: &[Binding] = &[
         "-",
         "fewer ranks",
         Action::Ranks(-1),
-        false,
+        None,
     ),
-    b(Ring, &[Char(']')], "]", "faster", Action::Speed(1), false),
-    b(Ring, &[Char('[')], "[", "slower", Action::Speed(-1), false),
+    b(
+        Ring,
+        &[Char(']')],
+        "]",
+        "faster",
+        Action::Speed(1),
+        Some((4, "faster")),
+    ),
+    b(
+        Ring,
+        &[Char('[')],
+        "[",
+        "slower",
+        Action::Speed(-1),
+        Some((4, "slower")),
+    ),
     b(
         Ring,
         &[Char('a')],
         "a",
         "next algorithm",
         Action::CycleAlgo,
-        true,
+        Some((2, "algorithm")),
     ),
     b(
         Ring,
@@ -343,7 +359,7 @@ pub const BINDINGS: &[Binding] = &[
         "c",
         "next collective",
         Action::CycleOp,
-        true,
+        Some((2, "collective")),
     ),
     b(
         Ring,
@@ -351,7 +367,7 @@ pub const BINDINGS: &[Binding] = &[
         "m",
         "next message size",
         Action::CycleSize,
-        false,
+        Some((3, "size")),
     ),
     b(
         Ring,
@@ -359,7 +375,7 @@ pub const BINDINGS: &[Binding] = &[
         "L",
         "link for time estimates",
         Action::CycleLink,
-        false,
+        Some((3, "link")),
     ),
     // Quizzes, drills and stats (while typing an answer, keys go to the answer line:
     // Enter submits, Esc clears it or leaves)
@@ -369,7 +385,7 @@ pub const BINDINGS: &[Binding] = &[
         "Q",
         "quiz on this lesson",
         Action::OpenQuiz,
-        false,
+        Some((2, "quiz")),
     ),
     b(
         Home,
@@ -377,7 +393,7 @@ pub const BINDINGS: &[Binding] = &[
         "D",
         "drill what is due",
         Action::OpenDrill,
-        false,
+        Some((2, "drill")),
     ),
     b(
         Home,
@@ -385,7 +401,7 @@ pub const BINDINGS: &[Binding] = &[
         "S",
         "study stats",
         Action::OpenStats,
-        false,
+        Some((4, "stats")),
     ),
     b(
         Home,
@@ -393,16 +409,31 @@ pub const BINDINGS: &[Binding] = &[
         "B",
         "live lab (bench)",
         Action::OpenLab,
-        true,
+        Some((3, "live lab")),
     ),
-    b(Home, &[Char('H')], "H", "hang lab", Action::OpenHang, false),
+    b(
+        Home,
+        &[Char('H')],
+        "H",
+        "hang lab",
+        Action::OpenHang,
+        Some((3, "hang lab")),
+    ),
+    b(
+        Home,
+        &[Char('M')],
+        "M",
+        "mock interview (six questions, follow-ups)",
+        Action::OpenMock,
+        Some((4, "mock interview")),
+    ),
     b(
         Lesson,
         &[Char('Q')],
         "Q",
         "quiz on this lesson",
         Action::OpenQuiz,
-        false,
+        Some((3, "quiz")),
     ),
     b(
         Quiz,
@@ -415,7 +446,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter",
         "next",
         Action::Next,
-        true,
+        Some((1, "next")),
     ),
     b(
         Quiz,
@@ -423,7 +454,7 @@ pub const BINDINGS: &[Binding] = &[
         "o",
         "open the lesson there",
         Action::GotoSource,
-        true,
+        Some((1, "open the lesson there")),
     ),
     b(
         Quiz,
@@ -431,7 +462,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "scroll",
         Action::Move(1),
-        false,
+        None,
     ),
     b(
         Quiz,
@@ -439,7 +470,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "scroll",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         QuizDone,
@@ -447,7 +478,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter",
         "done",
         Action::Next,
-        true,
+        Some((1, "done")),
     ),
     b(
         QuizDone,
@@ -455,7 +486,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "scroll",
         Action::Move(1),
-        false,
+        None,
     ),
     b(
         QuizDone,
@@ -463,19 +494,47 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "scroll",
         Action::Move(-1),
-        false,
+        None,
     ),
-    b(QuizRate, &[Char('1')], "1", "again", Action::Rate(1), true),
-    b(QuizRate, &[Char('2')], "2", "hard", Action::Rate(2), true),
-    b(QuizRate, &[Char('3')], "3", "good", Action::Rate(3), true),
-    b(QuizRate, &[Char('4')], "4", "easy", Action::Rate(4), true),
+    b(
+        QuizRate,
+        &[Char('1')],
+        "1",
+        "again",
+        Action::Rate(1),
+        Some((1, "again")),
+    ),
+    b(
+        QuizRate,
+        &[Char('2')],
+        "2",
+        "hard",
+        Action::Rate(2),
+        Some((1, "hard")),
+    ),
+    b(
+        QuizRate,
+        &[Char('3')],
+        "3",
+        "good",
+        Action::Rate(3),
+        Some((1, "good")),
+    ),
+    b(
+        QuizRate,
+        &[Char('4')],
+        "4",
+        "easy",
+        Action::Rate(4),
+        Some((1, "easy")),
+    ),
     b(
         QuizRate,
         &[Char('o')],
         "o",
         "open the lesson there",
         Action::GotoSource,
-        false,
+        None,
     ),
     b(
         QuizRate,
@@ -483,7 +542,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "scroll",
         Action::Move(1),
-        false,
+        None,
     ),
     b(
         QuizRate,
@@ -491,7 +550,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "scroll",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         Stats,
@@ -499,7 +558,7 @@ pub const BINDINGS: &[Binding] = &[
         "d",
         "drill what is due",
         Action::OpenDrill,
-        true,
+        Some((1, "drill what is due")),
     ),
     b(
         Stats,
@@ -507,7 +566,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "scroll",
         Action::Move(1),
-        false,
+        None,
     ),
     b(
         Stats,
@@ -515,7 +574,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "scroll",
         Action::Move(-1),
-        false,
+        None,
     ),
     // TP calculator and launch planner
     b(
@@ -524,7 +583,7 @@ pub const BINDINGS: &[Binding] = &[
         "t",
         "TP calculator",
         Action::OpenTpCalc,
-        false,
+        Some((5, "TP calc")),
     ),
     b(
         Home,
@@ -532,7 +591,7 @@ pub const BINDINGS: &[Binding] = &[
         "p",
         "vLLM launch planner",
         Action::OpenPlanner,
-        false,
+        Some((5, "planner")),
     ),
     b(
         TpCalc,
@@ -540,7 +599,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/k",
         "choose field",
         Action::Move(1),
-        true,
+        Some((1, "choose field")),
     ),
     b(
         TpCalc,
@@ -548,7 +607,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "previous field",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         TpCalc,
@@ -556,7 +615,7 @@ pub const BINDINGS: &[Binding] = &[
         "←/→",
         "change value",
         Action::Adjust(1),
-        true,
+        Some((1, "change value")),
     ),
     b(
         TpCalc,
@@ -564,7 +623,7 @@ pub const BINDINGS: &[Binding] = &[
         "←/h",
         "previous value",
         Action::Adjust(-1),
-        false,
+        None,
     ),
     b(
         Planner,
@@ -572,7 +631,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/k",
         "choose field",
         Action::Move(1),
-        true,
+        Some((1, "choose field")),
     ),
     b(
         Planner,
@@ -580,7 +639,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "previous field",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         Planner,
@@ -588,7 +647,7 @@ pub const BINDINGS: &[Binding] = &[
         "←/→",
         "change value",
         Action::Adjust(1),
-        true,
+        Some((1, "change value")),
     ),
     b(
         Planner,
@@ -596,7 +655,7 @@ pub const BINDINGS: &[Binding] = &[
         "←/h",
         "previous value",
         Action::Adjust(-1),
-        false,
+        None,
     ),
     b(
         Planner,
@@ -604,7 +663,7 @@ pub const BINDINGS: &[Binding] = &[
         "PgDn/PgUp",
         "scroll plan",
         Action::Page(1),
-        true,
+        Some((1, "scroll plan")),
     ),
     b(
         Planner,
@@ -612,7 +671,7 @@ pub const BINDINGS: &[Binding] = &[
         "PgUp/b",
         "scroll up",
         Action::Page(-1),
-        false,
+        None,
     ),
     // Help overlay
     b(
@@ -621,7 +680,7 @@ pub const BINDINGS: &[Binding] = &[
         "j/↓",
         "scroll",
         Action::Move(1),
-        false,
+        None,
     ),
     b(
         Help,
@@ -629,7 +688,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "scroll",
         Action::Move(-1),
-        false,
+        None,
     ),
     // Live lab
     b(
@@ -638,7 +697,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter",
         "run on real processes",
         Action::Open,
-        true,
+        Some((1, "run on real processes")),
     ),
     b(
         Lab,
@@ -646,7 +705,7 @@ pub const BINDINGS: &[Binding] = &[
         "↑↓",
         "choose a field",
         Action::Move(1),
-        true,
+        Some((1, "choose a field")),
     ),
     b(
         Lab,
@@ -654,7 +713,7 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "previous field",
         Action::Move(-1),
-        false,
+        None,
     ),
     b(
         Lab,
@@ -662,7 +721,7 @@ pub const BINDINGS: &[Binding] = &[
         "←→",
         "change the value",
         Action::Adjust(1),
-        true,
+        Some((1, "change the value")),
     ),
     b(
         Lab,
@@ -670,7 +729,7 @@ pub const BINDINGS: &[Binding] = &[
         "h/←",
         "previous value",
         Action::Adjust(-1),
-        false,
+        None,
     ),
     // Hang lab
     b(
@@ -679,7 +738,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter",
         "stage / apply the fix",
         Action::Open,
-        true,
+        Some((1, "stage / apply the fix")),
     ),
     b(
         Hang,
@@ -687,7 +746,7 @@ pub const BINDINGS: &[Binding] = &[
         "↑↓",
         "choose",
         Action::Move(1),
-        true,
+        Some((1, "choose")),
     ),
     b(
         Hang,
@@ -695,16 +754,23 @@ pub const BINDINGS: &[Binding] = &[
         "k/↑",
         "choose",
         Action::Move(-1),
-        false,
+        None,
     ),
-    b(Hang, &[Char('h')], "h", "next hint", Action::Hint, true),
+    b(
+        Hang,
+        &[Char('h')],
+        "h",
+        "next hint",
+        Action::Hint,
+        Some((1, "next hint")),
+    ),
     b(
         Hang,
         &[Char('b')],
         "b",
         "blind mode: hide what gives the cause away",
         Action::Blind,
-        false,
+        None,
     ),
     b(
         Hang,
@@ -712,7 +778,7 @@ pub const BINDINGS: &[Binding] = &[
         "n",
         "ranks: TCP or real NCCL",
         Action::Adjust(1),
-        false,
+        None,
     ),
     b(
         Hang,
@@ -720,7 +786,7 @@ pub const BINDINGS: &[Binding] = &[
         "e",
         "type a fix",
         Action::SearchStart,
-        true,
+        Some((1, "type a fix")),
     ),
     // Everywhere
     b(
@@ -729,7 +795,7 @@ pub const BINDINGS: &[Binding] = &[
         "?",
         "help",
         Action::Help,
-        true,
+        Some((1, "help")),
     ),
     b(
         Global,
@@ -737,9 +803,9 @@ pub const BINDINGS: &[Binding] = &[
         "q/Esc",
         "back",
         Action::Back,
-        true,
+        Some((1, "back")),
     ),
-    b(Global, &[Ctrl('c')], "Ctrl-C", "quit", Action::Quit, false),
+    b(Global, &[Ctrl('c')], "Ctrl-C", "quit", Action::Quit, None),
 ];
 
 /// The action bound to `ev` in the first of `contexts` that binds it (then Global).

@@ -79,6 +79,28 @@ pub fn render(markdown: &str, opts: &RenderOptions) -> Rendered {
 }
 
 /// Plain text of rendered lines (tests, search, snapshots).
+/// `s` cut to `max` display columns, with "…" where it was cut.
+pub fn ellipsize(s: &str, max: usize) -> String {
+    if str_width(s) <= max {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > max {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    let mut out = out.trim_end().to_string();
+    if max > 0 {
+        out.push('…');
+    }
+    out
+}
+
 /// A short text with `inline code` drawn as code and its backticks dropped (scenario stories,
 /// hints, quiz prompts shown outside the lesson renderer).
 pub fn inline_code(text: &str, base: Style, code: Style) -> Vec<Span<'static>> {

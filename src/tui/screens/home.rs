@@ -60,6 +60,14 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             let d = super::drill::open(app, &super::drill::DrillOptions::default());
             return Outcome::Push(Screen::Quiz(Box::new(d)));
         }
+        Action::OpenMock => {
+            let opts = super::drill::DrillOptions {
+                mock: true,
+                ..Default::default()
+            };
+            let d = super::drill::open(app, &opts);
+            return Outcome::Push(Screen::Quiz(Box::new(d)));
+        }
         Action::OpenStats => {
             return Outcome::Push(Screen::Stats(Box::new(super::stats::StatsState::new(app))));
         }
@@ -126,7 +134,7 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
             None => (" ?.".into(), "       ".into()),
         };
         let title_w = (list.width as usize).saturating_sub(20);
-        let title: String = e.title().chars().take(title_w).collect();
+        let title = crate::tui::markdown::ellipsize(e.title(), title_w);
         let row = format!(
             "{} {} {num} {title:<title_w$} {minutes}",
             if sel { "▶" } else { " " },

@@ -89,27 +89,48 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     if let Some(s) = &app.status {
         spans.push(Span::styled(format!("{s}  "), t.accent));
     }
-    let w = |b: &keys::Binding| b.label.chars().count() + b.desc.chars().count() + 3;
-    // Help and back are always shown; the screen's own keys fill the room before them.
-    let hints: Vec<&keys::Binding> = keys::for_contexts(&app.contexts())
-        .filter(|b| b.hint)
+    let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
+    let w = |b: &keys::Binding| b.label.chars().count() + bar(b).chars().count() + 3;
+    // The screen's keys by priority; back and help always show, help as "more: ?" when some
+    // keys did not fit (the overlay lists them all).
+    let all: Vec<&keys::Binding> = keys::for_contexts(&app.contexts()).collect();
+    let mut local: Vec<&keys::Binding> = all
+        .iter()
+        .copied()
+        .filter(|b| b.ctx != keys::Context::Global && b.hint.is_some())
         .collect();
-    let (global, local): (Vec<_>, Vec<_>) = hints
-        .into_iter()
-        .partition(|b| b.ctx == keys::Context::Global);
-    let reserved: usize = global.iter().map(|b| w(b)).sum();
+    local.sort_by_key(|b| b.hint.map_or(u8::MAX, |(p, _)| p));
+    let global: Vec<&keys::Binding> = all
+        .iter()
+        .copied()
+        .filter(|b| b.ctx == keys::Context::Global && b.hint.is_some())
+        .collect();
+    // "more: ?" is two columns wider than "? help".
+    let reserved: usize = global.iter().map(|b| w(b)).sum::<usize>() + 2;
     let mut used: usize = spans.iter().map(|s| s.width()).sum::<usize>() + reserved;
     let mut shown = Vec::new();
+    let mut folded = false;
     for b in local {
         if used + w(b) > width as usize {
+            folded = true;
             continue;
         }
         used += w(b);
         shown.push(b);
     }
-    for b in shown.into_iter().chain(global) {
+    for b in shown {
         spans.push(Span::styled(b.label, t.key));
-        spans.push(Span::styled(format!(" {}  ", b.desc), t.dim));
+        spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
+    }
+    for b in global {
+        if folded && b.action == super::app::Action::Help {
+            spans.push(Span::styled("more: ", t.dim));
+            spans.push(Span::styled("?", t.key));
+            spans.push(Span::raw("  "));
+        } else {
+            spans.push(Span::styled(b.label, t.key));
+            spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
+        }
     }
     Paragraph::new(Line::from(spans))
 }

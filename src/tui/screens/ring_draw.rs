@@ -358,7 +358,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             Span::styled(" Same N and M, three ways", t.h2),
             Span::styled(
                 format!(
-                    "   time: α–β on {}, {} GB/s, {} µs/step (assumed; L)",
+                    "   time on {}: {} GB/s, {} µs/step (L: link)",
                     link.name, link.bandwidth_gbps, link.latency_us
                 ),
                 t.dim,
