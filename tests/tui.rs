@@ -99,7 +99,12 @@ fn help_overlay_lists_the_same_keys_as_the_hint_bar() {
     app.open_lesson("sample").expect("lesson");
     app::update(&mut app, Action::Help);
     let t = draw(&mut app, 80, 24);
-    let text = format!("{}", t.backend());
+    // The overlay scrolls (j/k) when the keys do not fit, and says so: read both pages.
+    let mut text = format!("{}", t.backend());
+    assert!(text.contains("↓ more: j"), "{text}");
+    app::update(&mut app, Action::Move(30));
+    text.push_str(&format!("{}", draw(&mut app, 80, 24).backend()));
+    app::update(&mut app, Action::Move(-30));
     for b in ringlab::tui::keys::for_contexts(&[ringlab::tui::keys::Context::Lesson]) {
         assert!(
             text.contains(b.desc),
@@ -358,4 +363,80 @@ fn hint_bars_put_the_main_keys_first_and_fold_the_rest_into_help() {
         bar.contains("Space play/pause") && bar.contains("more: ?"),
         "{bar:?}"
     );
+}
+
+/// `→ rank` can be followed: f selects the link, Enter opens the glossary at its entry, q
+/// comes back to the lesson where the reader was.
+#[test]
+fn glossary_links_are_followed_and_q_comes_back() {
+    use ringlab::tui::app::Screen;
+    let mut app = App::new(Course::embedded(), Theme::color());
+    app::update(&mut app, Action::Resize(100, 30));
+    app.open_lesson("collectives").expect("lesson");
+    app::update(&mut app, Action::Move(10));
+    app::update(&mut app, Action::NextLink(1));
+    let status = app.status.clone().unwrap_or_default();
+    assert!(status.contains("08-glossary.md#"), "{status}");
+    let t = draw(&mut app, 100, 30);
+    assert!(format!("{}", t.backend()).contains('→'));
+    app::update(&mut app, Action::Open);
+    let (id, top) = match app.stack.last() {
+        Some(Screen::Lesson(l)) => (l.id.clone(), l.plain.get(l.scroll).cloned()),
+        _ => panic!("a lesson on top"),
+    };
+    assert_eq!(id.as_deref(), Some("glossary"));
+    let anchor = status
+        .split("08-glossary.md#")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or_default()
+        .to_string();
+    let heading = top.unwrap_or_default();
+    assert_eq!(
+        ringlab::tui::markdown::slug(heading.trim_start_matches(['#', ' '])),
+        anchor,
+        "the glossary opens at the linked entry: {heading:?}"
+    );
+    app::update(&mut app, Action::Back);
+    match app.stack.last() {
+        Some(Screen::Lesson(l)) => {
+            assert_eq!(l.id.as_deref(), Some("collectives"));
+            assert_eq!(l.scroll, 10, "back where the reader was");
+        }
+        _ => panic!("back to the lesson"),
+    }
+}
+
+/// `/` searches this lesson and counts matches in the others; n past the last match goes on
+/// to the next lesson that has the text.
+#[test]
+fn search_counts_matches_across_the_course_and_moves_on() {
+    use ringlab::tui::app::Screen;
+    use ringlab::tui::field::InputRequest;
+    let mut app = App::new(Course::embedded(), Theme::color());
+    app::update(&mut app, Action::Resize(100, 30));
+    app.open_lesson("collectives").expect("lesson");
+    app::update(&mut app, Action::SearchStart);
+    for c in "docker0".chars() {
+        app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
+    }
+    app::update(&mut app, Action::InputSubmit);
+    let status = app.status.clone().unwrap_or_default();
+    assert!(
+        status.contains("other lesson"),
+        "matches elsewhere are counted: {status}"
+    );
+    let mut seen = vec!["collectives".to_string()];
+    for _ in 0..40 {
+        app::update(&mut app, Action::SearchStep(1));
+        if let Some(Screen::Lesson(l)) = app.stack.last()
+            && let Some(id) = &l.id
+            && !seen.contains(id)
+        {
+            assert!(!l.search.hits.is_empty(), "{id} has the text");
+            seen.push(id.clone());
+        }
+    }
+    assert!(seen.len() >= 2, "n moved on to other lessons: {seen:?}");
+    assert_eq!(app.stack.len(), 2, "one lesson screen, replaced in place");
 }

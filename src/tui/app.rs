@@ -37,6 +37,8 @@ pub enum Action {
     SearchStart,
     SearchStep(i32),
     ToggleTex,
+    /// Lesson: select the next (+1) or previous (-1) link within the course.
+    NextLink(i32),
     /// An edit of the open text field (a typed character, Backspace, Ctrl-W, …).
     Edit(super::field::InputRequest),
     InputSubmit,

@@ -66,6 +66,32 @@ pub struct Rendered {
     pub lines: Vec<Line<'static>>,
     pub headings: Vec<HeadingRef>,
     pub embeds: Vec<EmbedRef>,
+    /// Links within the course (marked `→`), in reading order: they can be followed.
+    pub links: Vec<LinkRef>,
+}
+
+/// A link to another lesson or a heading (`08-glossary.md#rank`, `#ring`), where it is drawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkRef {
+    /// Index into `Rendered::lines` of the line with its `→` marker.
+    pub line: usize,
+    pub dest: String,
+}
+
+/// The anchor of a heading as Markdown hosts write it: lowercase, spaces to hyphens,
+/// punctuation dropped ("World size" → `world-size`, "Bus bandwidth (busbw)" →
+/// `bus-bandwidth-busbw`).
+pub fn slug(title: &str) -> String {
+    title
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' | '-' => Some('-'),
+            c if c.is_alphanumeric() || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Render a lesson body for `opts.width` columns.
@@ -78,7 +104,6 @@ pub fn render(markdown: &str, opts: &RenderOptions) -> Rendered {
     renderer.finish()
 }
 
-/// Plain text of rendered lines (tests, search, snapshots).
 /// `s` cut to `max` display columns, with "…" where it was cut.
 pub fn ellipsize(s: &str, max: usize) -> String {
     if str_width(s) <= max {
@@ -123,6 +148,7 @@ pub fn inline_code(text: &str, base: Style, code: Style) -> Vec<Span<'static>> {
     out
 }
 
+/// Plain text of rendered lines (tests, search, snapshots).
 pub fn plain_lines(rendered: &Rendered) -> Vec<String> {
     rendered
         .lines
@@ -537,6 +563,9 @@ impl Container {
     }
 }
 
+/// What marks a link within the course: an arrow glued to the link text.
+pub const LINK_MARK: &str = "→\u{a0}";
+
 struct Link {
     dest: String,
     /// Where the link text starts in the inline buffer.
@@ -561,6 +590,8 @@ struct Renderer<'o> {
     styles: Vec<Style>,
     inline: Vec<Frag>,
     links: Vec<Link>,
+    /// Destinations of the internal links drawn so far, in order.
+    internal: Vec<String>,
     /// Fence info and body of the code block being read.
     code: Option<(String, String)>,
     /// Alt text of the image being read.
@@ -582,6 +613,7 @@ impl<'o> Renderer<'o> {
             styles: Vec::new(),
             inline: Vec::new(),
             links: Vec::new(),
+            internal: Vec::new(),
             code: None,
             image: None,
             table: None,
@@ -592,6 +624,18 @@ impl<'o> Renderer<'o> {
 
     fn finish(mut self) -> Rendered {
         self.flush_inline();
+        // Each internal link drew one `→` marker: pair them up, in order, with where they
+        // landed after wrapping.
+        let mut dests = std::mem::take(&mut self.internal).into_iter();
+        for (i, line) in self.out.lines.iter().enumerate() {
+            for span in &line.spans {
+                for _ in span.content.matches(LINK_MARK) {
+                    if let Some(dest) = dests.next() {
+                        self.out.links.push(LinkRef { line: i, dest });
+                    }
+                }
+            }
+        }
         self.out
     }
 
@@ -841,7 +885,8 @@ impl<'o> Renderer<'o> {
                 .style()
                 .patch(self.theme.link)
                 .remove_modifier(Modifier::UNDERLINED);
-            self.push_frag("→\u{a0}", style);
+            self.push_frag(LINK_MARK, style);
+            self.internal.push(dest.to_string());
         }
         self.styles.push(self.theme.link);
         self.links.push(Link {
@@ -1566,6 +1611,31 @@ mod tests {
                 .any(|s| s.style == error && s.content.contains("malformed"))
         );
         assert!(plain_lines(&r)[0].starts_with("┌ ring"));
+    }
+
+    #[test]
+    fn inline_code_and_ellipsis_for_short_texts() {
+        let (b, c) = (
+            Style::default(),
+            Style::default().add_modifier(Modifier::BOLD),
+        );
+        let spans = inline_code("set `NCCL_DEBUG=INFO` then `x", b, c);
+        let parts: Vec<(&str, bool)> = spans
+            .iter()
+            .map(|s| (s.content.as_ref(), s.style == c))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("set ", false),
+                ("NCCL_DEBUG=INFO", true),
+                (" then ", false),
+                ("`x", false)
+            ]
+        );
+        assert_eq!(ellipsize("Tensor parallelism", 10), "Tensor pa…");
+        assert_eq!(ellipsize("short", 10), "short");
+        assert_eq!(str_width(&ellipsize("全角文字です", 5)), 5);
     }
 
     #[test]

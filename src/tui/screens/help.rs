@@ -58,16 +58,23 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
         h,
     );
     let max_scroll = lines.len().saturating_sub(h.saturating_sub(2) as usize);
+    let scroll = state.scroll.min(max_scroll);
+    // Say so when keys are above or below the box: the overlay scrolls with j/k.
+    let more = match (scroll > 0, scroll < max_scroll) {
+        (false, true) => " ↓ more: j ",
+        (true, true) => " ↑↓ more: k/j ",
+        (true, false) => " ↑ more: k ",
+        (false, false) => "",
+    };
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(lines)
-            .scroll((state.scroll.min(max_scroll) as u16, 0))
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .border_style(t.border)
-                    .title(Span::styled(" Keys ", t.title)),
-            ),
+        Paragraph::new(lines).scroll((scroll as u16, 0)).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(t.border)
+                .title(Span::styled(" Keys ", t.title))
+                .title_bottom(Span::styled(more, t.accent)),
+        ),
         r,
     );
 }

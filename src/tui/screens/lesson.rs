@@ -34,6 +34,8 @@ pub struct LessonState {
     /// Plain text of each rendered line, for search.
     pub plain: Vec<String>,
     pub search: Search,
+    /// The selected link (index into `rendered.links`): Enter follows it.
+    pub link: Option<usize>,
 }
 
 /// Text column width for a terminal width.
@@ -60,6 +62,7 @@ impl LessonState {
             rendered: Rendered::default(),
             plain: Vec::new(),
             search: Search::default(),
+            link: None,
         };
         s.relayout(app);
         s
@@ -120,6 +123,10 @@ impl LessonState {
         for e in &mut rendered.embeds {
             e.line += offset;
         }
+        for l in &mut rendered.links {
+            l.line += offset;
+        }
+        self.link = self.link.filter(|&i| i < rendered.links.len());
         lines.append(&mut rendered.lines);
         rendered.lines = lines;
         self.plain = rendered.lines.iter().map(line_text).collect();
@@ -193,6 +200,181 @@ impl LessonState {
     }
 }
 
+/// How many lines of each other lesson's text contain `query` (case-insensitive), by entry.
+fn course_matches(app: &App, query: &str, except: usize) -> Vec<(usize, usize)> {
+    let q = query.to_lowercase();
+    if q.is_empty() {
+        return Vec::new();
+    }
+    app.course
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != except)
+        .filter_map(|(i, e)| {
+            let body = &e.lesson.as_ref()?.body;
+            let n = body
+                .lines()
+                .filter(|l| l.to_lowercase().contains(&q))
+                .count();
+            (n > 0).then_some((i, n))
+        })
+        .collect()
+}
+
+impl LessonState {
+    /// "“ring”: match 2 of 9 here · 31 in 5 other lessons (n past the last goes on to them)".
+    fn search_summary(&self, app: &App) -> String {
+        let q = &self.search.query;
+        let here = match (self.search.current, self.search.hits.len()) {
+            (_, 0) => "no match here".to_string(),
+            (Some(c), n) => format!("match {} of {n} here", c + 1),
+            (None, n) => format!("{n} here"),
+        };
+        let others = course_matches(app, q, self.entry);
+        let total: usize = others.iter().map(|(_, n)| n).sum();
+        match others.len() {
+            0 => format!("“{q}”: {here} · none in other lessons"),
+            k => format!(
+                "“{q}”: {here} · {total} in {k} other lesson{} (n past the last goes on)",
+                if k == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
+    /// The next lesson after this one (or before, `d` < 0), wrapping, whose rendered text has
+    /// the query.
+    fn next_lesson_with(&self, app: &App, d: i32) -> Option<usize> {
+        let n = app.course.entries.len();
+        let candidates: Vec<usize> = course_matches(app, &self.search.query, self.entry)
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect();
+        (1..n)
+            .map(|k| {
+                let k = if d > 0 { k } else { n - k };
+                (self.entry + k) % n
+            })
+            .filter(|i| candidates.contains(i))
+            .find(|&i| {
+                let other = LessonState::open(app, i);
+                !find(&other.plain, &self.search.query).is_empty()
+            })
+    }
+}
+
+/// Where a link within the course goes: the entry (a lesson file, or this one for `#anchor`)
+/// and the heading index its anchor names.
+fn resolve_link(app: &App, here: usize, dest: &str) -> Result<(usize, Option<String>), String> {
+    let (file, anchor) = dest.split_once('#').unwrap_or((dest, ""));
+    let entry = if file.is_empty() {
+        here
+    } else {
+        let name = std::path::Path::new(file)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        app.course
+            .entries
+            .iter()
+            .position(|e| {
+                std::path::Path::new(&e.path)
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy() == name)
+            })
+            .ok_or_else(|| format!("the link goes to {dest}, which is not in this course"))?
+    };
+    Ok((entry, (!anchor.is_empty()).then(|| anchor.to_string())))
+}
+
+impl LessonState {
+    /// Scroll to the heading whose anchor is `anchor`; false when there is none.
+    fn scroll_to_anchor(&mut self, app: &App, anchor: &str) -> bool {
+        let Some(h) = self
+            .rendered
+            .headings
+            .iter()
+            .find(|h| markdown::slug(&h.title) == anchor)
+        else {
+            return false;
+        };
+        self.scroll = h.line.min(self.max_scroll(app));
+        true
+    }
+
+    /// Follow the selected link: another lesson opens on top (q comes back here), an anchor
+    /// in this lesson scrolls to it.
+    fn follow(&mut self, app: &mut App) -> Outcome {
+        let Some(link) = self.link.and_then(|i| self.rendered.links.get(i)).cloned() else {
+            return Outcome::Stay;
+        };
+        let (entry, anchor) = match resolve_link(app, self.entry, &link.dest) {
+            Ok(x) => x,
+            Err(e) => {
+                app.status = Some(e);
+                return Outcome::Stay;
+            }
+        };
+        if entry == self.entry {
+            if let Some(a) = anchor
+                && !self.scroll_to_anchor(app, &a)
+            {
+                app.status = Some(format!("no heading #{a} in this lesson"));
+            }
+            self.link = None;
+            return Outcome::Stay;
+        }
+        let mut next = LessonState::open(app, entry);
+        if let Some(a) = anchor
+            && !next.scroll_to_anchor(app, &a)
+        {
+            app.status = Some(format!("no heading #{a} there; opened at the top"));
+        }
+        if app.status.is_none() {
+            app.status = Some("q comes back here".into());
+        }
+        Outcome::Push(Screen::Lesson(Box::new(next)))
+    }
+
+    /// Select the next (`d` > 0) or previous link, starting from the screen's top, and bring
+    /// it into view.
+    fn step_link(&mut self, app: &mut App, d: i32) {
+        let links = &self.rendered.links;
+        if links.is_empty() {
+            app.status = Some("no links in this lesson".into());
+            return;
+        }
+        let end = self.scroll + viewport(app);
+        let on_screen = |i: usize| (self.scroll..end).contains(&links[i].line);
+        let next = match self.link.filter(|&i| on_screen(i)) {
+            Some(i) => (i as i64 + i64::from(d)).rem_euclid(links.len() as i64) as usize,
+            None if d > 0 => links
+                .iter()
+                .position(|l| l.line >= self.scroll)
+                .unwrap_or(0),
+            None => links
+                .iter()
+                .rposition(|l| l.line < end)
+                .unwrap_or(links.len() - 1),
+        };
+        self.link = Some(next);
+        let line = links[next].line;
+        if !(self.scroll..end).contains(&line) {
+            self.scroll = line.saturating_sub(2).min(self.max_scroll(app));
+        }
+        let text = self.plain.get(line).map_or("", |l| l.as_str());
+        let shown = text
+            .split(markdown::LINK_MARK)
+            .nth(1)
+            .map(|t| t.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default();
+        app.status = Some(format!(
+            "→ {shown} ({}) · Enter follows · f next link",
+            links[next].dest
+        ));
+    }
+}
+
 /// The screen an embedded block opens.
 fn open_embed(block: &Block) -> Result<Screen, String> {
     use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
@@ -244,10 +426,10 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
                     .hits
                     .is_empty())
                 .then_some(0));
-                match s.search.current {
-                    Some(i) => s.scroll = s.search.hits[i].saturating_sub(2).min(max),
-                    None => app.status = Some(format!("no match for “{}”", s.search.query)),
+                if let Some(i) = s.search.current {
+                    s.scroll = s.search.hits[i].saturating_sub(2).min(max);
                 }
+                app.status = Some(s.search_summary(app));
             }
             _ => {}
         }
@@ -273,13 +455,42 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
             s.search.editing = true;
             s.search.field.clear();
         }
-        Action::SearchStep(d) if !s.search.hits.is_empty() => {
+        Action::SearchStep(d) if !s.search.query.is_empty() => {
             let n = s.search.hits.len() as isize;
-            let cur = s.search.current.map_or(0, |c| c as isize);
-            let next = (cur + d as isize).rem_euclid(n) as usize;
-            s.search.current = Some(next);
-            s.scroll = s.search.hits[next].saturating_sub(2).min(max);
-            app.status = Some(format!("match {} of {}", next + 1, n));
+            let cur = s.search.current.map(|c| c as isize);
+            let past_end = match cur {
+                None => true,
+                Some(c) => (d > 0 && c + 1 >= n) || (d < 0 && c == 0),
+            };
+            // Past the last match (or the first, going back), the search goes on in the next
+            // lesson that has the text, in course order.
+            if past_end && let Some(entry) = s.next_lesson_with(app, d) {
+                if let Some(id) = &s.id {
+                    let f = s.fraction_read(app);
+                    app.record_reading(id, f);
+                }
+                let query = s.search.query.clone();
+                *s = LessonState::open(app, entry);
+                s.search.query = query;
+                s.search.hits = find(&s.plain, &s.search.query);
+                let at = if d > 0 {
+                    0
+                } else {
+                    s.search.hits.len().saturating_sub(1)
+                };
+                if let Some(&line) = s.search.hits.get(at) {
+                    s.search.current = Some(at);
+                    s.scroll = line.saturating_sub(2).min(s.max_scroll(app));
+                }
+                app.status = Some(s.search_summary(app));
+                return Outcome::Stay;
+            }
+            if n > 0 {
+                let next = (cur.unwrap_or(0) + d as isize).rem_euclid(n) as usize;
+                s.search.current = Some(next);
+                s.scroll = s.search.hits[next].saturating_sub(2).min(max);
+            }
+            app.status = Some(s.search_summary(app));
         }
         Action::SearchStep(_) => app.status = Some("no search: press / to search".into()),
         Action::ToggleTex => {
@@ -295,6 +506,14 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
             );
         }
         Action::Resize(..) | Action::Reload => s.relayout(app),
+        Action::NextLink(d) => s.step_link(app, d),
+        Action::Open
+            if s.link
+                .and_then(|i| s.rendered.links.get(i))
+                .is_some_and(|l| (s.scroll..s.scroll + viewport(app)).contains(&l.line)) =>
+        {
+            return s.follow(app);
+        }
         Action::Open => match s.visible_embed(app).map(open_embed) {
             Some(Ok(screen)) => return Outcome::Push(screen),
             Some(Err(e)) => app.status = Some(e),
@@ -366,10 +585,14 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         .skip(s.scroll)
         .take(h)
         .map(|(i, l)| {
+            let l = match s.link.and_then(|k| s.rendered.links.get(k)) {
+                Some(link) if link.line == i => mark_link(l, t.selection),
+                _ => l.clone(),
+            };
             if !s.search.query.is_empty() && s.search.hits.binary_search(&i).is_ok() {
-                highlight(l, &s.search.query, hit_style)
+                highlight(&l, &s.search.query, hit_style)
             } else {
-                l.clone()
+                l
             }
         })
         .collect();
@@ -377,6 +600,21 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         Paragraph::new(lines),
         Rect::new(x, area.y + 1, width.min(area.width), h as u16),
     );
+}
+
+/// The line with its (first) link marker and the word after it in `style`: the selected link.
+fn mark_link(line: &Line<'static>, style: Style) -> Line<'static> {
+    let mut out = line.clone();
+    if let Some(k) = out
+        .spans
+        .iter()
+        .position(|s| s.content.contains(markdown::LINK_MARK))
+    {
+        for span in out.spans.iter_mut().skip(k).take(2) {
+            span.style = span.style.patch(style);
+        }
+    }
+    out
 }
 
 /// The line with every case-insensitive occurrence of `query` restyled.
