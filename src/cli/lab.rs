@@ -837,8 +837,11 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
         }
     }
     println!(
-        "\n== diagnosis: {}\n  {}\n  fix: {}",
-        d.culprit, d.explanation, d.fix
+        "\n== diagnosis: {} ({})\n  {}\n  fix: {}",
+        crate::lab::scenario::culprit_title(&d.culprit),
+        d.culprit,
+        d.explanation,
+        d.fix
     );
     if let Some(f) = &r.fixed {
         println!(
