@@ -11,6 +11,7 @@ pub mod pattern;
 pub mod rank;
 pub mod scenario;
 pub mod table;
+pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
