@@ -318,8 +318,8 @@ pub enum Culprit {
     Mismatch {
         rank: usize,
         seq: u64,
-        theirs: Call,
-        others: Call,
+        theirs: Box<Call>,
+        others: Box<Call>,
     },
     /// The rank is inside #seq (or stopped) and does not move, while the others wait in it.
     StuckInside {
@@ -444,8 +444,8 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
             Some(Culprit::Mismatch {
                 rank: odd,
                 seq,
-                theirs: theirs.call.clone(),
-                others: others.call.clone(),
+                theirs: Box::new(theirs.call.clone()),
+                others: Box::new(others.call.clone()),
             }),
             explanation,
         );
