@@ -492,7 +492,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
             addr: "172.17.0.1:4000".into(),
             result: "Connection refused".into(),
         }],
-        culprit: "unroutable-address".into(),
+        culprit: ringlab::lab::scenario::Culprit::UnroutableAddress,
         ..Default::default()
     };
     let theme = ringlab::tui::theme::Theme::from_env();

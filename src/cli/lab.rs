@@ -838,7 +838,7 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
     }
     println!(
         "\n== diagnosis: {} ({})\n  {}\n  fix: {}",
-        crate::lab::scenario::culprit_title(&d.culprit),
+        d.culprit.title(),
         d.culprit,
         d.explanation,
         d.fix

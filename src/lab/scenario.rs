@@ -33,6 +33,87 @@ pub struct Fix {
     pub open_firewall: bool,
 }
 
+/// What the evidence of an init hang blames. Scenario files name the one they stage; the
+/// diagnosis names the one it found; JSON carries the kebab-case id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Culprit {
+    UnroutableAddress,
+    IfaceNotFound,
+    ConnectionDropped,
+    StoreUnreachable,
+    MissingRank,
+    #[default]
+    Unknown,
+}
+
+impl Culprit {
+    pub const ALL: [Culprit; 6] = [
+        Culprit::UnroutableAddress,
+        Culprit::IfaceNotFound,
+        Culprit::ConnectionDropped,
+        Culprit::StoreUnreachable,
+        Culprit::MissingRank,
+        Culprit::Unknown,
+    ];
+
+    /// The id in files and JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            Culprit::UnroutableAddress => "unroutable-address",
+            Culprit::IfaceNotFound => "iface-not-found",
+            Culprit::ConnectionDropped => "connection-dropped",
+            Culprit::StoreUnreachable => "store-unreachable",
+            Culprit::MissingRank => "missing-rank",
+            Culprit::Unknown => "unknown",
+        }
+    }
+
+    /// From an id (doctor's analyser speaks ids); anything else is Unknown.
+    pub fn from_id(id: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.id() == id)
+            .unwrap_or(Culprit::Unknown)
+    }
+
+    /// The culprit's name for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Culprit::UnroutableAddress => "an advertised address the peers cannot reach",
+            Culprit::IfaceNotFound => "the named interface does not exist on a node",
+            Culprit::ConnectionDropped => "connections silently dropped between nodes",
+            Culprit::StoreUnreachable => "a rank cannot reach the rendezvous store",
+            Culprit::MissingRank => "a rank of the world never started",
+            Culprit::Unknown => "no known misconfiguration",
+        }
+    }
+}
+
+impl std::fmt::Display for Culprit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// How a scenario's staged run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    Hang,
+    Error,
+}
+
+impl Expect {
+    /// The run outcome it corresponds to.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            Expect::Hang => "hang",
+            Expect::Error => "error",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -46,12 +127,11 @@ pub struct Scenario {
     pub ranks_per_node: usize,
     /// Seconds without progress before the watchdog calls it a hang.
     pub timeout: u64,
-    /// What the staged run does: "hang" or "error".
-    pub expect: String,
+    /// What the staged run does.
+    pub expect: Expect,
     pub symptom: String,
-    /// The culprit the diagnosis must find: unroutable-address, iface-not-found,
-    /// store-unreachable, missing-rank.
-    pub culprit: String,
+    /// The culprit the diagnosis must find.
+    pub culprit: Culprit,
     pub hints: Vec<String>,
     #[serde(default)]
     pub fabric: Vec<String>,
@@ -59,7 +139,7 @@ pub struct Scenario {
     pub stage_env: BTreeMap<String, String>,
     /// Nodes other than node 0 dial this address for the master.
     #[serde(default)]
-    pub stage_master_addr: Option<String>,
+    pub stage_master_addr: Option<IpAddr>,
     /// Ranks started (fewer than nodes × ranks_per_node stages a missing rank).
     #[serde(default)]
     pub stage_start: Option<usize>,
@@ -219,12 +299,6 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
             s.ranks_per_node
         ));
     }
-    if !["hang", "error"].contains(&s.expect.as_str()) {
-        return Err(format!(
-            "expect must be `hang` or `error`, got `{}`",
-            s.expect
-        ));
-    }
     Ok(s)
 }
 
@@ -273,9 +347,8 @@ pub struct Reach {
 pub struct Diagnosis {
     pub interfaces: Vec<IfaceRow>,
     pub reachability: Vec<Reach>,
-    /// The culprit's kind (unroutable-address, iface-not-found, store-unreachable,
-    /// missing-rank) and, in `explanation`, what the evidence shows.
-    pub culprit: String,
+    /// What the evidence blames and, in `explanation`, what it shows.
+    pub culprit: Culprit,
     pub explanation: String,
     pub fix: String,
     pub last_logs: Vec<(usize, Vec<String>)>,
@@ -383,7 +456,7 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16, nccl: bool
         merged.extend(f.env.clone());
     }
     env.extend(merged);
-    let wrong: Option<IpAddr> = s.stage_master_addr.as_deref().and_then(|a| a.parse().ok());
+    let wrong: Option<IpAddr> = s.stage_master_addr;
     let use_wrong = !fix.is_some_and(|f| f.master_addr);
     let world = s.nodes * s.ranks_per_node;
     let start = match (!fix.is_some_and(|f| f.start_all), s.stage_start) {
@@ -622,7 +695,7 @@ fn gather(
         .find(|(_, l)| l.contains("no socket interface found"))
     {
         (
-            "iface-not-found",
+            Culprit::IfaceNotFound,
             format!("rank {r} on node {}: {line}", node_of(*r)),
         )
     } else if let Some((r, a)) = advertised
@@ -632,7 +705,7 @@ fn gather(
         let name = iface_of(node_of(r), &a.ip()).unwrap_or_else(|| "?".into());
         let everywhere = c.nodes.iter().all(|n| iface_of(n.index, &a.ip()).is_some());
         (
-            "unroutable-address",
+            Culprit::UnroutableAddress,
             format!(
                 "rank {r} advertised {a} on {name}{}; a peer that dials it reaches its own node, not rank {r}",
                 if everywhere {
@@ -648,7 +721,7 @@ fn gather(
         .find(|x| x.result == "Connection timed out" && x.from_node != node_of(x.to_rank))
     {
         (
-            "connection-dropped",
+            Culprit::ConnectionDropped,
             format!(
                 "node {} → rank {} at {}: Connection timed out. The address is on the fabric and \
                  the store's port answered, so the host is up: new connections to the job's \
@@ -666,7 +739,7 @@ fn gather(
             .map(|(r, _, _)| format!("rank {r} (node {})", node_of(*r)))
             .collect();
         (
-            "store-unreachable",
+            Culprit::StoreUnreachable,
             format!(
                 "{} never reached the rendezvous store: check --master-addr on that node",
                 stuck.join(", ")
@@ -679,7 +752,7 @@ fn gather(
             .map(|(r, _)| r.to_string())
             .collect();
         (
-            "missing-rank",
+            Culprit::MissingRank,
             format!(
                 "world size {world}, but rank(s) {} never arrived; the others wait for them",
                 missing.join(", ")
@@ -687,11 +760,11 @@ fn gather(
         )
     } else {
         (
-            "unknown",
+            Culprit::Unknown,
             "no known misconfiguration in the evidence".to_string(),
         )
     };
-    d.culprit = culprit.into();
+    d.culprit = culprit;
     d.explanation = explanation;
     d.fix = s.fix.text.clone();
     d
@@ -709,7 +782,7 @@ fn nccl_evidence(
     let world = s.nodes * s.ranks_per_node;
     d.advertised = nccl_advertised(logs).into_iter().collect();
     if let Some((culprit, explanation, lines)) = nccl_culprit(s.ranks_per_node, logs) {
-        d.culprit = culprit;
+        d.culprit = Culprit::from_id(&culprit);
         d.explanation = explanation;
         // The lines it rests on, under the rank that logged the first of them.
         let tail = |l: &str| {
@@ -729,14 +802,14 @@ fn nccl_evidence(
         .map(|r| r.to_string())
         .collect();
     if !missing.is_empty() && missing.len() < world {
-        d.culprit = "missing-rank".into();
+        d.culprit = Culprit::MissingRank;
         d.explanation = format!(
             "world size {world}, but rank(s) {} never started; the others wait inside ncclCommInitRank for them",
             missing.join(", ")
         );
-    } else if d.culprit == "missing-rank" {
+    } else if d.culprit == Culprit::MissingRank {
         // The store-based guess: no NCCL rank publishes an address there.
-        d.culprit = "unknown".into();
+        d.culprit = Culprit::Unknown;
         d.explanation = "no known misconfiguration in NCCL's log".into();
     }
 }
@@ -871,18 +944,6 @@ pub fn try_fix_on(
     fixed_run(s, &mut c, fix, nccl, on)
 }
 
-/// A culprit's name for people (the ids are for files and JSON).
-pub fn culprit_title(id: &str) -> &'static str {
-    match id {
-        "unroutable-address" => "an advertised address the peers cannot reach",
-        "iface-not-found" => "the named interface does not exist on a node",
-        "connection-dropped" => "connections silently dropped between nodes",
-        "store-unreachable" => "a rank cannot reach the rendezvous store",
-        "missing-rank" => "a rank of the world never started",
-        _ => "no known misconfiguration",
-    }
-}
-
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
 pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
     // Every choice reads alike, "what it does: the setting", the wrong ones as the right one.
@@ -920,7 +981,7 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
 
 /// Did the run end as the scenario expects? (Staged: its symptom and culprit; fixed: pass.)
 pub fn as_expected(s: &Scenario, r: &LabReport) -> bool {
-    r.staged.outcome == s.expect
+    r.staged.outcome == s.expect.outcome()
         && r.diagnosis.culprit == s.culprit
         && r.fixed.as_ref().is_none_or(|f| f.outcome == "pass")
 }
@@ -961,11 +1022,12 @@ mod tests {
         for s in all().0 {
             let brief = words(&s.brief);
             assert!(!s.brief.contains("NCCL_"), "{}: {}", s.name, s.brief);
+            let master: Vec<String> = s.stage_master_addr.iter().map(|a| a.to_string()).collect();
             let staged = s
                 .stage_env
                 .values()
                 .chain(s.fix.env.values())
-                .chain(s.stage_master_addr.iter())
+                .chain(master.iter())
                 .flat_map(|v| {
                     v.split([',', '^'])
                         .map(str::to_lowercase)
@@ -984,6 +1046,40 @@ mod tests {
                     c.text
                 );
             }
+        }
+    }
+
+    /// The culprit, the expected outcome and the staged master address are typed: a typo in
+    /// a scenario file is an error at its line when the file is loaded, not a run that can
+    /// never match.
+    #[test]
+    fn scenario_fields_are_typed_and_checked_at_load() {
+        let good = |extra: &str| {
+            format!(
+                "name = \"x\"\ntitle = \"t\"\nstory = \"s\"\nbrief = \"b\"\nnodes = 2\n\
+                 ranks_per_node = 1\ntimeout = 6\nsymptom = \"y\"\nhints = []\n{extra}\n\
+                 [fix]\ntext = \"f\"\n"
+            )
+        };
+        let s = parse(&good(
+            "expect = \"hang\"\nculprit = \"missing-rank\"\nstage_master_addr = \"10.0.0.9\"",
+        ))
+        .expect("parses");
+        assert_eq!(s.culprit, Culprit::MissingRank);
+        assert_eq!(s.expect, Expect::Hang);
+        assert_eq!(s.stage_master_addr, Some("10.0.0.9".parse().expect("ip")));
+        let e = parse(&good("expect = \"hang\"\nculprit = \"missing-rnak\""))
+            .expect_err("typo in the culprit");
+        assert!(e.starts_with("11:") && e.contains("missing-rnak"), "{e}");
+        let e = parse(&good("expect = \"stall\"\nculprit = \"unknown\"")).expect_err("bad outcome");
+        assert!(e.starts_with("10:") && e.contains("stall"), "{e}");
+        let e = parse(&good(
+            "expect = \"hang\"\nculprit = \"unknown\"\nstage_master_addr = \"10.0.0.999\"",
+        ))
+        .expect_err("not an address");
+        assert!(e.starts_with("12:"), "{e}");
+        for c in Culprit::ALL {
+            assert_eq!(Culprit::from_id(c.id()), c);
         }
     }
 

@@ -597,7 +597,7 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             out.push(Line::styled(
                 format!(
                     " diagnosis: {} — {}",
-                    scenario::culprit_title(&r.diagnosis.culprit),
+                    r.diagnosis.culprit.title(),
                     r.diagnosis.explanation
                 ),
                 t.strong,
@@ -672,10 +672,10 @@ pub fn verdict_lines(
     if !now.is_empty() {
         out.push(Line::raw(format!("   advertised now: {}", now.join(" · "))));
     }
-    if d.culprit != "unknown" && !d.explanation.is_empty() {
+    if d.culprit != scenario::Culprit::Unknown && !d.explanation.is_empty() {
         out.push(Line::raw(format!(
             "   why it still fails: {} — {}",
-            scenario::culprit_title(&d.culprit),
+            d.culprit.title(),
             d.explanation
         )));
     }
