@@ -689,10 +689,8 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             let stream = *events;
             let mut on = |m: &Msg| {
                 if stream {
-                    if let Ok(line) = serde_json::to_string(&serde_json::json!({ "msg": m })) {
-                        println!("{line}");
-                        let _ = io::stdout().flush();
-                    }
+                    println!("{}", scenario::StreamLine::Msg(m.clone()).to_line());
+                    let _ = io::stdout().flush();
                     return;
                 }
                 if quiet {
@@ -734,7 +732,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 Ok(c) => c,
                 Err(e) => {
                     if stream {
-                        println!("{}", serde_json::json!({ "error": e }));
+                        println!("{}", scenario::StreamLine::Error(e.clone()).to_line());
                     }
                     eprintln!("ringlab lab: {e}");
                     return Ok(ExitCode::from(2));
@@ -757,7 +755,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 let f: scenario::Fix = serde_json::from_str(fix_json)
                     .map_err(|e| anyhow::anyhow!("--try-fix: {e}"))?;
                 let fixed = scenario::try_fix_on(&s, cluster, &f, nccl.as_ref(), &mut on);
-                println!("{}", serde_json::json!({ "fixed": fixed }));
+                println!("{}", scenario::StreamLine::Fixed(Box::new(fixed)).to_line());
                 return Ok(ExitCode::SUCCESS);
             }
             if !json {
@@ -778,7 +776,10 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             }
             let report = scenario::run_on(&s, cluster, *fix, nccl.as_ref(), &mut on);
             if stream {
-                println!("{}", serde_json::json!({ "report": report }));
+                println!(
+                    "{}",
+                    scenario::StreamLine::Report(Box::new(report.clone())).to_line()
+                );
             } else if *json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {

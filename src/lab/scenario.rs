@@ -150,6 +150,31 @@ pub struct Scenario {
     pub fix: Fix,
 }
 
+/// One line of `ringlab lab run --events`: what the hang screen reads from the lab it runs
+/// in a child process. One JSON object per line, `{"msg": …}`, `{"report": …}`, `{"fixed": …}`
+/// or `{"error": "…"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamLine {
+    /// A rank's phase, value, log line or exit, as it happens.
+    Msg(Msg),
+    /// The staged run's report (the last line of a staging).
+    Report(Box<LabReport>),
+    /// A fix's re-run (the last line of `--try-fix`).
+    Fixed(Box<Fixed>),
+    /// The lab could not run.
+    Error(String),
+}
+
+impl StreamLine {
+    /// The line to print (without its newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            serde_json::json!({ "error": format!("encoding an event: {e}") }).to_string()
+        })
+    }
+}
+
 /// Where the hang lab builds its cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Mode {
@@ -1081,6 +1106,20 @@ mod tests {
         for c in Culprit::ALL {
             assert_eq!(Culprit::from_id(c.id()), c);
         }
+    }
+
+    #[test]
+    fn the_event_stream_is_one_typed_object_per_line() {
+        let line = StreamLine::Error("no namespaces".into()).to_line();
+        assert_eq!(line, r#"{"error":"no namespaces"}"#);
+        let m = StreamLine::Msg(Msg::Log {
+            rank: 1,
+            line: "NCCL INFO x".into(),
+        });
+        let back: StreamLine = serde_json::from_str(&m.to_line()).expect("round trip");
+        assert_eq!(back, m);
+        assert!(m.to_line().starts_with(r#"{"msg":"#), "{}", m.to_line());
+        assert!(serde_json::from_str::<StreamLine>(r#"{"bogus":1}"#).is_err());
     }
 
     #[test]

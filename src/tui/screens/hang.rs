@@ -259,27 +259,19 @@ fn run_child(
     let mut result = None;
     if let Some(out) = child.stdout.take() {
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            if let Some(m) = v.get("msg") {
-                if let Ok(m) = serde_json::from_value::<Msg>(m.clone()) {
+            match serde_json::from_str::<scenario::StreamLine>(&line) {
+                Ok(scenario::StreamLine::Msg(m)) => {
                     let _ = tx.send(Background::Hang(HangUpdate::Msg(id, m)));
                 }
-            } else if let Some(r) = v.get("report") {
-                result = Some(
-                    serde_json::from_value::<LabReport>(r.clone())
-                        .map(|r| HangUpdate::Staged(id, Ok(Box::new(r))))
-                        .map_err(|e| format!("the lab's report: {e}")),
-                );
-            } else if let Some(f) = v.get("fixed") {
-                result = Some(
-                    serde_json::from_value::<Fixed>(f.clone())
-                        .map(|f| HangUpdate::Fixed(id, Ok(f)))
-                        .map_err(|e| format!("the lab's result: {e}")),
-                );
-            } else if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-                result = Some(Err(e.to_string()));
+                Ok(scenario::StreamLine::Report(r)) => {
+                    result = Some(Ok(HangUpdate::Staged(id, Ok(r))))
+                }
+                Ok(scenario::StreamLine::Fixed(f)) => {
+                    result = Some(Ok(HangUpdate::Fixed(id, Ok(*f))))
+                }
+                Ok(scenario::StreamLine::Error(e)) => result = Some(Err(e)),
+                // A line that is not an event (the child's own diagnostics) is no result.
+                Err(_) => {}
             }
         }
     }
