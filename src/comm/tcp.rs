@@ -278,6 +278,76 @@ impl TcpComm {
         self.world
     }
 
+    /// Send `payload` to each of `peers` and read one frame back from each: the header check a
+    /// training loop runs before each collective. Every send goes out before any read, so no
+    /// two ranks wait on each other; a peer silent for `wait` is an error naming it.
+    pub fn exchange_frames(
+        &mut self,
+        peers: &[usize],
+        payload: &[u8],
+        wait: Duration,
+    ) -> Result<Vec<(usize, Vec<u8>)>, CommError> {
+        let rank = self.rank;
+        let io_err = |what: String| move |source| CommError::Io { rank, what, source };
+        let not_connected = |p: usize| CommError::Io {
+            rank,
+            what: format!("no connection to rank {p}"),
+            source: io::Error::from(io::ErrorKind::NotConnected),
+        };
+        for &p in peers {
+            let s = self
+                .peers
+                .get_mut(p)
+                .and_then(Option::as_mut)
+                .ok_or_else(|| not_connected(p))?;
+            super::wire::write_frame(s, payload).map_err(|e| CommError::Io {
+                rank,
+                what: format!("sending a header to rank {p}"),
+                source: io::Error::other(e.to_string()),
+            })?;
+        }
+        let mut out = Vec::with_capacity(peers.len());
+        for &p in peers {
+            let s = self
+                .peers
+                .get_mut(p)
+                .and_then(Option::as_mut)
+                .ok_or_else(|| not_connected(p))?;
+            s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+                .map_err(io_err(format!(
+                    "setting a timeout on rank {p}'s connection"
+                )))?;
+            let got = super::wire::read_frame(s);
+            let _ = s.set_read_timeout(None);
+            let frame = got.map_err(|e| match e {
+                super::wire::WireError::Io(source)
+                    if matches!(
+                        source.kind(),
+                        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                    ) =>
+                {
+                    CommError::Io {
+                        rank,
+                        what: format!("rank {p} closed the connection before its header"),
+                        source,
+                    }
+                }
+                super::wire::WireError::Io(source) => CommError::Io {
+                    rank,
+                    what: format!("waiting for rank {p}'s header"),
+                    source,
+                },
+                other => CommError::Io {
+                    rank,
+                    what: format!("rank {p}'s header"),
+                    source: io::Error::other(other.to_string()),
+                },
+            })?;
+            out.push((p, frame));
+        }
+        Ok(out)
+    }
+
     /// Whether this rank busy-polls before sleeping (every local rank has a core of its own).
     pub fn spins(&self) -> bool {
         self.spin
