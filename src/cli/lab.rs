@@ -308,6 +308,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         devices,
         ranks_per_gpu: 1,
         timeout_s: args.launch.timeout,
+        train: None,
     };
     if let Some(avail) = crate::lab::bench::available_memory()
         && let Err(e) =

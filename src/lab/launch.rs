@@ -123,6 +123,8 @@ pub struct Failure {
     pub ranks: Vec<(usize, String, f64)>,
     /// The last log lines per rank.
     pub logs: Vec<(usize, Vec<String>)>,
+    /// Each rank's process when the job failed: running, stopped (state T), or gone.
+    pub processes: Vec<(usize, super::trace::Process)>,
 }
 
 impl std::fmt::Display for Failure {
@@ -470,9 +472,27 @@ fn watch(
             )
         })
         .collect();
-    let fail = |st: &[(usize, RankState)], kind: FailKind, reason: String| {
+    let fail = |st: &[(usize, RankState)], ranks: &Ranks, kind: FailKind, reason: String| {
         let now = Instant::now();
+        let processes = st
+            .iter()
+            .map(|(r, s)| {
+                let child = ranks.children.iter().find(|(cr, _)| cr == r);
+                let p = match s.exited {
+                    Some(status) => super::trace::Process::Gone {
+                        code: status.code(),
+                        signal: std::os::unix::process::ExitStatusExt::signal(&status),
+                    },
+                    None if child.is_some_and(|(_, c)| process_stopped(c.id())) => {
+                        super::trace::Process::Stopped
+                    }
+                    None => super::trace::Process::Running,
+                };
+                (*r, p)
+            })
+            .collect();
         Failure {
+            processes,
             kind,
             reason,
             ranks: st
@@ -532,7 +552,7 @@ fn watch(
                                     format!("rank {rank} failed during {}: {message}", s.phase),
                                 )
                             };
-                            let failure = fail(&st, kind, reason);
+                            let failure = fail(&st, ranks, kind, reason);
                             before_kill(&failure);
                             ranks.kill_all();
                             return Err(LaunchError::Failed(failure));
@@ -576,7 +596,7 @@ fn watch(
                         None => "was killed by a signal".into(),
                     };
                     let reason = format!("rank {rank} {how} during {}", s.phase);
-                    let failure = fail(&st, FailKind::Exit, reason);
+                    let failure = fail(&st, ranks, FailKind::Exit, reason);
                     before_kill(&failure);
                     ranks.kill_all();
                     return Err(LaunchError::Failed(failure));
@@ -614,7 +634,7 @@ fn watch(
                     s.phase
                 ),
             };
-            let failure = fail(&st, FailKind::Hang, reason);
+            let failure = fail(&st, ranks, FailKind::Hang, reason);
             before_kill(&failure);
             ranks.kill_all();
             return Err(LaunchError::Failed(failure));

@@ -12,6 +12,7 @@ pub mod rank;
 pub mod scenario;
 pub mod table;
 pub mod trace;
+pub mod train;
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +58,9 @@ pub struct Job {
     /// its communicator (the launcher's watchdog backs it up).
     #[serde(default = "default_timeout")]
     pub timeout_s: u64,
+    /// The training loop a `Train` job runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train: Option<train::TrainSpec>,
 }
 
 fn one() -> usize {
@@ -92,6 +96,8 @@ impl Backend {
 pub enum JobKind {
     Bench,
     Sanity,
+    /// A training loop of collectives ([`train`]), with its spec in `Job::train`.
+    Train,
 }
 
 impl Job {
@@ -112,6 +118,16 @@ impl Job {
             devices: 0,
             ranks_per_gpu: 1,
             timeout_s: default_timeout(),
+            train: None,
+        }
+    }
+
+    /// A training loop of collectives on the TCP backend.
+    pub fn train(spec: train::TrainSpec) -> Self {
+        Self {
+            kind: JobKind::Train,
+            train: Some(spec),
+            ..Self::sanity()
         }
     }
 }

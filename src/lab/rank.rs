@@ -105,6 +105,13 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
     phase("spawned");
     let mut store = StoreClient::connect(env.store, &env.token, rank as u32).map_err(error)?;
     let mut out = |ev: Event| emit(&ev);
+    if job.kind == JobKind::Train {
+        let spec = job
+            .train
+            .as_ref()
+            .ok_or_else(|| error("a training job without its loop (job.train)"))?;
+        return super::train::run(env, job, spec, &mut store, phase, &mut out);
+    }
     let mut rig: Box<dyn Rig + '_> = match job.backend {
         super::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
         super::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
@@ -113,6 +120,7 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
     match job.kind {
         JobKind::Sanity => measure::sanity(rig.as_mut(), &mut out),
         JobKind::Bench => measure::bench(rig.as_mut(), job, &mut out),
+        JobKind::Train => Err(error("a training job runs before any rig")),
     }?;
     rig.finish()
 }

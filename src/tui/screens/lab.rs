@@ -102,6 +102,7 @@ impl LabParams {
             devices: 0,
             ranks_per_gpu: 1,
             timeout_s: 60,
+            train: None,
         })
     }
 }

@@ -1,0 +1,325 @@
+//! A training loop of collectives, as a real job would call them: every step, two tensor-
+//! parallel all-reduces (after attention and after the MLP) and one data-parallel all-reduce of
+//! the gradients. It is what run-time hangs happen in: thousands of steps in, one rank skips a
+//! collective, calls it with another size, stops, or dies, and the others wait.
+//!
+//! Before each collective every rank sends its ring neighbours a header: its sequence number
+//! and what it is calling. A neighbour whose header differs fails the collective at once with a
+//! report, as PyTorch does with TORCH_DISTRIBUTED_DEBUG=DETAIL (NCCL itself has no such check:
+//! it would wait, or move the wrong bytes). A neighbour that never sends one is waited for
+//! until the rank's own timeout; the launcher's watchdog usually calls the hang first.
+//!
+//! Each rank keeps a flight recorder ([`super::trace::Recorder`]) and, with a trace folder,
+//! writes it to `rank<r>.json` at every change, so its last state is on disk even when the
+//! process is then stopped or killed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::measure::Fault;
+use super::trace::{Call, Recorder};
+use super::{Event, Job};
+use crate::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
+use crate::comm::reduce::AlignedBuf;
+use crate::comm::store::StoreClient;
+use crate::comm::tcp::{RankEnv, TcpComm, partners};
+
+/// What the loop runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    pub steps: usize,
+    /// Bytes of each tensor-parallel all-reduce (the activations of the step's tokens).
+    pub tp_bytes: u64,
+    /// Bytes of the data-parallel all-reduce (the gradients).
+    pub dp_bytes: u64,
+    /// A fault one rank stages.
+    #[serde(default)]
+    pub fault: Option<Injected>,
+    /// Where each rank keeps its flight recorder (`rank<r>.json`).
+    #[serde(default)]
+    pub trace_dir: Option<String>,
+}
+
+/// What goes wrong, on which rank, at which step (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Injected {
+    pub kind: FaultKind,
+    pub rank: usize,
+    pub step: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// The rank skips the step's MLP all-reduce (`if rank != 2:` around it).
+    SkipCollective,
+    /// The rank's MLP all-reduce is half the size (an uneven last batch).
+    WrongSize,
+    /// The rank stops itself (SIGSTOP) inside the step's gradient all-reduce.
+    Stop,
+    /// The rank dies before the step's gradient all-reduce (out of memory).
+    Exit,
+}
+
+/// The collectives of one step, in order: what the program calls them, and their bytes.
+pub fn step_calls(spec: &TrainSpec) -> [(&'static str, u64); 3] {
+    [
+        ("tp attention", spec.tp_bytes),
+        ("tp mlp", spec.tp_bytes),
+        ("dp gradients", spec.dp_bytes),
+    ]
+}
+
+/// The header a rank sends its neighbours before a collective.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Header {
+    seq: u64,
+    call: Call,
+    label: String,
+}
+
+fn call_of(count: u64) -> Call {
+    Call {
+        coll: Collective::AllReduce.name().into(),
+        algo: Algorithm::Ring.name().into(),
+        count,
+        dtype: Dtype::F32.name().into(),
+        op: Op::Sum.name().into(),
+        root: -1,
+    }
+}
+
+/// The report when a neighbour's header differs, in the terms PyTorch's DETAIL check uses.
+pub fn mismatch_report(
+    me: usize,
+    mine: &(u64, Call, String),
+    peer: usize,
+    theirs: &(u64, Call, String),
+) -> String {
+    format!(
+        "collective mismatch: rank {peer} is at collective #{} {} ({}), rank {me} at #{} {} ({}). \
+         Every rank must call the same collectives in the same order with the same sizes; \
+         stopping here instead of waiting or exchanging the wrong bytes",
+        theirs.0,
+        theirs.1.describe(),
+        theirs.2,
+        mine.0,
+        mine.1.describe(),
+        mine.2
+    )
+}
+
+/// The flight recorder, kept on disk as the rank runs.
+struct Journal {
+    rec: Recorder,
+    path: Option<PathBuf>,
+}
+
+impl Journal {
+    fn write(&self) -> Result<(), Fault> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let text =
+            serde_json::to_string(&self.rec.dump()).map_err(|e| Fault::Error(e.to_string()))?;
+        // Write aside and rename: a reader never sees half a dump.
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| {
+                Fault::Error(format!(
+                    "writing the flight recorder {}: {e}",
+                    path.display()
+                ))
+            })
+    }
+}
+
+/// Run the loop on this rank. `emit` reports phases, progress and the final value.
+pub fn run(
+    env: &RankEnv,
+    job: &Job,
+    spec: &TrainSpec,
+    store: &mut StoreClient,
+    phase: impl Fn(&str),
+    emit: &mut dyn FnMut(Event),
+) -> Result<(), Fault> {
+    let err = |e: &dyn std::fmt::Display| Fault::Error(e.to_string());
+    let rank = env.rank;
+    let world = env.world;
+    let es = Dtype::F32.size();
+    let ring = |count: usize| {
+        Schedule::build(&Spec::new(
+            Collective::AllReduce,
+            Algorithm::Ring,
+            world,
+            count,
+            es,
+        ))
+    };
+    let shape = ring(world).map_err(|e| err(&e))?;
+    let neighbours = partners(rank, &[&shape]);
+    let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
+    let mut journal = Journal {
+        rec: Recorder::new(rank, world, super::trace::DEFAULT_ENTRIES),
+        path: spec
+            .trace_dir
+            .as_deref()
+            .map(|d| Path::new(d).join(format!("rank{rank}.json"))),
+    };
+    journal.write()?;
+    let wait = Duration::from_secs(job.timeout_s.max(1));
+    let mut schedules: std::collections::HashMap<usize, Schedule> = Default::default();
+    let mut buf = AlignedBuf::default();
+    let mut last_value = 0.0;
+    for step in 1..=spec.steps {
+        phase(&format!("step {step}/{}", spec.steps));
+        for (label, bytes) in step_calls(spec) {
+            let fault = spec
+                .fault
+                .filter(|f| f.rank == rank && f.step == step)
+                .map(|f| f.kind);
+            let mut count = (bytes as usize / es).max(world);
+            match (fault, label) {
+                (Some(FaultKind::SkipCollective), "tp mlp") => continue,
+                (Some(FaultKind::WrongSize), "tp mlp") => count = (count / 2).max(world),
+                (Some(FaultKind::Exit), "dp gradients") => {
+                    crate::comm::log::warn(&format!(
+                        "step {step}: RuntimeError: out of memory allocating the gradient buckets (staged); rank {rank} exits"
+                    ));
+                    std::process::exit(1);
+                }
+                _ => {}
+            }
+            let call = call_of(count as u64);
+            let label = format!("step {step} {label}");
+            let seq = journal.rec.schedule(call.clone(), Some(label.clone()));
+            journal.write()?;
+            // The header check: every neighbour must be at the same collective.
+            let mine = Header {
+                seq,
+                call: call.clone(),
+                label: label.clone(),
+            };
+            let payload = serde_json::to_vec(&mine).map_err(|e| err(&e))?;
+            let replies = comm
+                .exchange_frames(&neighbours, &payload, wait)
+                .map_err(|e| {
+                    if matches!(&e, crate::comm::tcp::CommError::Io { source, .. } if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)) {
+                        Fault::Hang(format!("collective #{seq} ({label}): {e}"))
+                    } else {
+                        err(&e)
+                    }
+                })?;
+            for (peer, frame) in replies {
+                let theirs: Header = serde_json::from_slice(&frame)
+                    .map_err(|e| err(&format!("rank {peer}'s header: {e}")))?;
+                if theirs != mine {
+                    return Err(Fault::Error(mismatch_report(
+                        rank,
+                        &(mine.seq, mine.call.clone(), mine.label.clone()),
+                        peer,
+                        &(theirs.seq, theirs.call, theirs.label),
+                    )));
+                }
+            }
+            journal.rec.start(seq);
+            journal.write()?;
+            if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
+                crate::comm::log::warn(&format!(
+                    "step {step}: rank {rank} stops itself inside collective #{seq} (staged SIGSTOP)"
+                ));
+                // SAFETY: raise only sends this process a signal.
+                unsafe { libc::raise(libc::SIGSTOP) };
+            }
+            let schedule = match schedules.entry(count) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(ring(count).map_err(|e| err(&e))?)
+                }
+            };
+            buf.reserve_len(count * es);
+            let data = &mut buf.bytes_mut()[..count * es];
+            for x in data.chunks_exact_mut(es) {
+                x.copy_from_slice(&1.0f32.to_le_bytes());
+            }
+            comm.run(schedule, data, Dtype::F32, Op::Sum)
+                .map_err(|e| err(&format!("collective #{seq} ({label}): {e}")))?;
+            last_value = f64::from(f32::from_le_bytes([data[0], data[1], data[2], data[3]]));
+            journal.rec.complete(seq);
+            journal.write()?;
+            emit(Event::Beat { rank, done: seq });
+        }
+    }
+    // The sanity of the last collective: ones summed over the world.
+    emit(Event::Value {
+        rank,
+        value: last_value,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_is_two_tp_all_reduces_and_one_dp() {
+        let spec = TrainSpec {
+            steps: 3,
+            tp_bytes: 64 << 10,
+            dp_bytes: 1 << 20,
+            fault: None,
+            trace_dir: None,
+        };
+        let calls = step_calls(&spec);
+        assert_eq!(calls.iter().filter(|(l, _)| l.starts_with("tp")).count(), 2);
+        assert_eq!(calls[2], ("dp gradients", 1 << 20));
+    }
+
+    #[test]
+    fn the_spec_reads_from_json_and_refuses_unknown_faults() {
+        let s: TrainSpec = serde_json::from_str(
+            r#"{"steps":200,"tp_bytes":65536,"dp_bytes":1048576,"fault":{"kind":"skip-collective","rank":2,"step":57}}"#,
+        )
+        .expect("parses");
+        assert_eq!(
+            s.fault,
+            Some(Injected {
+                kind: FaultKind::SkipCollective,
+                rank: 2,
+                step: 57
+            })
+        );
+        assert!(
+            serde_json::from_str::<TrainSpec>(
+                r#"{"steps":1,"tp_bytes":1,"dp_bytes":1,"fault":{"kind":"explode","rank":0,"step":1}}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn the_mismatch_report_names_both_ranks_and_collectives() {
+        let r = mismatch_report(
+            0,
+            &(57, call_of(16384), "step 19 tp mlp".into()),
+            3,
+            &(57, call_of(262144), "step 19 dp gradients".into()),
+        );
+        assert!(
+            r.contains(
+                "rank 3 is at collective #57 all-reduce 262144 × f32 sum (step 19 dp gradients)"
+            ),
+            "{r}"
+        );
+        assert!(
+            r.contains("rank 0 at #57 all-reduce 16384 × f32 sum (step 19 tp mlp)"),
+            "{r}"
+        );
+    }
+}
