@@ -5,10 +5,46 @@ use ringlab::collective::*;
 
 const CASES: u32 = 64;
 
+/// Every collective × algorithm that has a schedule (the double tree and the two-level ring
+/// are all-reduce algorithms).
 fn combos() -> impl Iterator<Item = (Collective, Algorithm)> {
-    Collective::ALL
-        .into_iter()
-        .flat_map(|c| Algorithm::ALL.into_iter().map(move |a| (c, a)))
+    Collective::ALL.into_iter().flat_map(|c| {
+        Algorithm::ALL
+            .into_iter()
+            .filter(move |a| a.supports(c))
+            .map(move |a| (c, a))
+    })
+}
+
+fn with_nodes(
+    op: Collective,
+    algo: Algorithm,
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    gpus_per_node: usize,
+) -> Schedule {
+    Schedule::build(&Spec {
+        gpus_per_node,
+        ..Spec::new(op, algo, ranks, count, elem_size)
+    })
+    .unwrap()
+}
+
+/// Height of a tree given by parent links (leaves 0).
+fn tree_height(n: usize, tree: usize) -> usize {
+    let parent = |r: usize| ringlab::collective::dtree::dtree(n, r)[tree].parent;
+    (0..n)
+        .map(|mut r| {
+            let mut up = 0;
+            while let Some(p) = parent(r) {
+                r = p;
+                up += 1;
+            }
+            up
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 fn build(
@@ -26,6 +62,7 @@ fn build(
         count,
         elem_size,
         root,
+        gpus_per_node: 0,
     })
     .unwrap()
 }
@@ -51,6 +88,14 @@ fn expected_steps(op: Collective, algo: Algorithm, n: usize) -> usize {
     let d = n.ilog2() as usize;
     match (op, algo) {
         (Collective::SendRecv, _) => 1,
+        (Collective::AllToAll, _) => n / 2,
+        // Each tree: 2·height + (its chunks) − 1; tree 0 has ⌈N/2⌉ chunks, tree 1 ⌊N/2⌋.
+        (_, Algorithm::DoubleTree) => (2 * tree_height(n, 0) + n.div_ceil(2) - 1)
+            .max(2 * tree_height(n, 1) + (n / 2).max(1) - 1),
+        (_, Algorithm::TwoLevel) => {
+            let g = default_gpus_per_node(n);
+            2 * (g - 1) + 2 * (n / g - 1)
+        }
         (Collective::AllReduce, Algorithm::Ring) => 2 * (n - 1),
         (Collective::ReduceScatter | Collective::AllGather, Algorithm::Ring) => n - 1,
         (Collective::Broadcast | Collective::Reduce, Algorithm::Ring) => 2 * n - 2,
@@ -103,6 +148,8 @@ proptest! {
                 prop_assert!(1 <= k && k <= total);
                 for t in &step.transfers {
                     prop_assert!(t.len > 0 && t.offset + t.len <= count as u64);
+                    prop_assert!(t.dst_range().end <= count);
+                    prop_assert_eq!(t.dst_offset.is_some(), coll == Collective::AllToAll);
                     prop_assert!(t.src != t.dst && (t.src as usize) < n && (t.dst as usize) < n);
                     // Whole chunks only.
                     let chunks = s.chunks_of(t);
@@ -154,6 +201,17 @@ proptest! {
                 (Collective::SendRecv, _) => Some(if n > 1 { n as u64 * m } else { 0 }),
                 (Collective::Broadcast | Collective::Reduce, _) => Some(n1 * m),
                 (Collective::ReduceScatter | Collective::AllGather, Algorithm::Ring) => Some(n1 * m),
+                // Every rank sends N−1 blocks of ⌊M/N⌋.
+                (Collective::AllToAll, _) => Some(n as u64 * n1 * (m / n as u64)),
+                // Every chunk goes up and down each of the N−1 edges of its tree.
+                (Collective::AllReduce, Algorithm::DoubleTree) => Some(2 * n1 * m),
+                // Per step every node-chunk (intra) or sub-chunk (inter) moves once: M per
+                // node and step inside, M per step between: 2P(G−1)M + 2(P−1)M.
+                (Collective::AllReduce, Algorithm::TwoLevel) => {
+                    let g = default_gpus_per_node(n) as u64;
+                    let p = n as u64 / g;
+                    Some(2 * p * (g - 1) * m + 2 * (p - 1) * m)
+                }
                 _ => None,
             };
             if let Some(want) = want {
@@ -174,6 +232,15 @@ proptest! {
                     prop_assert_eq!(start.get(r, c), 1u64 << r);
                     prop_assert!(end.is_complete(r, c), "{} n={} rank {} chunk {}", algo, n, r, c);
                 }
+            }
+            let a2a = Contributions::after(&build(Collective::AllToAll, algo, n, count, 4, root), usize::MAX).unwrap();
+            for r in 0..n {
+                for c in 0..n {
+                    prop_assert_eq!(a2a.get(r, c), 1u64 << c, "all-to-all rank {} block {}", r, c);
+                }
+            }
+            if !algo.supports(Collective::ReduceScatter) {
+                continue;
             }
             let rs = Contributions::after(&build(Collective::ReduceScatter, algo, n, count, 4, root), usize::MAX).unwrap();
             let ag = Contributions::after(&build(Collective::AllGather, algo, n, count, 4, root), usize::MAX).unwrap();
@@ -215,6 +282,7 @@ fn busbw_factors_are_nccl_tests() {
         assert_eq!(busbw_factor(Collective::AllReduce, n), 2.0 * f);
         assert_eq!(busbw_factor(Collective::ReduceScatter, n), f);
         assert_eq!(busbw_factor(Collective::AllGather, n), f);
+        assert_eq!(busbw_factor(Collective::AllToAll, n), f);
         for c in [
             Collective::Broadcast,
             Collective::Reduce,
@@ -234,6 +302,7 @@ fn bad_specs_are_errors_not_panics() {
         count,
         elem_size,
         root,
+        gpus_per_node: 0,
     };
     assert_eq!(
         Schedule::build(&spec(0, 10, 4, 0)),
@@ -258,6 +327,22 @@ fn bad_specs_are_errors_not_panics() {
     assert!(matches!(
         Schedule::build(&spec(MAX_RANKS, 10, 4, 0)),
         Err(ScheduleError::TooManyTransfers { .. })
+    ));
+    assert!(matches!(
+        Schedule::build(&Spec {
+            op: Collective::Broadcast,
+            algo: Algorithm::DoubleTree,
+            ..spec(4, 10, 4, 0)
+        }),
+        Err(ScheduleError::Unsupported { .. })
+    ));
+    assert!(matches!(
+        Schedule::build(&Spec {
+            algo: Algorithm::TwoLevel,
+            gpus_per_node: 4,
+            ..spec(6, 10, 4, 0)
+        }),
+        Err(ScheduleError::BadNodeShape { .. })
     ));
     // Linear algorithms are fine at the rank limit.
     for algo in [Algorithm::Naive, Algorithm::Tree] {
@@ -291,4 +376,139 @@ fn five_ranks_1003_bytes_matches_the_brief() {
     let v = serde_json::to_value(report(&s, Dtype::U8)).unwrap();
     assert_eq!(v["total_bytes_sent"], 8024);
     assert_eq!(v["steps"].as_array().map(Vec::len), Some(8));
+}
+
+/// Every shape of nodes × GPUs, every op, several element types: the two-level ring gives the
+/// definition's answer.
+fn check_two_level<T: Element>(inputs: &[Vec<T>], g: usize, op: Op) -> Result<(), TestCaseError> {
+    let (n, count) = (inputs.len(), inputs[0].len());
+    let s = with_nodes(
+        Collective::AllReduce,
+        Algorithm::TwoLevel,
+        n,
+        count,
+        std::mem::size_of::<T>(),
+        g,
+    );
+    prop_assert_eq!(s.len(), 2 * (g - 1) + 2 * (n / g - 1));
+    let out = simulate(&s, op, inputs).unwrap();
+    let want = reference(op, Collective::AllReduce, inputs, 0).unwrap();
+    prop_assert_eq!(
+        count_wrong(Collective::AllReduce, 0, &out, &want),
+        Ok(0),
+        "{}x{} count={} op={}",
+        n / g,
+        g,
+        count,
+        op
+    );
+    Ok(())
+}
+
+fn check_new_schedules<T: Element>(inputs: &[Vec<T>], op: Op) -> Result<(), TestCaseError> {
+    let (n, count) = (inputs.len(), inputs[0].len());
+    for (coll, algo) in [
+        (Collective::AllToAll, Algorithm::Ring),
+        (Collective::AllReduce, Algorithm::DoubleTree),
+        (Collective::AllReduce, Algorithm::TwoLevel),
+    ] {
+        let s = build(coll, algo, n, count, std::mem::size_of::<T>(), 0);
+        let out = simulate(&s, op, inputs).unwrap();
+        let want = reference(op, coll, inputs, 0).unwrap();
+        prop_assert_eq!(
+            count_wrong(coll, 0, &out, &want),
+            Ok(0),
+            "{} {} n={} count={} op={}",
+            coll,
+            algo,
+            n,
+            count,
+            op
+        );
+    }
+    Ok(())
+}
+
+fn typed<T>(n: usize, count: usize, seed: u64, f: impl Fn(i64) -> T) -> Vec<Vec<T>> {
+    data(n, count, seed, 8)
+        .into_iter()
+        .map(|r| r.into_iter().map(&f).collect())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn two_level_is_right_for_every_node_shape(
+        p in 1usize..7, g in 1usize..9, count in 0usize..500, seed in any::<u64>(),
+        op in prop::sample::select(Op::ALL.to_vec()),
+    ) {
+        let n = p * g;
+        check_two_level(&data(n, count, seed, 1000), g, op)?;
+        check_two_level(&typed(n, count, seed, |v| v as u8), g, op)?;
+        check_two_level(&typed(n, count, seed, |v| v as f32), g, Op::Sum)?;
+    }
+
+    #[test]
+    fn new_schedules_are_right_in_every_dtype(
+        n in 1usize..40, count in 0usize..700, seed in any::<u64>(),
+        op in prop::sample::select(Op::ALL.to_vec()),
+    ) {
+        check_new_schedules(&typed(n, count, seed, |v| v as u8), op)?;
+        check_new_schedules(&typed(n, count, seed, |v| v as i8), op)?;
+        check_new_schedules(&typed(n, count, seed, |v| v as i32), op)?;
+        check_new_schedules(&typed(n, count, seed, |v| v as u64), op)?;
+        // Float products of 40 factors round differently in another order: sum, max, min, avg.
+        let float_op = if op == Op::Prod { Op::Sum } else { op };
+        check_new_schedules(&typed(n, count, seed, |v| v as f64), float_op)?;
+        check_new_schedules(&typed(n, count, seed, |v| v as f32), Op::Max)?;
+    }
+
+    /// Unique values everywhere: rank j's block r is exactly rank r's block j, and nothing
+    /// past the N whole blocks moves.
+    #[test]
+    fn alltoall_delivers_each_peers_block_for_me(n in 1usize..48, count in 0usize..3000) {
+        let inputs: Vec<Vec<i64>> = (0..n)
+            .map(|r| (0..count).map(|i| (r * 1_000_000 + i) as i64).collect())
+            .collect();
+        let s = build(Collective::AllToAll, Algorithm::Ring, n, count, 8, 0);
+        let out = simulate(&s, Op::Sum, &inputs).unwrap();
+        let b = count / n;
+        for j in 0..n {
+            for r in 0..n {
+                prop_assert_eq!(&out[j][r * b..(r + 1) * b], &inputs[r][j * b..(j + 1) * b]);
+            }
+            prop_assert_eq!(&out[j][n * b..], &inputs[j][n * b..]);
+        }
+        let t = traffic(&s);
+        for r in &t.per_rank {
+            prop_assert_eq!(r.bytes_sent, (n as u64 - 1) * b as u64 * 8);
+        }
+    }
+
+    /// NCCL's trees.cc: for even N every rank is inner in at most one tree; for odd N the
+    /// second tree is shifted, so rank 0 is inner in both. Both trees span every rank.
+    #[test]
+    fn double_tree_inner_nodes(n in 2usize..3000) {
+        use ringlab::collective::dtree::dtree;
+        let nodes: Vec<_> = (0..n).map(|r| dtree(n, r)).collect();
+        for (r, [a, b]) in nodes.iter().enumerate() {
+            if n % 2 == 0 {
+                prop_assert!(!(a.is_inner() && b.is_inner()), "N={} rank {}", n, r);
+            }
+            for (t, node) in [a, b].into_iter().enumerate() {
+                for c in node.children.into_iter().flatten() {
+                    prop_assert_eq!(nodes[c][t].parent, Some(r));
+                }
+            }
+        }
+        if n % 2 == 1 && n > 2 {
+            prop_assert!(nodes[0][0].is_inner() && nodes[0][1].is_inner());
+        }
+        for t in 0..2 {
+            prop_assert_eq!(nodes.iter().filter(|x| x[t].parent.is_none()).count(), 1);
+            prop_assert!(tree_height(n, t) <= 2 * n.ilog2() as usize + 1);
+        }
+    }
 }

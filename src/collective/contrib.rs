@@ -7,7 +7,9 @@
 //! still show what they would hold. Sets are `u64` bitsets, so at most 64 ranks.
 //!
 //! Initial state: rank r's chunks hold {r}, except all-gather (only chunk r holds {r}, the rest
-//! nothing yet) and broadcast (only the root's buffer holds {root}).
+//! nothing yet) and broadcast (only the root's buffer holds {root}). For all-to-all a cell holds
+//! {r} where rank r's data sits: at the start every cell of rank r, at the end cell (j, c) holds
+//! {c}, the block c meant for j.
 
 use super::kinds::Collective;
 use super::schedule::{Schedule, ScheduleError, Spec};

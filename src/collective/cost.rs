@@ -194,26 +194,88 @@ pub struct Estimate {
 }
 
 /// Models each step as latency + (max over ranks of max(bytes it sends, bytes it receives in the
-/// step)) / bandwidth, and sums the steps. Steps with no transfers cost nothing.
+/// step)) / bandwidth, and sums the steps. Steps with no transfers cost nothing. The one-link
+/// case of [`estimate_on`].
 pub fn estimate(schedule: &Schedule, link: &Link) -> Estimate {
+    estimate_on(schedule, &Topology::flat(*link))
+}
+
+/// Where the ranks sit: nodes of `gpus_per_node` GPUs (ranks k·G .. (k+1)·G are node k), a
+/// fast link between the GPUs of a node and a slower one, each GPU's own NIC, between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Topology {
+    /// GPUs per node (G); 0 or more than the ranks means one node.
+    pub gpus_per_node: usize,
+    /// Between GPUs of one node (e.g. NVLink 4).
+    pub intra: Link,
+    /// Between nodes, per GPU (e.g. one 400G InfiniBand NIC per GPU, as in a DGX H100).
+    pub inter: Link,
+}
+
+impl Topology {
+    /// Every rank on one node, joined by `link`.
+    pub fn flat(link: Link) -> Topology {
+        Topology {
+            gpus_per_node: 0,
+            intra: link,
+            inter: link,
+        }
+    }
+
+    /// Nodes of `gpus_per_node` GPUs on NVLink 4, one 400G InfiniBand NIC per GPU between them
+    /// (the first and third of [`LINK_PRESETS`]).
+    pub fn nvlink_ib(gpus_per_node: usize) -> Topology {
+        Topology {
+            gpus_per_node,
+            intra: LINK_PRESETS[0],
+            inter: LINK_PRESETS[2],
+        }
+    }
+
+    /// Whether `a` and `b` sit on different nodes.
+    pub fn crosses(&self, a: usize, b: usize) -> bool {
+        self.gpus_per_node > 0 && a / self.gpus_per_node != b / self.gpus_per_node
+    }
+}
+
+/// The alpha–beta estimate on a [`Topology`]. Per step and per rank, bytes are counted apart on
+/// the node's link and on the NIC (a transfer between nodes uses the NIC); the step lasts the
+/// largest latency among the links it uses plus the slowest of max(sent, received) / bandwidth
+/// over every rank and both links. Steps with no transfers cost nothing.
+pub fn estimate_on(schedule: &Schedule, topo: &Topology) -> Estimate {
     let n = schedule.spec().ranks;
-    let (mut sent, mut recv) = (vec![0u64; n], vec![0u64; n]);
+    // Index 0: the node's link, 1: the NIC.
+    let links = [&topo.intra, &topo.inter];
+    let (mut sent, mut recv) = (vec![[0u64; 2]; n], vec![[0u64; 2]; n]);
     let (mut latency_s, mut bandwidth_s) = (0.0, 0.0);
     for step in schedule.steps().iter().filter(|s| !s.transfers.is_empty()) {
-        let mut worst = 0u64;
+        let mut worst = [0u64; 2];
+        let mut used = [false; 2];
         for t in &step.transfers {
+            let k = usize::from(topo.crosses(t.src as usize, t.dst as usize));
+            used[k] = true;
             let b = schedule.transfer_bytes(t);
-            sent[t.src as usize] += b;
-            recv[t.dst as usize] += b;
-            worst = worst.max(sent[t.src as usize]).max(recv[t.dst as usize]);
+            sent[t.src as usize][k] += b;
+            recv[t.dst as usize][k] += b;
+            worst[k] = worst[k]
+                .max(sent[t.src as usize][k])
+                .max(recv[t.dst as usize][k]);
         }
         for t in &step.transfers {
-            (sent[t.src as usize], recv[t.dst as usize]) = (0, 0);
+            (sent[t.src as usize], recv[t.dst as usize]) = ([0; 2], [0; 2]);
         }
-        latency_s += link.latency_us * 1e-6;
-        if link.bandwidth_gbps > 0.0 {
-            bandwidth_s += worst as f64 / (link.bandwidth_gbps * 1e9);
+        let mut lat: f64 = 0.0;
+        let mut time: f64 = 0.0;
+        for k in 0..2 {
+            if used[k] {
+                lat = lat.max(links[k].latency_us * 1e-6);
+                if links[k].bandwidth_gbps > 0.0 {
+                    time = time.max(worst[k] as f64 / (links[k].bandwidth_gbps * 1e9));
+                }
+            }
         }
+        latency_s += lat;
+        bandwidth_s += time;
     }
     Estimate {
         latency_s,
@@ -222,8 +284,9 @@ pub fn estimate(schedule: &Schedule, link: &Link) -> Estimate {
     }
 }
 
-/// nccl-tests' bus bandwidth factor: all-reduce 2(n−1)/n; reduce-scatter and all-gather (n−1)/n;
-/// broadcast, reduce, sendrecv 1. `n == 0` gives 0.
+/// nccl-tests' bus bandwidth factor: all-reduce 2(n−1)/n; reduce-scatter, all-gather and
+/// all-to-all (n−1)/n (nccl-tests src/alltoall.cu, `AlltoAllGetBw`); broadcast, reduce,
+/// sendrecv 1. `n == 0` gives 0.
 pub fn busbw_factor(op: Collective, n: usize) -> f64 {
     if n == 0 {
         return 0.0;
@@ -231,7 +294,7 @@ pub fn busbw_factor(op: Collective, n: usize) -> f64 {
     let n = n as f64;
     match op {
         Collective::AllReduce => 2.0 * (n - 1.0) / n,
-        Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
+        Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll => (n - 1.0) / n,
         Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
     }
 }
@@ -245,10 +308,16 @@ pub fn ring_allreduce_bytes_per_rank(n: usize, m: u64) -> f64 {
 }
 
 /// nccl-tests' S for algbw = S / t. In ringlab's buffer model the buffer is the whole array for
-/// every collective, so S = count × elem_size always (nccl-tests' count × size × nranks for
-/// all-gather and reduce-scatter, where its count is per rank).
+/// every collective, so S = count × elem_size (nccl-tests' count × size × nranks for
+/// all-gather, reduce-scatter and alltoall, where its count is per rank); for all-to-all only
+/// the N whole blocks count, as nccl-tests rounds its count down to a multiple of the ranks.
 pub fn algbw_bytes(spec: &Spec) -> u64 {
-    spec.bytes()
+    if spec.op == Collective::AllToAll {
+        let whole = spec.count / spec.ranks.max(1) * spec.ranks;
+        (whole as u64).saturating_mul(spec.elem_size as u64)
+    } else {
+        spec.bytes()
+    }
 }
 
 /// algbw in GB/s (1e9) for `bytes` in `seconds`; 0 when seconds is not positive.
@@ -327,6 +396,78 @@ mod tests {
         // Two steps; the root receives 3000 B, then sends 3000 B.
         assert!((e.latency_s - 2e-6).abs() < 1e-12);
         assert!((e.bandwidth_s - 6e-6).abs() < 1e-12);
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    /// 2 nodes × 8 GPUs, M = 16e6 B (N = 16 chunks of 1e6 B); NVLink 4 (2 µs, 450 GB/s) inside,
+    /// 400G InfiniBand (5 µs, 50 GB/s) per GPU between nodes.
+    ///
+    /// Flat ring: 2(N−1) = 30 steps; in each, ranks 7 → 8 and 15 → 0 cross on the NIC, so every
+    /// step costs 5 µs + 1e6 / 50e9 s = 5 + 20 = 25 µs: 750 µs in all.
+    /// Two-level: 7 intra reduce-scatter steps of one node-chunk (2 chunks, 2e6 B) on NVLink,
+    /// 2 µs + 2e6 / 450e9 s = 2 + 4.444… µs each; 2 inter-node steps (ring of 2 nodes over the
+    /// node-chunk's 2 chunks of 1e6 B) on the NIC, 25 µs each; 7 intra all-gather steps as the
+    /// first. Latency 14·2 + 2·5 = 38 µs, bandwidth 14·4.444… + 2·20 = 102.222… µs: 140.222… µs.
+    #[test]
+    fn two_level_beats_the_flat_ring_across_two_nodes_of_eight() {
+        let topo = Topology::nvlink_ib(8);
+        let spec = |algo| Spec {
+            gpus_per_node: 8,
+            ..Spec::new(Collective::AllReduce, algo, 16, 16_000_000, 1)
+        };
+        let flat = Schedule::build(&spec(Algorithm::Ring)).unwrap();
+        let e = estimate_on(&flat, &topo);
+        assert_eq!(flat.len(), 30);
+        assert!(close(e.latency_s, 150e-6), "{e:?}");
+        assert!(close(e.bandwidth_s, 600e-6), "{e:?}");
+        assert!(close(e.total_s, 750e-6), "{e:?}");
+        let two = Schedule::build(&spec(Algorithm::TwoLevel)).unwrap();
+        let e = estimate_on(&two, &topo);
+        assert_eq!(two.len(), 16);
+        assert!(close(e.latency_s, 38e-6), "{e:?}");
+        assert!(
+            close(e.bandwidth_s, 14.0 * 2e6 / 450e9 + 2.0 * 20e-6),
+            "{e:?}"
+        );
+        assert!((e.total_s * 1e6 - 140.2222).abs() < 1e-3, "{e:?}");
+        // On one node (everything NVLink) the estimate is the plain one.
+        let one = estimate_on(&flat, &Topology::flat(LINK_PRESETS[0]));
+        assert_eq!(one, estimate(&flat, &LINK_PRESETS[0]));
+        // Each rank's NIC carries 2(P−1)/P · M/G = 2e6 B in the two-level ring.
+        let nic: u64 = two
+            .steps()
+            .iter()
+            .flat_map(|s| &s.transfers)
+            .filter(|t| t.src == 3 && topo.crosses(3, t.dst as usize))
+            .map(|t| two.transfer_bytes(t))
+            .sum();
+        assert_eq!(nic, 2_000_000);
+    }
+
+    /// All-to-all, N = 4, M = 4000 B: each rank sends 3 blocks of 1000 B; busbw factor 3/4
+    /// (nccl-tests AlltoAllGetBw: (nranks−1)/nranks).
+    #[test]
+    fn alltoall_busbw_factor_is_n_minus_1_over_n() {
+        assert_eq!(busbw_factor(Collective::AllToAll, 4), 0.75);
+        assert_eq!(busbw_factor(Collective::AllToAll, 8), 0.875);
+        let s = Schedule::build(&Spec::new(
+            Collective::AllToAll,
+            Algorithm::Ring,
+            4,
+            4000,
+            1,
+        ))
+        .unwrap();
+        let t = traffic(&s);
+        assert!(t.per_rank.iter().all(|r| r.bytes_sent == 3000));
+        // 4000 B in 1 ms: algbw 0.004 GB/s, busbw 0.003 GB/s.
+        assert!(close(
+            busbw_gbps(Collective::AllToAll, 4, 4000, 1e-3),
+            0.003
+        ));
     }
 
     #[test]

@@ -72,20 +72,25 @@ pub enum Collective {
     Reduce,
     /// Point to point: rank r sends its buffer to rank (r+1) mod N (nccl-tests' sendrecv shift).
     SendRecv,
+    /// Every rank sends a distinct block to every other rank: block j of rank r's buffer is
+    /// what r means for j, and it lands in block r of rank j's buffer (nccl-tests' alltoall).
+    AllToAll,
 }
 
 impl Collective {
     /// Every collective, in menu order.
-    pub const ALL: [Collective; 6] = [
+    pub const ALL: [Collective; 7] = [
         Collective::AllReduce,
         Collective::ReduceScatter,
         Collective::AllGather,
         Collective::Broadcast,
         Collective::Reduce,
         Collective::SendRecv,
+        Collective::AllToAll,
     ];
 
-    /// The canonical name: "all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "sendrecv".
+    /// The canonical name: "all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce",
+    /// "sendrecv", "all-to-all".
     pub fn name(self) -> &'static str {
         match self {
             Collective::AllReduce => "all-reduce",
@@ -94,10 +99,11 @@ impl Collective {
             Collective::Broadcast => "broadcast",
             Collective::Reduce => "reduce",
             Collective::SendRecv => "sendrecv",
+            Collective::AllToAll => "all-to-all",
         }
     }
 
-    /// The nccl-tests binary stem: "all_reduce", "reduce_scatter", ..., "sendrecv".
+    /// The nccl-tests binary stem: "all_reduce", "reduce_scatter", ..., "sendrecv", "alltoall".
     pub fn nccl_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "all_reduce",
@@ -106,6 +112,7 @@ impl Collective {
             Collective::Broadcast => "broadcast",
             Collective::Reduce => "reduce",
             Collective::SendRecv => "sendrecv",
+            Collective::AllToAll => "alltoall",
         }
     }
 
@@ -134,6 +141,7 @@ impl FromStr for Collective {
             "broadcast" | "bcast" => Ok(Collective::Broadcast),
             "reduce" => Ok(Collective::Reduce),
             "sendrecv" | "p2p" => Ok(Collective::SendRecv),
+            "alltoall" | "a2a" => Ok(Collective::AllToAll),
             _ => Err(parse_error(
                 "collective",
                 s,
@@ -152,18 +160,46 @@ pub enum Algorithm {
     Naive,
     /// A binary tree (heap layout rooted at the root): log-depth, whole buffers per edge.
     Tree,
+    /// NCCL's double binary tree (src/graph/trees.cc), pipelined chunk by chunk: two trees,
+    /// each carrying half the buffer. All-reduce only, as in NCCL.
+    DoubleTree,
+    /// Two-level (hierarchical) ring for nodes × GPUs: reduce-scatter inside each node,
+    /// all-reduce between the ranks with the same local index, all-gather inside each node.
+    /// All-reduce only.
+    TwoLevel,
 }
 
 impl Algorithm {
     /// Every algorithm, in menu order.
-    pub const ALL: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Naive, Algorithm::Tree];
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::Ring,
+        Algorithm::Naive,
+        Algorithm::Tree,
+        Algorithm::DoubleTree,
+        Algorithm::TwoLevel,
+    ];
 
-    /// The canonical name: "ring", "naive", "tree".
+    /// The canonical name: "ring", "naive", "tree", "double-tree", "two-level".
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Ring => "ring",
             Algorithm::Naive => "naive",
             Algorithm::Tree => "tree",
+            Algorithm::DoubleTree => "double-tree",
+            Algorithm::TwoLevel => "two-level",
+        }
+    }
+
+    /// Whether this algorithm has a schedule for `op`. Send/recv and all-to-all are point to
+    /// point patterns with one schedule whatever the algorithm; the double tree and the
+    /// two-level ring are all-reduce algorithms (NCCL runs its tree only for all-reduce).
+    pub fn supports(self, op: Collective) -> bool {
+        match self {
+            Algorithm::Ring | Algorithm::Naive | Algorithm::Tree => true,
+            Algorithm::DoubleTree | Algorithm::TwoLevel => matches!(
+                op,
+                Collective::AllReduce | Collective::SendRecv | Collective::AllToAll
+            ),
         }
     }
 }
@@ -176,6 +212,8 @@ impl FromStr for Algorithm {
             "ring" => Ok(Algorithm::Ring),
             "naive" | "linear" | "star" => Ok(Algorithm::Naive),
             "tree" | "binarytree" => Ok(Algorithm::Tree),
+            "doubletree" | "dbtree" | "dtree" | "doublebinarytree" => Ok(Algorithm::DoubleTree),
+            "twolevel" | "2level" | "hier" | "hierarchical" => Ok(Algorithm::TwoLevel),
             _ => Err(parse_error(
                 "algorithm",
                 s,
@@ -363,10 +401,12 @@ mod tests {
 
     #[test]
     fn parse_error_lists_valid_values() {
-        let e = "alltoall".parse::<Collective>().unwrap_err().to_string();
-        assert!(e.contains("\"alltoall\""), "{e}");
+        let e = "scatter".parse::<Collective>().unwrap_err().to_string();
+        assert!(e.contains("\"scatter\""), "{e}");
         assert!(
-            e.contains("all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv"),
+            e.contains(
+                "all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv, all-to-all"
+            ),
             "{e}"
         );
         let e = "float8".parse::<Dtype>().unwrap_err().to_string();
@@ -375,7 +415,11 @@ mod tests {
 
     #[test]
     fn next_cycles_through_all() {
-        assert_eq!(Algorithm::Tree.next(), Algorithm::Ring);
+        assert_eq!(Algorithm::Tree.next(), Algorithm::DoubleTree);
+        assert_eq!(Algorithm::TwoLevel.next(), Algorithm::Ring);
+        assert_eq!("alltoall".parse::<Collective>(), Ok(Collective::AllToAll));
+        assert_eq!("dbtree".parse::<Algorithm>(), Ok(Algorithm::DoubleTree));
+        assert_eq!("hierarchical".parse::<Algorithm>(), Ok(Algorithm::TwoLevel));
         let mut c = Collective::AllReduce;
         for _ in 0..Collective::ALL.len() {
             c = c.next();

@@ -16,13 +16,20 @@
 //! | broadcast      | 2N−2 (pipelined chain, N chunks) | 1 | D |
 //! | reduce         | 2N−2 (pipelined chain, N chunks) | 1 | D |
 //! | sendrecv       | 1                    | 1     | 1    |
+//! | all-to-all     | ⌊N/2⌋ (every algorithm: swaps at ring distance 1, 2, …) | | |
 //!
-//! Modules: `schedule` (data and chunking), `ring`/`naive`/`tree` (builders), `simulate`
-//! (numbers and the independent reference), `contrib` (who holds whose data), `cost`
-//! (bytes, busbw, alpha–beta), `report` (JSON).
+//! All-reduce only: double-tree (NCCL's two trees, pipelined) max over the trees of 2·h + K − 1
+//! (h its height, K its chunks, ⌈N/2⌉ and ⌊N/2⌋); two-level (N = nodes P × GPUs G) 2(G−1) + 2(P−1).
+//! Other collectives on those two are [`ScheduleError::Unsupported`].
+//!
+//! Modules: `schedule` (data and chunking), `ring`/`naive`/`tree`/`dtree`/`twolevel`/`alltoall`
+//! (builders), `simulate` (numbers and the independent reference), `contrib` (who holds whose
+//! data), `cost` (bytes, busbw, alpha–beta, topology), `report` (JSON).
 
+mod alltoall;
 pub mod contrib;
 pub mod cost;
+pub mod dtree;
 pub mod kinds;
 mod naive;
 pub mod report;
@@ -30,16 +37,18 @@ mod ring;
 pub mod schedule;
 pub mod simulate;
 mod tree;
+mod twolevel;
 
 pub use contrib::{ContribError, Contributions, MAX_CONTRIB_RANKS};
 pub use cost::{
-    Estimate, LINK_PRESETS, Link, RankBytes, Traffic, algbw_bytes, algbw_gbps, busbw_factor,
-    busbw_gbps, estimate, ring_allreduce_bytes_per_rank, sent_through, traffic,
+    Estimate, LINK_PRESETS, Link, RankBytes, Topology, Traffic, algbw_bytes, algbw_gbps,
+    busbw_factor, busbw_gbps, estimate, estimate_on, ring_allreduce_bytes_per_rank, sent_through,
+    traffic,
 };
 pub use kinds::{Algorithm, Collective, Dtype, Op, ParseError};
 pub use report::{Report, report};
 pub use schedule::{
     MAX_BUFFER_BYTES, MAX_RANKS, MAX_TRANSFERS, Phase, Schedule, ScheduleError, Spec, Step,
-    Transfer, chunk_of, chunk_range, defined_range,
+    Transfer, block_range, chunk_of, chunk_range, default_gpus_per_node, defined_range,
 };
 pub use simulate::{Element, SimError, count_wrong, reference, replay, simulate};

@@ -43,7 +43,7 @@ pub(super) fn build(b: &mut Builder) {
             others().for_each(|r| push(t, root, r, 0..count, false));
         }
         Collective::Reduce => to_root(b, Phase::Reduce, true),
-        Collective::SendRecv => {}
+        Collective::SendRecv | Collective::AllToAll => {}
     }
 }
 

@@ -35,6 +35,7 @@ fn ring_step(b: &mut Builder, phase: Phase, table: &[(u64, u64)], first: usize, 
                 offset,
                 len,
                 reduce,
+                dst_offset: None,
             });
         }
     }
@@ -53,7 +54,7 @@ pub(super) fn build(b: &mut Builder) {
         Collective::AllGather => all_gather(b),
         Collective::Broadcast => chain(b, s.root, Phase::Broadcast, false),
         Collective::Reduce => chain(b, s.root + 1, Phase::Reduce, true),
-        Collective::SendRecv => {}
+        Collective::SendRecv | Collective::AllToAll => {}
     }
 }
 

@@ -5,6 +5,12 @@
 //! rank r ends owning the reduced chunk r. Transfers inside one step are simultaneous: they all read
 //! the buffers as they were before the step.
 //!
+//! All-to-all is the one collective whose data changes place: block j of rank r (what r means for
+//! j) lands in block r of rank j, so its transfers carry a `dst_offset`. Its blocks are equal,
+//! ⌊count/N⌋ elements each ([`block_range`]); the last count mod N elements are not moved and not
+//! defined, as nccl-tests rounds its alltoall count down to a multiple of the ranks
+//! (src/alltoall.cu, `AlltoAllGetCollByteCount`).
+//!
 //! Conventions: with one rank every schedule has zero steps. With N ≥ 2 the step count depends only
 //! on (collective, algorithm, N), never on `count`; zero-length transfers are omitted, so a step
 //! may carry no transfers (count < N or count = 0). Every transfer covers whole chunks.
@@ -14,7 +20,7 @@ use std::ops::Range;
 use serde::Serialize;
 
 use super::kinds::{Algorithm, Collective};
-use super::{naive, ring, tree};
+use super::{alltoall, dtree, naive, ring, tree, twolevel};
 
 /// Most ranks a schedule may have.
 pub const MAX_RANKS: usize = 65_536;
@@ -41,6 +47,14 @@ pub enum ScheduleError {
     /// `count × elem_size` exceeds [`MAX_BUFFER_BYTES`].
     #[error("buffer of {count} elements × {elem_size} bytes exceeds the 1 TiB limit")]
     BufferTooLarge { count: usize, elem_size: usize },
+    /// The algorithm has no schedule for this collective (see [`Algorithm::supports`]).
+    #[error(
+        "{algo} has no schedule for {op}: it is an all-reduce algorithm (use ring, naive or tree)"
+    )]
+    Unsupported { op: Collective, algo: Algorithm },
+    /// The two-level ring needs every node to hold the same number of GPUs.
+    #[error("{ranks} ranks cannot be split into nodes of {per_node} GPUs")]
+    BadNodeShape { ranks: usize, per_node: usize },
     /// The schedule would hold more than [`MAX_TRANSFERS`] transfers.
     #[error(
         "{op} {algo} on {ranks} ranks needs about {transfers} transfers (limit {max}); use fewer ranks"
@@ -69,6 +83,9 @@ pub struct Spec {
     pub elem_size: usize,
     /// Root of broadcast/reduce; also the hub of naive and the tree root of tree for every collective.
     pub root: usize,
+    /// GPUs per node, for the two-level ring (and topology-aware costs): ranks
+    /// `k·G .. (k+1)·G` are node k. 0 = the default, [`default_gpus_per_node`].
+    pub gpus_per_node: usize,
 }
 
 impl Spec {
@@ -87,7 +104,21 @@ impl Spec {
             count,
             elem_size,
             root: 0,
+            gpus_per_node: 0,
         }
+    }
+
+    /// GPUs per node this spec means: `gpus_per_node`, or [`default_gpus_per_node`] when 0.
+    pub fn node_size(&self) -> usize {
+        match self.gpus_per_node {
+            0 => default_gpus_per_node(self.ranks),
+            g => g,
+        }
+    }
+
+    /// Number of nodes: ranks ÷ [`Spec::node_size`] (rounded up).
+    pub fn nodes(&self) -> usize {
+        self.ranks.div_ceil(self.node_size().max(1))
     }
 
     /// Bytes in one rank's buffer: M = count × elem_size (saturating; `build` rejects overflow).
@@ -96,7 +127,21 @@ impl Spec {
     }
 }
 
-/// One point-to-point move of a contiguous element range, `offset..offset+len`, of the buffer.
+/// With N ranks and no `gpus_per_node` given: nodes = the smallest prime factor of N, so an
+/// even N is two nodes of N/2 GPUs (8 → 2 × 4, 16 → 2 × 8) and a prime N is N nodes of one GPU.
+pub fn default_gpus_per_node(ranks: usize) -> usize {
+    if ranks < 2 {
+        return 1;
+    }
+    let p = (2..)
+        .take_while(|d| d * d <= ranks)
+        .find(|d| ranks.is_multiple_of(*d))
+        .unwrap_or(ranks);
+    ranks / p
+}
+
+/// One point-to-point move of a contiguous element range of `len` elements: read at `offset` on
+/// `src`, written at `offset` on `dst` (at `dst_offset` instead where given: all-to-all only).
 /// The destination overwrites its range (`reduce == false`) or combines into it (`reduce == true`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Transfer {
@@ -104,18 +149,28 @@ pub struct Transfer {
     pub src: u32,
     /// Receiving rank.
     pub dst: u32,
-    /// First element (same offset on sender and receiver).
+    /// First element read on the sender (and written on the receiver, unless `dst_offset`).
     pub offset: u64,
     /// Number of elements (never 0 in a built schedule).
     pub len: u64,
     /// Receiver reduces into its buffer instead of overwriting.
     pub reduce: bool,
+    /// Where the receiver writes when that is not `offset` (all-to-all); absent from the JSON
+    /// when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_offset: Option<u64>,
 }
 
 impl Transfer {
-    /// The element range this transfer reads on `src` and writes on `dst`.
-    pub fn range(&self) -> Range<usize> {
+    /// The element range this transfer reads on `src`.
+    pub fn src_range(&self) -> Range<usize> {
         self.offset as usize..self.offset.saturating_add(self.len) as usize
+    }
+
+    /// The element range this transfer writes (or reduces into) on `dst`.
+    pub fn dst_range(&self) -> Range<usize> {
+        let at = self.dst_offset.unwrap_or(self.offset);
+        at as usize..at.saturating_add(self.len) as usize
     }
 }
 
@@ -143,10 +198,27 @@ pub enum Phase {
     /// Point to point shift.
     #[serde(rename = "send/recv")]
     SendRecv,
+    /// Pipelined tree: later chunks still go up while earlier ones already come down.
+    #[serde(rename = "reduce + broadcast")]
+    ReduceBroadcast,
+    /// Two-level ring, first level: reduce-scatter among the GPUs of each node.
+    #[serde(rename = "intra-node reduce-scatter")]
+    IntraReduceScatter,
+    /// Two-level ring, second level: all-reduce among the ranks with the same local index.
+    #[serde(rename = "inter-node all-reduce")]
+    InterAllReduce,
+    /// Two-level ring, last level: all-gather among the GPUs of each node.
+    #[serde(rename = "intra-node all-gather")]
+    IntraAllGather,
+    /// All-to-all: ranks swap blocks with the ranks a given distance away.
+    #[serde(rename = "all-to-all")]
+    AllToAll,
 }
 
 impl Phase {
-    /// "reduce-scatter", "all-gather", "reduce", "broadcast", "gather", "scatter", "send/recv".
+    /// "reduce-scatter", "all-gather", "reduce", "broadcast", "gather", "scatter", "send/recv",
+    /// "reduce + broadcast", "intra-node reduce-scatter", "inter-node all-reduce",
+    /// "intra-node all-gather", "all-to-all".
     pub fn label(self) -> &'static str {
         match self {
             Phase::ReduceScatter => "reduce-scatter",
@@ -156,6 +228,11 @@ impl Phase {
             Phase::Gather => "gather",
             Phase::Scatter => "scatter",
             Phase::SendRecv => "send/recv",
+            Phase::ReduceBroadcast => "reduce + broadcast",
+            Phase::IntraReduceScatter => "intra-node reduce-scatter",
+            Phase::InterAllReduce => "inter-node all-reduce",
+            Phase::IntraAllGather => "intra-node all-gather",
+            Phase::AllToAll => "all-to-all",
         }
     }
 }
@@ -195,6 +272,16 @@ pub fn chunk_range(count: usize, n: usize, i: usize) -> Range<usize> {
     start..start + len
 }
 
+/// All-to-all's block `i`: ⌊count/n⌋ elements at i·⌊count/n⌋ (all blocks equal; the tail of
+/// count mod n elements belongs to no block). Out-of-range `i` (or `n == 0`) gives an empty range.
+pub fn block_range(count: usize, n: usize, i: usize) -> Range<usize> {
+    if n == 0 || i >= n {
+        return 0..0;
+    }
+    let b = count / n;
+    i * b..(i + 1) * b
+}
+
 /// The chunk holding element `elem` (inverse of [`chunk_range`]); `None` if `elem >= count`.
 pub fn chunk_of(count: usize, n: usize, elem: usize) -> Option<usize> {
     if elem >= count || n == 0 {
@@ -224,9 +311,12 @@ impl Schedule {
         if spec.ranks > 1 {
             match (spec.op, spec.algo) {
                 (Collective::SendRecv, _) => shift(&mut b),
+                (Collective::AllToAll, _) => alltoall::build(&mut b),
                 (_, Algorithm::Ring) => ring::build(&mut b),
                 (_, Algorithm::Naive) => naive::build(&mut b),
                 (_, Algorithm::Tree) => tree::build(&mut b),
+                (_, Algorithm::DoubleTree) => dtree::build(&mut b),
+                (_, Algorithm::TwoLevel) => twolevel::build(&mut b),
             }
         }
         Ok(Schedule {
@@ -266,15 +356,30 @@ impl Schedule {
         self.steps.iter().map(|s| s.transfers.len()).sum()
     }
 
-    /// Element range of chunk `i` of this schedule's buffer.
+    /// Element range of chunk `i` of this schedule's buffer ([`block_range`] for all-to-all,
+    /// [`chunk_range`] for everything else).
     pub fn chunk(&self, i: usize) -> Range<usize> {
-        chunk_range(self.spec.count, self.spec.ranks, i)
+        let (count, n) = (self.spec.count, self.spec.ranks);
+        if self.spec.op == Collective::AllToAll {
+            block_range(count, n, i)
+        } else {
+            chunk_range(count, n, i)
+        }
     }
 
-    /// The chunks a transfer carries (a transfer always covers whole chunks).
+    /// The chunks a transfer carries, as read on the sender (a transfer always covers whole
+    /// chunks; for all-to-all, block j of the sender is the one meant for rank j).
     pub fn chunks_of(&self, t: &Transfer) -> Range<usize> {
         let (count, n) = (self.spec.count, self.spec.ranks);
-        let r = t.range();
+        let r = t.src_range();
+        if self.spec.op == Collective::AllToAll {
+            let b = (count / n.max(1)).max(1);
+            return if r.is_empty() {
+                0..0
+            } else {
+                r.start / b..(r.end - 1) / b + 1
+            };
+        }
         match (
             chunk_of(count, n, r.start),
             r.end.checked_sub(1).and_then(|e| chunk_of(count, n, e)),
@@ -305,7 +410,8 @@ impl Schedule {
     }
 
     /// The part of `rank`'s buffer the collective defines when it completes: everything, except
-    /// chunk `rank` only for reduce-scatter and nothing on non-root ranks for reduce.
+    /// chunk `rank` only for reduce-scatter, nothing on non-root ranks for reduce, and the N
+    /// whole blocks (not the tail) for all-to-all.
     pub fn defined_range(&self, rank: usize) -> Range<usize> {
         let s = &self.spec;
         defined_range(s.op, s.count, s.ranks, rank, s.root)
@@ -323,6 +429,7 @@ pub fn defined_range(
     match op {
         Collective::ReduceScatter => chunk_range(count, ranks, rank),
         Collective::Reduce if rank != root => 0..0,
+        Collective::AllToAll => 0..count / ranks.max(1) * ranks,
         _ => 0..count,
     }
 }
@@ -354,6 +461,21 @@ fn validate(spec: &Spec) -> Result<(), ScheduleError> {
             elem_size: spec.elem_size,
         });
     }
+    if !spec.algo.supports(spec.op) {
+        return Err(ScheduleError::Unsupported {
+            op: spec.op,
+            algo: spec.algo,
+        });
+    }
+    if spec.algo == Algorithm::TwoLevel && spec.op == Collective::AllReduce {
+        let g = spec.node_size();
+        if g == 0 || !n.is_multiple_of(g) {
+            return Err(ScheduleError::BadNodeShape {
+                ranks: n,
+                per_node: g,
+            });
+        }
+    }
     let transfers = transfer_bound(spec.op, spec.algo, n as u64);
     if transfers > MAX_TRANSFERS {
         return Err(ScheduleError::TooManyTransfers {
@@ -372,10 +494,13 @@ fn transfer_bound(op: Collective, algo: Algorithm, n: u64) -> u64 {
     let depth = u64::from(n.max(1).ilog2());
     match (op, algo) {
         (Collective::SendRecv, _) => n,
+        (Collective::AllToAll, _) => (n - 1) * n,
         (Collective::AllReduce, Algorithm::Ring) => 2 * (n - 1) * n,
         (_, Algorithm::Ring) => (n - 1) * n,
         (_, Algorithm::Naive) => 3 * (n - 1),
         (_, Algorithm::Tree) => 2 * (n - 1) * (depth + 3),
+        // Every chunk crosses every tree edge twice; the two levels send at most a ring's worth.
+        (_, Algorithm::DoubleTree | Algorithm::TwoLevel) => 2 * (n - 1) * n,
     }
 }
 
@@ -415,6 +540,7 @@ pub(super) fn push(t: &mut Vec<Transfer>, src: usize, dst: usize, r: Range<usize
             offset: r.start as u64,
             len: (r.end - r.start) as u64,
             reduce,
+            dst_offset: None,
         });
     }
 }

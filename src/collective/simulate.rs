@@ -106,13 +106,13 @@ fn apply_step<T: Copy>(
 ) {
     scratch.clear();
     for t in &step.transfers {
-        scratch.extend_from_slice(&bufs[t.src as usize][t.range()]);
+        scratch.extend_from_slice(&bufs[t.src as usize][t.src_range()]);
     }
     let mut at = 0;
     for t in &step.transfers {
         let data = &scratch[at..at + t.len as usize];
         at += t.len as usize;
-        let dst = &mut bufs[t.dst as usize][t.range()];
+        let dst = &mut bufs[t.dst as usize][t.dst_range()];
         if t.reduce {
             dst.iter_mut()
                 .zip(data)
@@ -194,6 +194,11 @@ pub fn expected_at<T: Element>(
         Collective::Broadcast => Some(input(root, i)),
         Collective::AllGather => chunk_of(count, n, i).map(|c| input(c, i)),
         Collective::SendRecv => Some(input((rank + n - 1) % n, i)),
+        // Block r of rank j holds block j of rank r; the tail past N whole blocks is undefined.
+        Collective::AllToAll => {
+            let b = count / n;
+            (i < b * n).then(|| input(i / b, rank * b + i % b))
+        }
     }
 }
 

@@ -35,7 +35,7 @@ pub(super) fn build(b: &mut Builder) {
         }
         Collective::Broadcast => sweep_down(b, Phase::Broadcast, Payload::Whole),
         Collective::Reduce => sweep_up(b, Phase::Reduce, Payload::Whole),
-        Collective::SendRecv => {}
+        Collective::SendRecv | Collective::AllToAll => {}
     }
 }
 

@@ -70,11 +70,14 @@ impl Plan {
                 .filter(|t| t.len > 0 && (t.src == me || t.dst == me) && t.src != t.dst)
             {
                 let send = t.src == me;
+                // A send reads its source range, a receive writes its destination range (they
+                // differ only for all-to-all).
+                let r = if send { t.src_range() } else { t.dst_range() };
                 ops.push(PlanOp {
                     send,
                     peer: if send { t.dst } else { t.src } as usize,
                     step: k,
-                    range: t.offset as usize * es..(t.offset + t.len) as usize * es,
+                    range: r.start * es..r.end * es,
                     reduce: !send && t.reduce,
                     deps: Vec::new(),
                     stage_at: None,

@@ -458,6 +458,13 @@ impl NcclRank {
             Bufs::OutOfPlace(s, r) => (s.len(), r.len()),
         };
         check_bufs(coll, count, es, self.world, root, send_len, recv_len)?;
+        if coll == Collective::AllToAll && matches!(bufs, Bufs::InPlace(_)) {
+            return Err(
+                "alltoall: NCCL has no in-place all-to-all (nccl-tests does not check it either); \
+                 run it out of place"
+                    .into(),
+            );
+        }
         let ty = nccl_type(dtype);
         let stream = self.stream.cu_stream() as nsys::cudaStream_t;
         // The device pointers and the guards that keep their buffers' tracking alive until
@@ -520,6 +527,19 @@ impl NcclRank {
                     comm,
                     stream,
                 ),
+                Collective::AllToAll => {
+                    // nccl-tests' send/recv form (src/alltoall.cu): block p goes to rank p,
+                    // rank p's block for us lands in block p.
+                    let b = count / self.world.max(1);
+                    nres::group_start().and_then(|_| {
+                        let calls = (0..self.world).try_for_each(|p| {
+                            nres::send(at(send, p * b), b, ty, p as i32, comm, stream)?;
+                            nres::recv(at(recv, p * b), b, ty, p as i32, comm, stream).map(|_| ())
+                        });
+                        let end = nres::group_end();
+                        calls.and(end)
+                    })
+                }
                 Collective::SendRecv => {
                     let w = self.world;
                     let to = ((self.rank + 1) % w) as i32;

@@ -458,7 +458,7 @@ impl TcpComm {
                 },
             }
         })?;
-        if op == Op::Avg {
+        if op == Op::Avg && spec.op.is_reducing() {
             let r = schedule.defined_range(self.rank);
             divide(
                 dtype,
