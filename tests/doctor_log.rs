@@ -174,7 +174,8 @@ fn p2p_disabled_is_a_diagnostic() {
     let (f, code) = findings(&[log]);
     assert_eq!(code, 1);
     assert_eq!(kinds(&f), ["p2p-disabled"]);
-    assert_eq!(lines(&f[0]), at(log, &[2, 3]));
+    // The two variable lines, and the first connection that went via SHM instead.
+    assert_eq!(lines(&f[0]), at(log, &[2, 3, 5]));
     assert!(f[0]["fix"].as_str().unwrap().contains("remove"));
 }
 
@@ -280,4 +281,94 @@ fn escape_codes_in_a_log_are_shown_not_obeyed_and_a_fifo_is_refused() {
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to check"));
+}
+
+#[test]
+fn nvlink_box_with_p2p_connections_is_healthy_and_its_transports_are_counted() {
+    assert_eq!(findings(&["nvlink-healthy.log"]), (vec![], 0));
+    let out = doctor(&["nvlink-healthy.log"], true);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["transports"][0]["host"], "h100", "{v:#}");
+    assert_eq!(v["transports"][0]["counts"][0][0], "p2p", "{v:#}");
+    assert_eq!(v["transports"][0]["counts"][0][1], 8, "{v:#}");
+    let text = String::from_utf8_lossy(&doctor(&["nvlink-healthy.log"], false).stdout).into_owned();
+    assert!(text.contains("h100: 8 P2P"), "{text}");
+}
+
+#[test]
+fn p2p_off_on_an_nvswitch_box_names_the_variable_the_shm_lines_and_nvls() {
+    let log = "nvlink-p2p-off.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["p2p-disabled"]);
+    assert_eq!(lines(&f[0]), at(log, &[3, 5, 7]));
+    let s = f[0]["summary"].as_str().unwrap();
+    assert!(
+        s.contains("5 connection(s) via SHM") && s.contains("NVSwitch"),
+        "{s}"
+    );
+    assert!(
+        f[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("diagnostic, not a fix")
+    );
+}
+
+#[test]
+fn shm_without_any_p2p_and_no_variable_is_a_fallback_with_nvmls_verdict() {
+    let log = "pcie-vm-shm-fallback.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["shm-fallback"]);
+    // The first SHM connection and the first two "P2P is disabled between" lines.
+    assert_eq!(lines(&f[0]), at(log, &[4, 5, 8]));
+    let s = f[0]["summary"].as_str().unwrap();
+    assert!(s.contains("vm7") && s.contains("all 4"), "{s}");
+    let fix = f[0]["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("nvidia-smi topo -m") && fix.contains("ACS"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn socket_instead_of_ib_on_hosts_with_ipoib() {
+    let log = "ipoib-socket-fallback.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["socket-fallback"]);
+    // The IPoIB bootstrap line, each host's "No device found" and "Using network Socket",
+    // and each process's first `via NET/Socket` connection.
+    assert_eq!(lines(&f[0]), at(log, &[1, 4, 6, 7, 9, 10, 12]));
+    let s = f[0]["summary"].as_str().unwrap();
+    assert!(s.contains("IPoIB interface ib0"), "{s}");
+    let fix = f[0]["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("/dev/infiniband") && fix.contains("IPC_LOCK"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn ib_with_gdrdma_is_healthy() {
+    assert_eq!(findings(&["ib-gdrdma-healthy.log"]), (vec![], 0));
+    let text =
+        String::from_utf8_lossy(&doctor(&["ib-gdrdma-healthy.log"], false).stdout).into_owned();
+    assert!(
+        text.contains("node0: 2 NET/IB (2 with GPUDirect RDMA)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_container_without_host_networking_advertises_its_bridge_address() {
+    let log = "container-bridge.log";
+    let (f, code) = findings(&[log]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&f), ["container-bridge", "connect-retry"]);
+    assert_eq!(lines(&f[0]), at(log, &[1, 3]));
+    let s = f[0]["summary"].as_str().unwrap();
+    assert!(s.contains("172.17.0.2") && s.contains("eth0"), "{s}");
+    assert!(f[0]["fix"].as_str().unwrap().contains("--network=host"));
 }

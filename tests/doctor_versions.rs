@@ -135,3 +135,15 @@ fn the_healthy_fixture_is_one_release() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["nccl_release"]["consistent"], true, "{v}");
 }
+
+#[test]
+fn the_shm_line_form_narrows_the_release() {
+    // `via SHM/direct/direct` is NCCL 2.29 or earlier (src/transport/shm.cc@v2.29.7-1); with
+    // the version line the log is consistent with 2.27.
+    let v = json("nvlink-p2p-off.log");
+    let rel = &v["nccl_release"];
+    assert_eq!(rel["consistent"], true, "{rel}");
+    let s = rel["summary"].as_str().expect("summary");
+    assert!(s.contains("`via SHM/…/…` (NCCL 2.29 or earlier)"), "{s}");
+    assert!(s.contains("look like NCCL 2.27"), "{s}");
+}

@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::lab::doctor::{Finding, ReleaseGuess, analyze, nccl_release};
+use crate::lab::doctor::{
+    Finding, HostTransports, ReleaseGuess, analyze, nccl_release, transports, transports_summary,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
@@ -44,21 +46,28 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     }
     let findings = analyze(&files);
     let release = nccl_release(&files);
+    let transports = transports(&files);
     if args.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
             files: Vec<&'a str>,
             nccl_release: Option<&'a ReleaseGuess>,
+            /// Per host, the transports of the `Channel … via …` lines.
+            transports: &'a [HostTransports],
             findings: &'a [Finding],
         }
         let out = Out {
             files: files.iter().map(|(n, _)| n.as_str()).collect(),
             nccl_release: release.as_ref(),
+            transports: &transports,
             findings: &findings,
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", render(&files, release.as_ref(), &findings));
+        print!(
+            "{}",
+            render(&files, release.as_ref(), &transports, &findings)
+        );
     }
     Ok(if findings.is_empty() {
         ExitCode::SUCCESS
@@ -84,6 +93,7 @@ pub fn printable(s: &str) -> String {
 fn render(
     files: &[(String, String)],
     release: Option<&ReleaseGuess>,
+    transports: &[HostTransports],
     findings: &[Finding],
 ) -> String {
     let mut s = String::new();
@@ -101,6 +111,13 @@ fn render(
         s.push_str(&format!("NCCL release: {}\n", printable(&r.summary)));
         for (file, line, text) in &r.evidence {
             s.push_str(&format!("  {file}:{line}: {}\n", printable(text)));
+        }
+    }
+    let per_host = transports_summary(transports);
+    if !per_host.is_empty() {
+        s.push_str("Transports (Channel … via … lines):\n");
+        for line in per_host {
+            s.push_str(&format!("  {}\n", printable(&line)));
         }
     }
     if findings.is_empty() {

@@ -10,8 +10,9 @@ use serde::Serialize;
 /// One misconfiguration found in the logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// A stable name: `local-interface`, `iface-names-differ`, `subnets-differ`,
-    /// `connect-retry`, `no-socket-interface`, `ib-disabled`, `socket-fallback`, `p2p-disabled`.
+    /// A stable name: `local-interface`, `container-bridge`, `iface-names-differ`,
+    /// `subnets-differ`, `connect-retry`, `no-socket-interface`, `ib-disabled`,
+    /// `socket-fallback`, `p2p-disabled`, `shm-fallback`.
     pub kind: &'static str,
     pub summary: String,
     /// (file, 1-based line number, the line) for every line the finding rests on.
@@ -286,6 +287,15 @@ fn release_hint(msg: &str) -> Option<(String, Releases)> {
             )
         });
     }
+    if let Some((Transport::Shm, via)) = parse_transport(msg) {
+        // `via SHM/%s/%s` up to 2.29, `via SHM/direct` from 2.30 (src/transport/shm.cc at
+        // v2.29.7-1 and v2.30.7-1).
+        return Some(if via.matches('/').count() >= 2 {
+            ("`via SHM/…/…`".into(), Releases::new(0, 29))
+        } else {
+            ("`via SHM/direct`".into(), Releases::new(30, Releases::OPEN))
+        });
+    }
     let r = parse_retry(msg)?;
     Some(if r.legacy {
         (
@@ -451,11 +461,241 @@ pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
 
     let mut out = Vec::new();
     local_interface(&hosts, &uses, &ifname_env, &mut out);
+    container_bridge(&hosts, &uses, &mut out);
     names_and_subnets(&uses, &mut out);
     connect_retries(&lines, &mut out);
     no_socket_interface(&lines, &ifname_env, &mut out);
-    ib_and_p2p(&lines, &mut out);
+    ib_and_p2p(&lines, &uses, &mut out);
+    shm_fallback(&lines, &mut out);
     out
+}
+
+/// The transport of one connection, from an init line such as
+/// `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read`, `Channel 00 : 0[0] -> 1[1] via
+/// SHM/direct/direct` (2.30: `via SHM/direct`) or `Channel 00/0 : 7[7] -> 8[0] [send] via
+/// NET/IB/0/GDRDMA` (NVIDIA/nccl src/transport/p2p.cc, shm.cc, net.cc at v2.27.3-1:
+/// `Channel %02d/%d : %d[%d] -> %d[%d] via %s…`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// GPU to GPU over NVLink or PCIe (`P2P/CUMEM`, `P2P/IPC`, `P2P/direct pointer`, …).
+    P2p,
+    /// Through host shared memory (`/dev/shm`).
+    Shm,
+    /// The InfiniBand/RoCE verbs plugin (`NET/IB/…`).
+    NetIb,
+    /// TCP sockets (`NET/Socket/…`).
+    NetSocket,
+    /// Any other network plugin (`NET/<name>/…`).
+    NetOther,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::P2p => "P2P",
+            Transport::Shm => "SHM",
+            Transport::NetIb => "NET/IB",
+            Transport::NetSocket => "NET/Socket",
+            Transport::NetOther => "NET (other plugin)",
+        }
+    }
+}
+
+/// (transport, the text after `via `) of a `Channel … via …` line.
+fn parse_transport(msg: &str) -> Option<(Transport, &str)> {
+    if !msg.starts_with("Channel ") || !msg.contains(" -> ") {
+        return None;
+    }
+    let via = &msg[msg.find(" via ")? + " via ".len()..];
+    let mut parts = via.split('/');
+    let t = match parts.next()? {
+        "P2P" => Transport::P2p,
+        "SHM" => Transport::Shm,
+        "NET" => match parts.next()? {
+            "IB" => Transport::NetIb,
+            "Socket" => Transport::NetSocket,
+            _ => Transport::NetOther,
+        },
+        _ => return None,
+    };
+    Some((t, via.trim()))
+}
+
+/// The transports one host's logged connections used, counted by kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostTransports {
+    pub host: String,
+    /// (transport, connections) for each transport seen, in a fixed order.
+    pub counts: Vec<(Transport, usize)>,
+    /// Network connections that use GPUDirect RDMA (`/GDRDMA`).
+    pub gdrdma: usize,
+}
+
+/// Per host, how its ranks' connections were made (the `Channel … via …` init lines).
+pub fn transports(files: &[(String, String)]) -> Vec<HostTransports> {
+    let lines = read_lines(files);
+    let mut per: BTreeMap<&str, (BTreeMap<Transport, usize>, usize)> = BTreeMap::new();
+    for l in &lines {
+        if let Some((t, via)) = parse_transport(l.msg) {
+            let e = per.entry(l.host).or_default();
+            *e.0.entry(t).or_default() += 1;
+            if via.contains("/GDRDMA") {
+                e.1 += 1;
+            }
+        }
+    }
+    per.into_iter()
+        .map(|(host, (counts, gdrdma))| HostTransports {
+            host: host.to_string(),
+            counts: counts.into_iter().collect(),
+            gdrdma,
+        })
+        .collect()
+}
+
+/// One line of text per host: `n1: 24 P2P, 8 NET/IB (8 with GPUDirect RDMA)`.
+pub fn transports_summary(t: &[HostTransports]) -> Vec<String> {
+    t.iter()
+        .map(|h| {
+            let mut s = format!(
+                "{}: {}",
+                h.host,
+                join(h.counts.iter().map(|(t, n)| format!("{n} {}", t.name())))
+            );
+            if h.gdrdma > 0 {
+                s.push_str(&format!(" ({} with GPUDirect RDMA)", h.gdrdma));
+            }
+            s
+        })
+        .collect()
+}
+
+/// Docker's default bridge network (172.17.0.0/16): a container without host networking
+/// sees its end as `eth0` with such an address, which name-based exclusion cannot catch.
+fn bridge_addr(ip: &str) -> bool {
+    ip.starts_with("172.17.")
+}
+
+fn container_bridge(hosts: &BTreeSet<&str>, uses: &[IfaceUse], out: &mut Vec<Finding>) {
+    if hosts.len() < 2 {
+        return;
+    }
+    let bad: Vec<&IfaceUse> = uses
+        .iter()
+        .filter(|u| !host_local_iface(&u.name) && bridge_addr(&u.addr))
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    let names: BTreeSet<&str> = bad.iter().map(|u| u.name.as_str()).collect();
+    let addrs: BTreeSet<&str> = bad.iter().map(|u| u.addr.as_str()).collect();
+    let bad_hosts: BTreeSet<&str> = bad.iter().map(|u| u.line.host).collect();
+    // The first line per host is evidence enough.
+    let mut seen = BTreeSet::new();
+    let mut evidence: Vec<_> = bad
+        .iter()
+        .filter(|u| seen.insert(u.line.host))
+        .map(|u| u.line.evidence())
+        .collect();
+    evidence.sort();
+    evidence.dedup();
+    out.push(Finding {
+        kind: "container-bridge",
+        summary: format!(
+            "{} advertised {} on {} ({}): Docker's default bridge network, private to each host, \
+            so the other hosts cannot reach it (or reach a container of their own). These ranks \
+            run in containers without host networking; NCCL skips docker* and lo by name, but \
+            inside the container the bridge is called {}",
+            join(bad.iter().map(|u| u.what).collect::<BTreeSet<_>>()),
+            join(&addrs),
+            join(&names),
+            join(&bad_hosts),
+            join(&names),
+        ),
+        evidence,
+        fix: "Start the containers with the host's network (`docker run --network=host`; in \
+             Kubernetes `hostNetwork: true` or a CNI with routable pod addresses), then set \
+             NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the fabric NIC as usual."
+            .to_string(),
+    });
+}
+
+/// A P2P-disabling setting: `NCCL_P2P_DISABLE set by environment to 1` (src/graph/paths.cc
+/// prints it without a trailing '.'; NCCL_PARAM values end in '.') or
+/// `NCCL_P2P_LEVEL set by environment to LOC`.
+fn p2p_off_env(msg: &str) -> bool {
+    env_is_one(msg, "NCCL_P2P_DISABLE")
+        || env_setting(msg, "NCCL_P2P_LEVEL").is_some_and(|v| v.trim_end_matches('.') == "LOC")
+}
+
+/// A line that says this host has NVSwitch: `NVLS multicast support is available on dev 0
+/// (NVLS_NCHANNELS 16)` (src/transport/nvls.cc@v2.27.3-1). A `via P2P/…` line does not say
+/// whether the path is NVLink or PCIe, so NVLS is the only proof a log gives.
+fn nvlink_hint(msg: &str) -> bool {
+    msg.starts_with("NVLS multicast support is available")
+}
+
+fn shm_fallback(lines: &[Line], out: &mut Vec<Finding>) {
+    // Hosts whose P2P is switched off by a variable are the p2p-disabled finding's.
+    let p2p_off: BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| p2p_off_env(l.msg))
+        .map(|l| l.host)
+        .collect();
+    let mut per: BTreeMap<&str, (usize, usize, Option<&Line>)> = BTreeMap::new();
+    for l in lines {
+        match parse_transport(l.msg) {
+            Some((Transport::Shm, _)) => {
+                let e = per.entry(l.host).or_default();
+                e.0 += 1;
+                e.2.get_or_insert(l);
+            }
+            Some((Transport::P2p, _)) => per.entry(l.host).or_default().1 += 1,
+            _ => {}
+        }
+    }
+    for (host, (shm, p2p, first)) in per {
+        let Some(first) = first else { continue };
+        if p2p > 0 || p2p_off.contains(host) {
+            continue;
+        }
+        let mut evidence = vec![first.evidence()];
+        // NVML's verdict, where NCCL printed it (src/graph/paths.cc).
+        evidence.extend(
+            lines
+                .iter()
+                .filter(|l| l.host == host && l.msg.starts_with("P2P is disabled between"))
+                .take(2)
+                .map(|l| l.evidence()),
+        );
+        let nvlink = lines.iter().find(|l| l.host == host && nvlink_hint(l.msg));
+        if let Some(l) = nvlink {
+            evidence.push(l.evidence());
+        }
+        evidence.sort();
+        evidence.dedup();
+        let why = if nvlink.is_some() {
+            "this machine has NVSwitch (NVLS is available), so its GPUs should talk over NVLink: \
+            expect a fraction of the bandwidth (busbw in the tens of GB/s instead of hundreds)"
+        } else {
+            "every byte between these GPUs is staged through host memory, at PCIe speed or less"
+        };
+        out.push(Finding {
+            kind: "shm-fallback",
+            summary: format!(
+                "on {host} all {shm} same-host connection(s) went via SHM and none via P2P, with \
+                no NCCL_P2P_DISABLE or NCCL_P2P_LEVEL set: {why}"
+            ),
+            evidence,
+            fix: "Find out why GPU peer-to-peer is unavailable: `nvidia-smi topo -m` (NV# \
+                 between the GPUs? PCIe pairs beyond PXB use SHM by default), `nvidia-smi nvlink \
+                 --status`, on NVSwitch machines `systemctl status nvidia-fabricmanager`, on \
+                 PCIe machines ACS and the IOMMU (and P2P support in a VM); ranks in separate \
+                 containers need a shared /dev/shm (--ipc=host)."
+                .to_string(),
+        });
+    }
 }
 
 fn local_interface(
@@ -779,7 +1019,7 @@ fn no_socket_interface(lines: &[Line], ifname_env: &[(&Line, &str)], out: &mut V
     });
 }
 
-fn ib_and_p2p(lines: &[Line], out: &mut Vec<Finding>) {
+fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
     let ib_env: Vec<&Line> = lines
         .iter()
         .filter(|l| env_is_one(l.msg, "NCCL_IB_DISABLE"))
@@ -816,47 +1056,120 @@ fn ib_and_p2p(lines: &[Line], out: &mut Vec<Finding>) {
                 .to_string(),
         });
     } else if !no_ib.is_empty() {
-        // Fallen back: "NET/IB : No device found." followed by "Using network Socket".
-        let evidence: Vec<_> = no_ib
-            .iter()
-            .filter_map(|ib| {
-                socket
-                    .iter()
-                    .find(|s| s.file == ib.file && s.no > ib.no && s.pid == ib.pid)
-                    .map(|s| [ib.evidence(), s.evidence()])
-            })
-            .flatten()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        // Fallen back: "NET/IB : No device found." followed by "Using network Socket", and
+        // the first `via NET/Socket` connection of that process.
+        let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
+        let mut fell: BTreeSet<&str> = BTreeSet::new();
+        for ib in &no_ib {
+            let Some(s) = socket
+                .iter()
+                .find(|s| s.file == ib.file && s.no > ib.no && s.pid == ib.pid)
+            else {
+                continue;
+            };
+            evidence.insert(ib.evidence());
+            evidence.insert(s.evidence());
+            fell.insert(ib.host);
+            if let Some(c) = lines.iter().find(|c| {
+                c.file == ib.file
+                    && c.pid == ib.pid
+                    && matches!(parse_transport(c.msg), Some((Transport::NetSocket, _)))
+            }) {
+                evidence.insert(c.evidence());
+            }
+        }
         if !evidence.is_empty() {
+            // An IPoIB interface (ib0) on these hosts means the InfiniBand hardware is there.
+            let ipoib: Vec<&IfaceUse> = uses
+                .iter()
+                .filter(|u| fell.contains(u.line.host) && u.name.starts_with("ib"))
+                .collect();
+            let ipoib_names: BTreeSet<&str> = ipoib.iter().map(|u| u.name.as_str()).collect();
+            if let Some(u) = ipoib.first() {
+                evidence.insert(u.line.evidence());
+            }
+            let ib_hosts: BTreeSet<&str> = lines
+                .iter()
+                .filter(|l| {
+                    l.msg.starts_with("Using network IB")
+                        || matches!(parse_transport(l.msg), Some((Transport::NetIb, _)))
+                })
+                .map(|l| l.host)
+                .filter(|h| !fell.contains(h))
+                .collect();
+            let mut summary =
+                format!("NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}");
+            if !ipoib_names.is_empty() {
+                summary.push_str(&format!(
+                    "; yet {} use(s) the IPoIB interface {}, so InfiniBand is there and the \
+                     verbs devices are what NCCL cannot see",
+                    join(&fell),
+                    join(&ipoib_names)
+                ));
+            }
+            if !ib_hosts.is_empty() {
+                summary.push_str(&format!(
+                    "; {} use(s) IB while {} fell back: every rank should use the same network",
+                    join(&ib_hosts),
+                    join(&fell)
+                ));
+            }
             out.push(Finding {
                 kind: "socket-fallback",
-                summary: format!(
-                    "NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}"
-                ),
-                evidence,
-                fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL (drivers and \
-                      rdma-core in the container, /dev/infiniband mounted, NCCL_IB_HCA if set); \
-                      if they have none, sockets are expected and this is only a note on speed."
+                summary,
+                evidence: evidence.into_iter().collect(),
+                fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL: in a \
+                      container --device=/dev/infiniband, the rdma-core libraries in the image, \
+                      --ulimit memlock=-1 and --cap-add=IPC_LOCK; check with `ibv_devinfo` \
+                      where the job runs, and NCCL_IB_HCA if set. If the nodes have none, \
+                      sockets are expected and this is only a note on speed."
                     .to_string(),
             });
         }
     }
-    let p2p: Vec<&Line> = lines
-        .iter()
-        .filter(|l| env_is_one(l.msg, "NCCL_P2P_DISABLE"))
-        .collect();
+    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.msg)).collect();
     if !p2p.is_empty() {
+        let hosts: BTreeSet<&str> = p2p.iter().map(|l| l.host).collect();
+        let mut evidence: Vec<_> = p2p.iter().map(|l| l.evidence()).collect();
+        // What it did: the first SHM connection per host, and an NVLink hint if logged.
+        let mut shm = 0;
+        let mut shown = BTreeSet::new();
+        for l in lines.iter().filter(|l| hosts.contains(l.host)) {
+            if matches!(parse_transport(l.msg), Some((Transport::Shm, _))) {
+                shm += 1;
+                if shown.insert(l.host) {
+                    evidence.push(l.evidence());
+                }
+            }
+        }
+        let nvlink = lines
+            .iter()
+            .find(|l| hosts.contains(l.host) && nvlink_hint(l.msg));
+        if let Some(l) = nvlink {
+            evidence.push(l.evidence());
+        }
+        evidence.sort();
+        evidence.dedup();
+        let mut summary = "P2P is switched off (NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC): \
+                           direct GPU-to-GPU transfers (NVLink, PCIe peer-to-peer) are off and \
+                           traffic goes through host memory"
+            .to_string();
+        if shm > 0 {
+            summary.push_str(&format!(" ({shm} connection(s) via SHM)"));
+        }
+        if nvlink.is_some() {
+            summary.push_str(
+                "; this machine has NVSwitch (NVLS is available), so NVLink sits idle and \
+                 busbw drops to the tens of GB/s",
+            );
+        }
         out.push(Finding {
             kind: "p2p-disabled",
-            summary: "NCCL_P2P_DISABLE=1 is set: direct GPU-to-GPU transfers (NVLink, PCIe \
-                      peer-to-peer) are off and traffic goes through host memory"
-                .to_string(),
-            evidence: p2p.iter().map(|l| l.evidence()).collect(),
-            fix: "NCCL_P2P_DISABLE=1 is a diagnostic, not a fix: once the hang is understood \
-                  (often PCI ACS or the IOMMU blocking peer-to-peer), fix that and remove the \
-                  variable."
+            summary,
+            evidence,
+            fix: "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) is a diagnostic, not a fix: once \
+                  the hang is understood (often PCI ACS or the IOMMU blocking peer-to-peer), \
+                  fix that and remove the variable."
                 .to_string(),
         });
     }
@@ -1066,5 +1379,88 @@ mod tests {
         let f = one("x.log", t);
         assert_eq!(kinds(&f), ["connect-retry"]);
         assert!(f[0].summary.contains("127.0.0.1<1>"), "{}", f[0].summary);
+    }
+
+    #[test]
+    fn transport_lines_of_every_kind_parse() {
+        let p = |m: &str| parse_transport(m).map(|(t, _)| t);
+        assert_eq!(
+            p("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"),
+            Some(Transport::P2p)
+        );
+        assert_eq!(
+            p("Channel 02/0 : 0[0] -> 1[1] via P2P/IPC"),
+            Some(Transport::P2p)
+        );
+        assert_eq!(
+            p("Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"),
+            Some(Transport::Shm)
+        );
+        assert_eq!(
+            p("Channel 00 : 0[0] -> 1[1] via SHM/direct"),
+            Some(Transport::Shm)
+        );
+        assert_eq!(
+            p("Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA"),
+            Some(Transport::NetIb)
+        );
+        assert_eq!(
+            p("Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0"),
+            Some(Transport::NetSocket)
+        );
+        assert_eq!(
+            p("Channel 00/0 : 1[0] -> 0[0] [send] via NET/AWS Libfabric/0"),
+            Some(Transport::NetOther)
+        );
+        assert_eq!(p("Channel 00/24 : 0 1 2 3"), None);
+        assert_eq!(p("Connected all rings, use ring PXN 0 GDR 1"), None);
+        let t = transports(&[(
+            "x".into(),
+            "a:1:1 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA\n\
+             a:1:1 [0] NCCL INFO Channel 00/0 : 6[6] -> 7[7] via P2P/CUMEM\n"
+                .into(),
+        )]);
+        assert_eq!(
+            transports_summary(&t),
+            ["a: 1 P2P, 1 NET/IB (1 with GPUDirect RDMA)"]
+        );
+    }
+
+    #[test]
+    fn p2p_level_loc_is_p2p_off_and_shm_alone_is_a_fallback_only_without_p2p() {
+        let off = "a:1:1 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to LOC\n\
+                   a:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n";
+        assert_eq!(kinds(&one("x.log", off)), ["p2p-disabled"]);
+        let shm = "a:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct\n";
+        assert_eq!(kinds(&one("x.log", shm)), ["shm-fallback"]);
+        // A two-socket PCIe box: some pairs P2P, the pairs across sockets SHM, by design.
+        let mixed = "a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n\
+                     a:2:3 [1] NCCL INFO Channel 00 : 1[1] -> 2[2] via SHM/direct/direct\n";
+        assert!(one("x.log", mixed).is_empty());
+    }
+
+    #[test]
+    fn the_shm_line_tells_2_30_from_earlier() {
+        let r = release("a:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct\n");
+        assert!(r.summary.contains("NCCL 2.30 or later"), "{}", r.summary);
+        let r = release("a:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n");
+        assert!(r.summary.contains("NCCL 2.29 or earlier"), "{}", r.summary);
+    }
+
+    #[test]
+    fn a_bridge_address_on_eth0_across_hosts_is_a_container_without_host_network() {
+        let t = "a:1:1 [0] NCCL INFO Bootstrap: Using eth0:172.17.0.2<0>\n\
+                 b:2:2 [0] NCCL INFO Bootstrap: Using eth0:172.17.0.2<0>\n";
+        let f = one("x.log", t);
+        assert_eq!(kinds(&f), ["container-bridge"]);
+        assert!(f[0].fix.contains("--network=host"), "{}", f[0].fix);
+        // One host alone: the bridge is fine for a single-node job.
+        assert!(
+            one(
+                "x.log",
+                "a:1:1 [0] NCCL INFO Bootstrap: Using eth0:172.17.0.2<0>\n"
+            )
+            .is_empty()
+        );
     }
 }
