@@ -18,12 +18,20 @@ pub struct DoctorArgs {
     /// NCCL_DEBUG=INFO (or TRACE) log files: one per rank, or one with ranks interleaved.
     #[arg(long = "log", value_name = "FILE", num_args = 1..)]
     pub logs: Vec<PathBuf>,
+    /// Flight-recorder dumps, one per rank, or folders of them: ringlab's (`lab run` writes
+    /// them on a run-time hang) or PyTorch's (`*.pkl`, `comm_lib_trace_rank_<r>`, or their
+    /// JSON). Lines the ranks up by collective number and names the one that diverged.
+    #[arg(long = "trace", value_name = "DIR|FILE", num_args = 1.., conflicts_with = "logs")]
+    pub traces: Vec<PathBuf>,
     /// Print the findings as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    if !args.traces.is_empty() {
+        return trace(args);
+    }
     if args.logs.is_empty() {
         return machine(args.json);
     }
@@ -328,4 +336,67 @@ fn render_machine(r: &MachineReport) -> String {
         }
     }
     s
+}
+
+/// `doctor --trace`: the flight recorders lined up. Exit 0 when the dumps blame nobody, 1 when
+/// they name a rank, 2 when they cannot be read.
+fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    use crate::lab::trace;
+    let traces = match trace::read_paths(&args.traces) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ringlab doctor: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let a = trace::analyse(&traces);
+    let table = trace::table(&traces, &a, 8);
+    if args.json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            files: Vec<&'a str>,
+            #[serde(flatten)]
+            analysis: &'a trace::Analysis,
+            table: &'a [String],
+        }
+        let out = Out {
+            files: traces.iter().map(|t| t.source.as_str()).collect(),
+            analysis: &a,
+            table: &table,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("Flight recorders: {} rank(s) of {}", traces.len(), a.world);
+        for t in &traces {
+            println!(
+                "  rank {}: {} ({} collective(s), {})",
+                t.rank,
+                t.source,
+                t.entries.len(),
+                t.format
+            );
+        }
+        println!(
+            "\nLined up by collective number (✓ completed, … in flight, · scheduled, — never entered):"
+        );
+        for row in &table {
+            println!("{row}");
+        }
+        match &a.culprit {
+            Some(c) => println!(
+                "\nCulprit: rank {}{}\n  {}",
+                c.rank(),
+                c.seq()
+                    .map(|s| format!(", collective #{s}"))
+                    .unwrap_or_default(),
+                a.explanation
+            ),
+            None => println!("\nNo rank diverged: {}", a.explanation),
+        }
+    }
+    Ok(if a.culprit.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

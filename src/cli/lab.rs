@@ -822,16 +822,29 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
         );
     }
     let d = &r.diagnosis;
-    println!("\n== evidence: interfaces");
-    for i in &d.interfaces {
-        println!("  node {}  {:<8} {}", i.node, i.name, i.addr);
-    }
-    println!("== evidence: can node i reach each advertised address?");
-    for x in &d.reachability {
+    if let Some(t) = &d.trace {
         println!(
-            "  node {} → rank {} at {:<22} {}",
-            x.from_node, x.to_rank, x.addr, x.result
+            "\n== evidence: flight recorders lined up by collective number (✓ completed, … started, · scheduled, — never entered)"
         );
+        for row in &t.table {
+            println!("{row}");
+        }
+        println!(
+            "  (the dumps: {}; `ringlab doctor --trace {}` reads them again)",
+            t.dir, t.dir
+        );
+    } else {
+        println!("\n== evidence: interfaces");
+        for i in &d.interfaces {
+            println!("  node {}  {:<8} {}", i.node, i.name, i.addr);
+        }
+        println!("== evidence: can node i reach each advertised address?");
+        for x in &d.reachability {
+            println!(
+                "  node {} → rank {} at {:<22} {}",
+                x.from_node, x.to_rank, x.addr, x.result
+            );
+        }
     }
     for (rank, lines) in &d.last_logs {
         for l in lines.iter().rev().take(3).rev() {

@@ -16,7 +16,7 @@ use super::{Event, Job};
 
 static LABS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/labs");
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fix {
     pub text: String,
@@ -31,6 +31,12 @@ pub struct Fix {
     /// Remove the staged firewall.
     #[serde(default)]
     pub open_firewall: bool,
+    /// Run-time scenarios: the code change that removes the staged fault.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remove_fault: bool,
+    /// Multiply the watchdog's timeout (the tempting non-fix for a hang).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_factor: Option<u64>,
 }
 
 /// What the evidence of an init hang blames. Scenario files name the one they stage; the
@@ -43,17 +49,29 @@ pub enum Culprit {
     ConnectionDropped,
     StoreUnreachable,
     MissingRank,
+    /// Run time: a rank's collective #k is another call than the others' #k.
+    CallMismatch,
+    /// Run time: a rank never entered the collective the others wait in.
+    NeverEntered,
+    /// Run time: a rank is stopped or stuck inside a collective.
+    StuckRank,
+    /// Run time: a rank's process is gone.
+    RankGone,
     #[default]
     Unknown,
 }
 
 impl Culprit {
-    pub const ALL: [Culprit; 6] = [
+    pub const ALL: [Culprit; 10] = [
         Culprit::UnroutableAddress,
         Culprit::IfaceNotFound,
         Culprit::ConnectionDropped,
         Culprit::StoreUnreachable,
         Culprit::MissingRank,
+        Culprit::CallMismatch,
+        Culprit::NeverEntered,
+        Culprit::StuckRank,
+        Culprit::RankGone,
         Culprit::Unknown,
     ];
 
@@ -65,6 +83,10 @@ impl Culprit {
             Culprit::ConnectionDropped => "connection-dropped",
             Culprit::StoreUnreachable => "store-unreachable",
             Culprit::MissingRank => "missing-rank",
+            Culprit::CallMismatch => "call-mismatch",
+            Culprit::NeverEntered => "never-entered",
+            Culprit::StuckRank => "stuck-rank",
+            Culprit::RankGone => "rank-gone",
             Culprit::Unknown => "unknown",
         }
     }
@@ -85,6 +107,10 @@ impl Culprit {
             Culprit::ConnectionDropped => "connections silently dropped between nodes",
             Culprit::StoreUnreachable => "a rank cannot reach the rendezvous store",
             Culprit::MissingRank => "a rank of the world never started",
+            Culprit::CallMismatch => "a rank called a different collective at the same number",
+            Culprit::NeverEntered => "a rank never entered the collective the others wait in",
+            Culprit::StuckRank => "a rank is stopped inside a collective",
+            Culprit::RankGone => "a rank's process is gone",
             Culprit::Unknown => "no known misconfiguration",
         }
     }
@@ -147,6 +173,10 @@ pub struct Scenario {
     /// to the store's port (the master port), like a cloud security group opened for 29500 only.
     #[serde(default)]
     pub stage_firewall: bool,
+    /// A run-time scenario: the training loop it runs (with its staged fault) instead of the
+    /// init sanity check.
+    #[serde(default)]
+    pub train: Option<super::train::TrainSpec>,
     pub fix: Fix,
 }
 
@@ -324,6 +354,20 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
             s.ranks_per_node
         ));
     }
+    if let Some(t) = &s.train {
+        let world = s.nodes * s.ranks_per_node;
+        if t.steps == 0 || t.tp_bytes == 0 || t.dp_bytes == 0 {
+            return Err("[train]: steps, tp_bytes and dp_bytes must be at least 1".into());
+        }
+        if let Some(f) = &t.fault
+            && (f.rank >= world || f.step == 0 || f.step > t.steps)
+        {
+            return Err(format!(
+                "[train] fault: rank {} step {} is outside the job ({world} ranks, steps 1..={})",
+                f.rank, f.step, t.steps
+            ));
+        }
+    }
     Ok(s)
 }
 
@@ -380,6 +424,22 @@ pub struct Diagnosis {
     /// On NCCL: the address each rank's NCCL said it uses (`addr (iface)`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub advertised: Vec<(usize, String)>,
+    /// Run time: the flight recorders lined up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceEvidence>,
+}
+
+/// The flight-recorder evidence of a run-time hang.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TraceEvidence {
+    /// Where the per-rank dumps are (`ringlab doctor --trace DIR` reads them again).
+    pub dir: String,
+    /// The rank the analysis blames, the collective and what the program called it.
+    pub rank: Option<usize>,
+    pub seq: Option<u64>,
+    pub label: Option<String>,
+    /// The dumps side by side around the divergence (`trace::table`).
+    pub table: Vec<String>,
 }
 
 impl Diagnosis {
@@ -538,15 +598,37 @@ fn run_once(
     }
     let c = &*c;
     let mut l = Launch::single(s.ranks_per_node);
-    l.timeout = Duration::from_secs(s.timeout);
+    // Raising the timeout is a choice a learner may try: the watchdog then waits longer.
+    let timeout = s.timeout * fix.and_then(|f| f.timeout_factor).unwrap_or(1).max(1);
+    l.timeout = Duration::from_secs(timeout);
     l.placement = Some(placement(s, c, fix, port, nccl.is_some()));
     let mut job = Job::sanity();
     if let Some(n) = nccl {
         l.env.extend(n.env.iter().cloned());
         job.backend = super::Backend::Nccl;
         job.ranks_per_gpu = n.ranks_per_gpu;
-        job.timeout_s = s.timeout + 5;
+        job.timeout_s = timeout + 5;
     }
+    // A run-time scenario runs its training loop, each rank keeping its flight recorder in a
+    // fresh folder; the right fix removes the staged fault.
+    let trace_dir = match &s.train {
+        Some(spec) => {
+            let dir = match fresh_trace_dir(&s.name) {
+                Ok(d) => d,
+                Err(e) => return RunResult::setup_error(e),
+            };
+            let mut spec = spec.clone();
+            spec.trace_dir = Some(dir.display().to_string());
+            if fix.is_some_and(|f| f.remove_fault) {
+                spec.fault = None;
+            }
+            job = Job::train(spec);
+            // The ranks' own wait for a neighbour's header outlasts the launcher's watchdog.
+            job.timeout_s = timeout + 10;
+            Some(dir)
+        }
+        None => None,
+    };
     let started = Instant::now();
     let phases = std::cell::RefCell::new(BTreeMap::new());
     // Every line each rank logged (NCCL's INIT/NET lines come early and would scroll out of
@@ -581,8 +663,11 @@ fn run_once(
         |f, server| {
             // The watchdog has just fired: that is when the hang was detected.
             detected = Some(started.elapsed().as_secs_f64());
-            let mut d = gather(s, c, f, server, world);
-            if nccl.is_some() {
+            let mut d = match &trace_dir {
+                Some(dir) => train_evidence(s, c, dir, f),
+                None => gather(s, c, f, server, world),
+            };
+            if nccl.is_some() && trace_dir.is_none() {
                 nccl_evidence(s, &mut d, &logs.borrow(), &phases.borrow());
             }
             evidence = Some(d);
@@ -650,6 +735,106 @@ impl RunResult {
     }
 }
 
+/// Every node's interfaces, as the evidence lists them.
+fn interface_rows(c: &Cluster) -> Vec<IfaceRow> {
+    c.nodes
+        .iter()
+        .flat_map(|n| {
+            c.interfaces(n.index).into_iter().map(|i| IfaceRow {
+                node: n.index,
+                name: i.name,
+                addr: i.addr.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A new folder, readable only by this user, for one run's flight recorders.
+fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    let mut rnd = [0u8; 6];
+    getrandom::fill(&mut rnd).map_err(|e| e.to_string())?;
+    let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = base.join(format!("ringlab-trace-{scenario}-{tag}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("making {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Run time: the evidence is each rank's flight recorder. The launcher knows which processes
+/// were stopped or gone (they cannot say so themselves): that goes into their dumps, which are
+/// then lined up by sequence number.
+fn train_evidence(s: &Scenario, c: &Cluster, dir: &std::path::Path, f: &Failure) -> Diagnosis {
+    use super::trace;
+    let mut d = Diagnosis {
+        last_logs: f.logs.clone(),
+        interfaces: interface_rows(c),
+        fix: s.fix.text.clone(),
+        ..Default::default()
+    };
+    let mut traces = match trace::read_paths(&[dir.to_path_buf()]) {
+        Ok(t) => t,
+        Err(e) => {
+            d.explanation = format!("no flight recorder to read: {e}");
+            return d;
+        }
+    };
+    for t in &mut traces {
+        if let Some((_, p)) = f.processes.iter().find(|(r, _)| *r == t.rank) {
+            t.process = p.clone();
+            // The dump as the watchdog leaves it: with what the launcher saw of the process.
+            if let Ok(text) = serde_json::to_string_pretty(&*t) {
+                let _ = std::fs::write(dir.join(format!("rank{}.json", t.rank)), text);
+            }
+        }
+    }
+    let a = trace::analyse(&traces);
+    d.culprit = match &a.culprit {
+        Some(trace::Culprit::Mismatch { .. }) => Culprit::CallMismatch,
+        Some(trace::Culprit::NeverEntered { .. }) => Culprit::NeverEntered,
+        Some(trace::Culprit::StuckInside { .. }) => Culprit::StuckRank,
+        Some(trace::Culprit::Gone { .. }) => Culprit::RankGone,
+        None => Culprit::Unknown,
+    };
+    let rank = a.culprit.as_ref().map(trace::Culprit::rank);
+    let seq = a.culprit.as_ref().and_then(trace::Culprit::seq);
+    // What the program called that collective: the culprit's own label, else the others'.
+    let label = seq.and_then(|q| {
+        let of = |t: &trace::RankTrace| {
+            t.entries
+                .iter()
+                .find(|e| e.seq == q)
+                .and_then(|e| e.label.clone())
+        };
+        traces
+            .iter()
+            .find(|t| Some(t.rank) == rank)
+            .and_then(of)
+            .or_else(|| traces.iter().find_map(of))
+    });
+    // "step 57" from "step 57 tp mlp": where in the training loop it went wrong.
+    let step = label
+        .as_deref()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(|n| format!(" at step {n}"))
+        .unwrap_or_default();
+    d.explanation = match rank {
+        Some(r) => format!("rank {r}{step}: {}", a.explanation),
+        None => a.explanation.clone(),
+    };
+    d.trace = Some(TraceEvidence {
+        dir: dir.display().to_string(),
+        rank,
+        seq,
+        label,
+        table: trace::table(&traces, &a, 6),
+    });
+    d
+}
+
 /// The store's port: the master port in fresh namespaces; on the emulated cluster, which
 /// shares this host's loopback with everything else, a port that is free right now.
 fn store_port(c: &Cluster) -> Result<u16, String> {
@@ -673,17 +858,9 @@ fn gather(
 ) -> Diagnosis {
     let mut d = Diagnosis {
         last_logs: f.logs.clone(),
+        interfaces: interface_rows(c),
         ..Default::default()
     };
-    for n in &c.nodes {
-        for i in c.interfaces(n.index) {
-            d.interfaces.push(IfaceRow {
-                node: n.index,
-                name: i.name,
-                addr: i.addr.to_string(),
-            });
-        }
-    }
     let advertised: Vec<(usize, Option<SocketAddr>)> = (0..world)
         .map(|r| {
             (
@@ -977,26 +1154,41 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
     let env = |what: &str, k: &str, v: &str| Fix {
         text: format!("{what}: {k}={v}"),
         env: [(k.to_string(), v.to_string())].into_iter().collect(),
-        master_addr: false,
-        start_all: false,
-        open_firewall: false,
+        ..Default::default()
     };
-    let mut v = vec![
-        env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
-        env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
-        env(
-            "Keep NCCL off the Docker bridge",
-            "NCCL_SOCKET_IFNAME",
-            "^docker0",
-        ),
-        s.fix.clone(),
-    ];
-    v.dedup_by(|a, b| {
-        a.env == b.env
-            && a.master_addr == b.master_addr
-            && a.start_all == b.start_all
-            && a.open_firewall == b.open_firewall
-    });
+    let mut v = if s.train.is_some() {
+        vec![
+            Fix {
+                text: "Give the job more time: init_process_group(timeout=timedelta(minutes=30))"
+                    .into(),
+                timeout_factor: Some(2),
+                ..Default::default()
+            },
+            env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+            Fix {
+                text: "Restart from the last checkpoint: run the same job again".into(),
+                ..Default::default()
+            },
+            s.fix.clone(),
+        ]
+    } else {
+        vec![
+            env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+            env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
+            env(
+                "Keep NCCL off the Docker bridge",
+                "NCCL_SOCKET_IFNAME",
+                "^docker0",
+            ),
+            s.fix.clone(),
+        ]
+    };
+    // Choices that do the same thing are one choice.
+    let effect = |f: &Fix| Fix {
+        text: String::new(),
+        ..f.clone()
+    };
+    v.dedup_by(|a, b| effect(a) == effect(b));
     // A stable but not always-last position for the right answer.
     let at = s.name.len() % v.len();
     let right = v.pop();

@@ -34,14 +34,24 @@ pub struct Call {
     pub op: String,
     /// The root rank, or -1 where the collective has none.
     pub root: i64,
+    /// Tensor shapes where the dump has them (PyTorch's `input_sizes`, e.g. `[[2, 4]]`): two
+    /// calls of the same count but another shape are different calls too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
 }
 
 impl Call {
     /// The header hash: FNV-1a over the fields, so peers compare one number per collective.
     pub fn hash(&self) -> u64 {
         let text = format!(
-            "{}|{}|{}|{}|{}|{}",
-            self.coll, self.algo, self.count, self.dtype, self.op, self.root
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.coll,
+            self.algo,
+            self.count,
+            self.dtype,
+            self.op,
+            self.root,
+            self.shape.as_deref().unwrap_or("")
         );
         text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -55,9 +65,19 @@ impl Call {
         } else {
             String::new()
         };
+        let shape = self
+            .shape
+            .as_deref()
+            .map(|s| format!(" shape {s}"))
+            .unwrap_or_default();
+        let op = if self.op.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", self.op)
+        };
         format!(
-            "{} {} × {} {}{root}",
-            self.coll, self.count, self.dtype, self.op
+            "{} {} × {}{op}{root}{shape}",
+            self.coll, self.count, self.dtype
         )
     }
 }
@@ -263,7 +283,21 @@ pub fn parse(file: &str, text: &str) -> Result<RankTrace, TraceError> {
     Ok(t)
 }
 
-/// Read dumps from files and folders (every `*.json` in a folder).
+/// Is this file name one a folder of dumps holds: ringlab's `rank<r>.json`, PyTorch's pickles
+/// (`*.pkl`, or `comm_lib_trace_rank_<r>` / `nccl_trace_rank_<r>` without an extension) and
+/// their JSON form?
+fn is_dump_name(f: &Path) -> bool {
+    let name = f
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    f.extension().is_some_and(|x| x == "json" || x == "pkl") && name != "case.json"
+        || name.starts_with("comm_lib_trace_rank_")
+        || name.starts_with("nccl_trace_rank_")
+}
+
+/// Read dumps from files and folders (every dump a folder holds, see [`is_dump_name`]). Two
+/// dumps of one rank (a pickle and its JSON): the first in name order is kept.
 pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<RankTrace>, TraceError> {
     let mut files = Vec::new();
     for p in paths {
@@ -274,13 +308,15 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<RankTrace>, TraceError> {
                     message: e.to_string(),
                 })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .filter(|f| is_dump_name(f))
                 .collect();
             found.sort();
             if found.is_empty() {
                 return Err(TraceError {
                     file: p.display().to_string(),
-                    message: "no *.json dumps in this folder".into(),
+                    message: "no flight-recorder dumps in this folder (rank<r>.json, *.pkl, \
+                              comm_lib_trace_rank_<r>)"
+                        .into(),
                 });
             }
             files.extend(found);
@@ -288,22 +324,225 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<RankTrace>, TraceError> {
             files.push(p.clone());
         }
     }
-    let mut out = Vec::new();
+    let mut out: Vec<RankTrace> = Vec::new();
     for f in files {
-        out.push(read_file(&f)?);
+        let t = read_file(&f)?;
+        if !out.iter().any(|o| o.rank == t.rank) {
+            out.push(t);
+        }
+    }
+    // PyTorch dumps do not say the world size; the ranks seen do.
+    let world = out
+        .iter()
+        .map(|t| t.world.max(t.rank + 1))
+        .max()
+        .unwrap_or(0);
+    for t in &mut out {
+        t.world = t.world.max(world);
     }
     Ok(out)
 }
 
 fn read_file(f: &Path) -> Result<RankTrace, TraceError> {
     let name = f.display().to_string();
-    let text = crate::files::regular_file(f)
-        .and_then(|()| std::fs::read_to_string(f).map_err(|e| e.to_string()))
-        .map_err(|message| TraceError {
-            file: name.clone(),
-            message,
-        })?;
+    let err = |message: String| TraceError {
+        file: name.clone(),
+        message,
+    };
+    let bytes = crate::files::regular_file(f)
+        .and_then(|()| std::fs::read(f).map_err(|e| e.to_string()))
+        .map_err(err)?;
+    // A pickle starts with its PROTO opcode; anything else is read as JSON.
+    if bytes.first() == Some(&0x80) {
+        let v: serde_pickle::Value = serde_pickle::value_from_slice(
+            &bytes,
+            // Shared objects (memo references) are common in PyTorch's pickles.
+            serde_pickle::DeOptions::new().replace_recursive_structures(),
+        )
+        .map_err(|e| err(format!("not a readable pickle: {e}")))?;
+        return from_pytorch(&name, &pickle_to_json(v));
+    }
+    let text =
+        String::from_utf8(bytes).map_err(|_| err("neither a pickle nor UTF-8 JSON".into()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| err(format!("{}:{}: not JSON: {e}", e.line(), e.column())))?;
+    if v.get("format").is_none() && v.get("entries").is_some() && v.get("version").is_some() {
+        return from_pytorch(&name, &v);
+    }
     parse(&name, &text)
+}
+
+/// A pickle's plain data as JSON (PyTorch's dumps hold only dicts, lists, tuples, strings,
+/// numbers, booleans and None).
+fn pickle_to_json(v: serde_pickle::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    use serde_pickle::Value as P;
+    let key = |k: serde_pickle::HashableValue| match k {
+        serde_pickle::HashableValue::String(s) => s,
+        other => format!("{other:?}"),
+    };
+    match v {
+        P::None => J::Null,
+        P::Bool(b) => J::Bool(b),
+        P::I64(i) => J::from(i),
+        P::Int(i) => J::String(i.to_string()),
+        P::F64(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
+        P::Bytes(b) => J::String(String::from_utf8_lossy(&b).into_owned()),
+        P::String(s) => J::String(s),
+        P::List(l) | P::Tuple(l) => J::Array(l.into_iter().map(pickle_to_json).collect()),
+        P::Set(s) | P::FrozenSet(s) => J::Array(s.into_iter().map(|h| J::String(key(h))).collect()),
+        P::Dict(d) => J::Object(
+            d.into_iter()
+                .map(|(k, v)| (key(k), pickle_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// PyTorch's dtype names as ringlab's.
+fn torch_dtype(name: &str) -> String {
+    match name {
+        "Float" => "f32",
+        "Half" => "f16",
+        "BFloat16" => "bf16",
+        "Double" => "f64",
+        "Int" => "i32",
+        "Long" => "i64",
+        "Byte" => "u8",
+        "Char" => "i8",
+        other => other,
+    }
+    .to_string()
+}
+
+/// A PyTorch Flight Recorder dump (the pickle, or its JSON form) as a rank's trace. The rank is
+/// the number the file name ends with (`rank1.pkl`, `comm_lib_trace_rank_1`); entries are
+/// lined up by `collective_seq_id`. gloo never moves an entry's `state` past "scheduled":
+/// `retired` (left the in-flight list) counts as completed, an entry still in flight as
+/// started.
+fn from_pytorch(file: &str, v: &serde_json::Value) -> Result<RankTrace, TraceError> {
+    let err = |message: String| TraceError {
+        file: file.to_string(),
+        message,
+    };
+    let version = v.get("version").and_then(|x| x.as_str()).unwrap_or("?");
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    if major != Some(2) {
+        return Err(err(format!(
+            "PyTorch Flight Recorder version {version}; ringlab reads the 2.x dumps (collective_seq_id)"
+        )));
+    }
+    let stem = Path::new(file)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let digits: String = stem
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let rank: usize = digits.parse().map_err(|_| {
+        err("the file name does not end with the rank (rank1.pkl, …_rank_1)".into())
+    })?;
+    // The default group's ranks, "[0, 1, 2]", where the dump has them.
+    let world = v
+        .get("pg_config")
+        .and_then(|p| p.as_object())
+        .and_then(|m| {
+            m.values()
+                .find_map(|g| g.get("ranks").and_then(|r| r.as_str()))
+        })
+        .map_or(0, |r| {
+            r.split(',')
+                .filter(|x| !x.trim().trim_matches(['[', ']']).is_empty())
+                .count()
+        });
+    let entries = v
+        .get("entries")
+        .and_then(|e| e.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let field = |k: &str| e.get(k);
+        let Some(seq) = field("collective_seq_id").and_then(serde_json::Value::as_u64) else {
+            return Err(err(format!("entry {i}: no collective_seq_id")));
+        };
+        if field("is_p2p").and_then(serde_json::Value::as_bool) == Some(true) {
+            continue;
+        }
+        let name = field("profiling_name")
+            .and_then(|x| x.as_str())
+            .unwrap_or("?");
+        let (lib, op) = name.rsplit_once(':').unwrap_or(("", name));
+        let sizes = field("input_sizes").cloned().unwrap_or_default();
+        let count: u64 = sizes
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        t.as_array()
+                            .map_or(0, |d| d.iter().filter_map(|x| x.as_u64()).product::<u64>())
+                    })
+                    .sum()
+            })
+            .unwrap_or(0);
+        let dtype = field("input_dtypes")
+            .and_then(|d| d.as_array())
+            .and_then(|d| d.first())
+            .and_then(|d| d.as_str())
+            .map_or_else(|| "?".into(), torch_dtype);
+        let retired = field("retired")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        let state = match field("state").and_then(|s| s.as_str()) {
+            Some("completed") => State::Completed,
+            _ if retired => State::Completed,
+            Some("started") => State::Started,
+            // gloo: in flight is as far as it says.
+            _ if lib == "gloo" => State::Started,
+            _ => State::Scheduled,
+        };
+        let ns = |k: &str| {
+            field(k)
+                .and_then(serde_json::Value::as_u64)
+                .filter(|&t| t > 0)
+        };
+        out.push(Entry {
+            seq,
+            call: Call {
+                coll: op.split_whitespace().next().unwrap_or(op).replace('_', "-"),
+                algo: lib.to_string(),
+                count,
+                dtype,
+                op: String::new(),
+                root: -1,
+                shape: Some(sizes.to_string()),
+            },
+            state,
+            label: Some(name.to_string()),
+            scheduled_ns: ns("time_created_ns").unwrap_or(0),
+            started_ns: ns("time_discovered_started_ns"),
+            completed_ns: ns("time_discovered_completed_ns"),
+        });
+    }
+    out.sort_by_key(|e| e.seq);
+    out.dedup_by_key(|e| e.seq);
+    Ok(RankTrace {
+        format: "pytorch-flight-recorder".into(),
+        version: VERSION,
+        rank,
+        world: world.max(rank + 1),
+        process: Process::Running,
+        entries: out,
+        source: file.to_string(),
+    })
 }
 
 /// Who is to blame, in the four ways a rank diverges.
@@ -476,12 +715,15 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
             Some(_) => "is gone".into(),
             None => "left no dump: it is gone".into(),
         };
+        let after = match last.get(r).copied().flatten() {
+            Some(_) => format!(" after {}", describe(r)),
+            None => String::new(),
+        };
         let explanation = format!(
-            "rank {r} {how} after {}; the others wait for it in {}. A rank that dies does not \
+            "rank {r} {how}{after}; the others wait for it in {}. A rank that dies does not \
              take its peers with it: they block in the next collective until a watchdog \
              (PyTorch's ProcessGroupNCCL timeout, or torchrun's elastic agent noticing the exit) \
              ends the job.",
-            describe(r),
             front.map_or("the next collective".into(), |s| format!("#{s}"))
         );
         return done(Some(Culprit::Gone { rank: r, last_seq }), explanation);
@@ -621,9 +863,17 @@ pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<String> {
             cells.push_str(&format!("{:<width$}", cut(&cell, width - 1)));
         }
         let odd = hashes.len() > 1 || (absent && seq <= front);
+        // What the program called it, from the first rank that has it.
+        let label = (0..a.world)
+            .find_map(|r| {
+                by_rank
+                    .get(&r)
+                    .and_then(|t| t.entries.iter().find(|e| e.seq == seq))
+                    .and_then(|e| e.label.clone())
+            })
+            .unwrap_or_default();
         out.push(format!(
-            "  #{seq:<4}{}{}",
-            cells.trim_end(),
+            "  #{seq:<4}{cells}{label}{}",
             if odd { "  ◀" } else { "" }
         ));
     }
@@ -640,18 +890,23 @@ fn cut(s: &str, max: usize) -> String {
     out
 }
 
-/// "all-reduce 4 MiB f32": the call in a table cell.
+/// "16 KiB f32" (an all-reduce) or "4 KiB f32 broadcast": the call in a table cell.
 fn short(c: &Call) -> String {
     let elem = c
         .dtype
         .parse::<crate::collective::Dtype>()
         .map_or(1, |d| d.size() as u64);
-    format!(
-        "{} {} {}",
-        c.coll,
+    let size = format!(
+        "{} {}",
         crate::units::format_bytes(c.count.saturating_mul(elem)),
         c.dtype
-    )
+    );
+    // All-reduce is the common case: only other collectives are named.
+    if c.coll == "all-reduce" {
+        size
+    } else {
+        format!("{size} {}", c.coll)
+    }
 }
 
 #[cfg(test)]
@@ -666,6 +921,7 @@ mod tests {
             dtype: "f32".into(),
             op: "sum".into(),
             root: -1,
+            shape: None,
         }
     }
 

@@ -10,8 +10,9 @@
 //! until the rank's own timeout; the launcher's watchdog usually calls the hang first.
 //!
 //! Each rank keeps a flight recorder ([`super::trace::Recorder`]) and, with a trace folder,
-//! writes it to `rank<r>.json` at every change, so its last state is on disk even when the
-//! process is then stopped or killed.
+//! writes it to `rank<r>.json` when a collective is called and when it starts (a completion is
+//! on disk with the next call), so its last state is there even when the process is then
+//! stopped or killed.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -90,6 +91,7 @@ fn call_of(count: u64) -> Call {
         dtype: Dtype::F32.name().into(),
         op: Op::Sum.name().into(),
         root: -1,
+        shape: None,
     }
 }
 
@@ -165,7 +167,8 @@ pub fn run(
     let neighbours = partners(rank, &[&shape]);
     let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
     let mut journal = Journal {
-        rec: Recorder::new(rank, world, super::trace::DEFAULT_ENTRIES),
+        // Eight steps' worth: enough to line the ranks up around where one diverged.
+        rec: Recorder::new(rank, world, 24),
         path: spec
             .trace_dir
             .as_deref()
@@ -244,17 +247,27 @@ pub fn run(
             };
             buf.reserve_len(count * es);
             let data = &mut buf.bytes_mut()[..count * es];
-            for x in data.chunks_exact_mut(es) {
-                x.copy_from_slice(&1.0f32.to_le_bytes());
+            // The values only matter for the last collective, which is checked: ones summed
+            // over the world. Before it the buffer holds whatever the last sum left.
+            let last = step == spec.steps && label.ends_with("dp gradients");
+            if last {
+                for x in data.chunks_exact_mut(es) {
+                    x.copy_from_slice(&1.0f32.to_le_bytes());
+                }
             }
             comm.run(schedule, data, Dtype::F32, Op::Sum)
                 .map_err(|e| err(&format!("collective #{seq} ({label}): {e}")))?;
             last_value = f64::from(f32::from_le_bytes([data[0], data[1], data[2], data[3]]));
+            // On disk at the next collective's schedule (or the end): a rank that completed #k
+            // and hangs later shows #k completed, one that never gets further shows it started.
             journal.rec.complete(seq);
-            journal.write()?;
-            emit(Event::Beat { rank, done: seq });
         }
+        emit(Event::Beat {
+            rank,
+            done: journal.rec.next_seq() - 1,
+        });
     }
+    journal.write()?;
     // The sanity of the last collective: ones summed over the world.
     emit(Event::Value {
         rank,

@@ -20,7 +20,7 @@ use crate::tui::theme::Theme;
 pub enum HangUpdate {
     Msg(u64, Msg),
     Staged(u64, Result<Box<LabReport>, String>),
-    Fixed(u64, Result<Fixed, String>),
+    Fixed(u64, Result<Box<Fixed>, String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -183,7 +183,7 @@ impl HangState {
                     rec.solved |= passed;
                     app.save_progress();
                 }
-                self.last_fix = Some((text, f));
+                self.last_fix = Some((text, *f));
                 self.stage = if passed {
                     Stage::Passed
                 } else {
@@ -267,7 +267,7 @@ fn run_child(
                     result = Some(Ok(HangUpdate::Staged(id, Ok(r))))
                 }
                 Ok(scenario::StreamLine::Fixed(f)) => {
-                    result = Some(Ok(HangUpdate::Fixed(id, Ok(*f))))
+                    result = Some(Ok(HangUpdate::Fixed(id, Ok(f))))
                 }
                 Ok(scenario::StreamLine::Error(e)) => result = Some(Err(e)),
                 // A line that is not an event (the child's own diagnostics) is no result.
@@ -314,9 +314,7 @@ pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
     Ok(Fix {
         text: text.split_whitespace().collect::<Vec<_>>().join(" "),
         env,
-        master_addr: false,
-        start_all: false,
-        open_firewall: false,
+        ..Default::default()
     })
 }
 

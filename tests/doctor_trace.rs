@@ -1,0 +1,171 @@
+//! `ringlab doctor --trace`: flight-recorder dumps lined up by collective number, the rank that
+//! diverged named. Real PyTorch Flight Recorder dumps (gloo, torch 2.15.0, made on CPU by
+//! scripts/make-flight-recorder-fixtures.py) in both their pickle and JSON forms, ringlab's own
+//! dumps from a staged run-time hang, and malformed input.
+
+use std::path::Path;
+use std::process::Command;
+
+const FR: &str = "tests/fixtures/flight-recorder";
+
+fn doctor(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .arg("doctor")
+        .args(args)
+        .output()
+        .expect("run ringlab doctor");
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every case folder says who diverged (`case.json`, written by the fixture script): the
+/// analysis must name the same rank and collective, from the pickles and from the JSON.
+#[test]
+fn real_pytorch_dumps_name_the_rank_that_diverged() {
+    let mut cases = 0;
+    for dir in std::fs::read_dir(FR).expect("fixtures") {
+        let dir = dir.expect("entry").path();
+        let Ok(case) = std::fs::read_to_string(dir.join("case.json")) else {
+            continue;
+        };
+        cases += 1;
+        let case: serde_json::Value = serde_json::from_str(&case).expect("case.json");
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut pickles: Vec<String> = std::fs::read_dir(&dir)
+            .expect("case dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "pkl"))
+            .map(|p| p.display().to_string())
+            .collect();
+        pickles.sort();
+        let folder = dir.display().to_string();
+        let mut forms = vec![vec!["--trace".to_string(), folder]];
+        if !pickles.is_empty() {
+            forms.push(
+                std::iter::once("--trace".to_string())
+                    .chain(pickles)
+                    .collect(),
+            );
+        }
+        for form in forms {
+            let mut args: Vec<&str> = form.iter().map(String::as_str).collect();
+            args.push("--json");
+            let (code, v, err) = doctor(&args);
+            let diverged = &case["diverged"];
+            if diverged.is_null() {
+                assert_eq!(code, 0, "{name} {args:?}: {v:#} {err}");
+                assert!(v["culprit"].is_null(), "{name}: {v:#}");
+                continue;
+            }
+            assert_eq!(code, 1, "{name} {args:?}: {v:#} {err}");
+            let c = &v["culprit"];
+            assert_eq!(c["rank"], diverged["rank"], "{name} {args:?}: {v:#}");
+            let seq = c["seq"]
+                .as_u64()
+                .or_else(|| c["last_seq"].as_u64().map(|s| s + 1));
+            if let Some(want) = diverged["seq"].as_u64()
+                && c["kind"] != "gone"
+            {
+                assert_eq!(seq, Some(want), "{name} {args:?}: {v:#}");
+            }
+            let kind = diverged["kind"].as_str().unwrap_or("");
+            let expect = match kind {
+                "never entered" => "never-entered",
+                k if k.contains("mismatch") || k.contains("size") || k.contains("shape") => {
+                    "mismatch"
+                }
+                k if k.contains("gone") => "gone",
+                other => other,
+            };
+            assert_eq!(c["kind"], expect, "{name} ({kind}) {args:?}: {v:#}");
+        }
+    }
+    assert!(cases >= 5, "fixture cases read: {cases}");
+}
+
+#[test]
+fn bad_dumps_are_named_and_refused_without_a_panic() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let write = |name: &str, text: &[u8]| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    };
+    for (name, text, says) in [
+        (
+            "rank0.json",
+            &b"{\"format\": \"ringlab-flight-recorder\", \"version\": 1, "[..],
+            "rank0.json: 1:",
+        ),
+        (
+            "rank1.json",
+            &b"{\"format\": \"something-else\"}"[..],
+            "expected `ringlab-flight-recorder`",
+        ),
+        (
+            "rank2.pkl",
+            &b"\x80\x02garbage"[..],
+            "not a readable pickle",
+        ),
+        (
+            "rank3.json",
+            &b"{\"version\": \"1.4\", \"entries\": []}"[..],
+            "version 1.4",
+        ),
+        (
+            "noname.json",
+            &b"{\"version\": \"2.10\", \"entries\": []}"[..],
+            "does not end with the rank",
+        ),
+    ] {
+        let p = write(name, text);
+        let (code, _, err) = doctor(&["--trace", &p]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+        std::fs::remove_file(&p).expect("rm");
+    }
+    let (code, _, err) = doctor(&["--trace", &tmp.path().display().to_string()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no flight-recorder dumps"), "{err}");
+    let (code, _, err) = doctor(&["--trace", "/nonexistent/ringlab-dumps"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// A staged run-time hang leaves one dump per rank; `doctor --trace` reads them back and names
+/// the same rank the lab did.
+#[test]
+fn the_labs_own_dumps_read_back() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "lab",
+            "run",
+            "skipped-collective",
+            "--json",
+            "--mode",
+            "emulated",
+        ])
+        .output()
+        .expect("lab run");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let t = &v["diagnosis"]["trace"];
+    assert_eq!(t["rank"], 2, "{v:#}");
+    assert!(
+        t["label"].as_str().unwrap_or("").starts_with("step 57"),
+        "{v:#}"
+    );
+    let dir = t["dir"].as_str().expect("dir");
+    assert!(Path::new(dir).join("rank0.json").is_file());
+    let (code, d, err) = doctor(&["--trace", dir, "--json"]);
+    assert_eq!(code, 1, "{d:#} {err}");
+    assert_eq!(d["culprit"]["rank"], 2, "{d:#}");
+    assert_eq!(d["culprit"]["kind"], "mismatch", "{d:#}");
+    let _ = std::fs::remove_dir_all(dir);
+}
