@@ -530,3 +530,54 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
     assert!(v.contains("error: rank ") && v.contains(" failed"), "{v}");
     assert!(v.contains("no socket interface found"), "{v}");
 }
+
+/// A run-time hang on screen, end to end in a pseudo-terminal: the training loop races, one
+/// rank stops, the watchdog fires, the flight recorders are lined up with the stopped rank
+/// named, and the right fix (chosen from the list, among "more time") re-runs to PASS.
+#[test]
+fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
+    use ringlab::lab::scenario;
+    let _one_at_a_time = serial();
+    let (all, _) = scenario::all();
+    let pos = all
+        .iter()
+        .position(|s| s.name == "stopped-rank")
+        .expect("scenario");
+    let s = &all[pos];
+    let right = scenario::fix_choices(s)
+        .iter()
+        .position(|f| f == &s.fix)
+        .expect("the right fix is a choice");
+    let bin = env!("CARGO_BIN_EXE_ringlab");
+    let home = std::env::temp_dir().join(format!("ringlab-hang-rt-{}", std::process::id()));
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "stty rows 50 cols 160; RINGLAB_HOME={} exec {bin}",
+        home.display()
+    ));
+    let mut p = expectrl::Session::spawn(cmd).expect("pty");
+    p.set_expect_timeout(Some(Duration::from_secs(90)));
+    p.expect("Course").expect("course map");
+    p.send("H").expect("open the hang lab");
+    p.expect("Pinned to docker0").expect("scenario list");
+    for _ in 0..pos {
+        p.send("j").expect("down");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.expect("One rank paused")
+        .expect("the scenario is selected");
+    p.send("\r").expect("stage");
+    p.expect("collective")
+        .expect("the board counts collectives");
+    p.expect("flight recorders by collective number")
+        .expect("the watchdog fires and the recorders are lined up");
+    for _ in 0..right {
+        p.send("j").expect("down");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.send("\r").expect("re-run with the fix");
+    p.expect("PASS with").expect("the loop runs to the end");
+    p.send("\x03").expect("Ctrl-C");
+    p.expect(expectrl::Eof).expect("app exits");
+    let _ = std::fs::remove_dir_all(&home);
+}

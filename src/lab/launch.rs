@@ -420,17 +420,63 @@ fn spawn_and_watch(
 
 /// Is process `pid` stopped (state T or t in /proc/PID/stat)?
 fn process_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // The state follows the command name, which is in parentheses and may hold spaces.
-            let after = s.rsplit_once(')')?.1;
-            after
-                .split_whitespace()
-                .next()
-                .map(|st| st == "T" || st == "t")
-        })
-        .unwrap_or(false)
+    matches!(process_state(pid), Some('T' | 't'))
+}
+
+/// Has process `pid` ended, though not yet reaped (a zombie), or gone altogether?
+fn process_ended(pid: u32) -> bool {
+    matches!(process_state(pid), None | Some('Z' | 'X'))
+}
+
+/// The state letter of process `pid` in /proc/PID/stat (None: no such process).
+fn process_state(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    let after = s.rsplit_once(')')?.1;
+    after.split_whitespace().next()?.chars().next()
+}
+
+/// For `wait`: forward what the ranks report (noting who reports an error of its own) and
+/// reap the processes that end, before a failure is written down.
+fn settle(
+    ranks: &mut Ranks,
+    st: &mut [(usize, RankState)],
+    rx: &mpsc::Receiver<Inner>,
+    on: &mut impl FnMut(&Msg),
+    wait: Duration,
+) {
+    let end = Instant::now() + wait;
+    loop {
+        while let Ok(m) = rx.try_recv() {
+            match m {
+                Inner::Msg(msg) => {
+                    if let Msg::Event(Event::Error { rank, .. }) = &msg
+                        && let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank)
+                    {
+                        s.failed = true;
+                    }
+                    on(&msg);
+                }
+                Inner::Eof(rank) => {
+                    if let Some((_, s)) = st.iter_mut().find(|(r, _)| *r == rank) {
+                        s.eof = true;
+                    }
+                }
+            }
+        }
+        for (rank, child) in &mut ranks.children {
+            if let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank)
+                && s.exited.is_none()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                s.exited = Some(status);
+            }
+        }
+        if Instant::now() >= end {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// What the reader threads send: a message, or the end of a rank's report stream.
@@ -440,6 +486,8 @@ enum Inner {
 }
 
 struct RankState {
+    /// The rank reported an error of its own (its exit is the consequence, not the cause).
+    failed: bool,
     eof: bool,
     phase: String,
     last: Instant,
@@ -462,6 +510,7 @@ fn watch(
             (
                 *r,
                 RankState {
+                    failed: false,
                     eof: false,
                     phase: "starting".into(),
                     last: Instant::now(),
@@ -479,12 +528,20 @@ fn watch(
             .map(|(r, s)| {
                 let child = ranks.children.iter().find(|(cr, _)| cr == r);
                 let p = match s.exited {
+                    Some(_) if s.failed => super::trace::Process::Running,
                     Some(status) => super::trace::Process::Gone {
                         code: status.code(),
                         signal: std::os::unix::process::ExitStatusExt::signal(&status),
                     },
                     None if child.is_some_and(|(_, c)| process_stopped(c.id())) => {
                         super::trace::Process::Stopped
+                    }
+                    // Ended, not yet reaped: the exit the watch loop has not seen yet.
+                    None if !s.failed && child.is_some_and(|(_, c)| process_ended(c.id())) => {
+                        super::trace::Process::Gone {
+                            code: None,
+                            signal: None,
+                        }
                     }
                     None => super::trace::Process::Running,
                 };
@@ -552,6 +609,11 @@ fn watch(
                                     format!("rank {rank} failed during {}: {message}", s.phase),
                                 )
                             };
+                            s.failed = true;
+                            // An error is often the echo of another rank's death (a broken
+                            // pipe): let the exits and the other reports of this moment come
+                            // in, so the failure says who died, as torchrun's agent sees it.
+                            settle(ranks, &mut st, rx, on, Duration::from_millis(300));
                             let failure = fail(&st, ranks, kind, reason);
                             before_kill(&failure);
                             ranks.kill_all();

@@ -630,6 +630,8 @@ fn run_once(
         None => None,
     };
     let started = Instant::now();
+    // A run-time hang starts when the loop stops moving, not when the job started.
+    let progress = std::cell::Cell::new(started);
     let phases = std::cell::RefCell::new(BTreeMap::new());
     // Every line each rank logged (NCCL's INIT/NET lines come early and would scroll out of
     // the launcher's last lines).
@@ -643,7 +645,9 @@ fn run_once(
         &l,
         |m| {
             match m {
+                Msg::Event(Event::Beat { .. }) => progress.set(Instant::now()),
                 Msg::Event(Event::Phase { rank, phase }) => {
+                    progress.set(Instant::now());
                     phases.borrow_mut().insert(*rank, phase.clone());
                 }
                 Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
@@ -661,8 +665,14 @@ fn run_once(
             on(m);
         },
         |f, server| {
-            // The watchdog has just fired: that is when the hang was detected.
-            detected = Some(started.elapsed().as_secs_f64());
+            // The watchdog has just fired: that is when the hang was detected, counted from
+            // the start (init) or from the last progress (a training loop).
+            let from = if trace_dir.is_some() {
+                progress.get()
+            } else {
+                started
+            };
+            detected = Some(from.elapsed().as_secs_f64());
             let mut d = match &trace_dir {
                 Some(dir) => train_evidence(s, c, dir, f),
                 None => gather(s, c, f, server, world),

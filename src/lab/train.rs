@@ -10,9 +10,8 @@
 //! until the rank's own timeout; the launcher's watchdog usually calls the hang first.
 //!
 //! Each rank keeps a flight recorder ([`super::trace::Recorder`]) and, with a trace folder,
-//! writes it to `rank<r>.json` when a collective is called and when it starts (a completion is
-//! on disk with the next call), so its last state is there even when the process is then
-//! stopped or killed.
+//! writes it to `rank<r>.json` when a collective is called, starts and completes, so its last
+//! state is there even when the process is then stopped or killed.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -258,9 +257,8 @@ pub fn run(
             comm.run(schedule, data, Dtype::F32, Op::Sum)
                 .map_err(|e| err(&format!("collective #{seq} ({label}): {e}")))?;
             last_value = f64::from(f32::from_le_bytes([data[0], data[1], data[2], data[3]]));
-            // On disk at the next collective's schedule (or the end): a rank that completed #k
-            // and hangs later shows #k completed, one that never gets further shows it started.
             journal.rec.complete(seq);
+            journal.write()?;
         }
         emit(Event::Beat {
             rank,

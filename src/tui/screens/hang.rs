@@ -54,6 +54,8 @@ pub struct HangState {
     /// brief (what was reported) stands in for the story and title (which name the cause).
     pub blind: bool,
     board: Vec<(usize, String, Instant)>,
+    /// Per rank: the last collective it completed (a training loop's sequence number).
+    seqs: std::collections::BTreeMap<usize, u64>,
     logs: Vec<String>,
     run: u64,
     started: Option<Instant>,
@@ -79,6 +81,7 @@ impl HangState {
             nccl: false,
             blind: false,
             board: Vec::new(),
+            seqs: Default::default(),
             logs: Vec::new(),
             run: 0,
             started: None,
@@ -111,6 +114,7 @@ impl HangState {
         let id = self.run;
         self.trying = fix.as_ref().map_or_else(String::new, |f| f.text.clone());
         self.board.clear();
+        self.seqs.clear();
         self.logs.clear();
         self.error = None;
         self.started = Some(Instant::now());
@@ -159,6 +163,9 @@ impl HangState {
                         self.logs.remove(0);
                     }
                 }
+            }
+            HangUpdate::Msg(_, Msg::Event(Event::Beat { rank, done })) => {
+                self.seqs.insert(rank, done);
             }
             HangUpdate::Msg(..) => {}
             HangUpdate::Staged(_, Ok(r)) => {
@@ -490,16 +497,34 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
 }
 
 fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+    // A training loop: each rank's collective number races ahead, until one stops.
+    let front = s.seqs.values().copied().max();
     let mut out = vec![Line::styled(
-        " rank  phase                                              since",
+        if front.is_some() {
+            " rank  phase                                    collective    since"
+        } else {
+            " rank  phase                                              since"
+        },
         t.strong,
     )];
     for (rank, phase, since) in &s.board {
-        out.push(Line::from(vec![
-            Span::styled(format!(" {rank:<5} "), t.strong),
-            Span::raw(format!("{phase:<50}")),
-            Span::styled(format!(" {:>5.1} s", since.elapsed().as_secs_f64()), t.dim),
-        ]));
+        let mut line = vec![Span::styled(format!(" {rank:<5} "), t.strong)];
+        match (front, s.seqs.get(rank)) {
+            (Some(f), seq) => {
+                line.push(Span::raw(format!("{phase:<40}")));
+                let n = seq.copied().unwrap_or(0);
+                line.push(Span::styled(
+                    format!(" #{n:<11}"),
+                    if n < f { t.warn } else { t.base },
+                ));
+            }
+            (None, _) => line.push(Span::raw(format!("{phase:<50}"))),
+        }
+        line.push(Span::styled(
+            format!(" {:>5.1} s", since.elapsed().as_secs_f64()),
+            t.dim,
+        ));
+        out.push(Line::from(line));
     }
     out.push(Line::raw(""));
     for l in s.logs.iter().rev().take(10).rev() {
@@ -545,12 +570,56 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         },
         t.h2,
     ));
-    let nodes = d
-        .interfaces
-        .iter()
-        .map(|i| i.node)
-        .max()
-        .map_or(0, |m| m + 1);
+    if let Some(tr) = &d.trace {
+        out.push(Line::styled(
+            "  flight recorders by collective number (✓ completed … started · scheduled — never entered)",
+            t.strong,
+        ));
+        for row in &tr.table {
+            let st = if row.ends_with('◀') {
+                t.error
+            } else {
+                t.base
+            };
+            out.push(Line::styled(row.clone(), st));
+        }
+        out.push(Line::styled(
+            "  the ranks' last log lines (▶ the telling one):",
+            t.strong,
+        ));
+        for (rank, lines) in &d.last_logs {
+            for l in lines.iter().rev().take(2).rev() {
+                let telling = [
+                    "collective mismatch",
+                    "out of memory",
+                    "SIGSTOP",
+                    "exited",
+                    "closed the connection",
+                ]
+                .iter()
+                .any(|k| l.contains(k));
+                let text = l.split(" NCCL ").nth(1).unwrap_or(l);
+                out.push(Line::styled(
+                    format!("  {} [rank {rank}] {text}", if telling { "▶" } else { " " }),
+                    if telling { t.error } else { t.dim },
+                ));
+            }
+        }
+        out.push(Line::styled(
+            format!("  dumps: {} (ringlab doctor --trace reads them)", tr.dir),
+            t.dim,
+        ));
+    }
+    // Init hangs: the network evidence (a run-time hang's is the flight recorders above).
+    let nodes = if d.trace.is_some() {
+        0
+    } else {
+        d.interfaces
+            .iter()
+            .map(|i| i.node)
+            .max()
+            .map_or(0, |m| m + 1)
+    };
     for n in 0..nodes {
         let list: Vec<String> = d
             .interfaces
@@ -563,10 +632,12 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             list.join(" · ")
         )));
     }
-    out.push(Line::styled(
-        "  can node i reach what each rank advertised?",
-        t.strong,
-    ));
+    if d.trace.is_none() {
+        out.push(Line::styled(
+            "  can node i reach what each rank advertised?",
+            t.strong,
+        ));
+    }
     for x in &d.reachability {
         let st = if x.result == "ok" { t.ok } else { t.warn };
         out.push(Line::from(vec![
