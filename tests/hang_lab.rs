@@ -581,3 +581,50 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
     p.expect(expectrl::Eof).expect("app exits");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// A mismatched header stops the job at once, with the report, instead of waiting for the
+/// watchdog: well under a second after the loop stopped moving.
+#[test]
+fn a_mismatched_header_fails_at_once_with_the_report() {
+    let out = ringlab(&["lab", "run", "uneven-last-batch", "--json", "--mode", "emulated"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["staged"]["outcome"], "error", "{v:#}");
+    let after = v["staged"]["detected_after_s"].as_f64().unwrap_or(f64::MAX);
+    assert!(after < 1.0, "failed {after} s after the last progress: {v:#}");
+    let reason = v["staged"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("collective mismatch") && reason.contains("2048 × f32"),
+        "{reason}"
+    );
+    assert_eq!(v["diagnosis"]["trace"]["rank"], 1, "{v:#}");
+    assert!(
+        v["diagnosis"]["trace"]["label"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("step 120"),
+        "{v:#}"
+    );
+}
+
+/// Twenty healthy 200-step training loops (four ranks, two nodes, a header check before each
+/// of the 600 collectives) and not one false alarm from the watchdog or the header check.
+#[test]
+fn twenty_healthy_training_loops_raise_no_false_alarm() {
+    let fix = r#"{"text":"healthy","remove_fault":true}"#;
+    for i in 0..20 {
+        let out = ringlab(&[
+            "lab",
+            "run",
+            "stopped-rank",
+            "--try-fix",
+            fix,
+            "--mode",
+            "emulated",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("run {i}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(v["fixed"]["outcome"], "pass", "run {i}: {v:#}");
+        assert_eq!(v["fixed"]["allreduce_correct"], true, "run {i}");
+    }
+}
