@@ -462,6 +462,9 @@ pub fn execute(
                 }
             }
         }
+        // Set once a receive has moved in this pass: that may have freed a send, which only
+        // the next pass issues, so no receive after it may block.
+        let mut received = false;
         for p in 0..peers {
             let Some(&i) = recvs[p].get(ri[p]) else {
                 continue;
@@ -493,8 +496,13 @@ pub fn execute(
                     &mut buf[o.range.start + st[i].got..o.range.start + st[i].got + room]
                 };
                 // Nothing to send and one peer to hear from: a (spinning, then) blocking read
-                // saves a poll and a wake-up, which is most of a small message's latency.
-                let only = active_sends == 0 && pollfds.is_empty() && single_recv_peer(&recvs, &ri);
+                // saves a poll and a wake-up, which is most of a small message's latency. Not
+                // after another receive moved in this pass: a send it freed (to this very peer,
+                // perhaps, which may be blocked reading from us) goes out first.
+                let only = !received
+                    && active_sends == 0
+                    && pollfds.is_empty()
+                    && single_recv_peer(&recvs, &ri);
                 let r = match (only, io.spin) {
                     (true, true) => recv_spin_then_block(fd, dst),
                     (true, false) => sys_recv(fd, dst, false),
@@ -505,6 +513,7 @@ pub fn execute(
                     Ok(k) => {
                         st[i].got += k;
                         moved = true;
+                        received = true;
                         if !o.reduce {
                             st[i].done = st[i].got;
                         }
@@ -542,6 +551,7 @@ pub fn execute(
                     win.copy_within(whole..held, 0);
                     st[i].done += whole;
                     moved = true;
+                    received = true;
                 }
             }
             if st[i].done == len {

@@ -25,6 +25,20 @@ pub fn value(op: Op, n: usize, rank: usize, i: usize) -> f64 {
     }
 }
 
+/// The value rank `rank` puts at element `i` of a `count`-element buffer for the call `c`:
+/// [`value`], except for all-to-all, where what a rank sends is only moved, never combined, so
+/// the value can name its block instead: rank r's element o of block j (what r means for j)
+/// is (r·N + j + o) mod 128. Any block delivered to the wrong rank or the wrong place differs
+/// (for N ≤ 11 always, as r·N + j < 128; beyond that unless 128 divides the difference), and
+/// 0..128 is exact in every type, i8 and bf16 included.
+pub fn input(c: &Check, count: usize, rank: usize, i: usize) -> f64 {
+    if c.coll != Collective::AllToAll {
+        return value(c.op, c.ranks, rank, i);
+    }
+    let b = (count / c.ranks.max(1)).max(1);
+    ((rank * c.ranks + i / b + i % b) % 128) as f64
+}
+
 trait FromF64: Pod + Element {
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
@@ -70,10 +84,11 @@ pub fn avg_tolerance(n: usize, roundoff: f64, want: f64) -> f64 {
     (n as f64 + 2.0) * roundoff * want.abs()
 }
 
-fn fill_typed<T: FromF64>(buf: &mut [u8], op: Op, n: usize, rank: usize) {
+fn fill_typed<T: FromF64>(buf: &mut [u8], c: &Check) {
     let size = std::mem::size_of::<T>();
-    for (i, c) in buf.chunks_exact_mut(size).enumerate() {
-        c.copy_from_slice(bytemuck::bytes_of(&T::from_f64(value(op, n, rank, i))));
+    let count = buf.len() / size;
+    for (i, e) in buf.chunks_exact_mut(size).enumerate() {
+        e.copy_from_slice(bytemuck::bytes_of(&T::from_f64(input(c, count, c.rank, i))));
     }
 }
 
@@ -92,7 +107,7 @@ pub struct Check {
 fn wrong_typed<T: FromF64>(buf: &[u8], c: &Check) -> u64 {
     let size = std::mem::size_of::<T>();
     let count = buf.len() / size;
-    let input = |r: usize, i: usize| T::from_f64(value(c.op, c.ranks, r, i));
+    let input = |r: usize, i: usize| T::from_f64(input(c, count, r, i));
     let tolerant = if c.op == Op::Avg { T::ROUNDOFF } else { None };
     buf.chunks_exact(size)
         .enumerate()
@@ -134,7 +149,7 @@ macro_rules! by_dtype {
 
 /// Fill `buf` with this rank's input.
 pub fn fill(buf: &mut [u8], c: &Check) {
-    by_dtype!(c.dtype, fill_typed, buf, c.op, c.ranks, c.rank)
+    by_dtype!(c.dtype, fill_typed, buf, c)
 }
 
 /// Elements of `buf` (this rank's result) that differ from the definition (nccl-tests' #wrong).
@@ -156,8 +171,20 @@ mod tests {
                 let (n, count) = (4, 10);
                 let spec = Spec::new(coll, Algorithm::Ring, n, count, 4);
                 let schedule = Schedule::build(&spec).expect("schedule");
+                let c = |rank| Check {
+                    coll,
+                    op,
+                    dtype: Dtype::F32,
+                    ranks: n,
+                    root: 0,
+                    rank,
+                };
                 let inputs: Vec<Vec<f32>> = (0..n)
-                    .map(|r| (0..count).map(|i| value(op, n, r, i) as f32).collect())
+                    .map(|r| {
+                        (0..count)
+                            .map(|i| input(&c(r), count, r, i) as f32)
+                            .collect()
+                    })
                     .collect();
                 let out = simulate::simulate(&schedule, op, &inputs).expect("simulate");
                 for (r, buf) in out.iter().enumerate() {
@@ -250,5 +277,58 @@ mod tests {
         );
         let nan: Vec<u8> = vec![0xFF; 32];
         assert_eq!(wrong(&nan, &c), 16, "the poison is always wrong");
+    }
+}
+
+#[cfg(test)]
+mod alltoall_tests {
+    use super::*;
+
+    /// Every wrong delivery of a block is counted: a block from the wrong peer, or the right
+    /// peer's block meant for someone else, or shifted by one element.
+    #[test]
+    fn alltoall_misdelivery_is_always_wrong() {
+        for n in [2usize, 3, 5, 8, 11] {
+            let count = 4 * n + 3;
+            let b = count / n;
+            let c = |rank| Check {
+                coll: Collective::AllToAll,
+                op: Op::Sum,
+                dtype: Dtype::I8,
+                ranks: n,
+                root: 0,
+                rank,
+            };
+            let sent = |r: usize, i: usize| input(&c(r), count, r, i) as i8;
+            for j in 0..n {
+                // The right answer: block r of rank j is block j of rank r.
+                let good: Vec<i8> = (0..count)
+                    .map(|i| {
+                        if i < n * b {
+                            sent(i / b, j * b + i % b)
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                assert_eq!(
+                    wrong(bytemuck::cast_slice(&good), &c(j)),
+                    0,
+                    "n={n} rank {j}"
+                );
+                for r in 0..n {
+                    for k in (0..n).filter(|&k| k != j) {
+                        let mut bad = good.clone();
+                        for o in 0..b {
+                            bad[r * b + o] = sent(r, k * b + o);
+                        }
+                        assert_eq!(wrong(bytemuck::cast_slice(&bad), &c(j)), b as u64);
+                    }
+                    let mut shifted = good.clone();
+                    shifted[r * b..(r + 1) * b].rotate_left(1);
+                    assert_eq!(wrong(bytemuck::cast_slice(&shifted), &c(j)), b as u64);
+                }
+            }
+        }
     }
 }
