@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use crate::collective::{
-    Algorithm, Collective, Link, Schedule, Spec, algbw_gbps, busbw_factor, busbw_gbps, estimate,
-    traffic,
+    Algorithm, Collective, Link, Schedule, Spec, Topology, algbw_gbps, busbw_factor, busbw_gbps,
+    estimate, estimate_on, traffic,
 };
 
 /// Parameter values by name (`N`, `M`, …).
@@ -134,7 +134,87 @@ pub const COMPUTATIONS: &[Computation] = &[
             Ok(estimate(&s, &link).total_s * 1e6)
         },
     },
+    Computation {
+        name: "alltoall_busbw_factor",
+        params: &["N"],
+        doc: "nccl-tests' all-to-all bus bandwidth factor for N ranks, (N-1)/N",
+        run: |v| Ok(busbw_factor(Collective::AllToAll, int(v, "N")?)),
+    },
+    Computation {
+        name: "alltoall_bytes_per_rank",
+        params: &["N", "M"],
+        doc: "bytes the busiest rank sends in an all-to-all of an M-byte buffer on N ranks \
+              (N-1 blocks of M/N, rounded down to whole blocks as nccl-tests does)",
+        run: |v| max_sent(v, Collective::AllToAll, Algorithm::Ring),
+    },
+    Computation {
+        name: "dbtree_allreduce_steps",
+        params: &["N"],
+        doc: "steps of NCCL's double binary tree all-reduce on N ranks, pipelined over the \
+              buffer's N chunks (half on each tree)",
+        run: |v| {
+            let n = int(v, "N")?;
+            let s = build(Spec::new(
+                Collective::AllReduce,
+                Algorithm::DoubleTree,
+                n,
+                n,
+                1,
+            ))?;
+            Ok(s.len() as f64)
+        },
+    },
+    Computation {
+        name: "two_level_allreduce_time_us",
+        params: &["NODES", "GPUS", "M"],
+        doc: "alpha-beta estimate in microseconds of a two-level ring all-reduce of M bytes on \
+              NODES nodes of GPUS GPUs (NVLink 4 inside, one 400G InfiniBand NIC per GPU)",
+        run: |v| on_nodes(v, Algorithm::TwoLevel),
+    },
+    Computation {
+        name: "flat_ring_allreduce_time_us_on_nodes",
+        params: &["NODES", "GPUS", "M"],
+        doc: "the same estimate for one flat ring through all NODES x GPUS ranks",
+        run: |v| on_nodes(v, Algorithm::Ring),
+    },
+    Computation {
+        name: "two_level_nic_bytes_per_rank",
+        params: &["NODES", "GPUS", "M"],
+        doc: "bytes each rank sends over its NIC in a two-level ring all-reduce of M bytes",
+        run: |v| {
+            let (s, topo) = nodes_schedule(v, Algorithm::TwoLevel)?;
+            let nic = s
+                .steps()
+                .iter()
+                .flat_map(|st| &st.transfers)
+                .filter(|t| t.src == 0 && topo.crosses(0, t.dst as usize))
+                .map(|t| s.transfer_bytes(t))
+                .sum::<u64>();
+            Ok(nic as f64)
+        },
+    },
 ];
+
+/// The all-reduce of M bytes (u8) on NODES × GPUS ranks, and the NVLink + InfiniBand topology.
+fn nodes_schedule(v: &Values, algo: Algorithm) -> Result<(Schedule, Topology), String> {
+    let (nodes, gpus, m) = (int(v, "NODES")?, int(v, "GPUS")?, int(v, "M")?);
+    let spec = Spec {
+        gpus_per_node: gpus,
+        ..Spec::new(
+            Collective::AllReduce,
+            algo,
+            nodes.saturating_mul(gpus),
+            m,
+            1,
+        )
+    };
+    Ok((build(spec)?, Topology::nvlink_ib(gpus)))
+}
+
+fn on_nodes(v: &Values, algo: Algorithm) -> Result<f64, String> {
+    let (s, topo) = nodes_schedule(v, algo)?;
+    Ok(estimate_on(&s, &topo).total_s * 1e6)
+}
 
 /// Megatron-style tensor parallelism: one all-reduce after attention, one after the MLP.
 pub const ALLREDUCES_PER_LAYER: usize = 2;
@@ -237,6 +317,26 @@ mod tests {
             run("naive_allreduce_root_bytes", &[("N", 4.0), ("M", 1000.0)]),
             3000.0
         );
+    }
+
+    /// 2 nodes × 8 GPUs, M = 16e6 B: flat ring 30 steps × (5 µs + 1e6 B / 50 GB/s) = 750 µs;
+    /// two-level 14 × (2 µs + 2e6 B / 450 GB/s) + 2 × 25 µs = 140.222 µs, and each NIC carries
+    /// 2(P−1)/P · M/G = 2e6 B (collective::cost's test derives the same figures).
+    #[test]
+    fn new_schedules_answer_from_their_schedules() {
+        assert_eq!(run("alltoall_busbw_factor", &[("N", 8.0)]), 0.875);
+        assert_eq!(
+            run("alltoall_bytes_per_rank", &[("N", 8.0), ("M", 8000.0)]),
+            7000.0
+        );
+        // N = 8: trees of height 3, 4 chunks each: 2·3 + 4 − 1.
+        assert_eq!(run("dbtree_allreduce_steps", &[("N", 8.0)]), 9.0);
+        let p = [("NODES", 2.0), ("GPUS", 8.0), ("M", 16e6)];
+        let flat = run("flat_ring_allreduce_time_us_on_nodes", &p);
+        assert!((flat - 750.0).abs() < 1e-6, "{flat}");
+        let two = run("two_level_allreduce_time_us", &p);
+        assert!((two - 140.2222).abs() < 1e-3, "{two}");
+        assert_eq!(run("two_level_nic_bytes_per_rank", &p), 2e6);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! stepping back is exact: the state after k steps is a replay of steps 0..k.
 
 use crate::collective::{
-    Algorithm, Collective, Contributions, Dtype, Estimate, LINK_PRESETS, Schedule, Spec, Traffic,
-    estimate, sent_through, traffic,
+    Algorithm, Collective, Contributions, Dtype, Estimate, LINK_PRESETS, Schedule, Spec, Topology,
+    Traffic, estimate_on, sent_through, traffic,
 };
 use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
@@ -111,8 +111,40 @@ pub struct RingState {
     pub sent: Vec<u64>,
     pub playing: bool,
     pub speed: usize,
-    /// Index into LINK_PRESETS used for time estimates.
+    /// What the time estimates assume: an index into LINK_PRESETS (every rank on that link),
+    /// or LINK_PRESETS.len() for nodes (NVLink 4 inside, one 400G IB NIC per GPU between).
     pub link: usize,
+}
+
+/// How many link choices `L` cycles through: every preset, then the two-level topology.
+pub const LINK_CHOICES: usize = LINK_PRESETS.len() + 1;
+
+/// The topology link choice `link` means for `spec` (see [`RingState::link`]).
+pub fn topology(spec: &Spec, link: usize) -> Topology {
+    match LINK_PRESETS.get(link) {
+        Some(l) => Topology::flat(*l),
+        None => Topology::nvlink_ib(spec.node_size()),
+    }
+}
+
+/// What the estimates assume, in words: "NVLink 4: 450 GB/s, 2 µs/step" or
+/// "2 nodes × 4 GPUs: NVLink 4 inside, 400G InfiniBand between".
+pub fn topology_label(spec: &Spec, link: usize) -> String {
+    let t = topology(spec, link);
+    if t.gpus_per_node == 0 {
+        format!(
+            "{}: {} GB/s, {} µs/step",
+            t.intra.name, t.intra.bandwidth_gbps, t.intra.latency_us
+        )
+    } else {
+        format!(
+            "{} nodes × {} GPUs: {} inside, {} between",
+            spec.nodes(),
+            t.gpus_per_node,
+            t.intra.name,
+            t.inter.name
+        )
+    }
 }
 
 impl RingState {
@@ -131,7 +163,7 @@ impl RingState {
             speed: 2,
             link: 0,
         };
-        s.compare = compare(&spec, &LINK_PRESETS[s.link]);
+        s.compare = compare(&spec, &topology(&spec, s.link));
         s.seek(0);
         Ok(s)
     }
@@ -202,10 +234,11 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Ring, naive and tree on the same collective, N and M.
-pub fn compare(spec: &Spec, link: &crate::collective::Link) -> Vec<Compare> {
+/// Every algorithm that has a schedule for this collective, on the same N and M.
+pub fn compare(spec: &Spec, topo: &Topology) -> Vec<Compare> {
     Algorithm::ALL
         .iter()
+        .filter(|a| a.supports(spec.op))
         .filter_map(|&algo| {
             let s = Schedule::build(&Spec { algo, ..*spec }).ok()?;
             let t = traffic(&s);
@@ -220,7 +253,7 @@ pub fn compare(spec: &Spec, link: &crate::collective::Link) -> Vec<Compare> {
                     .max()
                     .unwrap_or(0),
                 max_link: t.max_link_bytes,
-                estimate: estimate(&s, link),
+                estimate: estimate_on(&s, topo),
             })
         })
         .collect()
@@ -286,20 +319,36 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
                 ));
             }
         }
-        Action::CycleAlgo => s.rebuild(
-            RingParams {
-                algo: s.params.algo.next(),
-                ..s.params
-            },
-            app,
-        ),
-        Action::CycleOp => s.rebuild(
-            RingParams {
-                op: s.params.op.next(),
-                ..s.params
-            },
-            app,
-        ),
+        Action::CycleAlgo => {
+            // The next algorithm with a schedule for this collective.
+            let mut algo = s.params.algo.next();
+            while !algo.supports(s.params.op) && algo != s.params.algo {
+                algo = algo.next();
+            }
+            s.rebuild(RingParams { algo, ..s.params }, app)
+        }
+        Action::CycleOp => {
+            let op = s.params.op.next();
+            let was = s.params.algo;
+            let algo = if was.supports(op) {
+                was
+            } else {
+                Algorithm::Ring
+            };
+            s.rebuild(
+                RingParams {
+                    op,
+                    algo,
+                    ..s.params
+                },
+                app,
+            );
+            if algo != was && s.params.op == op {
+                app.status = Some(format!(
+                    "{op}: {was} is an all-reduce algorithm; showing ring"
+                ));
+            }
+        }
         Action::CycleSize => {
             let bytes = SIZES
                 .iter()
@@ -309,16 +358,16 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             s.rebuild(RingParams { bytes, ..s.params }, app);
         }
         Action::CycleLink => {
-            s.link = (s.link + 1) % LINK_PRESETS.len();
-            let spec = Spec {
-                algo: s.params.algo,
-                ..s.schedule.spec().to_owned()
-            };
-            s.compare = compare(&spec, &LINK_PRESETS[s.link]);
-            app.status = Some(format!(
-                "estimates for {}: {}",
-                LINK_PRESETS[s.link].name, LINK_PRESETS[s.link].note
-            ));
+            s.link = (s.link + 1) % LINK_CHOICES;
+            let spec = *s.schedule.spec();
+            s.compare = compare(&spec, &topology(&spec, s.link));
+            app.status = Some(match LINK_PRESETS.get(s.link) {
+                Some(l) => format!("estimates for {}: {}", l.name, l.note),
+                None => format!(
+                    "estimates for {}; each GPU has its own NIC, a step waits for its slowest hop",
+                    topology_label(&spec, s.link)
+                ),
+            });
         }
         Action::Back => return Outcome::Pop,
         _ => {}

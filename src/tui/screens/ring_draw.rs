@@ -12,8 +12,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::canvas::{Canvas, Circle, Line as CLine};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::ring::{MAX_DRAWN, RingState};
-use crate::collective::{Collective, LINK_PRESETS, ring_allreduce_bytes_per_rank};
+use super::ring::{MAX_DRAWN, RingState, topology_label};
+use crate::collective::{Collective, ring_allreduce_bytes_per_rank};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 use crate::units::{format_bytes, format_seconds};
@@ -33,7 +33,8 @@ const RANK_COLORS: [Color; 8] = [
 pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     let compact = area.width < 100 || area.height < 32 || s.params.ranks > MAX_DRAWN;
-    let cmp_h = 6;
+    // Two header lines and one row per algorithm that has a schedule here.
+    let cmp_h = 2 + s.compare.len().max(3) as u16;
     let [head, body, cmp] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(3),
@@ -352,21 +353,24 @@ fn table_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
 }
 
 fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
-    let link = &LINK_PRESETS[s.link];
+    let ways = match s.compare.len() {
+        3 => "three ways".to_string(),
+        k => format!("{k} ways"),
+    };
     let mut out = vec![
         Line::from(vec![
-            Span::styled(" Same N and M, three ways", t.h2),
+            Span::styled(format!(" Same N and M, {ways}"), t.h2),
             Span::styled(
                 format!(
-                    "   time on {}: {} GB/s, {} µs/step (L: link)",
-                    link.name, link.bandwidth_gbps, link.latency_us
+                    "   time on {} (L: link)",
+                    topology_label(s.schedule.spec(), s.link)
                 ),
                 t.dim,
             ),
         ]),
         Line::styled(
             format!(
-                " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}",
+                " {:<11} {:>6} {:>14} {:>14} {:>14} {:>12}",
                 "algo", "steps", "max sent/rank", "max recv/rank", "busiest link", "est. time"
             ),
             t.strong,
@@ -374,7 +378,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
     ];
     for c in &s.compare {
         let row = format!(
-            " {:<6} {:>6} {:>14} {:>14} {:>14} {:>12}",
+            " {:<11} {:>6} {:>14} {:>14} {:>14} {:>12}",
             c.algo.name(),
             c.steps,
             format_bytes(c.max_sent),
