@@ -586,12 +586,22 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
 /// watchdog: well under a second after the loop stopped moving.
 #[test]
 fn a_mismatched_header_fails_at_once_with_the_report() {
-    let out = ringlab(&["lab", "run", "uneven-last-batch", "--json", "--mode", "emulated"]);
+    let out = ringlab(&[
+        "lab",
+        "run",
+        "uneven-last-batch",
+        "--json",
+        "--mode",
+        "emulated",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(v["staged"]["outcome"], "error", "{v:#}");
     let after = v["staged"]["detected_after_s"].as_f64().unwrap_or(f64::MAX);
-    assert!(after < 1.0, "failed {after} s after the last progress: {v:#}");
+    assert!(
+        after < 1.0,
+        "failed {after} s after the last progress: {v:#}"
+    );
     let reason = v["staged"]["reason"].as_str().unwrap_or("");
     assert!(
         reason.contains("collective mismatch") && reason.contains("2048 × f32"),
@@ -621,6 +631,7 @@ fn twenty_healthy_training_loops_raise_no_false_alarm() {
             fix,
             "--mode",
             "emulated",
+            "--json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("run {i}: {e}: {}", String::from_utf8_lossy(&out.stderr)));

@@ -698,6 +698,14 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     return;
                 }
                 match m {
+                    // A training loop reports every step: print every 50th.
+                    Msg::Event(Event::Phase { phase, .. })
+                        if phase.strip_prefix("step ").is_some_and(|p| {
+                            p.split('/')
+                                .next()
+                                .and_then(|n| n.parse::<usize>().ok())
+                                .is_some_and(|n| n != 1 && n % 50 != 0)
+                        }) => {}
                     Msg::Event(Event::Phase { rank, phase }) => println!("  rank {rank}: {phase}"),
                     Msg::Log { rank, line } if line.contains("NCCL") => {
                         println!("  [rank {rank}] {line}")
