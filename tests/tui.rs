@@ -376,7 +376,7 @@ fn glossary_links_are_followed_and_q_comes_back() {
     app::update(&mut app, Action::Move(10));
     app::update(&mut app, Action::NextLink(1));
     let status = app.status.clone().unwrap_or_default();
-    assert!(status.contains("08-glossary.md#"), "{status}");
+    assert!(status.contains("11-glossary.md#"), "{status}");
     let t = draw(&mut app, 100, 30);
     assert!(format!("{}", t.backend()).contains('→'));
     app::update(&mut app, Action::Open);
@@ -386,7 +386,7 @@ fn glossary_links_are_followed_and_q_comes_back() {
     };
     assert_eq!(id.as_deref(), Some("glossary"));
     let anchor = status
-        .split("08-glossary.md#")
+        .split("11-glossary.md#")
         .nth(1)
         .and_then(|s| s.split(')').next())
         .unwrap_or_default()

@@ -70,7 +70,7 @@ pub struct Rendered {
     pub links: Vec<LinkRef>,
 }
 
-/// A link to another lesson or a heading (`08-glossary.md#rank`, `#ring`), where it is drawn.
+/// A link to another lesson or a heading (`11-glossary.md#rank`, `#ring`), where it is drawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkRef {
     /// Index into `Rendered::lines` of the line with its `→` marker.
