@@ -332,7 +332,99 @@ fn run_tui(app: App) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Is `p` hang-lab scenarios: a `.toml` file, a folder of them (and no lessons), or the word
+/// `labs` where no such folder is (the built-in scenarios)?
+fn is_lab_path(p: &Path) -> bool {
+    if p.extension().is_some_and(|x| x == "toml") {
+        return true;
+    }
+    if p.is_dir() {
+        let names: Vec<PathBuf> = std::fs::read_dir(p)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        let has = |ext: &str| {
+            names
+                .iter()
+                .any(|n| n.extension().is_some_and(|x| x == ext))
+        };
+        return has("toml") && !has("md");
+    }
+    p == Path::new("labs")
+}
+
+/// `ringlab check labs`: every scenario file parsed and validated as the lab loads it, each
+/// problem as `file:line:col: error: message`.
+fn check_labs(paths: &[&PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut problems: Vec<(String, String)> = Vec::new();
+    let mut count = 0;
+    for p in paths {
+        if !p.exists() && p.as_path() == Path::new("labs") {
+            let (ok, bad) = crate::lab::scenario::all();
+            count += ok.len() + bad.len();
+            problems.extend(bad.into_iter().map(|e| (e.file, e.message)));
+            continue;
+        }
+        let files: Vec<PathBuf> = if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            v.sort();
+            v
+        } else {
+            vec![(*p).clone()]
+        };
+        for f in files {
+            count += 1;
+            let name = f.display().to_string();
+            let text = match crate::files::regular_file(&f)
+                .and_then(|()| std::fs::read_to_string(&f).map_err(|e| e.to_string()))
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push((name, e));
+                    continue;
+                }
+            };
+            if let Err(e) = crate::lab::scenario::parse(&text) {
+                problems.push((name, e));
+            }
+        }
+    }
+    let mut out = io::stdout().lock();
+    for (file, message) in &problems {
+        // Parse errors start with their place ("12:3: …"); the rest are about the whole file.
+        let placed = message
+            .split_once(": ")
+            .filter(|(at, _)| at.split(':').all(|n| n.parse::<u32>().is_ok()));
+        match placed {
+            Some((at, msg)) => writeln!(out, "{file}:{at}: error: {msg}")?,
+            None => writeln!(out, "{file}:1:1: error: {message}")?,
+        }
+    }
+    if problems.is_empty() {
+        eprintln!("ringlab check: {count} scenario file(s): no problems");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "ringlab check: {count} scenario file(s): {} error(s)",
+            problems.len()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
 fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let (labs, lesson_paths): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        paths.iter().partition(|p| is_lab_path(p));
+    if !labs.is_empty() {
+        let code = check_labs(&labs)?;
+        if lesson_paths.is_empty() || code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+        let rest: Vec<PathBuf> = lesson_paths.into_iter().cloned().collect();
+        return check(lessons, &rest);
+    }
     let mut drills = Vec::new();
     let (what, files) = if paths.is_empty() {
         match lessons {

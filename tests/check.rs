@@ -246,3 +246,40 @@ fn blocks_the_reader_would_refuse_are_check_errors_too() {
     }
     assert_eq!(out.lines().count(), 4, "{out}");
 }
+
+/// `ringlab check labs` validates hang-lab scenario files as the lab loads them: a typo in a
+/// culprit or an address is `file:line:col: error:`, and the shipped scenarios are clean.
+#[test]
+fn scenario_files_are_checked_with_their_line() {
+    let run = |arg: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args(["check", arg])
+            .output()
+            .expect("run ringlab check");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run("labs");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("scenario file(s): no problems"), "{err}");
+    let dir = tempfile::tempdir().expect("tmp");
+    let good = std::fs::read_to_string("labs/docker0.toml").expect("docker0");
+    std::fs::write(dir.path().join("ok.toml"), &good).expect("write");
+    let bad = good.replace(
+        "culprit = \"unroutable-address\"",
+        "culprit = \"unroutable-adress\"",
+    );
+    std::fs::write(dir.path().join("typo.toml"), bad).expect("write");
+    let (code, out, _) = run(&dir.path().display().to_string());
+    assert_eq!(code, 1, "{out}");
+    let line = out.lines().next().unwrap_or_default();
+    assert!(
+        line.contains("typo.toml:") && line.contains(": error: "),
+        "{out}"
+    );
+    assert!(line.contains("unroutable-adress"), "{out}");
+    assert_eq!(out.lines().count(), 1, "only the bad file: {out}");
+}

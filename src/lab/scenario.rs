@@ -759,10 +759,18 @@ fn interface_rows(c: &Cluster) -> Vec<IfaceRow> {
         .collect()
 }
 
-/// A new folder, readable only by this user, for one run's flight recorders.
+/// A new folder, readable only by this user, for one run's flight recorders: in /dev/shm where
+/// there is one (memory: the ranks rewrite their recorder three times per collective, which on
+/// a disk file system costs more than the collective), else the temporary folder.
 fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::temp_dir();
+    let shm = std::path::Path::new("/dev/shm");
+    let base = if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
+    {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
     let mut rnd = [0u8; 6];
     getrandom::fill(&mut rnd).map_err(|e| e.to_string())?;
     let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
