@@ -306,3 +306,35 @@ fn idle_strangers_on_a_ranks_port_do_not_stall_startup() {
     );
     drop(idle);
 }
+
+/// The engine refuses a dtype whose element size is not the schedule's: a reduction would read
+/// its elements cut apart.
+#[test]
+fn a_dtype_of_another_size_than_the_schedule_is_refused() {
+    let token = [9u8; 16];
+    let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
+    let store = server.addr();
+    let shape = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 1, 1, 1))
+        .expect("shape");
+    let mut sc = StoreClient::connect(store, &token, 0).expect("store client");
+    let mut comm = TcpComm::init(
+        &env(0, 1, store, token),
+        &mut sc,
+        &partners(0, &[&shape]),
+        |_| {},
+    )
+    .expect("init");
+    let s = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 1, 8, 4))
+        .expect("f32 schedule");
+    let mut buf = AlignedBuf::zeroed(32);
+    let e = comm
+        .run(&s, buf.bytes_mut(), Dtype::F16, Op::Sum)
+        .expect_err("f16 on a 4-byte schedule");
+    let text = e.to_string();
+    assert!(
+        text.contains("2 bytes") && text.contains("4-byte"),
+        "{text}"
+    );
+    comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
+        .expect("the matching dtype runs");
+}

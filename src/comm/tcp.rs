@@ -39,6 +39,14 @@ pub enum CommError {
     },
     #[error("buffer of {got} bytes, the schedule needs {need}")]
     BadBuffer { got: usize, need: usize },
+    #[error(
+        "{dtype} elements are {size} bytes, but the schedule was built for {elem}-byte elements"
+    )]
+    BadDtype {
+        dtype: &'static str,
+        size: usize,
+        elem: usize,
+    },
 }
 
 /// How long a connection to a rank's listener may take to greet before it is dropped.
@@ -387,6 +395,15 @@ impl TcpComm {
         op: Op,
     ) -> Result<(), CommError> {
         let spec = schedule.spec();
+        // A reduction reads elements of the dtype's size: a schedule of another element size
+        // would cut them apart.
+        if dtype.size() != spec.elem_size {
+            return Err(CommError::BadDtype {
+                dtype: dtype.name(),
+                size: dtype.size(),
+                elem: spec.elem_size,
+            });
+        }
         let need = spec.count * spec.elem_size;
         for got in [Some(buf.len()), input.map(<[u8]>::len)]
             .into_iter()
