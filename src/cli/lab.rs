@@ -638,8 +638,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             })
         }
         HangLab::Cleanup => {
-            let mut removed = cluster::cleanup_all();
-            removed.extend(scenario::remove_old_trace_dirs());
+            let removed = cluster::cleanup_all();
             if removed.is_empty() {
                 println!("nothing to clean up");
             }
