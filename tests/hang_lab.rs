@@ -639,3 +639,27 @@ fn twenty_healthy_training_loops_raise_no_false_alarm() {
         assert_eq!(v["fixed"]["allreduce_correct"], true, "run {i}");
     }
 }
+
+/// `lab cleanup` removes flight-recorder folders earlier labs left, but not one a running lab
+/// is still writing (touched in the last two minutes).
+#[test]
+fn cleanup_removes_old_flight_recorders_only() {
+    let base = std::env::temp_dir();
+    let old = base.join(format!("ringlab-trace-test-old-{}", std::process::id()));
+    let fresh = base.join(format!("ringlab-trace-test-fresh-{}", std::process::id()));
+    for d in [&old, &fresh] {
+        std::fs::create_dir_all(d).expect("mkdir");
+        std::fs::write(d.join("rank0.json"), "{}").expect("write");
+    }
+    let touched = Command::new("touch")
+        .args(["-d", "10 minutes ago"])
+        .arg(&old)
+        .status()
+        .expect("touch");
+    assert!(touched.success());
+    let out = ringlab(&["lab", "cleanup"]);
+    assert!(out.status.success());
+    assert!(!old.exists(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(fresh.exists(), "a folder in use is kept");
+    let _ = std::fs::remove_dir_all(&fresh);
+}

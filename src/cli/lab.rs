@@ -638,7 +638,8 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             })
         }
         HangLab::Cleanup => {
-            let removed = cluster::cleanup_all();
+            let mut removed = cluster::cleanup_all();
+            removed.extend(scenario::remove_old_trace_dirs());
             if removed.is_empty() {
                 println!("nothing to clean up");
             }

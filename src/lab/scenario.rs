@@ -685,6 +685,12 @@ fn run_once(
     );
     let phases = phases.into_inner();
     let detected_after = detected.or_else(|| Some(started.elapsed().as_secs_f64()));
+    // A run that went through leaves no evidence to read: its flight recorders go.
+    if r.is_ok()
+        && let Some(dir) = &trace_dir
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     match r {
         Ok(()) => RunResult {
             outcome: "ok".into(),
@@ -780,6 +786,40 @@ fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
         .create(&dir)
         .map_err(|e| format!("making {}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// Flight-recorder folders this user's earlier labs left (a failed run keeps its dumps for
+/// `doctor --trace`), untouched for two minutes (a running lab rewrites its folder at every
+/// collective). Returns what was removed.
+pub fn remove_old_trace_dirs() -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = Vec::new();
+    for base in [std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()] {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let ours = e
+                .file_name()
+                .to_string_lossy()
+                .starts_with("ringlab-trace-");
+            let old = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+                m.is_dir()
+                    && m.uid() == me
+                    && m.modified()
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > std::time::Duration::from_secs(120))
+            });
+            if ours && old && std::fs::remove_dir_all(&path).is_ok() {
+                removed.push(format!("flight recorders {}", path.display()));
+            }
+        }
+    }
+    removed
 }
 
 /// Run time: the evidence is each rank's flight recorder. The launcher knows which processes
