@@ -20,6 +20,7 @@ fn env(rank: usize, world: usize, store: SocketAddr, token: [u8; 16]) -> RankEnv
         token,
         store,
         multi_node: false,
+        shm: true,
     }
 }
 
@@ -167,14 +168,15 @@ fn combos() -> impl Iterator<Item = (Collective, Algorithm)> {
 }
 
 /// The dataflow engine against the definition, in-process, many times: every collective ×
-/// algorithm on 2, 3 and 5 ranks with counts that do not divide, sum and max, both small and
-/// large enough to fill socket buffers, in place and out of place. Races in the engine show up
-/// as wrong elements here.
+/// algorithm on 2, 3 and 4 ranks over shared memory and on 3 over the network, with counts
+/// that do not divide, sum and max, small and large enough to fill socket buffers and wrap the
+/// FIFOs, in place and out of place, and every dtype once. Races show up as wrong elements.
 #[test]
 fn the_engine_matches_the_definition_for_every_schedule() {
     use ringlab::lab::pattern::{self, Check};
-    for world in [2usize, 3, 5] {
-        let token = [world as u8; 16];
+    // Shared memory (ranks of one node) on 2, 3 and 4 ranks, and the network path with SHM off.
+    for (world, shm) in [(2usize, true), (3, true), (4, true), (3, false)] {
+        let token = [world as u8 + if shm { 0 } else { 16 }; 16];
         let server =
             StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
         let store = server.addr();
@@ -186,9 +188,29 @@ fn the_engine_matches_the_definition_for_every_schedule() {
                         .map(|(c, a)| Schedule::build(&Spec::new(c, a, world, world, 1)).expect("shape"))
                         .collect();
                     let refs: Vec<&Schedule> = shapes.iter().collect();
-                    let e = RankEnv { rank, world, local_rank: rank, local_world: world, token, store, multi_node: false };
+                    let e = RankEnv { rank, world, local_rank: rank, local_world: world, token, store, multi_node: false, shm };
                     let mut comm = TcpComm::init(&e, &mut sc, &partners(rank, &refs), |_| {}).expect("init");
                     let mut bad = Vec::new();
+                    let want = if shm { "SHM" } else { "NET" };
+                    if comm.transport_summary() != want {
+                        bad.push(format!("rank {rank}: transport {} instead of {want}", comm.transport_summary()));
+                    }
+                    // Every dtype once, small: a reduction of each element size straight from the FIFO.
+                    for (coll, algo) in combos() {
+                        for dtype in Dtype::ALL {
+                            let count = 1001;
+                            let spec = Spec::new(coll, algo, world, count, dtype.size());
+                            let s = Schedule::build(&spec).expect("schedule");
+                            let check = Check { coll, op: Op::Sum, dtype, ranks: world, root: 0, rank };
+                            let mut buf = AlignedBuf::zeroed(count * dtype.size());
+                            pattern::fill(buf.bytes_mut(), &check);
+                            comm.run(&s, buf.bytes_mut(), dtype, Op::Sum).expect("run");
+                            let wrong = pattern::wrong(buf.bytes(), &check);
+                            if wrong > 0 {
+                                bad.push(format!("{coll:?} {algo:?} Sum {dtype:?} N={world} count={count} rank {rank}: {wrong} wrong"));
+                            }
+                        }
+                    }
                     for (coll, algo) in combos() {
                         {
                             for (op, dtype) in [(Op::Sum, Dtype::F32), (Op::Max, Dtype::I64)] {

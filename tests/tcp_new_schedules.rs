@@ -39,6 +39,7 @@ fn on_ranks(
                     token,
                     store,
                     multi_node: false,
+                    shm: true,
                 };
                 let mut comm =
                     TcpComm::init(&env, &mut sc, &partners(rank, &refs), |_| {}).expect("init");

@@ -297,8 +297,19 @@ struct State {
     staged: bool,
 }
 
+/// How this rank reaches one peer: a TCP socket, or (same node) a pair of shared-memory
+/// FIFOs. The schedule decides what moves; the link only where the bytes go.
+#[derive(Clone, Copy)]
+pub enum Link<'a> {
+    None,
+    Tcp(i32),
+    Shm(&'a super::shm::Pipe),
+}
+
 pub struct Io<'a> {
-    pub fds: &'a [Option<i32>],
+    pub links: &'a [Link<'a>],
+    /// This rank's doorbell, where shared-memory partners wake it.
+    pub bell: Option<super::shm::Bell>,
     pub spin: bool,
     pub reduce: ReduceFn,
     pub op: RedOp,
@@ -346,7 +357,7 @@ pub fn execute(
     let mut st = vec![State::default(); n];
     let es = io.es.max(1);
     // Per peer: the ops in stream order (sends and receives separately).
-    let peers = io.fds.len();
+    let peers = io.links.len();
     let mut sends: Vec<Vec<usize>> = vec![Vec::new(); peers];
     let mut recvs: Vec<Vec<usize>> = vec![Vec::new(); peers];
     for (i, o) in plan.ops.iter().enumerate() {
@@ -383,8 +394,13 @@ pub fn execute(
         lim
     };
     let mut idle_since: Option<std::time::Instant> = None;
+    // When the shared-memory partners were last checked for being alive.
+    let mut checked = std::time::Instant::now();
     while remaining > 0 {
         let mut moved = false;
+        // Set when a shared-memory op waits for its partner: the doorbell will say.
+        let mut shm_wait = false;
+        let seen = io.bell.map(|b| b.seen());
         pollfds.clear();
         let mut active_recvs = 0;
         let mut active_sends = 0;
@@ -413,12 +429,16 @@ pub fn execute(
                     lim
                 };
                 if ready > st[i].done {
-                    let Some(fd) = io.fds[p] else {
-                        return Err(EngineError::Io {
-                            op: i,
-                            peer: p,
-                            err: io::ErrorKind::NotConnected.into(),
-                        });
+                    let fd = match io.links[p] {
+                        Link::Tcp(fd) => Some(fd),
+                        Link::Shm(_) => None,
+                        Link::None => {
+                            return Err(EngineError::Io {
+                                op: i,
+                                peer: p,
+                                err: io::ErrorKind::NotConnected.into(),
+                            });
+                        }
                     };
                     let data = match o.stage_at {
                         Some(at) => &send_stage[at + st[i].done..at + ready],
@@ -432,7 +452,28 @@ pub fn execute(
                             }
                         }
                     };
-                    match sys_send(fd, &data[..data.len().min(io.send_slice)]) {
+                    let data = &data[..data.len().min(io.send_slice)];
+                    let Some(fd) = fd else {
+                        if let Link::Shm(pipe) = io.links[p] {
+                            let k = pipe.tx.push(data);
+                            if k > 0 {
+                                pipe.peer_bell.ring();
+                                st[i].done += k;
+                                moved = true;
+                            }
+                            if st[i].done < ready {
+                                active_sends += 1;
+                                shm_wait = true;
+                            }
+                        }
+                        if st[i].done == o.range.len() {
+                            si[p] += 1;
+                            remaining -= 1;
+                            moved = true;
+                        }
+                        continue;
+                    };
+                    match sys_send(fd, data) {
                         Ok(k) => {
                             st[i].done += k;
                             moved |= k > 0;
@@ -472,7 +513,24 @@ pub fn execute(
             let o = &plan.ops[i];
             let len = o.range.len();
             let lim = limit(&st, i);
-            let Some(fd) = io.fds[p] else {
+            if let Link::Shm(pipe) = io.links[p] {
+                let k = recv_shm(pipe, o, &mut st[i], lim, io, input, fresh(i), buf);
+                if k > 0 {
+                    pipe.peer_bell.ring();
+                    moved = true;
+                    received = true;
+                } else if st[i].done < lim {
+                    active_recvs += 1;
+                    shm_wait = true;
+                }
+                if st[i].done == len {
+                    ri[p] += 1;
+                    remaining -= 1;
+                    moved = true;
+                }
+                continue;
+            }
+            let Link::Tcp(fd) = io.links[p] else {
                 return Err(EngineError::Io {
                     op: i,
                     peer: p,
@@ -574,10 +632,34 @@ pub fn execute(
             std::hint::spin_loop();
             continue;
         }
-        if pollfds.is_empty() {
+        if pollfds.is_empty() && !shm_wait {
             // Nothing can move and nothing is waiting on the wire: the plan is inconsistent.
             let _ = (active_recvs, active_sends);
             return Err(EngineError::Stuck);
+        }
+        if shm_wait {
+            // A partner on shared memory cannot close a socket to say it died: look now and
+            // then (its TCP connection closes with it).
+            if checked.elapsed() > LIVENESS {
+                checked = std::time::Instant::now();
+                if let Some(p) = dead_shm_peer(io.links) {
+                    let op = sends[p]
+                        .get(si[p])
+                        .or_else(|| recvs[p].get(ri[p]))
+                        .copied()
+                        .unwrap_or(0);
+                    return Err(EngineError::Closed { op, peer: p });
+                }
+            }
+            match (io.bell, seen) {
+                (Some(bell), Some(seen)) if pollfds.is_empty() => bell.wait(seen, LIVENESS),
+                _ => {
+                    // Sockets and shared memory at once: poll briefly, then look again.
+                    // SAFETY: pollfds is a valid array of pollfd for the call.
+                    unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1) };
+                }
+            }
+            continue;
         }
         // SAFETY: pollfds is a valid array of pollfd for the duration of the call.
         let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
@@ -593,6 +675,106 @@ pub fn execute(
         }
     }
     Ok(())
+}
+
+/// How often a rank waiting on shared memory checks that its partners are still there.
+const LIVENESS: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A shared-memory partner whose TCP connection has closed (it exited or was killed).
+fn dead_shm_peer(links: &[Link]) -> Option<usize> {
+    let mut fds: Vec<(usize, libc::pollfd)> = links
+        .iter()
+        .enumerate()
+        .filter_map(|(p, l)| match l {
+            Link::Shm(pipe) => Some((
+                p,
+                libc::pollfd {
+                    fd: pipe.fd,
+                    events: libc::POLLRDHUP,
+                    revents: 0,
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    let mut raw: Vec<libc::pollfd> = fds.iter().map(|(_, f)| *f).collect();
+    // SAFETY: raw is a valid array of pollfd for the call; timeout 0 does not block.
+    let rc = unsafe { libc::poll(raw.as_mut_ptr(), raw.len() as libc::nfds_t, 0) };
+    if rc <= 0 {
+        return None;
+    }
+    for (k, f) in raw.iter().enumerate() {
+        fds[k].1.revents = f.revents;
+    }
+    fds.iter()
+        .find(|(_, f)| f.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
+        .map(|(p, _)| *p)
+}
+
+/// One pass of a receive from a shared-memory partner: a copy lands straight in the buffer;
+/// a reduction reads the partner's bytes where they lie in the FIFO and adds them into the
+/// buffer, with no staging copy. Returns the bytes taken from the FIFO.
+#[allow(clippy::too_many_arguments)]
+fn recv_shm(
+    pipe: &super::shm::Pipe,
+    o: &PlanOp,
+    st: &mut State,
+    lim: usize,
+    io: &Io,
+    input: Option<&[u8]>,
+    fresh: &[Range<usize>],
+    buf: &mut [u8],
+) -> usize {
+    let es = io.es.max(1);
+    if !o.reduce {
+        let room = lim.saturating_sub(st.got);
+        if room == 0 {
+            return 0;
+        }
+        let at = o.range.start + st.got;
+        let k = pipe.rx.pop_into(&mut buf[at..at + room]);
+        st.got += k;
+        st.done = st.got;
+        return k;
+    }
+    // Whole elements only. Ops of other element sizes went before on this FIFO, so an element
+    // may straddle its wrap: that one is put together aside.
+    let room = lim.saturating_sub(st.done) / es * es;
+    let (a, b) = pipe.rx.peek(room);
+    let whole = (a.len() + b.len()) / es * es;
+    if whole == 0 {
+        return 0;
+    }
+    let at = o.range.start + st.done;
+    if let Some(src) = input {
+        for (r, _) in runs(fresh, at, at + whole).filter(|(_, f)| *f) {
+            buf[r.clone()].copy_from_slice(&src[r]);
+        }
+    }
+    let fa = a.len().min(whole) / es * es;
+    (io.reduce)(io.op, &mut buf[at..at + fa], &a[..fa]);
+    let mut from_b = 0;
+    if whole > fa && a.len() > fa {
+        // The straddling element: its head ends `a`, its tail starts `b`.
+        let mut one = [0u8; 16];
+        let head = a.len() - fa;
+        one[..head].copy_from_slice(&a[fa..]);
+        one[head..es].copy_from_slice(&b[..es - head]);
+        (io.reduce)(io.op, &mut buf[at + fa..at + fa + es], &one[..es]);
+        from_b = es - head;
+    }
+    let done_a = (fa + if a.len() > fa && whole > fa { es } else { 0 }).min(whole);
+    if whole > done_a {
+        (io.reduce)(
+            io.op,
+            &mut buf[at + done_a..at + whole],
+            &b[from_b..from_b + whole - done_a],
+        );
+    }
+    pipe.rx.consume(whole);
+    st.done += whole;
+    st.got = st.done;
+    whole
 }
 
 fn single_recv_peer(recvs: &[Vec<usize>], ri: &[usize]) -> bool {

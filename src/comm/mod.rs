@@ -8,6 +8,7 @@ pub mod nccl;
 pub mod ncclfind;
 pub mod net;
 pub mod reduce;
+pub mod shm;
 pub mod store;
 pub mod tcp;
 pub mod vnet;

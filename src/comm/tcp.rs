@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::engine::{EngineError, Io, Plan, STAGE_WINDOW, execute, sys_recv, sys_send};
+use super::engine::{EngineError, Io, Link, Plan, STAGE_WINDOW, execute, sys_recv, sys_send};
 use super::ifaces;
 use super::log;
 use super::net::{connect_retry, tune};
@@ -37,6 +37,15 @@ pub enum CommError {
         phase: String,
         step: usize,
     },
+    /// As NCCL reports a failed shared-memory setup: the user sees "unhandled system error",
+    /// the WARN line (NCCL_DEBUG=WARN or INFO) says which file and why.
+    #[error("rank {rank}: unhandled system error (run with NCCL_DEBUG=INFO for details): {source}")]
+    Shm {
+        rank: usize,
+        source: super::shm::ShmError,
+    },
+    #[error("rank {rank}: {what}")]
+    Setup { rank: usize, what: String },
     #[error("buffer of {got} bytes, the schedule needs {need}")]
     BadBuffer { got: usize, need: usize },
     #[error(
@@ -166,12 +175,46 @@ pub struct RankEnv {
     pub store: SocketAddr,
     /// Multi-node jobs pick an interface like NCCL; single-node jobs bind loopback only.
     pub multi_node: bool,
+    /// Shared memory allowed for partners on this node (false: NCCL_SHM_DISABLE=1).
+    pub shm: bool,
+}
+
+/// Which transport carries a peer's bytes, as NCCL names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Transport {
+    /// Shared memory: a partner on this node.
+    #[serde(rename = "SHM")]
+    Shm,
+    /// The network (TCP sockets here): a partner on another node, or SHM switched off.
+    #[serde(rename = "NET")]
+    Net,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Shm => "SHM",
+            Self::Net => "NET",
+        }
+    }
+}
+
+/// The shared-memory side of a communicator: this rank's segment, its partners', and a pipe
+/// per local partner. The pipes point into the segments, which live exactly as long.
+struct ShmLinks {
+    pipes: Vec<Option<super::shm::Pipe>>,
+    bell: super::shm::Bell,
+    _mine: super::shm::Segment,
+    _theirs: Vec<super::shm::Segment>,
 }
 
 pub struct TcpComm {
     rank: usize,
     world: usize,
     peers: Vec<Option<TcpStream>>,
+    shm: Option<ShmLinks>,
+    /// Per peer: how its bytes travel (None: not a partner).
+    transports: Vec<Option<Transport>>,
     staging: AlignedBuf,
     send_stage: AlignedBuf,
     /// Spin briefly before sleeping in a receive: only when every local rank has a core.
@@ -260,8 +303,19 @@ impl TcpComm {
         }
         phase("accept");
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
+        phase("transports");
+        let (shm, transports) = connect_shm(env, &mut peers, partners)?;
         phase("warm up connections");
-        warm_up(&peers, WARM_UP_BYTES).map_err(io_err("warming up the connections"))?;
+        // Only sockets that will carry a collective's bytes need their windows opened.
+        let net: Vec<Option<TcpStream>> = peers
+            .iter()
+            .enumerate()
+            .map(|(p, s)| match transports.get(p) {
+                Some(Some(Transport::Net)) => s.as_ref().and_then(|s| s.try_clone().ok()),
+                _ => None,
+            })
+            .collect();
+        warm_up(&net, WARM_UP_BYTES).map_err(io_err("warming up the connections"))?;
         log::info(&format!(
             "Init COMPLETE rank {} nranks {}",
             env.rank, env.world
@@ -271,6 +325,8 @@ impl TcpComm {
             rank: env.rank,
             world: env.world,
             peers,
+            shm,
+            transports,
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
             spin: env.local_world <= cores,
@@ -356,6 +412,16 @@ impl TcpComm {
         Ok(out)
     }
 
+    /// How each peer's bytes travel (None: not a partner of this rank).
+    pub fn transports(&self) -> &[Option<Transport>] {
+        &self.transports
+    }
+
+    /// The transports in use, as one word: `SHM`, `NET` or `SHM+NET` (`-` with no partner).
+    pub fn transport_summary(&self) -> String {
+        summary(&self.transports)
+    }
+
     /// Whether this rank busy-polls before sleeping (every local rank has a core of its own).
     pub fn spins(&self) -> bool {
         self.spin
@@ -417,6 +483,7 @@ impl TcpComm {
         let Self {
             plans,
             peers,
+            shm,
             staging,
             send_stage,
             spin,
@@ -428,12 +495,25 @@ impl TcpComm {
             .or_insert_with(|| Plan::build(schedule, *rank));
         send_stage.reserve_len(plan.send_stage_len());
         staging.reserve_len(plan.reduce_peers() * STAGE_WINDOW);
-        let fds: Vec<Option<i32>> = peers
+        let links: Vec<Link> = peers
             .iter()
-            .map(|p| p.as_ref().map(|s| s.as_raw_fd()))
+            .enumerate()
+            .map(|(p, s)| {
+                match (
+                    shm.as_ref()
+                        .and_then(|l| l.pipes.get(p))
+                        .and_then(Option::as_ref),
+                    s,
+                ) {
+                    (Some(pipe), _) => Link::Shm(pipe),
+                    (None, Some(s)) => Link::Tcp(s.as_raw_fd()),
+                    (None, None) => Link::None,
+                }
+            })
             .collect();
         let io = Io {
-            fds: &fds,
+            links: &links,
+            bell: shm.as_ref().map(|l| l.bell),
             spin: *spin,
             reduce,
             op,
@@ -485,6 +565,211 @@ impl TcpComm {
         }
         Ok(())
     }
+}
+
+/// `SHM`, `NET`, `SHM+NET`, or `-` when there is no partner.
+pub fn summary(transports: &[Option<Transport>]) -> String {
+    let has = |t| transports.contains(&Some(t));
+    match (has(Transport::Shm), has(Transport::Net)) {
+        (true, true) => "SHM+NET".into(),
+        (true, false) => "SHM".into(),
+        (false, true) => "NET".into(),
+        (false, false) => "-".into(),
+    }
+}
+
+/// What a rank tells each partner to choose the transport between them.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ShmHello {
+    locality: super::shm::Locality,
+    /// NCCL's `[dev]` in its log lines: the local rank.
+    dev: usize,
+}
+
+/// Where a rank's segment is and which FIFO in it belongs to whom.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ShmOffer {
+    path: String,
+    len: usize,
+    fifo: usize,
+    /// Slot k is the FIFO rank `slots[k]` writes into.
+    slots: Vec<usize>,
+}
+
+/// How long a partner may take to answer during transport setup.
+const SETUP_WAIT: Duration = Duration::from_secs(300);
+
+/// Send one frame to each of `to` (all before any read), then read one frame from each.
+fn swap_frames(
+    rank: usize,
+    peers: &mut [Option<TcpStream>],
+    to: &[usize],
+    payload: &[u8],
+    what: &str,
+) -> Result<Vec<Vec<u8>>, CommError> {
+    let setup = |what: String| CommError::Setup { rank, what };
+    for &p in to {
+        let s = peers
+            .get_mut(p)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| setup(format!("no connection to rank {p}")))?;
+        super::wire::write_frame(s, payload)
+            .map_err(|e| setup(format!("sending {what} to rank {p}: {e}")))?;
+    }
+    let mut out = Vec::with_capacity(to.len());
+    for &p in to {
+        let s = peers
+            .get_mut(p)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| setup(format!("no connection to rank {p}")))?;
+        let _ = s.set_read_timeout(Some(SETUP_WAIT));
+        let got = super::wire::read_frame(s);
+        let _ = s.set_read_timeout(None);
+        out.push(got.map_err(|e| setup(format!("rank {p}'s {what}: {e}")))?);
+    }
+    Ok(out)
+}
+
+/// Choose each partner's transport like NCCL (SHM when both ranks share a host and a /dev/shm
+/// and neither sets NCCL_SHM_DISABLE=1; NET otherwise), then build the shared-memory pipes:
+/// each rank makes its segment, partners map it, and once all have said so it is unlinked.
+/// Logs each channel as NCCL does at INFO.
+fn connect_shm(
+    env: &RankEnv,
+    peers: &mut [Option<TcpStream>],
+    partners: &[usize],
+) -> Result<(Option<ShmLinks>, Vec<Option<Transport>>), CommError> {
+    use super::shm::{Locality, Pipe, Segment, fifo_size, segment_len};
+    let rank = env.rank;
+    let setup = |what: String| CommError::Setup { rank, what };
+    let mut transports: Vec<Option<Transport>> = vec![None; env.world];
+    if partners.is_empty() {
+        return Ok((None, transports));
+    }
+    let here = Locality::here(env.shm);
+    if !here.shm {
+        log::info("NCCL_SHM_DISABLE set by environment to 1.");
+    }
+    let hello = serde_json::to_vec(&ShmHello {
+        locality: here.clone(),
+        dev: env.local_rank,
+    })
+    .map_err(|e| setup(e.to_string()))?;
+    let replies = swap_frames(rank, peers, partners, &hello, "transport hello")?;
+    let mut local = Vec::new();
+    for (&p, r) in partners.iter().zip(&replies) {
+        let theirs: ShmHello = serde_json::from_slice(r)
+            .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
+        let t = if here.shm_with(&theirs.locality) {
+            local.push(p);
+            log::info(&format!(
+                "Channel 00 : {rank}[{}] -> {p}[{}] via SHM/direct/direct",
+                env.local_rank, theirs.dev
+            ));
+            Transport::Shm
+        } else {
+            log::info(&format!(
+                "Channel 00/0 : {rank}[{}] -> {p}[{}] [send] via NET/Socket/0",
+                env.local_rank, theirs.dev
+            ));
+            log::info(&format!(
+                "Channel 00/0 : {p}[{}] -> {rank}[{}] [receive] via NET/Socket/0",
+                theirs.dev, env.local_rank
+            ));
+            Transport::Net
+        };
+        transports[p] = Some(t);
+    }
+    if local.is_empty() {
+        return Ok((None, transports));
+    }
+    let fifo = fifo_size().map_err(setup)?;
+    let len = segment_len(local.len(), fifo);
+    let mut mine =
+        Segment::create(std::path::Path::new(super::shm::DIR), len).map_err(|source| {
+            log::warn(&source.to_string());
+            CommError::Shm { rank, source }
+        })?;
+    log::info(&format!(
+        "MMAP allocated shareable host buffer {} size {len}",
+        mine.path().display()
+    ));
+    let offer = serde_json::to_vec(&ShmOffer {
+        path: mine.path().display().to_string(),
+        len,
+        fifo,
+        slots: local.clone(),
+    })
+    .map_err(|e| setup(e.to_string()))?;
+    let offers = swap_frames(rank, peers, &local, &offer, "shared-memory segment")?;
+    let mut theirs = Vec::with_capacity(local.len());
+    let mut pipes: Vec<Option<Pipe>> = (0..env.world).map(|_| None).collect();
+    let mut failure: Option<String> = None;
+    for (k, (&p, o)) in local.iter().zip(&offers).enumerate() {
+        let offer: ShmOffer =
+            serde_json::from_slice(o).map_err(|e| setup(format!("rank {p}'s segment: {e}")))?;
+        let opened = Segment::open(std::path::Path::new(&offer.path), offer.len)
+            .map_err(|e| e.to_string())
+            .and_then(|seg| {
+                let slot = offer
+                    .slots
+                    .iter()
+                    .position(|&r| r == rank)
+                    .ok_or_else(|| format!("rank {p}'s segment has no FIFO for rank {rank}"))?;
+                let tx = seg
+                    .fifo(slot, offer.fifo)
+                    .ok_or_else(|| format!("rank {p}'s segment is too small"))?;
+                let rx = mine
+                    .fifo(k, fifo)
+                    .ok_or_else(|| "this rank's segment is too small".to_string())?;
+                let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
+                pipes[p] = Some(Pipe {
+                    tx,
+                    rx,
+                    peer_bell: seg.bell(),
+                    fd,
+                });
+                Ok(seg)
+            });
+        match opened {
+            Ok(seg) => {
+                log::info(&format!(
+                    "MMAP imported shareable host buffer {} size {}",
+                    offer.path, offer.len
+                ));
+                theirs.push(seg);
+            }
+            Err(e) => {
+                log::warn(&e);
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    // Everyone says whether it mapped its partners' segments; then each name can go.
+    let ack = failure.clone().unwrap_or_default();
+    let acks = swap_frames(rank, peers, &local, ack.as_bytes(), "shared-memory check")?;
+    mine.unlink();
+    if let Some(e) = failure {
+        return Err(setup(e));
+    }
+    for (&p, a) in local.iter().zip(&acks) {
+        if !a.is_empty() {
+            return Err(setup(format!(
+                "rank {p} could not map this rank's segment: {}",
+                String::from_utf8_lossy(a)
+            )));
+        }
+    }
+    let bell = mine.bell();
+    Ok((
+        Some(ShmLinks {
+            pipes,
+            bell,
+            _mine: mine,
+            _theirs: theirs,
+        }),
+        transports,
+    ))
 }
 
 /// Bytes each connection carries each way before the first collective. A fresh TCP

@@ -50,6 +50,7 @@ fn read_env() -> Result<(RankEnv, Job), String> {
         token,
         store,
         multi_node: env_var("RINGLAB_MULTI_NODE").is_ok_and(|v| v == "1"),
+        shm: !crate::comm::shm::disabled_by_env(),
     };
     Ok((env, job))
 }

@@ -1,0 +1,637 @@
+//! The shared-memory transport: how ranks of one node move bytes without a socket, as NCCL's
+//! SHM transport does.
+//!
+//! Each rank makes one segment in /dev/shm (`mkstemp`: mode 0600, an unpredictable name),
+//! reserves its pages with `fallocate` (so a full /dev/shm fails here, with NCCL's message,
+//! not later with a SIGBUS), and maps it. The segment holds this rank's doorbell and one
+//! inbound FIFO per local partner. Partners map it, say so over their TCP connection, and the
+//! owner unlinks it at once: from then on no name is left in /dev/shm, whatever kills the job.
+//!
+//! A FIFO is a single-producer, single-consumer byte ring: `head` (bytes written, owned by the
+//! sender) and `tail` (bytes consumed, owned by the receiver) are monotonic counters on cache
+//! lines of their own, the data area a power of two. A sender copies in as much as fits; a
+//! receiver copies out, or reduces straight from the ring into its buffer. Nothing else is
+//! shared, so no lock is needed: release stores of a counter publish the bytes before it.
+//!
+//! Waiting is spin-then-sleep: the engine spins while it has a core, then sleeps on its own
+//! doorbell (a futex word) until a partner rings it, which every push and every pop does. The
+//! doorbell is an event count: the sleeper passes the count it saw before looking, so a ring
+//! between its look and its sleep is never lost.
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Bytes between the counters: two cache lines, so the adjacent-line prefetcher does not pull
+/// the other side's counter along with this one.
+const LINE: usize = 128;
+
+/// Where segments live and how their names start (`lab cleanup` looks for these).
+pub const DIR: &str = "/dev/shm";
+pub const NAME_PREFIX: &str = "ringlab-shm-";
+
+/// The default FIFO size per direction and partner. A sender runs at most this far ahead of
+/// its receiver, which keeps the bytes in flight in the caches the two cores share.
+pub const DEFAULT_FIFO: usize = 1 << 20;
+
+/// The FIFO size: `NCCL_BUFFSIZE` (NCCL's per-connection buffer, a size like 4M) rounded up
+/// to a power of two, at least 64 KiB; or [`DEFAULT_FIFO`]. A bad value is an error naming it.
+pub fn fifo_size() -> Result<usize, String> {
+    match std::env::var("NCCL_BUFFSIZE") {
+        Ok(v) if !v.trim().is_empty() => {
+            let n = crate::units::parse_size(&v).map_err(|e| format!("NCCL_BUFFSIZE={v}: {e}"))?;
+            let n = usize::try_from(n).map_err(|_| format!("NCCL_BUFFSIZE={v}: too large"))?;
+            if n > 1 << 30 {
+                return Err(format!("NCCL_BUFFSIZE={v}: at most 1 GiB"));
+            }
+            Ok(n.max(64 << 10).next_power_of_two())
+        }
+        _ => Ok(DEFAULT_FIFO),
+    }
+}
+
+/// The bytes of a segment with `slots` inbound FIFOs of `fifo` bytes each.
+pub fn segment_len(slots: usize, fifo: usize) -> usize {
+    2 * LINE + slots * (2 * LINE + fifo)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    /// NCCL: `Error: failed to create shared memory file …`
+    #[error("Error: failed to create shared memory file {path}, error: {err}")]
+    Create { path: String, err: io::Error },
+    /// NCCL: `Error: failed to extend /dev/shm/nccl-XXXXXX to N bytes, error: … (28)`
+    #[error("Error: failed to extend {path} to {len} bytes, error: {err}")]
+    Extend {
+        path: String,
+        len: usize,
+        err: io::Error,
+    },
+    #[error("Error: could not map {path} size {len}, error: {err}")]
+    Map {
+        path: String,
+        len: usize,
+        err: io::Error,
+    },
+    #[error("Error: could not open {path}: {err}")]
+    Open { path: String, err: io::Error },
+    #[error("{path} is {got} bytes, expected {want}")]
+    Size { path: String, got: u64, want: usize },
+}
+
+impl ShmError {
+    /// The errno behind it (28 is ENOSPC: /dev/shm is full).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Self::Create { err, .. }
+            | Self::Extend { err, .. }
+            | Self::Map { err, .. }
+            | Self::Open { err, .. } => err.raw_os_error(),
+            Self::Size { .. } => None,
+        }
+    }
+}
+
+/// A mapped segment. The creator unlinks its name once every partner has mapped it, or on
+/// drop, whichever comes first.
+pub struct Segment {
+    ptr: *mut u8,
+    len: usize,
+    path: PathBuf,
+    linked: bool,
+}
+
+// SAFETY: the mapping is plain memory; all shared access goes through atomics or the FIFO
+// protocol, which gives each byte one writer at a time.
+unsafe impl Send for Segment {}
+
+fn with_errno<T>(what: impl FnOnce(io::Error) -> ShmError) -> Result<T, ShmError> {
+    Err(what(io::Error::last_os_error()))
+}
+
+impl Segment {
+    /// Make a new segment of `len` bytes in `dir` (0600, unpredictable name, pages reserved).
+    pub fn create(dir: &Path, len: usize) -> Result<Self, ShmError> {
+        let template = dir.join(format!("{NAME_PREFIX}{}-XXXXXX", std::process::id()));
+        let shown = template.display().to_string();
+        let Ok(c) = CString::new(template.as_os_str().as_encoded_bytes()) else {
+            return Err(ShmError::Create {
+                path: shown,
+                err: io::ErrorKind::InvalidInput.into(),
+            });
+        };
+        let mut name = c.into_bytes_with_nul();
+        // SAFETY: name is a writable NUL-terminated template; mkstemp fills in the X's and
+        // creates the file with mode 0600.
+        let fd = unsafe { libc::mkstemp(name.as_mut_ptr().cast()) };
+        if fd < 0 {
+            return with_errno(|err| ShmError::Create { path: shown, err });
+        }
+        name.pop();
+        let path = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
+        let shown = path.display().to_string();
+        let cleanup = |path: &Path| {
+            // SAFETY: fd is ours and open.
+            unsafe { libc::close(fd) };
+            let _ = std::fs::remove_file(path);
+        };
+        // Reserve the pages now: on a full tmpfs this fails with ENOSPC, where a plain
+        // ftruncate would succeed and the first touch beyond the space would be a SIGBUS.
+        let rc = loop {
+            // SAFETY: fd is a regular file we just created.
+            let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
+            if rc != libc::EINTR {
+                break rc;
+            }
+        };
+        if rc != 0 {
+            cleanup(&path);
+            return Err(ShmError::Extend {
+                path: shown,
+                len,
+                err: io::Error::from_raw_os_error(rc),
+            });
+        }
+        let ptr = map(fd, len);
+        cleanup_fd(fd);
+        match ptr {
+            Ok(ptr) => Ok(Self {
+                ptr,
+                len,
+                path,
+                linked: true,
+            }),
+            Err(err) => {
+                let _ = std::fs::remove_file(&path);
+                Err(ShmError::Map {
+                    path: shown,
+                    len,
+                    err,
+                })
+            }
+        }
+    }
+
+    /// Map a partner's segment, which must be `len` bytes.
+    pub fn open(path: &Path, len: usize) -> Result<Self, ShmError> {
+        use std::os::fd::IntoRawFd;
+        let shown = path.display().to_string();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|err| ShmError::Open {
+                path: shown.clone(),
+                err,
+            })?;
+        let got = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if got != len as u64 {
+            return Err(ShmError::Size {
+                path: shown,
+                got,
+                want: len,
+            });
+        }
+        let fd = f.into_raw_fd();
+        let ptr = map(fd, len);
+        cleanup_fd(fd);
+        let ptr = ptr.map_err(|err| ShmError::Map {
+            path: shown,
+            len,
+            err,
+        })?;
+        Ok(Self {
+            ptr,
+            len,
+            path: path.to_path_buf(),
+            linked: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Remove the name (the mapping stays). Only the creator does this.
+    pub fn unlink(&mut self) {
+        if self.linked {
+            let _ = std::fs::remove_file(&self.path);
+            self.linked = false;
+        }
+    }
+
+    /// This segment's doorbell.
+    pub fn bell(&self) -> Bell {
+        // SAFETY: the segment is at least 2 * LINE bytes and page-aligned.
+        unsafe {
+            Bell {
+                seq: self.ptr.cast::<AtomicU32>(),
+                waiters: self.ptr.add(LINE).cast::<AtomicU32>(),
+            }
+        }
+    }
+
+    /// Inbound FIFO `slot` of `fifo` bytes.
+    pub fn fifo(&self, slot: usize, fifo: usize) -> Option<Fifo> {
+        let at = 2 * LINE + slot * (2 * LINE + fifo);
+        if at + 2 * LINE + fifo > self.len || !fifo.is_power_of_two() {
+            return None;
+        }
+        // SAFETY: in bounds (checked above); the counters are 8-byte aligned (LINE-aligned
+        // offsets in a page-aligned mapping).
+        unsafe {
+            let base = self.ptr.add(at);
+            Some(Fifo {
+                head: base.cast::<AtomicU64>(),
+                tail: base.add(LINE).cast::<AtomicU64>(),
+                data: base.add(2 * LINE),
+                cap: fifo,
+            })
+        }
+    }
+}
+
+fn map(fd: i32, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+fn cleanup_fd(fd: i32) {
+    // SAFETY: fd is ours; the mapping keeps the file alive.
+    unsafe { libc::close(fd) };
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.unlink();
+        // SAFETY: ptr/len are this mapping's; nothing borrows it past the segment's life
+        // (Fifo and Bell borrow the segment).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// A rank's doorbell: an event count partners bump after every push or pop, and a count of
+/// sleepers so that a bump costs a system call only when someone sleeps.
+#[derive(Clone, Copy)]
+pub struct Bell {
+    seq: *const AtomicU32,
+    waiters: *const AtomicU32,
+}
+
+// SAFETY: see Segment; a Bell is used only while its segment is mapped.
+unsafe impl Send for Bell {}
+
+impl Bell {
+    fn seq(&self) -> &AtomicU32 {
+        // SAFETY: points into a live mapping (the owner keeps the segment as long as the bell).
+        unsafe { &*self.seq }
+    }
+    fn waiters(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*self.waiters }
+    }
+
+    /// Ring: wake the owner if it sleeps.
+    pub fn ring(&self) {
+        self.seq().fetch_add(1, Ordering::SeqCst);
+        if self.waiters().load(Ordering::SeqCst) > 0 {
+            futex(self.seq(), libc::FUTEX_WAKE, i32::MAX as u32, None);
+        }
+    }
+
+    /// The count now: take it before looking for work, pass it to [`Bell::wait`].
+    pub fn seen(&self) -> u32 {
+        self.seq().load(Ordering::SeqCst)
+    }
+
+    /// Sleep until the bell rings after `seen` was taken (at once if it already has), or
+    /// `timeout` passes.
+    pub fn wait(&self, seen: u32, timeout: Duration) {
+        self.waiters().fetch_add(1, Ordering::SeqCst);
+        futex(self.seq(), libc::FUTEX_WAIT, seen, Some(timeout));
+        self.waiters().fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn futex(word: &AtomicU32, op: i32, val: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: word is a live 4-byte aligned atomic in a shared mapping (not FUTEX_PRIVATE:
+    // the waker is another process); ts_ptr is null or points at a live timespec.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            val,
+            ts_ptr,
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+/// One direction of one pair: a byte FIFO in the receiver's segment.
+pub struct Fifo {
+    head: *const AtomicU64,
+    tail: *const AtomicU64,
+    data: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: see Segment; the owner keeps the segment alive as long as its FIFOs.
+unsafe impl Send for Fifo {}
+
+impl Fifo {
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: points into a live mapping (the owner keeps the segment as long as the FIFO).
+        unsafe { &*self.head }
+    }
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: as above.
+        unsafe { &*self.tail }
+    }
+    /// Sender: copy in as much of `src` as fits; returns the bytes taken.
+    pub fn push(&self, src: &[u8]) -> usize {
+        let h = self.head().load(Ordering::Relaxed);
+        let t = self.tail().load(Ordering::Acquire);
+        let free = self.cap - (h - t) as usize;
+        let n = src.len().min(free);
+        if n == 0 {
+            return 0;
+        }
+        let at = (h as usize) & (self.cap - 1);
+        let first = n.min(self.cap - at);
+        // SAFETY: [at, at+first) and [0, n-first) lie in the data area and are free: the
+        // receiver reads only below head, and these are at or above it and below tail + cap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.data.add(at), first);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), self.data, n - first);
+        }
+        self.head().store(h + n as u64, Ordering::Release);
+        n
+    }
+
+    /// Receiver: the bytes waiting, as one or two slices (the second when they wrap), at most
+    /// `max` in all.
+    pub fn peek(&self, max: usize) -> (&[u8], &[u8]) {
+        let t = self.tail().load(Ordering::Relaxed);
+        let h = self.head().load(Ordering::Acquire);
+        let n = ((h - t) as usize).min(max);
+        let at = (t as usize) & (self.cap - 1);
+        let first = n.min(self.cap - at);
+        // SAFETY: [t, t+n) has been published by the sender (Acquire on head) and is not
+        // written again until tail passes it, which only this receiver does.
+        unsafe {
+            (
+                std::slice::from_raw_parts(self.data.add(at), first),
+                std::slice::from_raw_parts(self.data, n - first),
+            )
+        }
+    }
+
+    /// Receiver: release `n` bytes taken with [`Fifo::peek`].
+    pub fn consume(&self, n: usize) {
+        let t = self.tail().load(Ordering::Relaxed);
+        self.tail().store(t + n as u64, Ordering::Release);
+    }
+
+    /// Receiver: copy out up to `dst.len()` bytes; returns how many.
+    pub fn pop_into(&self, dst: &mut [u8]) -> usize {
+        let (a, b) = self.peek(dst.len());
+        let n = a.len() + b.len();
+        dst[..a.len()].copy_from_slice(a);
+        dst[a.len()..n].copy_from_slice(b);
+        self.consume(n);
+        n
+    }
+
+    /// Bytes written and not yet consumed.
+    pub fn pending(&self) -> usize {
+        (self.head().load(Ordering::Acquire) - self.tail().load(Ordering::Acquire)) as usize
+    }
+}
+
+/// One local partner: where to write to it, where to read from it, how to wake it, and its TCP
+/// connection (which carries no bytes of a collective, but closes when it dies).
+pub struct Pipe {
+    pub tx: Fifo,
+    pub rx: Fifo,
+    pub peer_bell: Bell,
+    pub fd: i32,
+}
+
+/// What identifies a node to the transport selection: ranks with the same host and the same
+/// /dev/shm use SHM (NCCL: hostHash, then shmDev).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Locality {
+    /// NCCL_HOSTID, or the launcher's node name, or hostname + boot id.
+    pub host: String,
+    /// st_dev of /dev/shm: containers with private /dev/shm mounts differ here.
+    pub shm_dev: u64,
+    /// SHM allowed here (not NCCL_SHM_DISABLE=1).
+    pub shm: bool,
+}
+
+/// The environment variable the launcher sets to tell nodes of one machine apart (namespace
+/// or emulated nodes): NCCL would see one host, a real cluster has one host per node.
+pub const NODE_ENV: &str = "RINGLAB_NODE";
+
+impl Locality {
+    /// This process's locality; `shm`: shared memory allowed (see [`disabled_by_env`]).
+    pub fn here(shm: bool) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let host = match (std::env::var("NCCL_HOSTID"), std::env::var(NODE_ENV)) {
+            (Ok(id), _) if !id.is_empty() => id,
+            (_, Ok(node)) if !node.is_empty() => format!("{}/node{node}", super::log::hostname()),
+            _ => {
+                let boot =
+                    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+                format!("{}{}", super::log::hostname(), boot.trim())
+            }
+        };
+        let shm_dev = std::fs::metadata(DIR).map(|m| m.dev()).unwrap_or(0);
+        Self { host, shm_dev, shm }
+    }
+
+    /// Both ends must allow it and share a host and a /dev/shm.
+    pub fn shm_with(&self, other: &Self) -> bool {
+        self.shm && other.shm && self.host == other.host && self.shm_dev == other.shm_dev
+    }
+}
+
+/// NCCL_SHM_DISABLE=1: every partner goes over the network, even on this node.
+pub fn disabled_by_env() -> bool {
+    std::env::var("NCCL_SHM_DISABLE").is_ok_and(|v| v.trim() == "1")
+}
+
+/// Segments this user's ranks left behind whose creating process is gone (a segment normally
+/// lives only until every partner has mapped it). Returns what was removed.
+pub fn remove_orphans(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(NAME_PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path = e.path();
+        let mine = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.uid() == me);
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if mine && !alive && std::fs::remove_file(&path).is_ok() {
+            removed.push(format!("shared-memory segment {}", path.display()));
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ringlab-shm-test-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_segment_is_private_unpredictable_and_unlinked_on_drop() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tmp();
+        let a = Segment::create(&dir, segment_len(1, 4096)).expect("create");
+        let b = Segment::create(&dir, segment_len(1, 4096)).expect("create");
+        assert_ne!(a.path(), b.path());
+        let mode = std::fs::metadata(a.path())
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let name = a
+            .path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(name.starts_with(NAME_PREFIX), "{name}");
+        let p = a.path().to_path_buf();
+        drop(a);
+        assert!(!p.exists());
+        drop(b);
+    }
+
+    #[test]
+    fn bytes_go_through_a_wrapping_fifo_in_order() {
+        let dir = tmp();
+        let mut mine = Segment::create(&dir, segment_len(1, 65536)).expect("create");
+        let theirs = Segment::open(mine.path(), mine.len()).expect("open");
+        mine.unlink();
+        let tx = theirs.fifo(0, 65536).expect("fifo");
+        let rx = mine.fifo(0, 65536).expect("fifo");
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut out = vec![0u8; data.len()];
+        let (mut sent, mut got) = (0, 0);
+        let mut k = 0usize;
+        while got < data.len() {
+            // Odd sizes, so the ring wraps at every offset.
+            let take = [1, 4093, 65536, 333, 70000][k % 5];
+            k += 1;
+            sent += tx.push(&data[sent..(sent + take).min(data.len())]);
+            let want = [17, 65536, 999][k % 3];
+            let end = (got + want).min(out.len());
+            got += rx.pop_into(&mut out[got..end]);
+            assert!(tx.push(&[]) == 0);
+        }
+        assert_eq!(out, data);
+        assert_eq!(rx.pending(), 0);
+    }
+
+    #[test]
+    fn a_full_tmpfs_fails_with_nccls_message() {
+        let e = ShmError::Extend {
+            path: "/dev/shm/ringlab-shm-1-abcdef".into(),
+            len: 4096,
+            err: io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let s = e.to_string();
+        assert!(
+            s.starts_with("Error: failed to extend /dev/shm/ringlab-shm-1-abcdef to 4096 bytes"),
+            "{s}"
+        );
+        assert!(s.contains("No space left on device"), "{s}");
+        assert_eq!(e.errno(), Some(libc::ENOSPC));
+    }
+
+    #[test]
+    fn orphans_of_dead_processes_are_removed_and_live_ones_kept() {
+        let dir = tmp();
+        let live = Segment::create(&dir, 4096).expect("create");
+        // A name as a rank that died would have left it (pid 0 has no /proc entry... use an
+        // impossible pid).
+        let dead = dir.join(format!("{NAME_PREFIX}4194305-abcdef"));
+        std::fs::write(&dead, b"x").expect("write");
+        let removed = remove_orphans(&dir);
+        assert!(!dead.exists(), "{removed:?}");
+        assert!(live.path().exists());
+        assert_eq!(removed.len(), 1, "{removed:?}");
+    }
+
+    #[test]
+    fn locality_needs_the_same_host_and_shm_and_both_willing() {
+        let a = Locality {
+            host: "h".into(),
+            shm_dev: 1,
+            shm: true,
+        };
+        assert!(a.shm_with(&a.clone()));
+        assert!(!a.shm_with(&Locality {
+            host: "g".into(),
+            ..a.clone()
+        }));
+        assert!(!a.shm_with(&Locality {
+            shm_dev: 2,
+            ..a.clone()
+        }));
+        assert!(!a.shm_with(&Locality {
+            shm: false,
+            ..a.clone()
+        }));
+    }
+}
