@@ -644,6 +644,8 @@ fn twenty_healthy_training_loops_raise_no_false_alarm() {
 /// is still writing (touched in the last two minutes).
 #[test]
 fn cleanup_removes_old_flight_recorders_only() {
+    // `lab cleanup` also takes down clusters: never while another test stages one.
+    let _one_at_a_time = serial();
     let base = std::env::temp_dir();
     let old = base.join(format!("ringlab-trace-test-old-{}", std::process::id()));
     let fresh = base.join(format!("ringlab-trace-test-fresh-{}", std::process::id()));

@@ -61,6 +61,8 @@ fn bench_clean(coll: &str, algo: &str, dtype: &str, op: &str, ranks: usize) {
     for r in &data {
         assert_eq!(r["wrong"], 0, "{r} {ctx}");
         assert_eq!(r["ranks"], ranks, "{ctx}");
+        // Ranks of one node move their bytes through shared memory.
+        assert_eq!(r["transport"], "SHM", "{r} {ctx}");
     }
     let summary = rows.last().expect("summary");
     assert_eq!(summary["summary"], true);
@@ -167,6 +169,156 @@ fn the_table_looks_like_nccl_tests() {
     assert_eq!(&rows[0][..5], ["1024", "256", "float", "sum", "-1"]);
     assert_eq!(rows[0][8], "0");
     assert_eq!(rows[0][12], "0");
+    assert!(
+        text.contains("#  Transport: SHM (shared memory between the ranks of this node)"),
+        "{text}"
+    );
+}
+
+/// Transport selection as NCCL logs it: ranks of one node use SHM, each channel named at INFO
+/// with NCCL's line; NCCL_SHM_DISABLE=1 sends everything over the network (NET/Socket), and
+/// the bench says so in its header and its JSON.
+#[test]
+fn transports_are_chosen_and_logged_like_nccl() {
+    let run = |env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "--nproc-per-node",
+                "2",
+                "-b",
+                "1M",
+                "-e",
+                "1M",
+                "-n",
+                "2",
+                "--json",
+            ])
+            .envs(env.iter().copied())
+            .output()
+            .expect("run ringlab")
+    };
+    let shm = run(&[("NCCL_DEBUG", "INFO")]);
+    let log = String::from_utf8_lossy(&shm.stderr);
+    assert!(shm.status.success(), "{log}");
+    assert!(
+        log.contains("Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Channel 00 : 1[1] -> 0[0] via SHM/direct/direct"),
+        "{log}"
+    );
+    assert!(!log.contains("via NET"), "{log}");
+    assert!(
+        json_lines(&shm).iter().all(|r| r["transport"] == "SHM"),
+        "{log}"
+    );
+    let net = run(&[("NCCL_DEBUG", "INFO"), ("NCCL_SHM_DISABLE", "1")]);
+    let log = String::from_utf8_lossy(&net.stderr);
+    assert!(net.status.success(), "{log}");
+    assert!(
+        log.contains("NCCL_SHM_DISABLE set by environment to 1."),
+        "{log}"
+    );
+    assert!(
+        log.contains("Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Channel 00/0 : 1[1] -> 0[0] [receive] via NET/Socket/0"),
+        "{log}"
+    );
+    assert!(!log.contains("via SHM"), "{log}");
+    let rows = json_lines(&net);
+    assert!(rows.len() >= 2, "{log}");
+    assert!(
+        rows.iter()
+            .all(|r| r["transport"] == "NET" && r["wrong"] != 1),
+        "{rows:?}"
+    );
+    // A bad buffer size is refused, naming the variable.
+    let bad = run(&[("NCCL_BUFFSIZE", "lots")]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(err.contains("NCCL_BUFFSIZE=lots"), "{err}");
+}
+
+/// Shared-memory segments do not outlive their job: ranks unlink them once every partner has
+/// mapped them, so a launcher killed with SIGKILL mid-run leaves none, and `lab cleanup`
+/// removes those of ranks that died before that point (and only those).
+#[test]
+fn shared_memory_segments_never_outlive_the_job() {
+    let segments_of = |pids: &[u32]| -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| {
+                        pids.iter()
+                            .any(|p| n.starts_with(&format!("ringlab-shm-{p}-")))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "bench",
+            "--backend",
+            "tcp",
+            "--nproc-per-node",
+            "2",
+            "-b",
+            "4M",
+            "-e",
+            "4M",
+            "-n",
+            "100000",
+            "-c",
+            "0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = launcher.id();
+    let start = Instant::now();
+    let mut kids = Vec::new();
+    while kids.len() < 2 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        kids = children_of(pid);
+    }
+    assert_eq!(kids.len(), 2, "two rank processes");
+    // Mid-run: the segments are mapped and already unlinked.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(segments_of(&kids).is_empty(), "{:?}", segments_of(&kids));
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    for &k in &kids {
+        assert!(!alive(k), "rank {k} outlived its launcher");
+    }
+    assert!(segments_of(&kids).is_empty());
+    // A rank killed between making its segment and its partners mapping it leaves a name
+    // behind: cleanup removes it (its process is gone) and keeps a live process's.
+    let dead = std::path::Path::new("/dev/shm").join("ringlab-shm-4194305-Zz9aQ1");
+    let live =
+        std::path::Path::new("/dev/shm").join(format!("ringlab-shm-{}-Zz9aQ2", std::process::id()));
+    std::fs::write(&dead, b"x").expect("write");
+    std::fs::write(&live, b"x").expect("write");
+    let out = ringlab(&["lab", "cleanup"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(!dead.exists(), "{said}");
+    assert!(
+        said.contains("shared-memory segment /dev/shm/ringlab-shm-4194305-Zz9aQ1"),
+        "{said}"
+    );
+    assert!(live.exists(), "a live process's segment stays");
+    let _ = std::fs::remove_file(&live);
 }
 
 #[test]

@@ -361,8 +361,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let mut pending_out = None;
     let mut io_err = None;
     let mut tuning = Tuning::default();
+    let mut transport_shown = false;
     let result = launch::run(&job, &l, |msg| {
         forward_log(msg, &mut tuning);
+        if let Msg::Event(ev @ Event::Transport { .. }) = msg {
+            collector.feed(ev);
+            return;
+        }
         let Msg::Event(ev @ Event::Row { .. }) = msg else {
             return;
         };
@@ -396,6 +401,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             pending_out = Some(row);
             Ok(())
         } else {
+            if !transport_shown && let Some(t) = &row.transport {
+                transport_shown = true;
+                let _ = writeln!(out, "{}", table::transport_line(t));
+            }
             match pending_out.take() {
                 Some(o) => writeln!(out, "{}", table::line(&o, &row)).and_then(|_| {
                     match tuning.last.take() {
@@ -640,6 +649,9 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
         HangLab::Cleanup => {
             let mut removed = cluster::cleanup_all();
             removed.extend(scenario::remove_old_trace_dirs());
+            removed.extend(crate::comm::shm::remove_orphans(std::path::Path::new(
+                crate::comm::shm::DIR,
+            )));
             if removed.is_empty() {
                 println!("nothing to clean up");
             }

@@ -569,13 +569,26 @@ impl TcpComm {
 
 /// `SHM`, `NET`, `SHM+NET`, or `-` when there is no partner.
 pub fn summary(transports: &[Option<Transport>]) -> String {
-    let has = |t| transports.contains(&Some(t));
-    match (has(Transport::Shm), has(Transport::Net)) {
-        (true, true) => "SHM+NET".into(),
-        (true, false) => "SHM".into(),
-        (false, true) => "NET".into(),
-        (false, false) => "-".into(),
+    combine_transports(transports.iter().flatten().map(|t| t.name())).unwrap_or_else(|| "-".into())
+}
+
+/// Several ranks' transports as one: `SHM`, `NET` or `SHM+NET` (None when none reported).
+pub fn combine_transports<'a>(each: impl Iterator<Item = &'a str>) -> Option<String> {
+    let (mut shm, mut net, mut any) = (false, false, false);
+    for t in each {
+        any = true;
+        shm |= t.contains("SHM");
+        net |= t.contains("NET");
     }
+    any.then(|| {
+        match (shm, net) {
+            (true, true) => "SHM+NET",
+            (true, false) => "SHM",
+            (false, true) => "NET",
+            (false, false) => "-",
+        }
+        .to_string()
+    })
 }
 
 /// What a rank tells each partner to choose the transport between them.

@@ -29,6 +29,9 @@ pub struct Row {
     pub algbw_gbps: f64,
     pub busbw_gbps: f64,
     pub wrong: u64,
+    /// How the bytes travelled (`SHM`, `NET`, `SHM+NET`), as the ranks reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,6 +41,8 @@ pub struct Summary {
     pub wrong_total: u64,
     pub ranks: usize,
     pub backend: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 /// nccl-tests prints `none` for collectives without a reduction and -1 as the root of
@@ -196,6 +201,8 @@ pub struct Collector {
     average: Average,
     pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
+    /// Per rank, the transport it reported.
+    transports: BTreeMap<usize, String>,
 }
 
 impl Collector {
@@ -209,6 +216,7 @@ impl Collector {
             average: Average::default(),
             pending: BTreeMap::new(),
             rows: Vec::new(),
+            transports: BTreeMap::new(),
         }
     }
 
@@ -231,8 +239,17 @@ impl Collector {
         })
     }
 
+    /// The transports the ranks reported, as one word (`SHM`, `NET`, `SHM+NET`).
+    pub fn transport(&self) -> Option<String> {
+        crate::comm::tcp::combine_transports(self.transports.values().map(String::as_str))
+    }
+
     /// Feed an event; returns a finished row when the last local rank has reported it.
     pub fn feed(&mut self, ev: &Event) -> Option<Row> {
+        if let Event::Transport { rank, transport } = ev {
+            self.transports.insert(*rank, transport.clone());
+            return None;
+        }
         let Event::Row {
             rank,
             size,
@@ -272,6 +289,7 @@ impl Collector {
             algbw_gbps: algbw_gbps(*size, secs),
             busbw_gbps: busbw_gbps(self.job.coll, self.ranks, *size, secs),
             wrong: w,
+            transport: self.transport(),
         };
         self.rows.push(row.clone());
         Some(row)
@@ -285,6 +303,7 @@ impl Collector {
             wrong_total: self.rows.iter().map(|r| r.wrong).sum(),
             ranks: self.ranks,
             backend: self.backend,
+            transport: self.transport(),
         }
     }
 }

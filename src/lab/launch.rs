@@ -259,7 +259,14 @@ pub fn run_with(
                     local_world: p.ranks_per_node,
                     netns: p.netns.get(node).cloned(),
                     store: SocketAddr::new(ip, port),
-                    env: p.env_for_node.get(node).cloned().unwrap_or_default(),
+                    // Each node of the cluster is a host of its own to the transport
+                    // selection (ranks of one node share memory, others use the network).
+                    env: std::iter::once((
+                        crate::comm::shm::NODE_ENV.to_string(),
+                        node.to_string(),
+                    ))
+                    .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
+                    .collect(),
                 }
             })
             .collect();

@@ -82,6 +82,10 @@ pub struct Call {
 pub trait Rig {
     /// Ranks in the job.
     fn world(&self) -> usize;
+    /// How this rank's bytes travel (`SHM`, `NET`, `SHM+NET`), where the rig knows.
+    fn transport(&self) -> Option<String> {
+        None
+    }
     /// The ranks whose buffers this process holds: one, or every GPU in single-process mode.
     fn ranks(&self) -> std::ops::Range<usize>;
     /// Give every local rank a send and a receive buffer of at least `bytes`.

@@ -162,6 +162,12 @@ pub enum Event {
     Done {
         rank: usize,
     },
+    /// How this rank's bytes travel, once its communicator is up: `SHM`, `NET` or `SHM+NET`
+    /// (the TCP backend; NCCL names its own choice in its log).
+    Transport {
+        rank: usize,
+        transport: String,
+    },
     Error {
         rank: usize,
         message: String,
@@ -179,6 +185,7 @@ impl Event {
             | Self::Value { rank, .. }
             | Self::Beat { rank, .. }
             | Self::Done { rank }
+            | Self::Transport { rank, .. }
             | Self::Error { rank, .. } => *rank,
         }
     }

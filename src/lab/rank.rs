@@ -118,6 +118,9 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
         super::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
     };
     phase("init done");
+    if let Some(transport) = rig.transport() {
+        emit(&Event::Transport { rank, transport });
+    }
     match job.kind {
         JobKind::Sanity => measure::sanity(rig.as_mut(), &mut out),
         JobKind::Bench => measure::bench(rig.as_mut(), job, &mut out),
@@ -193,6 +196,9 @@ impl<'s> TcpRig<'s> {
 }
 
 impl measure::Rig for TcpRig<'_> {
+    fn transport(&self) -> Option<String> {
+        Some(self.comm.transport_summary())
+    }
     fn world(&self) -> usize {
         self.comm.world()
     }

@@ -395,6 +395,10 @@ pub struct Staged {
     pub detected_after_s: Option<f64>,
     pub ranks: Vec<RankReport>,
     pub reason: Option<String>,
+    /// How the ranks' bytes travelled (`SHM` within a node, `NET` across), where they got
+    /// that far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -501,6 +505,10 @@ pub struct Fixed {
     /// reach it, and the diagnosis of this run (not the staged one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Diagnosis>,
+    /// How the re-run's bytes travelled (`SHM+NET`: shared memory within each node, the
+    /// network between them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -527,6 +535,8 @@ struct RunResult {
     phases: BTreeMap<usize, String>,
     values: Vec<(usize, f64)>,
     evidence: Option<Diagnosis>,
+    /// How the ranks' bytes travelled (`SHM`, `NET`, `SHM+NET`), as they reported it.
+    transport: Option<String>,
 }
 
 /// The staged cluster (`fix` None) or the staged cluster with a fix applied.
@@ -639,6 +649,7 @@ fn run_once(
     let mut values = Vec::new();
     let mut evidence = None;
     let mut detected = None;
+    let mut transports: BTreeMap<usize, String> = BTreeMap::new();
     let world = s.nodes * s.ranks_per_node;
     let r = launch::run_with(
         &job,
@@ -651,6 +662,9 @@ fn run_once(
                     phases.borrow_mut().insert(*rank, phase.clone());
                 }
                 Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
+                Msg::Event(Event::Transport { rank, transport }) => {
+                    transports.insert(*rank, transport.clone());
+                }
                 Msg::Event(Event::Done { rank }) => {
                     phases.borrow_mut().insert(*rank, "done".into());
                 }
@@ -684,6 +698,7 @@ fn run_once(
         },
     );
     let phases = phases.into_inner();
+    let transport = crate::comm::tcp::combine_transports(transports.values().map(String::as_str));
     let detected_after = detected.or_else(|| Some(started.elapsed().as_secs_f64()));
     // A run that went through leaves no evidence to read: its flight recorders go.
     if r.is_ok()
@@ -699,6 +714,7 @@ fn run_once(
             phases,
             values,
             evidence,
+            transport,
         },
         Err(LaunchError::Failed(f)) => {
             let outcome = if f.kind == crate::lab::launch::FailKind::Hang {
@@ -713,6 +729,7 @@ fn run_once(
                 phases,
                 values,
                 evidence,
+                transport,
             }
         }
         Err(LaunchError::Setup(e)) => RunResult {
@@ -728,6 +745,7 @@ fn run_once(
             phases,
             values,
             evidence,
+            transport,
         },
     }
 }
@@ -747,6 +765,7 @@ impl RunResult {
             phases: BTreeMap::new(),
             values: Vec::new(),
             evidence: None,
+            transport: None,
         }
     }
 }
@@ -1160,6 +1179,7 @@ pub fn run_on(
         detected_after_s: staged.detected_after,
         ranks,
         reason: staged.failure.as_ref().map(|f| f.reason.clone()),
+        transport: staged.transport.clone(),
     };
     let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, nccl, on));
     LabReport {
@@ -1191,6 +1211,7 @@ fn fixed_run(
         reason: r.failure.map(|f| f.to_string()),
         detected_after_s: if passed { None } else { r.detected_after },
         evidence: if passed { None } else { r.evidence },
+        transport: r.transport,
     }
 }
 

@@ -11,6 +11,21 @@ pub fn header(title: &str) -> String {
     )
 }
 
+/// The comment line that says how the bytes travelled, before the first row.
+pub fn transport_line(transport: &str) -> String {
+    let why = match transport {
+        "SHM" => "shared memory between the ranks of this node",
+        "NET" => "sockets (other nodes, or NCCL_SHM_DISABLE=1)",
+        "SHM+NET" => "shared memory within a node, sockets across nodes",
+        _ => "",
+    };
+    if why.is_empty() {
+        format!("#  Transport: {transport}")
+    } else {
+        format!("#  Transport: {transport} ({why})")
+    }
+}
+
 fn time(us: f64) -> String {
     if us >= 10000.0 {
         format!("{us:7.0}")

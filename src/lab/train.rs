@@ -165,6 +165,10 @@ pub fn run(
     let shape = ring(world).map_err(|e| err(&e))?;
     let neighbours = partners(rank, &[&shape]);
     let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
+    emit(Event::Transport {
+        rank,
+        transport: comm.transport_summary(),
+    });
     let mut journal = Journal {
         // Eight steps' worth: enough to line the ranks up around where one diverged.
         rec: Recorder::new(rank, world, 24),
