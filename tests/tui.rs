@@ -272,6 +272,7 @@ fn hang_lab_lets_the_learner_type_a_fix() {
             detected_after_s: Some(6.1),
             ranks: Vec::new(),
             reason: None,
+            transport: None,
         },
         diagnosis: Diagnosis::default(),
         fixed: None,

@@ -95,6 +95,7 @@ mod tests {
             algbw_gbps: 0.04,
             busbw_gbps: 0.04,
             wrong: 0,
+            transport: None,
         };
         let l = line(&row(false), &row(true));
         let cols: Vec<&str> = l.split_whitespace().collect();
@@ -115,6 +116,7 @@ mod tests {
             wrong_total: 0,
             ranks: 2,
             backend: "tcp",
+            transport: None,
         };
         let f = footer(&s);
         assert!(f.contains("# Out of bounds values : 0 OK"), "{f}");

@@ -612,6 +612,7 @@ mod tests {
             algbw_gbps: busbw,
             busbw_gbps: busbw,
             wrong,
+            transport: Some("SHM".into()),
         }
     }
 
