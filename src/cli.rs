@@ -116,7 +116,11 @@ pub enum Command {
     Lab(lab::HangLab),
     /// (internal) holds one network namespace of the hang lab's virtual cluster.
     #[command(name = "__netns-holder", hide = true)]
-    NetnsHolder,
+    NetnsHolder {
+        /// Also a /dev/shm of its own of this size (a container's).
+        #[arg(long)]
+        shm: Option<String>,
+    },
     /// (internal) what the CUDA driver and NCCL say about this machine, as JSON.
     #[command(name = "__gpu-probe", hide = true)]
     GpuProbe {
@@ -238,7 +242,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             lab::sanity(args)
         }
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
-        Some(Command::NetnsHolder) => Ok(crate::lab::cluster::holder_main()),
+        Some(Command::NetnsHolder { shm }) => Ok(crate::lab::cluster::holder_main(shm.as_deref())),
         Some(Command::GpuProbe { nccl }) => Ok(crate::lab::gpu::probe_main(nccl)),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
         Some(Command::Doctor(ref args)) => doctor::doctor(args),

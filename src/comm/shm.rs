@@ -32,9 +32,22 @@ const LINE: usize = 128;
 pub const DIR: &str = "/dev/shm";
 pub const NAME_PREFIX: &str = "ringlab-shm-";
 
-/// The default FIFO size per direction and partner. A sender runs at most this far ahead of
-/// its receiver, which keeps the bytes in flight in the caches the two cores share.
-pub const DEFAULT_FIFO: usize = 1 << 20;
+/// Where segments go instead of /dev/shm (the emulated cluster's stand-in for a node's own
+/// /dev/shm), and the most bytes they may take there (the size of that node's tmpfs).
+pub const DIR_ENV: &str = "RINGLAB_SHM_DIR";
+pub const LIMIT_ENV: &str = "RINGLAB_SHM_LIMIT";
+
+/// The folder segments are made in: `RINGLAB_SHM_DIR`, or /dev/shm.
+pub fn dir() -> PathBuf {
+    std::env::var_os(DIR_ENV)
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from(DIR), PathBuf::from)
+}
+
+/// The default FIFO size per direction and partner: NCCL's default buffer (NCCL_BUFFSIZE,
+/// 4 MiB for its Simple protocol). It is also what a rank reserves in /dev/shm per partner,
+/// which is what a container's small /dev/shm runs out of.
+pub const DEFAULT_FIFO: usize = 4 << 20;
 
 /// The FIFO size: `NCCL_BUFFSIZE` (NCCL's per-connection buffer, a size like 4M) rounded up
 /// to a power of two, at least 64 KiB; or [`DEFAULT_FIFO`]. A bad value is an error naming it.
@@ -139,7 +152,15 @@ impl Segment {
         };
         // Reserve the pages now: on a full tmpfs this fails with ENOSPC, where a plain
         // ftruncate would succeed and the first touch beyond the space would be a SIGBUS.
+        // An emulated node's budget fails the same way when it would be exceeded.
+        let over_budget = std::env::var(LIMIT_ENV)
+            .ok()
+            .and_then(|l| l.parse::<u64>().ok())
+            .is_some_and(|limit| used_bytes(dir) + len as u64 > limit);
         let rc = loop {
+            if over_budget {
+                break libc::ENOSPC;
+            }
             // SAFETY: fd is a regular file we just created.
             let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
             if rc != libc::EINTR {
@@ -222,6 +243,15 @@ impl Segment {
         self.len == 0
     }
 
+    /// Every partner has mapped it: remove the name now, so that nothing is left whatever
+    /// ends the job. On an emulated node the name stays until the segment is dropped: a tmpfs
+    /// counts a mapped file's pages after its name is gone, the emulated budget counts names.
+    pub fn release_name(&mut self) {
+        if std::env::var_os(LIMIT_ENV).is_none() {
+            self.unlink();
+        }
+    }
+
     /// Remove the name (the mapping stays). Only the creator does this.
     pub fn unlink(&mut self) {
         if self.linked {
@@ -259,6 +289,18 @@ impl Segment {
             })
         }
     }
+}
+
+/// Bytes the files in `dir` take (for an emulated node's /dev/shm budget).
+fn used_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn map(fd: i32, len: usize) -> io::Result<*mut u8> {
@@ -479,7 +521,7 @@ impl Locality {
                 format!("{}{}", super::log::hostname(), boot.trim())
             }
         };
-        let shm_dev = std::fs::metadata(DIR).map(|m| m.dev()).unwrap_or(0);
+        let shm_dev = std::fs::metadata(dir()).map(|m| m.dev()).unwrap_or(0);
         Self { host, shm_dev, shm }
     }
 

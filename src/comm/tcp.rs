@@ -698,11 +698,10 @@ fn connect_shm(
     }
     let fifo = fifo_size().map_err(setup)?;
     let len = segment_len(local.len(), fifo);
-    let mut mine =
-        Segment::create(std::path::Path::new(super::shm::DIR), len).map_err(|source| {
-            log::warn(&source.to_string());
-            CommError::Shm { rank, source }
-        })?;
+    let mut mine = Segment::create(&super::shm::dir(), len).map_err(|source| {
+        log::warn(&source.to_string());
+        CommError::Shm { rank, source }
+    })?;
     log::info(&format!(
         "MMAP allocated shareable host buffer {} size {len}",
         mine.path().display()
@@ -761,7 +760,7 @@ fn connect_shm(
     // Everyone says whether it mapped its partners' segments; then each name can go.
     let ack = failure.clone().unwrap_or_default();
     let acks = swap_frames(rank, peers, &local, ack.as_bytes(), "shared-memory check")?;
-    mine.unlink();
+    mine.release_name();
     if let Some(e) = failure {
         return Err(setup(e));
     }

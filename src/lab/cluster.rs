@@ -28,6 +28,8 @@ pub struct Node {
     /// The fabric interface's name on this node (eth0, or eno1 where names differ).
     pub fabric: String,
     pub ip: Ipv4Addr,
+    /// `/proc/<pid>/ns/mnt` of the holder when the node has a /dev/shm of its own.
+    pub mntns: Option<String>,
 }
 
 /// A process that owns one network namespace: it unshares, then waits. When it dies (with the
@@ -35,22 +37,31 @@ pub struct Node {
 /// link in it go away: nothing can be left behind.
 struct Holder {
     child: std::process::Child,
+    /// Replies to commands (a node with a /dev/shm of its own takes `shm-size` and `ipc-host`).
+    replies: Option<std::io::BufReader<std::process::ChildStdout>>,
 }
 
 impl Holder {
-    fn spawn() -> Result<Self, ClusterError> {
+    /// `shm`: also a mount namespace with a tmpfs of that size over /dev/shm (a container's
+    /// private /dev/shm, as `docker run` makes one: 64 MB unless --shm-size or --ipc=host).
+    fn spawn(shm: Option<&str>) -> Result<Self, ClusterError> {
         use std::io::BufRead;
         let exe = super::self_exe().map_err(|e| ClusterError::Unavailable(e.to_string()))?;
-        let mut child = Command::new(exe)
-            .arg("__netns-holder")
+        let mut cmd = Command::new(exe);
+        cmd.arg("__netns-holder");
+        if let Some(size) = shm {
+            cmd.args(["--shm", size]);
+        }
+        let mut child = cmd
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .map_err(|e| ClusterError::Unavailable(e.to_string()))?;
         let mut line = String::new();
-        if let Some(out) = child.stdout.take() {
-            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        let mut replies = child.stdout.take().map(std::io::BufReader::new);
+        if let Some(out) = &mut replies {
+            let _ = out.read_line(&mut line);
         }
         if line.trim() != "ready" {
             let _ = child.kill();
@@ -64,10 +75,25 @@ impl Holder {
                 err.trim()
             )));
         }
-        Ok(Self { child })
+        Ok(Self { child, replies })
     }
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Send the holder one command and read its answer (`ok` or the error).
+    fn ask(&mut self, command: &str) -> Result<(), String> {
+        use std::io::{BufRead, Write};
+        let stdin = self.child.stdin.as_mut().ok_or("the holder has no stdin")?;
+        writeln!(stdin, "{command}").map_err(|e| e.to_string())?;
+        let mut line = String::new();
+        let out = self.replies.as_mut().ok_or("the holder has no stdout")?;
+        out.read_line(&mut line).map_err(|e| e.to_string())?;
+        match line.trim() {
+            "ok" => Ok(()),
+            "" => Err("the holder exited".into()),
+            e => Err(e.to_string()),
+        }
     }
 }
 
@@ -78,20 +104,97 @@ impl Drop for Holder {
     }
 }
 
-/// The holder side (`ringlab __netns-holder`): a fresh network namespace kept alive until the
-/// parent goes away.
-pub fn holder_main() -> std::process::ExitCode {
+/// The holder side (`ringlab __netns-holder [--shm SIZE]`): a fresh network namespace (and,
+/// with `--shm`, a mount namespace with a tmpfs of SIZE over /dev/shm) kept alive until the
+/// parent goes away. It answers `shm-size SIZE` (remount bigger: `docker run --shm-size`) and
+/// `ipc-host` (unmount: the host's /dev/shm shows through, as with `--ipc=host`) on stdin.
+pub fn holder_main(shm: Option<&str>) -> std::process::ExitCode {
     // SAFETY: prctl and unshare only change this process.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        eprintln!("unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error());
+    let flags = libc::CLONE_NEWNET | if shm.is_some() { libc::CLONE_NEWNS } else { 0 };
+    // SAFETY: as above.
+    if unsafe { libc::unshare(flags) } != 0 {
+        eprintln!("unshare: {}", std::io::Error::last_os_error());
+        return std::process::ExitCode::from(1);
+    }
+    if let Some(size) = shm
+        && let Err(e) = private_dev_shm(size)
+    {
+        eprintln!("a private /dev/shm of {size}: {e}");
         return std::process::ExitCode::from(1);
     }
     println!("ready");
-    let mut sink = String::new();
     // Until the launcher closes our stdin or dies.
-    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut sink);
+    for line in std::io::BufRead::lines(std::io::stdin().lock()).map_while(Result::ok) {
+        let mut words = line.split_whitespace();
+        let r = match (words.next(), words.next()) {
+            (Some("shm-size"), Some(size)) => mount_dev_shm(size, true),
+            (Some("ipc-host"), None) => {
+                let path = c"/dev/shm";
+                // SAFETY: path is NUL-terminated; this process is alone in its mount namespace.
+                if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error().to_string())
+                }
+            }
+            _ => Err(format!("unknown command `{line}`")),
+        };
+        match r {
+            Ok(()) => println!("ok"),
+            Err(e) => println!("error: {e}"),
+        }
+    }
     std::process::ExitCode::SUCCESS
+}
+
+/// Make mounts private to this namespace, then put a tmpfs of `size` over /dev/shm.
+fn private_dev_shm(size: &str) -> Result<(), String> {
+    let root = c"/";
+    // SAFETY: NUL-terminated paths; changes only this process's (new) mount namespace.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "making mounts private: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    mount_dev_shm(size, false)
+}
+
+/// Mount (or remount) the tmpfs over /dev/shm with `size` (tmpfs units: 64m, 1g).
+fn mount_dev_shm(size: &str, remount: bool) -> Result<(), String> {
+    if !size.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(format!("bad size `{size}`"));
+    }
+    let opts =
+        std::ffi::CString::new(format!("size={size},mode=1777")).map_err(|e| e.to_string())?;
+    let (src, fs) = (c"tmpfs", c"tmpfs");
+    let target = c"/dev/shm";
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | if remount { libc::MS_REMOUNT } else { 0 };
+    // SAFETY: NUL-terminated strings that live across the call.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fs.as_ptr(),
+            flags,
+            opts.as_ptr().cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().to_string())
+    }
 }
 
 pub struct Cluster {
@@ -103,6 +206,31 @@ pub struct Cluster {
     vnet: Option<VNet>,
     /// Why the cluster is emulated, to say plainly.
     pub emulated_because: Option<String>,
+    /// The emulated cluster's stand-ins for private /dev/shm mounts, per node.
+    emu_shm: Vec<EmuShm>,
+}
+
+/// An emulated node's /dev/shm: a folder of its own with a byte budget the ranks' segment
+/// allocation honours (`RINGLAB_SHM_DIR`, `RINGLAB_SHM_LIMIT`), removed with the cluster.
+struct EmuShm {
+    dir: std::path::PathBuf,
+    /// None: no budget (the fix gave the node the host's /dev/shm or a big one).
+    limit: Option<u64>,
+}
+
+impl Drop for EmuShm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A change to a node's private /dev/shm: the fixes `docker run` offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShmChange<'a> {
+    /// `--shm-size=SIZE`.
+    Size(&'a str),
+    /// `--ipc=host`: the host's /dev/shm.
+    Host,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -174,7 +302,7 @@ fn sv(args: &[&str]) -> Vec<String> {
 
 /// Can this process make network namespaces? (Root, or root inside a user namespace.)
 pub fn available() -> Result<(), ClusterError> {
-    Holder::spawn().map(|_| ())
+    Holder::spawn(None).map(|_| ())
 }
 
 /// Set in a command re-run inside its own user namespace (see [`rerun_in_user_namespace`]).
@@ -233,14 +361,25 @@ pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
 impl Cluster {
     /// Build K nodes; `fabric_names[i]` names node i's fabric NIC (default eth0).
     pub fn create(k: usize, fabric_names: &[String]) -> Result<Self, ClusterError> {
+        Self::create_with_shm(k, fabric_names, None)
+    }
+
+    /// [`Cluster::create`], each node a container with a /dev/shm of `shm` (like `docker run`
+    /// without --ipc=host: 64m unless --shm-size) where given.
+    pub fn create_with_shm(
+        k: usize,
+        fabric_names: &[String],
+        shm: Option<&str>,
+    ) -> Result<Self, ClusterError> {
         let mut c = Cluster {
             nodes: Vec::new(),
             commands: Vec::new(),
             holders: Vec::new(),
             vnet: None,
             emulated_because: None,
+            emu_shm: Vec::new(),
         };
-        let sw = Holder::spawn()?;
+        let sw = Holder::spawn(None)?;
         let sw_ns = format!("/proc/{}/ns/net", sw.pid());
         let sw_pid = sw.pid().to_string();
         c.holders.push(sw);
@@ -251,8 +390,9 @@ impl Cluster {
             "ip -n {PREFIX}sw link add br0 type bridge && ip -n {PREFIX}sw link set br0 up"
         ));
         for i in 0..k {
-            let h = Holder::spawn()?;
+            let h = Holder::spawn(shm)?;
             let ns = format!("/proc/{}/ns/net", h.pid());
+            let mntns = shm.map(|_| format!("/proc/{}/ns/mnt", h.pid()));
             let pid = h.pid().to_string();
             c.holders.push(h);
             let name = format!("{PREFIX}n{i}");
@@ -296,11 +436,17 @@ impl Cluster {
                 format!("ip -n {name} link add docker0 type bridge"),
                 format!("ip -n {name} addr add 172.17.0.1/16 dev docker0 && ip -n {name} link set docker0 up"),
             ]);
+            if let Some(size) = shm {
+                c.commands.push(format!(
+                    "unshare --mount --propagation private sh -c 'mount -t tmpfs -o size={size},mode=1777 tmpfs /dev/shm; ...'   # node {i}: a container's /dev/shm (docker run without --shm-size: 64m)"
+                ));
+            }
             c.nodes.push(Node {
                 index: i,
                 netns: Some(ns),
                 fabric,
                 ip: addr,
+                mntns,
             });
         }
         Ok(c)
@@ -309,6 +455,16 @@ impl Cluster {
     /// The emulated cluster: K nodes as processes on this host, each with a virtual interface
     /// table on loopback addresses (see [`crate::comm::vnet`]). `why` says why it is emulated.
     pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Self {
+        Self::emulated_with_shm(k, fabric_names, why, None)
+    }
+
+    /// [`Cluster::emulated`], each node with a /dev/shm budget of `shm` where given.
+    pub fn emulated_with_shm(
+        k: usize,
+        fabric_names: &[String],
+        why: &str,
+        shm: Option<&str>,
+    ) -> Self {
         let net = VNet::build(k, fabric_names);
         let nodes = (0..k)
             .map(|i| Node {
@@ -319,18 +475,40 @@ impl Cluster {
                     .cloned()
                     .unwrap_or_else(|| "eth0".into()),
                 ip: vnet::fabric_ip(i),
+                mntns: None,
             })
             .collect();
+        let limit = shm.and_then(|s| crate::units::parse_size(s).ok());
+        let emu_shm: Vec<EmuShm> = match limit {
+            Some(limit) => (0..k)
+                .filter_map(|i| {
+                    let dir = std::env::temp_dir()
+                        .join(format!("{PREFIX}shm-{}-n{i}", std::process::id()));
+                    std::fs::create_dir_all(&dir).ok()?;
+                    Some(EmuShm {
+                        dir,
+                        limit: Some(limit),
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         let mut commands = vec![format!(
             "# EMULATED cluster ({why}): no namespaces; each node's interfaces are loopback addresses"
         )];
         commands.extend(net.describe());
+        if let Some(size) = shm {
+            commands.push(format!(
+                "# each node's /dev/shm: a folder of its own with a {size} budget (a real tmpfs needs a mount namespace)"
+            ));
+        }
         Self {
             nodes,
             commands,
             holders: Vec::new(),
             vnet: Some(net),
             emulated_because: Some(why.to_string()),
+            emu_shm,
         }
     }
 
@@ -349,10 +527,65 @@ impl Cluster {
 
     /// Extra environment a rank on `node` needs (its virtual view, when emulated).
     pub fn node_env(&self, node: usize) -> Vec<(String, String)> {
-        self.vnet
+        let mut env: Vec<(String, String)> = self
+            .vnet
             .as_ref()
             .map(|v| vec![v.env_for(node)])
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if let Some(e) = self.emu_shm.get(node) {
+            env.push((
+                crate::comm::shm::DIR_ENV.into(),
+                e.dir.display().to_string(),
+            ));
+            if let Some(limit) = e.limit {
+                env.push((crate::comm::shm::LIMIT_ENV.into(), limit.to_string()));
+            }
+        }
+        env
+    }
+
+    /// The mount namespace of `node` (a /dev/shm of its own), if it has one.
+    pub fn mntns_path(&self, node: usize) -> Option<String> {
+        self.nodes.get(node).and_then(|n| n.mntns.clone())
+    }
+
+    /// Apply a `docker run` fix to node `node`'s private /dev/shm (nothing to do on a node
+    /// that uses the host's).
+    pub fn change_shm(&mut self, node: usize, change: ShmChange) -> Result<(), ClusterError> {
+        if let Some(e) = self.emu_shm.get_mut(node) {
+            e.limit = match change {
+                ShmChange::Size(s) => crate::units::parse_size(s).ok(),
+                ShmChange::Host => None,
+            };
+            return Ok(());
+        }
+        if self.mntns_path(node).is_none() {
+            return Ok(());
+        }
+        let command = match change {
+            ShmChange::Size(s) => format!("shm-size {s}"),
+            ShmChange::Host => "ipc-host".into(),
+        };
+        let holder = self
+            .holders
+            .get_mut(node + 1)
+            .ok_or_else(|| ClusterError::Unavailable(format!("no holder for node {node}")))?;
+        holder.ask(&command).map_err(|e| {
+            ClusterError::Unavailable(format!("node {node}'s /dev/shm ({command}): {e}"))
+        })?;
+        self.note(match change {
+            ShmChange::Size(s) => {
+                format!(
+                    "mount -o remount,size={s} /dev/shm   # node {node}: docker run --shm-size={s}"
+                )
+            }
+            ShmChange::Host => {
+                format!(
+                    "umount /dev/shm   # node {node}: docker run --ipc=host (the host's /dev/shm)"
+                )
+            }
+        });
+        Ok(())
     }
 
     /// The address to bind on this host for node 0's fabric address `ip` (the store).

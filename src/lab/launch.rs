@@ -40,6 +40,8 @@ pub struct Placement {
     /// The network namespace of each node; empty on the emulated cluster (ranks run on this
     /// host and carry their node's virtual view in their environment).
     pub netns: Vec<String>,
+    /// Per node: the mount namespace of a node with a /dev/shm of its own (a container's).
+    pub mntns: Vec<Option<String>>,
     /// Where the store listens, inside node 0 (port 0: any).
     pub store_bind: SocketAddr,
     /// Node 0's fabric address: what the ranks dial for the store.
@@ -220,6 +222,7 @@ struct Slot {
     local: usize,
     local_world: usize,
     netns: Option<String>,
+    mntns: Option<String>,
     store: SocketAddr,
     env: Vec<(String, String)>,
 }
@@ -258,6 +261,7 @@ pub fn run_with(
                     local: rank % p.ranks_per_node.max(1),
                     local_world: p.ranks_per_node,
                     netns: p.netns.get(node).cloned(),
+                    mntns: p.mntns.get(node).cloned().flatten(),
                     store: SocketAddr::new(ip, port),
                     // Each node of the cluster is a host of its own to the transport
                     // selection (ranks of one node share memory, others use the network).
@@ -312,6 +316,7 @@ pub fn run_with(
             local,
             local_world: l.nproc_per_node,
             netns: None,
+            mntns: None,
             store: store_addr,
             env: Vec::new(),
         })
@@ -367,20 +372,33 @@ fn spawn_and_watch(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(ranks.pgid);
-        // Keep the namespace file open until the child has entered it.
-        let ns_file = match &slot.netns {
-            Some(path) => {
-                Some(std::fs::File::open(path).map_err(setup(&format!("opening {path}")))?)
-            }
-            None => None,
+        // Keep the namespace files open until the child has entered them: the node's network
+        // namespace, then its mount namespace where it has a /dev/shm of its own.
+        let open = |path: &Option<String>| -> Result<Option<std::fs::File>, LaunchError> {
+            path.as_ref()
+                .map(|p| std::fs::File::open(p).map_err(setup(&format!("opening {p}"))))
+                .transpose()
         };
-        if let Some(f) = &ns_file {
-            let fd = std::os::fd::AsRawFd::as_raw_fd(f);
-            // SAFETY: setns is async-signal-safe; fd stays open across fork (closed at exec).
+        let ns_files = [
+            (open(&slot.netns)?, libc::CLONE_NEWNET),
+            (open(&slot.mntns)?, libc::CLONE_NEWNS),
+        ];
+        let fds: Vec<(i32, i32)> = ns_files
+            .iter()
+            .filter_map(|(f, kind)| {
+                f.as_ref()
+                    .map(|f| (std::os::fd::AsRawFd::as_raw_fd(f), *kind))
+            })
+            .collect();
+        if !fds.is_empty() {
+            // SAFETY: setns is async-signal-safe; the fds stay open across fork (closed at
+            // exec); `fds` is moved into the closure, not allocated after the fork.
             unsafe {
                 cmd.pre_exec(move || {
-                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                        return Err(std::io::Error::last_os_error());
+                    for &(fd, kind) in &fds {
+                        if libc::setns(fd, kind) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
                     Ok(())
                 });

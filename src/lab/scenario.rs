@@ -37,6 +37,12 @@ pub struct Fix {
     /// Multiply the watchdog's timeout (the tempting non-fix for a hang).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_factor: Option<u64>,
+    /// A bigger /dev/shm for every node (`docker run --shm-size=SIZE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shm_size: Option<String>,
+    /// The host's /dev/shm for every node (`docker run --ipc=host`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipc_host: bool,
 }
 
 /// What the evidence of an init hang blames. Scenario files name the one they stage; the
@@ -57,12 +63,14 @@ pub enum Culprit {
     StuckRank,
     /// Run time: a rank's process is gone.
     RankGone,
+    /// Init: a rank could not reserve its shared-memory segment (a container's small /dev/shm).
+    ShmFull,
     #[default]
     Unknown,
 }
 
 impl Culprit {
-    pub const ALL: [Culprit; 10] = [
+    pub const ALL: [Culprit; 11] = [
         Culprit::UnroutableAddress,
         Culprit::IfaceNotFound,
         Culprit::ConnectionDropped,
@@ -72,6 +80,7 @@ impl Culprit {
         Culprit::NeverEntered,
         Culprit::StuckRank,
         Culprit::RankGone,
+        Culprit::ShmFull,
         Culprit::Unknown,
     ];
 
@@ -87,6 +96,7 @@ impl Culprit {
             Culprit::NeverEntered => "never-entered",
             Culprit::StuckRank => "stuck-rank",
             Culprit::RankGone => "rank-gone",
+            Culprit::ShmFull => "shm-full",
             Culprit::Unknown => "unknown",
         }
     }
@@ -111,6 +121,7 @@ impl Culprit {
             Culprit::NeverEntered => "a rank never entered the collective the others wait in",
             Culprit::StuckRank => "a rank is stopped inside a collective",
             Culprit::RankGone => "a rank's process is gone",
+            Culprit::ShmFull => "/dev/shm too small for the ranks' shared-memory buffers",
             Culprit::Unknown => "no known misconfiguration",
         }
     }
@@ -177,6 +188,10 @@ pub struct Scenario {
     /// init sanity check.
     #[serde(default)]
     pub train: Option<super::train::TrainSpec>,
+    /// Every node a container with a /dev/shm of this size (tmpfs units: `64m` is Docker's
+    /// default without --shm-size or --ipc=host).
+    #[serde(default)]
+    pub stage_shm: Option<String>,
     pub fix: Fix,
 }
 
@@ -345,12 +360,14 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         });
         format!("{line}:{col}: {}", e.message())
     })?;
-    if !(2..=8).contains(&s.nodes) {
-        return Err(format!("nodes must be 2..=8, got {}", s.nodes));
+    // One node is a cluster only when the node itself is the trap (a container's /dev/shm).
+    let fewest = if s.stage_shm.is_some() { 1 } else { 2 };
+    if !(fewest..=8).contains(&s.nodes) {
+        return Err(format!("nodes must be {fewest}..=8, got {}", s.nodes));
     }
-    if !(1..=4).contains(&s.ranks_per_node) {
+    if !(1..=8).contains(&s.ranks_per_node) {
         return Err(format!(
-            "ranks_per_node must be 1..=4, got {}",
+            "ranks_per_node must be 1..=8, got {}",
             s.ranks_per_node
         ));
     }
@@ -562,6 +579,7 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16, nccl: bool
     Placement {
         nodes: s.nodes,
         netns: (0..s.nodes).filter_map(|i| c.netns_path(i)).collect(),
+        mntns: (0..s.nodes).map(|i| c.mntns_path(i)).collect(),
         store_bind: SocketAddr::new(c.bind_ip(store_ip), port),
         store_ip,
         store_ip_for_node: (0..s.nodes)
@@ -602,6 +620,20 @@ fn run_once(
                 .firewall(node, port)
                 .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) });
             if let Err(e) = r {
+                return RunResult::setup_error(e.to_string());
+            }
+        }
+    }
+    if let Some(f) = fix {
+        let change = match (&f.shm_size, f.ipc_host) {
+            (_, true) => Some(cluster::ShmChange::Host),
+            (Some(size), false) => Some(cluster::ShmChange::Size(size)),
+            (None, false) => None,
+        };
+        for node in 0..s.nodes {
+            if let Some(ch) = change
+                && let Err(e) = c.change_shm(node, ch)
+            {
                 return RunResult::setup_error(e.to_string());
             }
         }
@@ -768,6 +800,11 @@ impl RunResult {
             transport: None,
         }
     }
+}
+
+/// The part of a rank's log line from NCCL's message on (`Error: failed to extend …`).
+fn shm_line(line: &str) -> &str {
+    line.find("Error: failed").map_or(line, |i| &line[i..])
 }
 
 /// Every node's interfaces, as the evidence lists them.
@@ -973,6 +1010,14 @@ fn gather(
         .collect::<Vec<_>>();
     let (culprit, explanation) = if let Some((r, line)) = logs
         .iter()
+        .find(|(_, l)| l.contains("failed to extend") && l.contains("bytes"))
+    {
+        (
+            Culprit::ShmFull,
+            format!("rank {r} on node {}: {}", node_of(*r), shm_line(line)),
+        )
+    } else if let Some((r, line)) = logs
+        .iter()
         .find(|(_, l)| l.contains("no socket interface found"))
     {
         (
@@ -1105,17 +1150,17 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
         }
         Ok(())
     };
-    let emulate = |why: &str| Cluster::emulated(s.nodes, &s.fabric, why);
+    let shm = s.stage_shm.as_deref();
+    let emulate = |why: &str| Cluster::emulated_with_shm(s.nodes, &s.fabric, why, shm);
     match mode {
         Mode::Emulated => Ok(emulate("asked for with --mode emulated")),
         Mode::Netns => {
             netns().map_err(|e| format!("{e}, or pass --mode emulated"))?;
-            Cluster::create(s.nodes, &s.fabric).map_err(|e| e.to_string())
+            Cluster::create_with_shm(s.nodes, &s.fabric, shm).map_err(|e| e.to_string())
         }
         Mode::Auto => match netns() {
-            Ok(()) => {
-                Ok(Cluster::create(s.nodes, &s.fabric).unwrap_or_else(|e| emulate(&e.to_string())))
-            }
+            Ok(()) => Ok(Cluster::create_with_shm(s.nodes, &s.fabric, shm)
+                .unwrap_or_else(|e| emulate(&e.to_string()))),
             Err(e) => Ok(emulate(&e)),
         },
     }
@@ -1235,7 +1280,23 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
         env: [(k.to_string(), v.to_string())].into_iter().collect(),
         ..Default::default()
     };
-    let mut v = if s.train.is_some() {
+    let mut v = if s.stage_shm.is_some() {
+        vec![
+            env(
+                "Keep NCCL off shared memory, use sockets",
+                "NCCL_SHM_DISABLE",
+                "1",
+            ),
+            env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+            Fix {
+                text: "Share the host's IPC namespace and its /dev/shm: docker run --ipc=host"
+                    .into(),
+                ipc_host: true,
+                ..Default::default()
+            },
+            s.fix.clone(),
+        ]
+    } else if s.train.is_some() {
         vec![
             Fix {
                 text: "Give the job more time: init_process_group(timeout=timedelta(minutes=30))"

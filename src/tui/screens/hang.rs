@@ -704,12 +704,23 @@ pub fn verdict_lines(
     t: &Theme,
 ) -> Vec<Line<'static>> {
     if f.outcome == "pass" {
-        return vec![Line::styled(
+        let mut out = vec![Line::styled(
             format!(
                 " ✓ PASS with {text}: the all-reduce of ones gave the world size on every rank"
             ),
             t.ok,
         )];
+        if let Some(tr) = &f.transport {
+            out.push(Line::raw(format!("   transport: {tr}")));
+        }
+        // Passing by moving off shared memory proves the cause; the node still lacks room.
+        if staged.culprit == scenario::Culprit::ShmFull && f.transport.as_deref() == Some("NET") {
+            out.push(Line::styled(
+                "   but every byte of this node now goes through sockets: that proves /dev/shm was the cause, it does not fix it (give the container room: --shm-size or --ipc=host)",
+                t.warn,
+            ));
+        }
+        return out;
     }
     let how = match f.outcome.as_str() {
         "hang" => "still HANGS",

@@ -470,7 +470,14 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
-                .title(Span::styled(" ranks ", t.h2)),
+                .title(Span::styled(
+                    match s.collector.as_ref().and_then(|c| c.transport()) {
+                        // How the ranks' bytes travel, as they reported it.
+                        Some(tr) => format!(" ranks · transport {tr} "),
+                        None => " ranks ".to_string(),
+                    },
+                    t.h2,
+                )),
         ),
         board,
     );
@@ -644,6 +651,26 @@ mod tests {
         let (oop, inp) = line.split_once('│').expect("two halves");
         assert!(oop.contains("111.0") && oop.contains("7.25"), "{line}");
         assert!(inp.contains("222.0") && inp.contains("3.50"), "{line}");
+    }
+
+    /// The ranks say how their bytes travel; the table's title shows it.
+    #[test]
+    fn the_table_names_the_transport_the_ranks_report() {
+        let app = app();
+        let mut s = LabState::new(LabParams::default());
+        s.collector = Some(Collector::new(&crate::lab::Job::sanity(), 2, 2, "tcp"));
+        assert!(!screen(&s, &app).contains("transport"));
+        for rank in 0..2 {
+            s.receive(LabUpdate::Msg(
+                0,
+                Msg::Event(Event::Transport {
+                    rank,
+                    transport: "SHM".into(),
+                }),
+            ));
+        }
+        let text = screen(&s, &app);
+        assert!(text.contains("transport SHM"), "{text}");
     }
 
     #[test]
