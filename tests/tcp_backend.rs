@@ -104,9 +104,21 @@ fn a_stranger_without_the_token_cannot_inject_data() {
     assert!(b.iter().all(|&v| v == 3.0), "rank 1 result poisoned");
 }
 
+/// Over the network the socket closes; over shared memory the FIFO just goes quiet, and the
+/// rank finds its partner gone by its connection: either way the error names rank and phase.
 #[test]
 fn a_peer_that_closes_mid_step_is_reported_with_rank_and_phase() {
-    let token = [5u8; 16];
+    for shm in [true, false] {
+        peer_closes_mid_step(shm);
+    }
+}
+
+fn peer_closes_mid_step(shm: bool) {
+    let token = [5 + u8::from(shm); 16];
+    let env = move |rank, world, store, token| RankEnv {
+        shm,
+        ..env(rank, world, store, token)
+    };
     let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
     let store = server.addr();
     let shape = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 2, 2, 1))
@@ -148,6 +160,11 @@ fn a_peer_that_closes_mid_step_is_reported_with_rank_and_phase() {
     let msg = e.to_string();
     assert!(
         msg.contains("rank 1") && msg.contains("reduce-scatter"),
+        "shm {shm}: {msg}"
+    );
+    assert_eq!(
+        comm.transport_summary(),
+        if shm { "SHM" } else { "NET" },
         "{msg}"
     );
 }

@@ -643,9 +643,11 @@ pub fn execute(
             if checked.elapsed() > LIVENESS {
                 checked = std::time::Instant::now();
                 if let Some(p) = dead_shm_peer(io.links) {
-                    let op = sends[p]
-                        .get(si[p])
-                        .or_else(|| recvs[p].get(ri[p]))
+                    // The earliest op still open with it: where this rank is held up.
+                    let op = [sends[p].get(si[p]), recvs[p].get(ri[p])]
+                        .into_iter()
+                        .flatten()
+                        .min()
                         .copied()
                         .unwrap_or(0);
                     return Err(EngineError::Closed { op, peer: p });

@@ -351,65 +351,8 @@ impl TcpComm {
         payload: &[u8],
         wait: Duration,
     ) -> Result<Vec<(usize, Vec<u8>)>, CommError> {
-        let rank = self.rank;
-        let io_err = |what: String| move |source| CommError::Io { rank, what, source };
-        let not_connected = |p: usize| CommError::Io {
-            rank,
-            what: format!("no connection to rank {p}"),
-            source: io::Error::from(io::ErrorKind::NotConnected),
-        };
-        for &p in peers {
-            let s = self
-                .peers
-                .get_mut(p)
-                .and_then(Option::as_mut)
-                .ok_or_else(|| not_connected(p))?;
-            super::wire::write_frame(s, payload).map_err(|e| CommError::Io {
-                rank,
-                what: format!("sending a header to rank {p}"),
-                source: io::Error::other(e.to_string()),
-            })?;
-        }
-        let mut out = Vec::with_capacity(peers.len());
-        for &p in peers {
-            let s = self
-                .peers
-                .get_mut(p)
-                .and_then(Option::as_mut)
-                .ok_or_else(|| not_connected(p))?;
-            s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
-                .map_err(io_err(format!(
-                    "setting a timeout on rank {p}'s connection"
-                )))?;
-            let got = super::wire::read_frame(s);
-            let _ = s.set_read_timeout(None);
-            let frame = got.map_err(|e| match e {
-                super::wire::WireError::Io(source)
-                    if matches!(
-                        source.kind(),
-                        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-                    ) =>
-                {
-                    CommError::Io {
-                        rank,
-                        what: format!("rank {p} closed the connection before its header"),
-                        source,
-                    }
-                }
-                super::wire::WireError::Io(source) => CommError::Io {
-                    rank,
-                    what: format!("waiting for rank {p}'s header"),
-                    source,
-                },
-                other => CommError::Io {
-                    rank,
-                    what: format!("rank {p}'s header"),
-                    source: io::Error::other(other.to_string()),
-                },
-            })?;
-            out.push((p, frame));
-        }
-        Ok(out)
+        let frames = swap_frames(self.rank, &mut self.peers, peers, payload, "header", wait)?;
+        Ok(peers.iter().copied().zip(frames).collect())
     }
 
     /// How each peer's bytes travel (None: not a partner of this rank).
@@ -612,35 +555,78 @@ struct ShmOffer {
 /// How long a partner may take to answer during transport setup.
 const SETUP_WAIT: Duration = Duration::from_secs(300);
 
-/// Send one frame to each of `to` (all before any read), then read one frame from each.
+/// Send one frame to each of `to` (every send before any read, so no two ranks wait on each
+/// other), then read one frame from each; a peer silent for `wait`, or gone, is an error that
+/// names it and `what` was awaited.
 fn swap_frames(
     rank: usize,
     peers: &mut [Option<TcpStream>],
     to: &[usize],
     payload: &[u8],
     what: &str,
+    wait: Duration,
 ) -> Result<Vec<Vec<u8>>, CommError> {
-    let setup = |what: String| CommError::Setup { rank, what };
+    let io_err = |what: String| move |source| CommError::Io { rank, what, source };
     for &p in to {
-        let s = peers
-            .get_mut(p)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| setup(format!("no connection to rank {p}")))?;
-        super::wire::write_frame(s, payload)
-            .map_err(|e| setup(format!("sending {what} to rank {p}: {e}")))?;
+        let s = peer_mut(rank, peers, p)?;
+        super::wire::write_frame(s, payload).map_err(|e| CommError::Io {
+            rank,
+            what: format!("sending a {what} to rank {p}"),
+            source: io::Error::other(e.to_string()),
+        })?;
     }
     let mut out = Vec::with_capacity(to.len());
     for &p in to {
-        let s = peers
-            .get_mut(p)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| setup(format!("no connection to rank {p}")))?;
-        let _ = s.set_read_timeout(Some(SETUP_WAIT));
+        let s = peer_mut(rank, peers, p)?;
+        s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            .map_err(io_err(format!(
+                "setting a timeout on rank {p}'s connection"
+            )))?;
         let got = super::wire::read_frame(s);
         let _ = s.set_read_timeout(None);
-        out.push(got.map_err(|e| setup(format!("rank {p}'s {what}: {e}")))?);
+        let frame = got.map_err(|e| match e {
+            super::wire::WireError::Io(source)
+                if matches!(
+                    source.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                CommError::Io {
+                    rank,
+                    what: format!("rank {p} closed the connection before its {what}"),
+                    source,
+                }
+            }
+            super::wire::WireError::Io(source) => CommError::Io {
+                rank,
+                what: format!("waiting for rank {p}'s {what}"),
+                source,
+            },
+            other => CommError::Io {
+                rank,
+                what: format!("rank {p}'s {what}"),
+                source: io::Error::other(other.to_string()),
+            },
+        })?;
+        out.push(frame);
     }
     Ok(out)
+}
+
+/// The connection to rank `p`, or an error saying there is none.
+fn peer_mut(
+    rank: usize,
+    peers: &mut [Option<TcpStream>],
+    p: usize,
+) -> Result<&mut TcpStream, CommError> {
+    peers
+        .get_mut(p)
+        .and_then(Option::as_mut)
+        .ok_or_else(|| CommError::Io {
+            rank,
+            what: format!("no connection to rank {p}"),
+            source: io::Error::from(io::ErrorKind::NotConnected),
+        })
 }
 
 /// Choose each partner's transport like NCCL (SHM when both ranks share a host and a /dev/shm
@@ -668,7 +654,7 @@ fn connect_shm(
         dev: env.local_rank,
     })
     .map_err(|e| setup(e.to_string()))?;
-    let replies = swap_frames(rank, peers, partners, &hello, "transport hello")?;
+    let replies = swap_frames(rank, peers, partners, &hello, "transport hello", SETUP_WAIT)?;
     let mut local = Vec::new();
     for (&p, r) in partners.iter().zip(&replies) {
         let theirs: ShmHello = serde_json::from_slice(r)
@@ -713,7 +699,14 @@ fn connect_shm(
         slots: local.clone(),
     })
     .map_err(|e| setup(e.to_string()))?;
-    let offers = swap_frames(rank, peers, &local, &offer, "shared-memory segment")?;
+    let offers = swap_frames(
+        rank,
+        peers,
+        &local,
+        &offer,
+        "shared-memory segment",
+        SETUP_WAIT,
+    )?;
     let mut theirs = Vec::with_capacity(local.len());
     let mut pipes: Vec<Option<Pipe>> = (0..env.world).map(|_| None).collect();
     let mut failure: Option<String> = None;
@@ -759,7 +752,14 @@ fn connect_shm(
     }
     // Everyone says whether it mapped its partners' segments; then each name can go.
     let ack = failure.clone().unwrap_or_default();
-    let acks = swap_frames(rank, peers, &local, ack.as_bytes(), "shared-memory check")?;
+    let acks = swap_frames(
+        rank,
+        peers,
+        &local,
+        ack.as_bytes(),
+        "shared-memory check",
+        SETUP_WAIT,
+    )?;
     mine.release_name();
     if let Some(e) = failure {
         return Err(setup(e));
