@@ -603,6 +603,8 @@ pub struct Analysis {
     pub last: Vec<Option<(u64, State)>>,
     /// Ranks without a dump.
     pub missing: Vec<usize>,
+    /// The furthest collective anyone entered: the one the others are waiting in.
+    pub front: Option<u64>,
 }
 
 /// Line up the ranks by sequence number and name the one that diverged.
@@ -618,6 +620,7 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
                 .map(|e| (e.seq, e.state))
         })
         .collect();
+    let front = last.iter().flatten().map(|(s, _)| *s).max();
     let at = |r: usize, seq: u64| -> Option<&Entry> {
         by_rank
             .get(&r)
@@ -635,6 +638,7 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
         explanation,
         last: last.clone(),
         missing: missing.clone(),
+        front,
     };
 
     // 1. The first collective that ranks called differently.
@@ -697,8 +701,6 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
                 .get(&r)
                 .is_some_and(|t| matches!(t.process, Process::Gone { .. }))
     };
-    // The furthest collective anyone entered: the one the others are waiting in.
-    let front = last.iter().flatten().map(|(s, _)| *s).max();
     let pending = (0..world).any(|r| {
         last.get(r)
             .copied()
@@ -830,7 +832,7 @@ fn state_word(s: State) -> &'static str {
 /// are marked `◀`.
 pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<String> {
     let by_rank: BTreeMap<usize, &RankTrace> = traces.iter().map(|t| (t.rank, t)).collect();
-    let front = a.last.iter().flatten().map(|(s, _)| *s).max().unwrap_or(0);
+    let front = a.front.unwrap_or(0);
     let focus = a.culprit.as_ref().and_then(Culprit::seq).unwrap_or(front);
     let hi = front.max(focus);
     let lo = hi.saturating_sub(rows.saturating_sub(1) as u64).max(1);
