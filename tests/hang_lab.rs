@@ -59,6 +59,18 @@ fn iptables_present() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// How a scenario's passing run moves its bytes: SHM between ranks of one node, NET between
+/// nodes (two nodes of two ranks: both).
+fn expected_transport(name: &str) -> &'static str {
+    let (all, _) = ringlab::lab::scenario::all();
+    let s = all.iter().find(|s| s.name == name).expect("scenario");
+    match (s.nodes > 1, s.ranks_per_node > 1) {
+        (true, true) => "SHM+NET",
+        (true, false) => "NET",
+        (false, _) => "SHM",
+    }
+}
+
 #[test]
 fn every_scenario_hangs_as_staged_and_passes_with_its_fix() {
     let _one_at_a_time = serial();
@@ -115,6 +127,12 @@ fn every_scenario_hangs_as_staged_and_passes_with_its_fix() {
         );
         assert_eq!(v["fixed"]["outcome"], "pass", "{name}: {v:#}");
         assert_eq!(v["fixed"]["allreduce_correct"], true, "{name}");
+        // Ranks of one namespace node share memory; nodes talk over the network.
+        assert_eq!(
+            v["fixed"]["transport"],
+            expected_transport(&name),
+            "{name}: {v:#}"
+        );
         if outcome == "hang" {
             let after = v["staged"]["detected_after_s"].as_f64().unwrap_or(f64::MAX);
             assert!(after < 15.0, "{name}: detected after {after} s");
@@ -147,6 +165,11 @@ fn every_scenario_behaves_the_same_on_the_emulated_cluster() {
         assert!(outcome == "hang" || outcome == "error", "{name}: {v:#}");
         assert_eq!(v["fixed"]["outcome"], "pass", "{name}: {v:#}");
         assert_eq!(v["fixed"]["allreduce_correct"], true, "{name}");
+        assert_eq!(
+            v["fixed"]["transport"],
+            expected_transport(&name),
+            "{name}: {v:#}"
+        );
         // Every node sees its own table, with the docker0 trap on each.
         let ifs = v["diagnosis"]["interfaces"].as_array().expect("interfaces");
         let docker0 = ifs.iter().filter(|i| i["name"] == "docker0").count();
