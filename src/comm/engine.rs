@@ -47,6 +47,9 @@ pub struct Plan {
     /// Out of place: bytes copied from the input before anything moves (no receive writes
     /// them, or two receives of one step reduce into them).
     upfront: Vec<Range<usize>>,
+    /// Per peer, the ops in stream order: its sends, and its receives.
+    sends: Vec<Vec<usize>>,
+    recvs: Vec<Vec<usize>>,
 }
 
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
@@ -108,11 +111,21 @@ impl Plan {
             ops.iter().filter(|o| o.reduce).map(|o| o.peer).collect();
         reduce_peers.sort_unstable();
         reduce_peers.dedup();
+        let world = schedule.spec().ranks;
+        let (mut sends, mut recvs) = (vec![Vec::new(); world], vec![Vec::new(); world]);
+        for (i, o) in ops.iter().enumerate() {
+            let lists = if o.send { &mut sends } else { &mut recvs };
+            if let Some(l) = lists.get_mut(o.peer) {
+                l.push(i);
+            }
+        }
         Plan {
             ops,
             send_stage_len: stage,
             reduce_peers,
             upfront,
+            sends,
+            recvs,
         }
     }
 
@@ -357,18 +370,14 @@ pub fn execute(
     let mut st = vec![State::default(); n];
     let es = io.es.max(1);
     // Per peer: the ops in stream order (sends and receives separately).
-    let peers = io.links.len();
-    let mut sends: Vec<Vec<usize>> = vec![Vec::new(); peers];
-    let mut recvs: Vec<Vec<usize>> = vec![Vec::new(); peers];
-    for (i, o) in plan.ops.iter().enumerate() {
-        if o.send {
-            &mut sends[o.peer]
-        } else {
-            &mut recvs[o.peer]
-        }
-        .push(i);
-    }
+    let peers = io.links.len().min(plan.sends.len());
+    let (sends, recvs) = (&plan.sends, &plan.recvs);
     let (mut si, mut ri) = (vec![0usize; peers], vec![0usize; peers]);
+    // Armed: this rank may sleep on its doorbell (and the count it saw when arming).
+    let mut armed = Armed {
+        bell: io.bell,
+        seen: None,
+    };
     let mut remaining = n;
     let mut pollfds: Vec<libc::pollfd> = Vec::new();
     let window = |peer: usize| {
@@ -400,7 +409,6 @@ pub fn execute(
         let mut moved = false;
         // Set when a shared-memory op waits for its partner: the doorbell will say.
         let mut shm_wait = false;
-        let seen = io.bell.map(|b| b.seen());
         pollfds.clear();
         let mut active_recvs = 0;
         let mut active_sends = 0;
@@ -560,7 +568,7 @@ pub fn execute(
                 let only = !received
                     && active_sends == 0
                     && pollfds.is_empty()
-                    && single_recv_peer(&recvs, &ri);
+                    && single_recv_peer(recvs, &ri);
                 let r = match (only, io.spin) {
                     (true, true) => recv_spin_then_block(fd, dst),
                     (true, false) => sys_recv(fd, dst, false),
@@ -620,6 +628,7 @@ pub fn execute(
         }
         if moved || remaining == 0 {
             idle_since = None;
+            armed.disarm();
             continue;
         }
         // Busy-poll a little before sleeping: on a VM a sleeping vCPU takes tens of µs to wake.
@@ -653,8 +662,13 @@ pub fn execute(
                     return Err(EngineError::Closed { op, peer: p });
                 }
             }
-            match (io.bell, seen) {
-                (Some(bell), Some(seen)) if pollfds.is_empty() => bell.wait(seen, LIVENESS),
+            match (io.bell, armed.seen) {
+                // Arm, then look once more before sleeping.
+                (Some(bell), None) => armed.seen = Some(bell.arm()),
+                (Some(bell), Some(seen)) if pollfds.is_empty() => {
+                    bell.wait(seen, LIVENESS);
+                    armed.disarm();
+                }
                 _ => {
                     // Sockets and shared memory at once: poll briefly, then look again.
                     // SAFETY: pollfds is a valid array of pollfd for the call.
@@ -677,6 +691,28 @@ pub fn execute(
         }
     }
     Ok(())
+}
+
+/// A doorbell this rank has armed, disarmed when work turns up or the run ends (however).
+struct Armed {
+    bell: Option<super::shm::Bell>,
+    seen: Option<u32>,
+}
+
+impl Armed {
+    fn disarm(&mut self) {
+        if self.seen.take().is_some()
+            && let Some(b) = self.bell
+        {
+            b.disarm();
+        }
+    }
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.disarm();
+    }
 }
 
 /// How often a rank waiting on shared memory checks that its partners are still there.

@@ -336,8 +336,11 @@ impl Drop for Segment {
     }
 }
 
-/// A rank's doorbell: an event count partners bump after every push or pop, and a count of
-/// sleepers so that a bump costs a system call only when someone sleeps.
+/// A rank's doorbell: an event count, and a count of sleepers. A partner that has pushed or
+/// popped looks at the sleepers and, only if there is one, bumps the count and wakes it; so a
+/// busy pair never writes each other's doorbell. The sleeper arms first (says it may sleep),
+/// looks for work once more, then sleeps on the count it saw when arming: a fence on both
+/// sides means either the partner sees the sleeper or the sleeper sees the partner's bytes.
 #[derive(Clone, Copy)]
 pub struct Bell {
     seq: *const AtomicU32,
@@ -357,24 +360,31 @@ impl Bell {
         unsafe { &*self.waiters }
     }
 
-    /// Ring: wake the owner if it sleeps.
+    /// Ring (after a push or pop): wake the owner if it may be asleep.
     pub fn ring(&self) {
-        self.seq().fetch_add(1, Ordering::SeqCst);
-        if self.waiters().load(Ordering::SeqCst) > 0 {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.waiters().load(Ordering::Relaxed) > 0 {
+            self.seq().fetch_add(1, Ordering::SeqCst);
             futex(self.seq(), libc::FUTEX_WAKE, i32::MAX as u32, None);
         }
     }
 
-    /// The count now: take it before looking for work, pass it to [`Bell::wait`].
-    pub fn seen(&self) -> u32 {
+    /// The owner may sleep: from now on partners ring for real. Look for work once more,
+    /// then [`Bell::wait`] on what this returns, or [`Bell::disarm`].
+    pub fn arm(&self) -> u32 {
+        self.waiters().fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.seq().load(Ordering::SeqCst)
     }
 
-    /// Sleep until the bell rings after `seen` was taken (at once if it already has), or
-    /// `timeout` passes.
+    /// Sleep until a partner rings after [`Bell::arm`] returned `seen` (at once if one has),
+    /// or `timeout` passes. The bell stays armed.
     pub fn wait(&self, seen: u32, timeout: Duration) {
-        self.waiters().fetch_add(1, Ordering::SeqCst);
         futex(self.seq(), libc::FUTEX_WAIT, seen, Some(timeout));
+    }
+
+    /// Back to work: partners stop ringing for real.
+    pub fn disarm(&self) {
         self.waiters().fetch_sub(1, Ordering::SeqCst);
     }
 }
