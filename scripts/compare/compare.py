@@ -43,13 +43,21 @@ def run_json_lines(cmd, env=None):
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
-def ringlab_once(sizes):
-    """One timed loop per size, each in a fresh job (rank 0's time, as the peers report)."""
+def warmup_for(size):
+    return WARMUP
+
+
+def ringlab_once(sizes, env=None, transport=None, iters=iters_for, warmup=warmup_for):
+    """One timed loop per size, each in a fresh job (rank 0's time, as the peers report).
+    transport: "SHM" or "NET" to fail unless ringlab reports having used it."""
     out = {}
     for size in sizes:
         rows = run_json_lines([BIN, "bench", "--backend", "tcp", "--nproc-per-node", "2", "-b", str(size), "-e", str(size),
-                               "-n", str(iters_for(size)), "-w", str(WARMUP), "-c", "0", "-a", "0", "--json"])
-        out[size] = [r["time_us"] for r in rows if r.get("in_place") is True][0]
+                               "-n", str(iters(size)), "-w", str(warmup(size)), "-c", "0", "-a", "0", "--json"], env)
+        row = [r for r in rows if r.get("in_place") is True][0]
+        if transport and row.get("transport") != transport:
+            raise RuntimeError(f"ringlab reported transport {row.get('transport')}, expected {transport}")
+        out[size] = row["time_us"]
     return out
 
 
@@ -62,12 +70,12 @@ def gloo_once(sizes):
     return out
 
 
-def ompi_once(sizes):
+def ompi_once(sizes, btl="self,tcp", iters=iters_for, warmup=warmup_for):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     out = {}
     for size in sizes:
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
-               sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters_for(size)), "1", str(WARMUP)]
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml", "ob1", "--mca", "btl", btl,
+               sys.executable, os.path.join(HERE, "mpi_bench.py"), str(size), str(iters(size)), "1", str(warmup(size))]
         out[size] = run_json_lines(cmd, env)[0]["time_us"]
     return out
 
@@ -101,7 +109,10 @@ def main():
           + f" {'vs best peer':>12} {'vs gloo':>8} {'of ceiling':>10}")
     # Interleaved: every repetition runs each implementation over all sizes, in turn, so slow
     # spells of this machine hit all of them alike; then the median per size.
-    runs = {"ringlab": ringlab_once, **peers}
+    # ringlab over its TCP transport: two ranks of one node would otherwise meet over shared memory
+    # (scripts/compare/shm.py compares that transport with Open MPI's).
+    tcp_env = dict(os.environ, NCCL_SHM_DISABLE="1")
+    runs = {"ringlab": lambda s: ringlab_once(s, env=tcp_env, transport="NET"), **peers}
     samples = {n: {size: [] for size in sizes} for n in runs}
     for rep in range(a.reps):
         for n, f in runs.items():

@@ -1,5 +1,5 @@
-"""All-reduce (float32 sum, MPI_IN_PLACE) between 2 ranks with Open MPI over TCP.
-Run under: mpirun -np 2 --mca pml ob1 --mca btl self,tcp python3 mpi_bench.py SIZES ITERS REPS"""
+"""All-reduce (float32 sum, MPI_IN_PLACE) between 2 ranks with Open MPI (TCP or shared memory, per --mca btl).
+Run under: mpirun -np 2 --mca pml ob1 --mca btl self,tcp (or self,vader; self,sm on Open MPI 5) python3 mpi_bench.py SIZES ITERS REPS WARMUP"""
 import json, statistics, sys
 
 import numpy as np
