@@ -79,6 +79,10 @@ pub enum Action {
     Blind,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
+    /// Presenter mode: present the selected lesson as slides.
+    Present,
+    /// Presenter mode: blank the screen (any key brings it back).
+    Blank,
 }
 
 pub enum Screen {
@@ -94,6 +98,12 @@ pub enum Screen {
     Lab(Box<screens::lab::LabState>),
     /// The hang lab.
     Hang(Box<screens::hang::HangState>),
+    /// Presenter mode: a lesson as slides.
+    Present(Box<screens::present::PresentState>),
+    /// Presenter mode: a quiz for a class (no grading, nothing recorded).
+    ClassQuiz(Box<screens::class_quiz::ClassQuizState>),
+    /// The notes terminal following a presenter.
+    Notes(Box<screens::notes_view::NotesState>),
 }
 
 /// Results of background work, sent to the event loop over the app's channel.
@@ -103,6 +113,8 @@ pub enum Background {
     /// Syntax highlighting finished loading: lay lessons out again with colour.
     HighlightingReady,
     Hang(screens::hang::HangUpdate),
+    /// The presenter moved (None: it stopped).
+    Notes(Option<super::notes::NotesMsg>),
 }
 
 /// Apply a background result to whichever screen owns it.
@@ -126,6 +138,13 @@ pub fn receive(app: &mut App, msg: Background) {
                     h.receive(u, app);
                 }
                 app.stack[i] = s;
+            }
+        }
+        Background::Notes(m) => {
+            for s in app.stack.iter_mut() {
+                if let Screen::Notes(n) = s {
+                    n.receive(m.clone());
+                }
             }
         }
         Background::Lab(u) => {
@@ -155,8 +174,11 @@ pub struct App {
     /// Stack depth of the screen the command line opened (`ringlab drill`: the drill). Backing
     /// out of it returns to the shell instead of the course map beneath it.
     pub launched: usize,
-    /// One line of feedback shown in the hint bar until the next action.
+    /// One line of feedback shown in the hint bar until the next key, or for
+    /// [`STATUS_TTL`] when no key comes.
     pub status: Option<String>,
+    /// When the status was first seen by a tick or the event loop (None: not yet).
+    pub status_since: Option<std::time::Instant>,
     pub raw_tex: bool,
     pub progress: Progress,
     /// Where progress is saved; None keeps it in memory (tests, snapshots).
@@ -181,6 +203,7 @@ impl App {
             interrupted: false,
             launched: 1,
             status: None,
+            status_since: None,
             raw_tex: false,
         }
     }
@@ -275,6 +298,9 @@ impl App {
             Some(Screen::Planner(_)) => vec![Context::Planner],
             Some(Screen::Lab(_)) => vec![Context::Lab],
             Some(Screen::Hang(_)) => vec![Context::Hang],
+            Some(Screen::Present(_)) => vec![Context::Present],
+            Some(Screen::ClassQuiz(_)) => vec![Context::ClassQuiz],
+            Some(Screen::Notes(_)) => vec![Context::Notes],
             _ => vec![Context::Home],
         }
     }
@@ -298,6 +324,9 @@ impl App {
             // Elapsed times on the phase board move while ranks run.
             Some(Screen::Lab(l)) if l.running() => Some(std::time::Duration::from_millis(250)),
             Some(Screen::Hang(h)) if h.running() => Some(std::time::Duration::from_millis(250)),
+            // The clock and the elapsed time move; a countdown runs.
+            Some(Screen::Present(_) | Screen::Notes(_)) => Some(std::time::Duration::from_secs(1)),
+            Some(Screen::ClassQuiz(q)) if q.counting() => Some(std::time::Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -308,8 +337,41 @@ impl App {
     }
 }
 
+/// How long a status message stays when no key comes.
+pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// When the shown status message should go, if one is shown (the event loop wakes then).
+pub fn status_deadline(app: &mut App) -> Option<std::time::Instant> {
+    app.status.as_ref()?;
+    let since = *app.status_since.get_or_insert_with(std::time::Instant::now);
+    Some(since + STATUS_TTL)
+}
+
+/// Drop the status message once it has been shown for [`STATUS_TTL`].
+pub fn expire_status(app: &mut App, now: std::time::Instant) {
+    if app
+        .status_since
+        .is_some_and(|since| now.saturating_duration_since(since) >= STATUS_TTL)
+    {
+        app.status = None;
+        app.status_since = None;
+    }
+}
+
 pub fn update(app: &mut App, action: Action) {
-    app.status = None;
+    // A key ends the status message; ticks and resizes leave it for its few seconds.
+    match action {
+        Action::Tick => {
+            let _ = status_deadline(app);
+            expire_status(app, std::time::Instant::now());
+        }
+        Action::Resize(..) => {}
+        _ => {
+            app.status = None;
+            app.status_since = None;
+        }
+    }
+    let before = app.status.clone();
     match action {
         Action::Quit => {
             app.quit = true;
@@ -352,17 +414,26 @@ pub fn update(app: &mut App, action: Action) {
         Screen::Planner(s) => screens::planner::update(s, app, action),
         Screen::Lab(s) => screens::lab::update(s, app, action),
         Screen::Hang(s) => screens::hang::update(s, app, action),
+        Screen::Present(s) => screens::present::update(s, app, action),
+        Screen::ClassQuiz(s) => screens::class_quiz::update(s, app, action),
+        Screen::Notes(s) => screens::notes_view::update(s, app, action),
     };
     app.stack[top] = screen;
     // Every screen below the top keeps its layout current too.
     if let Action::Resize(..) | Action::Reload | Action::ToggleTex = action {
         for i in 0..top {
             let mut s = std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
-            if let Screen::Lesson(l) = &mut s {
-                l.relayout(app);
+            match &mut s {
+                Screen::Lesson(l) => l.relayout(app),
+                Screen::Present(p) => p.relayout(app),
+                _ => {}
             }
             app.stack[i] = s;
         }
+    }
+    // A new message starts its own few seconds.
+    if app.status != before {
+        app.status_since = None;
     }
     match outcome {
         Outcome::Stay => {}

@@ -27,6 +27,12 @@ pub enum Context {
     Lab,
     /// The hang lab.
     Hang,
+    /// Presenter mode: slides.
+    Present,
+    /// Presenter mode: a class quiz.
+    ClassQuiz,
+    /// The notes terminal.
+    Notes,
 }
 
 impl Context {
@@ -45,6 +51,9 @@ impl Context {
             Self::Planner => "Launch planner",
             Self::Lab => "Live lab",
             Self::Hang => "Hang lab",
+            Self::Present => "Presenter mode",
+            Self::ClassQuiz => "Class quiz",
+            Self::Notes => "Presenter notes",
         }
     }
 }
@@ -312,6 +321,22 @@ pub const BINDINGS: &[Binding] = &[
         "step back",
         Action::Step(-1),
         Some((1, "back")),
+    ),
+    b(
+        Ring,
+        &[Code(KeyCode::PageDown)],
+        "PgDn",
+        "step forward (presentation clicker)",
+        Action::Step(1),
+        None,
+    ),
+    b(
+        Ring,
+        &[Code(KeyCode::PageUp)],
+        "PgUp",
+        "step back (presentation clicker)",
+        Action::Step(-1),
+        None,
     ),
     b(
         Ring,
@@ -803,6 +828,133 @@ pub const BINDINGS: &[Binding] = &[
         "type a fix",
         Action::SearchStart,
         Some((1, "type a fix")),
+    ),
+    // Presenter mode: what a presentation clicker sends (PgDn/PgUp, →/←, Space, b/.)
+    b(
+        Home,
+        &[Char('P')],
+        "P",
+        "present this lesson (slides, for a class)",
+        Action::Present,
+        Some((5, "present")),
+    ),
+    b(
+        Present,
+        &[
+            Code(KeyCode::PageDown),
+            Code(KeyCode::Right),
+            Char(' '),
+            Code(KeyCode::Down),
+            Char('j'),
+            Char('l'),
+            Char('n'),
+        ],
+        "→/PgDn/Space",
+        "next slide",
+        Action::Page(1),
+        Some((1, "next")),
+    ),
+    b(
+        Present,
+        &[
+            Code(KeyCode::PageUp),
+            Code(KeyCode::Left),
+            Code(KeyCode::Backspace),
+            Code(KeyCode::Up),
+            Char('k'),
+            Char('h'),
+            Char('p'),
+        ],
+        "←/PgUp",
+        "previous slide",
+        Action::Page(-1),
+        Some((1, "back")),
+    ),
+    b(
+        Present,
+        &[Code(KeyCode::Home), Char('g')],
+        "Home",
+        "first slide",
+        Action::Top,
+        None,
+    ),
+    b(
+        Present,
+        &[Code(KeyCode::End), Char('G')],
+        "End",
+        "last slide",
+        Action::Bottom,
+        None,
+    ),
+    b(
+        Present,
+        &[Char('b'), Char('.'), Char('B')],
+        "b",
+        "blank the screen (any key brings it back)",
+        Action::Blank,
+        Some((2, "blank")),
+    ),
+    b(
+        Present,
+        &[Code(KeyCode::Enter)],
+        "Enter",
+        "run this slide's live block (ring, lab, quiz)",
+        Action::Open,
+        Some((2, "live block")),
+    ),
+    b(
+        Present,
+        &[Char('r')],
+        "r",
+        "narrated ring all-reduce",
+        Action::OpenRing,
+        Some((3, "ring")),
+    ),
+    b(
+        Present,
+        &[Char('Q')],
+        "Q",
+        "class quiz on this lesson",
+        Action::OpenQuiz,
+        Some((3, "class quiz")),
+    ),
+    b(
+        ClassQuiz,
+        &[
+            Code(KeyCode::PageDown),
+            Code(KeyCode::Right),
+            Char(' '),
+            Code(KeyCode::Enter),
+            Char('l'),
+        ],
+        "Space/→",
+        "show the answer, then the next question",
+        Action::Next,
+        Some((1, "answer / next")),
+    ),
+    b(
+        ClassQuiz,
+        &[Code(KeyCode::PageUp), Code(KeyCode::Left), Char('h')],
+        "←/PgUp",
+        "previous question",
+        Action::Page(-1),
+        Some((2, "previous")),
+    ),
+    b(
+        Notes,
+        &[Char('j'), Code(KeyCode::Down)],
+        "j/↓",
+        "scroll the notes",
+        Action::Move(1),
+        Some((1, "scroll")),
+    ),
+    b(
+        Notes,
+        &[Char('k'), Code(KeyCode::Up)],
+        "k/↑",
+        "scroll up",
+        Action::Move(-1),
+        None,
     ),
     // Everywhere
     b(

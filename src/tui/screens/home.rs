@@ -39,6 +39,15 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
                 ),
             )));
         }
+        Action::Present if n > 0 => {
+            match super::present::PresentState::start(app, s.selected, Default::default()) {
+                Ok(p) => {
+                    p.publish();
+                    return Outcome::Push(Screen::Present(Box::new(p)));
+                }
+                Err(e) => app.status = Some(e),
+            }
+        }
         Action::OpenRing => match RingState::new(RingParams::default()) {
             Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
             Err(e) => app.status = Some(e),

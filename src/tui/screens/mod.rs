@@ -1,12 +1,15 @@
 //! Screens are registered here: one file each, dispatched from one place.
 
+pub mod class_quiz;
 pub mod drill;
 pub mod hang;
 pub mod help;
 pub mod home;
 pub mod lab;
 pub mod lesson;
+pub mod notes_view;
 pub mod planner;
+pub mod present;
 pub mod quiz;
 pub mod ring;
 pub mod ring_draw;
@@ -39,6 +42,15 @@ pub fn render(app: &App, frame: &mut Frame) {
         Some(Screen::Stats(s)) => stats::render(s, app, frame, body),
         Some(Screen::TpCalc(s)) => tpcalc::render(s, app, frame, body),
         Some(Screen::Planner(s)) => planner::render(s, app, frame, body),
+        Some(Screen::Present(s)) => {
+            present::render(s, app, frame, body);
+            if s.blank {
+                // A blank screen is blank: no hint bar either.
+                return;
+            }
+        }
+        Some(Screen::ClassQuiz(s)) => class_quiz::render(s, app, frame, body),
+        Some(Screen::Notes(s)) => notes_view::render(s, app, frame, body),
         None => {}
     }
     if let Some(h) = &app.help {

@@ -114,6 +114,10 @@ pub struct RingState {
     /// What the time estimates assume: an index into LINK_PRESETS (every rank on that link),
     /// or LINK_PRESETS.len() for nodes (NVLink 4 inside, one 400G IB NIC per GPU between).
     pub link: usize,
+    /// Presenter mode: a caption for every step, generated from the schedule.
+    pub narrate: bool,
+    /// The caption of the step just applied (empty unless `narrate`).
+    pub caption: String,
 }
 
 /// How many link choices `L` cycles through: every preset, then the two-level topology.
@@ -162,6 +166,8 @@ impl RingState {
             playing: false,
             speed: 2,
             link: 0,
+            narrate: false,
+            caption: String::new(),
         };
         s.compare = compare(&spec, &topology(&spec, s.link));
         s.seek(0);
@@ -175,6 +181,8 @@ impl RingState {
                 next.speed = self.speed;
                 next.link = self.link;
                 next.playing = self.playing;
+                next.narrate = self.narrate;
+                next.seek(0);
                 *self = next;
             }
             Err(e) => app.status = Some(e),
@@ -188,6 +196,19 @@ impl RingState {
         self.contrib = (self.params.ranks <= MAX_DRAWN)
             .then(|| Contributions::after(&self.schedule, self.step).ok())
             .flatten();
+        if self.narrate {
+            self.caption = match self.step.checked_sub(1) {
+                Some(k) => crate::course::narrate::caption(&self.schedule, k).unwrap_or_default(),
+                None => format!("{}: Space plays, → steps, ← steps back", self.phase_text()),
+            };
+        }
+    }
+
+    /// This view with a caption for every step (presenter mode).
+    pub fn narrated(mut self) -> Self {
+        self.narrate = true;
+        self.seek(self.step);
+        self
     }
 
     pub fn at_end(&self) -> bool {
@@ -228,6 +249,13 @@ impl RingState {
             p.dtype.name()
         )
     }
+}
+
+/// The speed whose step time is nearest `pace_ms`.
+pub fn speed_for(pace_ms: u64) -> usize {
+    (0..SPEEDS_MS.len())
+        .min_by_key(|&i| SPEEDS_MS[i].abs_diff(pace_ms))
+        .unwrap_or(0)
 }
 
 fn plural(n: usize) -> &'static str {

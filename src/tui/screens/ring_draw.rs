@@ -35,13 +35,29 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     let compact = area.width < 100 || area.height < 32 || s.params.ranks > MAX_DRAWN;
     // Two header lines and one row per algorithm that has a schedule here.
     let cmp_h = 2 + s.compare.len().max(3) as u16;
+    // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
+    let head_h = if s.narrate { 5 } else { 2 };
     let [head, body, cmp] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(head_h),
         Constraint::Min(3),
         Constraint::Length(cmp_h),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header(s, t)), head);
+    let mut head_lines = header(s, t);
+    if s.narrate {
+        head_lines.push(Line::raw(""));
+        head_lines.push(Line::from(Span::styled(
+            format!(" {}", s.caption),
+            t.strong,
+        )));
+    }
+    let head_par = Paragraph::new(head_lines);
+    let head_par = if s.narrate {
+        head_par.wrap(ratatui::widgets::Wrap { trim: false })
+    } else {
+        head_par
+    };
+    frame.render_widget(head_par, head);
     if compact {
         frame.render_widget(
             Paragraph::new(table_lines(s, t, body.height as usize)),

@@ -1,0 +1,111 @@
+//! The notes terminal (`ringlab present --notes`): follows the running presenter's slides and
+//! shows what to say now and what comes next.
+
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use crate::tui::app::{Action, App, Outcome};
+use crate::tui::notes::NotesMsg;
+use crate::tui::screens::present::clock_text;
+
+pub struct NotesState {
+    pub msg: Option<NotesMsg>,
+    /// The presenter has stopped.
+    pub ended: bool,
+    pub started: Instant,
+    pub scroll: u16,
+}
+
+impl Default for NotesState {
+    fn default() -> Self {
+        Self {
+            msg: None,
+            ended: false,
+            started: Instant::now(),
+            scroll: 0,
+        }
+    }
+}
+
+impl NotesState {
+    pub fn receive(&mut self, msg: Option<NotesMsg>) {
+        match msg {
+            Some(m) => {
+                if self.msg.as_ref().is_none_or(|o| o.slide != m.slide) {
+                    self.scroll = 0;
+                }
+                self.msg = Some(m);
+            }
+            None => self.ended = true,
+        }
+    }
+}
+
+pub fn update(s: &mut NotesState, _app: &mut App, action: Action) -> Outcome {
+    match action {
+        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as i16),
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let mut lines = Vec::new();
+    let state = if s.ended {
+        "the presenter has stopped".to_string()
+    } else {
+        clock_text(s.started)
+    };
+    match &s.msg {
+        None => {
+            lines.push(Line::styled(" Presenter notes", t.title));
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                if s.ended {
+                    " The presenter has stopped."
+                } else {
+                    " Waiting for the presenter's first slide…"
+                },
+                t.dim,
+            ));
+        }
+        Some(m) => {
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!(" Notes · {} · slide {}/{}", m.lesson, m.slide, m.total),
+                    t.dim,
+                ),
+                Span::styled(format!("   {state}"), t.dim),
+            ]));
+            lines.push(Line::raw(""));
+            lines.push(Line::from(vec![
+                Span::styled(" NOW  ", t.accent),
+                Span::styled(m.title.clone(), t.title),
+            ]));
+            lines.push(Line::raw(""));
+            for l in m.notes.lines() {
+                lines.push(Line::styled(format!(" {l}"), t.base));
+            }
+            lines.push(Line::raw(""));
+            lines.push(match &m.next {
+                Some(n) => Line::from(vec![
+                    Span::styled(" NEXT ", t.accent),
+                    Span::styled(n.clone(), t.h2),
+                ]),
+                None => Line::styled(" NEXT  (last slide)", t.dim),
+            });
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((s.scroll, 0)),
+        area,
+    );
+}
