@@ -33,12 +33,27 @@ pub fn caption(schedule: &Schedule, step: usize) -> Option<String> {
         return Some(format!("{head}: nothing moves in this step"));
     }
     let what = movement(per_chunk, transfers, n);
-    let verb = if transfers.iter().all(|t| t.reduce) {
-        "adds it to its own"
-    } else if transfers.iter().all(|t| !t.reduce) {
-        "stores it"
+    let one = transfers.iter().all(|t| per_chunk.chunks_of(t).len() == 1);
+    let it = if one { "it" } else { "them" };
+    // Several named receivers ("to R1, R2 and R3") take the plural verb.
+    let receivers = what.rsplit(" to ").next().unwrap_or("");
+    let many = receivers.contains(" and R")
+        || receivers.ends_with("other ranks")
+        || what.matches('→').count() > 1;
+    let (add, store) = if many {
+        ("add", "store")
     } else {
-        "adds or stores it"
+        ("adds", "stores")
+    };
+    let verb = if transfers.iter().all(|t| t.reduce) {
+        format!(
+            "{add} {it} to {}",
+            if many { "their own" } else { "its own" }
+        )
+    } else if transfers.iter().all(|t| !t.reduce) {
+        format!("{store} {it}")
+    } else {
+        format!("{add} or {store} {it}")
     };
     let holds = holding(per_chunk, transfers, step, n, spec.op);
     Some(format!("{head}: {what}, which {verb}{holds}"))
@@ -66,7 +81,7 @@ fn movement(schedule: &Schedule, ts: &[Transfer], n: usize) -> String {
         _ => format!("{unit}s"),
     };
     let one_each = srcs.len() == ts.len();
-    let who = if one_each && srcs.len() == n && n > 1 {
+    let who = if srcs.len() == n && n > 1 {
         "each rank sends".to_string()
     } else if srcs.len() == 1 {
         format!("R{} sends", srcs[0])
@@ -75,14 +90,21 @@ fn movement(schedule: &Schedule, ts: &[Transfer], n: usize) -> String {
     };
     let shift = |t: &Transfer| (t.dst as usize + n - t.src as usize) % n.max(1);
     let first = shift(&ts[0]);
-    let to = if one_each && ts.iter().all(|t| shift(t) == first) {
+    let to = if ts.len() == 1 || dsts.len() == 1 {
+        format!("R{}", dsts[0])
+    } else if srcs.len() == 1 {
+        ranks_list(&dsts)
+    } else if one_each && ts.iter().all(|t| shift(t) == first) {
         match first {
             1 => "its right neighbour".to_string(),
             d if d + 1 == n => "its left neighbour".to_string(),
             d => format!("the rank {d} places to its right"),
         }
-    } else if dsts.len() == 1 {
-        format!("R{}", dsts[0])
+    } else if ts.len().is_multiple_of(srcs.len()) && srcs.len() == n {
+        match ts.len() / srcs.len() {
+            1 => "one other rank".to_string(),
+            k => format!("{k} other ranks"),
+        }
     } else if ts.len() <= 4 {
         let pairs: Vec<String> = ts
             .iter()
@@ -210,7 +232,12 @@ mod tests {
         let s = sched(Collective::AllReduce, Algorithm::Naive, 4);
         let c = caption(&s, 0).expect("caption");
         assert!(c.contains("R1, R2 and R3 send"), "{c}");
-        assert!(c.contains("to R0"), "{c}");
+        assert!(c.contains("to R0, which adds them to its own"), "{c}");
+        let b = caption(&s, 1).expect("caption");
+        assert!(
+            b.contains("R0 sends 4 chunks to R1, R2 and R3, which store them"),
+            "{b}"
+        );
     }
 
     #[test]

@@ -912,6 +912,22 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Present,
+        &[Char('L')],
+        "L",
+        "live lab: the bench and its busbw chart",
+        Action::OpenLab,
+        None,
+    ),
+    b(
+        Present,
+        &[Char('H')],
+        "H",
+        "hang lab: staging to PASS",
+        Action::OpenHang,
+        None,
+    ),
+    b(
+        Present,
         &[Char('Q')],
         "Q",
         "class quiz on this lesson",

@@ -475,6 +475,12 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
             Ok(screen) => return Outcome::Push(screen),
             Err(e) => app.status = Some(e),
         },
+        Action::OpenLab => {
+            return Outcome::Push(Screen::Lab(Box::new(
+                crate::tui::screens::lab::LabState::new(Default::default()),
+            )));
+        }
+        Action::OpenHang => return Outcome::Push(Screen::Hang(Box::default())),
         Action::OpenQuiz => {
             match super::class_quiz::ClassQuizState::open(
                 app,
