@@ -215,3 +215,21 @@ pub fn render(s: &ClassQuizState, app: &App, frame: &mut Frame, area: Rect) {
         Rect::new(x, area.y, width.min(area.width), area.height),
     );
 }
+
+impl crate::tui::screens::View for ClassQuizState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::ClassQuiz]
+    }
+
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        self.counting().then(|| std::time::Duration::from_secs(1))
+    }
+}

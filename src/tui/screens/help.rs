@@ -16,19 +16,10 @@ pub struct HelpState {
 pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     // The screen underneath decides which bindings matter.
-    let under: Vec<Context> = match app.stack.last() {
-        Some(crate::tui::app::Screen::Lesson(_)) => vec![Context::Lesson],
-        Some(crate::tui::app::Screen::Ring(_)) => vec![Context::Ring],
-        Some(crate::tui::app::Screen::Quiz(_)) => {
-            vec![Context::Quiz, Context::QuizRate, Context::QuizDone]
-        }
-        Some(crate::tui::app::Screen::Stats(_)) => vec![Context::Stats],
-        Some(crate::tui::app::Screen::TpCalc(_)) => vec![Context::TpCalc],
-        Some(crate::tui::app::Screen::Planner(_)) => vec![Context::Planner],
-        Some(crate::tui::app::Screen::Lab(_)) => vec![Context::Lab],
-        Some(crate::tui::app::Screen::Hang(_)) => vec![Context::Hang],
-        _ => vec![Context::Home],
-    };
+    let under: Vec<Context> = app
+        .stack
+        .last()
+        .map_or_else(|| vec![Context::Home], |s| s.view().help_contexts());
     let mut lines = Vec::new();
     let mut last = None;
     for b in keys::for_contexts(&under) {

@@ -236,3 +236,17 @@ fn detail_lines(app: &App, e: &Entry) -> Vec<Line<'static>> {
     }
     out
 }
+
+impl crate::tui::screens::View for HomeState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Home]
+    }
+}

@@ -109,3 +109,28 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
         area,
     );
 }
+
+impl crate::tui::screens::View for NotesState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Notes]
+    }
+
+    // The clock moves.
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(1))
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, _app: &mut App) {
+        if let crate::tui::app::Background::Notes(m) = msg {
+            NotesState::receive(self, m.clone());
+        }
+    }
+}

@@ -295,3 +295,17 @@ fn styled_line(l: String, t: &crate::tui::theme::Theme) -> Line<'static> {
     };
     Line::styled(l, style)
 }
+
+impl crate::tui::screens::View for PlannerState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Planner]
+    }
+}

@@ -566,6 +566,41 @@ pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+
+impl crate::tui::screens::View for PresentState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Present]
+    }
+
+    // The clock and the elapsed time move.
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(1))
+    }
+
+    // A blank screen is blank: no hint bar either.
+    fn hint_line(&self, _app: &App) -> Option<Line<'static>> {
+        self.blank.then(Line::default)
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
+        if let crate::tui::app::Background::HighlightingReady = msg {
+            PresentState::relayout(self, app);
+        }
+    }
+
+    fn relayout(&mut self, app: &App) {
+        PresentState::relayout(self, app);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

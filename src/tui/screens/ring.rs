@@ -402,3 +402,22 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
     }
     Outcome::Stay
 }
+
+impl crate::tui::screens::View for RingState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        super::ring_draw::render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Ring]
+    }
+
+    fn tick(&self, app: &App) -> Option<std::time::Duration> {
+        (self.playing && app.help.is_none())
+            .then(|| std::time::Duration::from_millis(self.tick_ms()))
+    }
+}

@@ -283,6 +283,21 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+
+impl crate::tui::screens::View for TpCalcState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::TpCalc]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
