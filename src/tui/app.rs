@@ -119,6 +119,24 @@ pub fn with_screen<R>(
     Some(r)
 }
 
+impl Action {
+    /// The action that undoes this one (+1 ↔ −1), for pairing keys in hints.
+    pub fn reversed(self) -> Option<Action> {
+        Some(match self {
+            Action::Move(d) => Action::Move(-d),
+            Action::Page(d) => Action::Page(-d),
+            Action::Step(d) => Action::Step(-d),
+            Action::Section(d) => Action::Section(-d),
+            Action::SearchStep(d) => Action::SearchStep(-d),
+            Action::NextLink(d) => Action::NextLink(-d),
+            Action::Ranks(d) => Action::Ranks(-d),
+            Action::Speed(d) => Action::Speed(-d),
+            Action::Adjust(d) => Action::Adjust(-d),
+            _ => return None,
+        })
+    }
+}
+
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 

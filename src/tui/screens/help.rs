@@ -22,6 +22,12 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
         .map_or_else(|| vec![Context::Home], |s| s.view().help_contexts());
     let mut lines = Vec::new();
     let mut last = None;
+    // The key column is as wide as its widest label (every key of a binding is listed).
+    let col = keys::for_contexts(&under)
+        .map(|b| b.label().chars().count() + 1)
+        .max()
+        .unwrap_or(12)
+        .clamp(12, 24);
     for b in keys::for_contexts(&under) {
         if last != Some(b.ctx) {
             if last.is_some() {
@@ -31,7 +37,7 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
             last = Some(b.ctx);
         }
         lines.push(Line::from(vec![
-            Span::styled(format!("  {:<12}", b.label), t.key),
+            Span::styled(format!("  {:<col$}", b.label()), t.key),
             Span::raw(b.desc),
         ]));
     }

@@ -160,7 +160,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         spans.push(Span::styled(format!("{s}  "), t.accent));
     }
     let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
-    let w = |b: &keys::Binding| b.label.chars().count() + bar(b).chars().count() + 3;
+    let w = |b: &keys::Binding| b.short_label().chars().count() + bar(b).chars().count() + 3;
     // The screen's keys by priority; back and help always show, help as "more: ?" when some
     // keys did not fit (the overlay lists them all).
     let all: Vec<&keys::Binding> = keys::for_contexts(&app.contexts()).collect();
@@ -189,7 +189,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         shown.push(b);
     }
     for b in shown {
-        spans.push(Span::styled(b.label, t.key));
+        spans.push(Span::styled(b.short_label(), t.key));
         spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
     }
     for b in global {
@@ -198,7 +198,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             spans.push(Span::styled("?", t.key));
             spans.push(Span::raw("  "));
         } else {
-            spans.push(Span::styled(b.label, t.key));
+            spans.push(Span::styled(b.short_label(), t.key));
             spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
         }
     }
