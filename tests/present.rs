@@ -212,3 +212,35 @@ fn a_status_message_stays_for_a_few_seconds_or_until_the_next_key() {
     app::update(&mut app, Action::Step(1));
     assert!(app.status.is_none());
 }
+
+#[test]
+fn a_screen_s_own_keys_are_looked_up_shown_and_listed_in_help() {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+    let mut app = fixture_app();
+    present(&mut app, 100, 30);
+    let key = |c| Event::Key(KeyEvent::new(c, KeyModifiers::NONE));
+    // Presenter keys live in present.rs, not in keys.rs's table.
+    assert_eq!(
+        ringlab::tui::map_event(&app, &key(KeyCode::PageDown)),
+        Some(Action::Page(1))
+    );
+    assert_eq!(
+        ringlab::tui::map_event(&app, &key(KeyCode::Char('b'))),
+        Some(Action::Blank)
+    );
+    // Global keys still apply.
+    assert_eq!(
+        ringlab::tui::map_event(&app, &key(KeyCode::Char('q'))),
+        Some(Action::Back)
+    );
+    let bar = text(&app, 100, 30);
+    let last = bar.lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.contains("PgDn next") && last.contains("b blank"),
+        "{last}"
+    );
+    app::update(&mut app, Action::Help);
+    let help = text(&app, 100, 30);
+    assert!(help.contains("Presenter mode"), "{help}");
+    assert!(help.contains("blank the screen"), "{help}");
+}

@@ -273,6 +273,14 @@ impl App {
             .map_or_else(|| vec![Context::Home], |s| s.view().contexts())
     }
 
+    /// The focused screen's own keys (none while the help overlay is open).
+    pub fn own_keys(&self) -> &'static [super::keys::Binding] {
+        match (&self.help, self.stack.last()) {
+            (None, Some(s)) => s.view().keys(),
+            _ => &[],
+        }
+    }
+
     /// True while text input goes to a prompt instead of the key table.
     pub fn prompt_open(&self) -> bool {
         self.stack.last().is_some_and(|s| s.view().takes_text())

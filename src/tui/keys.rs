@@ -27,12 +27,9 @@ pub enum Context {
     Lab,
     /// The hang lab.
     Hang,
-    /// Presenter mode: slides.
-    Present,
-    /// Presenter mode: a class quiz.
-    ClassQuiz,
-    /// The notes terminal.
-    Notes,
+    /// A screen's own keys ([`crate::tui::screens::View::keys`], defined in its file), with the
+    /// title the `?` overlay gives them.
+    Own(&'static str),
 }
 
 impl Context {
@@ -51,9 +48,7 @@ impl Context {
             Self::Planner => "Launch planner",
             Self::Lab => "Live lab",
             Self::Hang => "Hang lab",
-            Self::Present => "Presenter mode",
-            Self::ClassQuiz => "Class quiz",
-            Self::Notes => "Presenter notes",
+            Self::Own(title) => title,
         }
     }
 }
@@ -175,10 +170,15 @@ impl Binding {
     /// (`j/k`, `+/-`, `PgDn/PgUp`); else the first key, with a named second one after a
     /// letter (`q/Esc`, `g/Home`).
     pub fn short_label(&self) -> String {
+        self.short_label_among(BINDINGS)
+    }
+
+    /// [`Binding::short_label`] with the reverse looked up in `table` (a screen's own keys).
+    pub fn short_label_among(&self, table: &'static [Binding]) -> String {
         let Some(first) = self.keys.first() else {
             return String::new();
         };
-        if let Some(p) = self.partner() {
+        if let Some(p) = self.partner(table) {
             return match p.keys.first() {
                 Some(k) => format!("{}/{}", first.name(), k.name()),
                 None => first.name(),
@@ -194,9 +194,9 @@ impl Binding {
 
     /// The binding of the same screen that undoes this one (Move(-1) for Move(1)) when the
     /// hint bar does not show the reverse on its own.
-    fn partner(&self) -> Option<&'static Binding> {
+    fn partner(&self, table: &'static [Binding]) -> Option<&'static Binding> {
         let reverse = self.action.reversed()?;
-        let mut undo = BINDINGS
+        let mut undo = table
             .iter()
             .filter(|b| b.ctx == self.ctx && b.action == reverse);
         let first = undo.next()?;
@@ -207,6 +207,17 @@ impl Binding {
 
 use Context::*;
 use Key::{Char, Code, Ctrl};
+
+/// A binding (for a screen's own table: `bind(Context::Own("Title"), keys, …)`).
+pub const fn bind(
+    ctx: Context,
+    keys: &'static [Key],
+    desc: &'static str,
+    action: Action,
+    hint: Option<(u8, &'static str)>,
+) -> Binding {
+    b(ctx, keys, desc, action, hint)
+}
 
 const fn b(
     ctx: Context,
@@ -695,92 +706,6 @@ pub const BINDINGS: &[Binding] = &[
         Action::Present,
         Some((5, "present")),
     ),
-    b(
-        Present,
-        CLICKER_NEXT,
-        "next slide",
-        Action::Page(1),
-        Some((1, "next")),
-    ),
-    b(
-        Present,
-        CLICKER_BACK,
-        "previous slide",
-        Action::Page(-1),
-        Some((1, "back")),
-    ),
-    b(Present, TOP, "first slide", Action::Top, None),
-    b(Present, BOTTOM, "last slide", Action::Bottom, None),
-    b(
-        Present,
-        &[Char('b'), Char('.'), Char('B')],
-        "blank the screen (any key brings it back)",
-        Action::Blank,
-        Some((2, "blank")),
-    ),
-    b(
-        Present,
-        &[Code(KeyCode::Enter)],
-        "run this slide's live block (ring, lab, quiz)",
-        Action::Open,
-        Some((2, "live block")),
-    ),
-    b(
-        Present,
-        &[Char('r')],
-        "narrated ring all-reduce",
-        Action::OpenRing,
-        Some((3, "ring")),
-    ),
-    b(
-        Present,
-        &[Char('L')],
-        "live lab: the bench and its busbw chart",
-        Action::OpenLab,
-        None,
-    ),
-    b(
-        Present,
-        &[Char('H')],
-        "hang lab: staging to PASS",
-        Action::OpenHang,
-        None,
-    ),
-    b(
-        Present,
-        &[Char('Q')],
-        "class quiz on this lesson",
-        Action::OpenQuiz,
-        Some((3, "class quiz")),
-    ),
-    b(
-        ClassQuiz,
-        &[
-            Code(KeyCode::PageDown),
-            Code(KeyCode::Right),
-            Char(' '),
-            Code(KeyCode::Enter),
-            Char('l'),
-        ],
-        "show the answer, then the next question",
-        Action::Next,
-        Some((1, "answer / next")),
-    ),
-    b(
-        ClassQuiz,
-        &[Code(KeyCode::PageUp), Code(KeyCode::Left), Char('h')],
-        "previous question",
-        Action::Page(-1),
-        Some((2, "previous")),
-    ),
-    b(
-        Notes,
-        DOWN,
-        "scroll the notes",
-        Action::Move(1),
-        Some((1, "scroll")),
-    ),
-    b(Notes, UP, "scroll up", Action::Move(-1), None),
     // Everywhere
     b(
         Global,
@@ -810,6 +735,22 @@ pub fn lookup(contexts: &[Context], ev: &KeyEvent) -> Option<Action> {
                 .find(|b| b.ctx == *ctx && b.keys.iter().any(|k| k.matches(ev)))
         })
         .map(|b| b.action)
+}
+
+/// [`lookup`], a screen's own keys first.
+pub fn lookup_with(own: &'static [Binding], contexts: &[Context], ev: &KeyEvent) -> Option<Action> {
+    own.iter()
+        .find(|b| b.keys.iter().any(|k| k.matches(ev)))
+        .map(|b| b.action)
+        .or_else(|| lookup(contexts, ev))
+}
+
+/// A screen's own keys, then the bindings of these contexts (then Global).
+pub fn for_contexts_with<'a>(
+    own: &'static [Binding],
+    contexts: &'a [Context],
+) -> impl Iterator<Item = &'static Binding> + 'a {
+    own.iter().chain(for_contexts(contexts))
 }
 
 /// Bindings of these contexts (then Global), in table order.

@@ -61,7 +61,7 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
                     _ => field::request(k).map(Action::Edit),
                 };
             }
-            keys::lookup(&app.contexts(), k)
+            keys::lookup_with(app.own_keys(), &app.contexts(), k)
         }
         _ => None,
     }

@@ -14,6 +14,8 @@ use crate::course::quiz::{Answer, Instance, format_number};
 use crate::tui::app::{Action, App, Outcome};
 use crate::tui::markdown::{self, RenderOptions};
 use crate::tui::screens::lesson::text_width;
+use crossterm::event::KeyCode;
+use crate::tui::keys::{Binding, Context, Key, bind};
 
 pub struct ClassQuizState {
     pub title: String,
@@ -216,6 +218,33 @@ pub fn render(s: &ClassQuizState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+
+const OWN: Context = Context::Own("Class quiz");
+
+/// This screen's keys (the `?` overlay lists them under its title).
+pub const KEYS: &[Binding] = &[
+    bind(
+        OWN,
+        &[
+            Key::Code(KeyCode::PageDown),
+            Key::Code(KeyCode::Right),
+            Key::Char(' '),
+            Key::Code(KeyCode::Enter),
+            Key::Char('l'),
+        ],
+        "show the answer, then the next question",
+        Action::Next,
+        Some((1, "answer / next")),
+    ),
+    bind(
+        OWN,
+        &[Key::Code(KeyCode::PageUp), Key::Code(KeyCode::Left), Key::Char('h')],
+        "previous question",
+        Action::Page(-1),
+        Some((2, "previous")),
+    ),
+];
+
 impl crate::tui::screens::View for ClassQuizState {
     fn update(&mut self, app: &mut App, action: Action) -> Outcome {
         update(self, app, action)
@@ -226,7 +255,11 @@ impl crate::tui::screens::View for ClassQuizState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::ClassQuiz]
+        vec![OWN]
+    }
+
+    fn keys(&self) -> &'static [Binding] {
+        KEYS
     }
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {

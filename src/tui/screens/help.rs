@@ -20,15 +20,16 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
         .stack
         .last()
         .map_or_else(|| vec![Context::Home], |s| s.view().help_contexts());
+    let own = app.stack.last().map_or(&[][..], |s| s.view().keys());
     let mut lines = Vec::new();
     let mut last = None;
     // The key column is as wide as its widest label (every key of a binding is listed).
-    let col = keys::for_contexts(&under)
+    let col = keys::for_contexts_with(own, &under)
         .map(|b| b.label().chars().count() + 1)
         .max()
         .unwrap_or(12)
         .clamp(12, 24);
-    for b in keys::for_contexts(&under) {
+    for b in keys::for_contexts_with(own, &under) {
         if last != Some(b.ctx) {
             if last.is_some() {
                 lines.push(Line::raw(""));

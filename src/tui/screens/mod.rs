@@ -28,6 +28,11 @@ pub trait View {
     fn render(&self, app: &App, frame: &mut Frame, area: Rect);
     /// The key contexts that apply now, most specific first (then Global).
     fn contexts(&self) -> Vec<Context>;
+    /// Keys of the screen's own, defined in its file with `Context::Own` (looked up before the
+    /// shared table); a new screen needs no edit in `keys.rs`.
+    fn keys(&self) -> &'static [keys::Binding] {
+        &[]
+    }
     /// The contexts the `?` overlay lists (all of the screen's states); default: `contexts`.
     fn help_contexts(&self) -> Vec<Context> {
         self.contexts()
@@ -159,11 +164,16 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     if let Some(s) = &app.status {
         spans.push(Span::styled(format!("{s}  "), t.accent));
     }
+    let own = app.own_keys();
+    let label = |b: &keys::Binding| match b.ctx {
+        keys::Context::Own(_) => b.short_label_among(own),
+        _ => b.short_label(),
+    };
     let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
-    let w = |b: &keys::Binding| b.short_label().chars().count() + bar(b).chars().count() + 3;
+    let w = |b: &keys::Binding| label(b).chars().count() + bar(b).chars().count() + 3;
     // The screen's keys by priority; back and help always show, help as "more: ?" when some
     // keys did not fit (the overlay lists them all).
-    let all: Vec<&keys::Binding> = keys::for_contexts(&app.contexts()).collect();
+    let all: Vec<&keys::Binding> = keys::for_contexts_with(own, &app.contexts()).collect();
     let mut local: Vec<&keys::Binding> = all
         .iter()
         .copied()
@@ -189,7 +199,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         shown.push(b);
     }
     for b in shown {
-        spans.push(Span::styled(b.short_label(), t.key));
+        spans.push(Span::styled(label(b), t.key));
         spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
     }
     for b in global {
@@ -198,7 +208,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             spans.push(Span::styled("?", t.key));
             spans.push(Span::raw("  "));
         } else {
-            spans.push(Span::styled(b.short_label(), t.key));
+            spans.push(Span::styled(label(b), t.key));
             spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
         }
     }

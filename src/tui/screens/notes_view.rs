@@ -11,6 +11,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use crate::tui::app::{Action, App, Outcome};
 use crate::tui::notes::NotesMsg;
 use crate::tui::screens::present::clock_text;
+use crate::tui::keys::{Binding, Context, bind};
 
 pub struct NotesState {
     pub msg: Option<NotesMsg>,
@@ -110,6 +111,21 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+
+const OWN: Context = Context::Own("Presenter notes");
+
+/// This screen's keys (the `?` overlay lists them under its title).
+pub const KEYS: &[Binding] = &[
+    bind(
+        OWN,
+        crate::tui::keys::DOWN,
+        "scroll the notes",
+        Action::Move(1),
+        Some((1, "scroll")),
+    ),
+    bind(OWN, crate::tui::keys::UP, "scroll up", Action::Move(-1), None),
+];
+
 impl crate::tui::screens::View for NotesState {
     fn update(&mut self, app: &mut App, action: Action) -> Outcome {
         update(self, app, action)
@@ -120,7 +136,11 @@ impl crate::tui::screens::View for NotesState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Notes]
+        vec![OWN]
+    }
+
+    fn keys(&self) -> &'static [Binding] {
+        KEYS
     }
 
     // The clock moves.

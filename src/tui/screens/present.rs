@@ -22,6 +22,8 @@ use crate::tui::notes::{Hub, NotesMsg};
 use crate::tui::screens::lesson::text_width;
 use crate::tui::screens::ring::{RingParams, RingState};
 use crate::tui::theme::Theme;
+use crossterm::event::KeyCode;
+use crate::tui::keys::{Binding, Context, Key, bind};
 
 /// One slide: a section, or one screenful of a long one.
 #[derive(Debug, Clone)]
@@ -567,6 +569,71 @@ pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
 }
 
 
+
+const OWN: Context = Context::Own("Presenter mode");
+
+/// This screen's keys (the `?` overlay lists them under its title).
+pub const KEYS: &[Binding] = &[
+    bind(
+        OWN,
+        crate::tui::keys::CLICKER_NEXT,
+        "next slide",
+        Action::Page(1),
+        Some((1, "next")),
+    ),
+    bind(
+        OWN,
+        crate::tui::keys::CLICKER_BACK,
+        "previous slide",
+        Action::Page(-1),
+        Some((1, "back")),
+    ),
+    bind(OWN, crate::tui::keys::TOP, "first slide", Action::Top, None),
+    bind(OWN, crate::tui::keys::BOTTOM, "last slide", Action::Bottom, None),
+    bind(
+        OWN,
+        &[Key::Char('b'), Key::Char('.'), Key::Char('B')],
+        "blank the screen (any key brings it back)",
+        Action::Blank,
+        Some((2, "blank")),
+    ),
+    bind(
+        OWN,
+        &[Key::Code(KeyCode::Enter)],
+        "run this slide's live block (ring, lab, quiz)",
+        Action::Open,
+        Some((2, "live block")),
+    ),
+    bind(
+        OWN,
+        &[Key::Char('r')],
+        "narrated ring all-reduce",
+        Action::OpenRing,
+        Some((3, "ring")),
+    ),
+    bind(
+        OWN,
+        &[Key::Char('L')],
+        "live lab: the bench and its busbw chart",
+        Action::OpenLab,
+        None,
+    ),
+    bind(
+        OWN,
+        &[Key::Char('H')],
+        "hang lab: staging to PASS",
+        Action::OpenHang,
+        None,
+    ),
+    bind(
+        OWN,
+        &[Key::Char('Q')],
+        "class quiz on this lesson",
+        Action::OpenQuiz,
+        Some((3, "class quiz")),
+    ),
+];
+
 impl crate::tui::screens::View for PresentState {
     fn update(&mut self, app: &mut App, action: Action) -> Outcome {
         update(self, app, action)
@@ -577,7 +644,11 @@ impl crate::tui::screens::View for PresentState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Present]
+        vec![OWN]
+    }
+
+    fn keys(&self) -> &'static [Binding] {
+        KEYS
     }
 
     // The clock and the elapsed time move.
