@@ -94,12 +94,7 @@ pub const COMPUTATIONS: &[Computation] = &[
         run: |v| {
             let (h, b, l, tp) = (int(v, "H")?, int(v, "B")?, int(v, "L")?, int(v, "TP")?);
             let s = build(Spec::new(Collective::AllReduce, Algorithm::Ring, tp, h, b))?;
-            let per_call = traffic(&s)
-                .per_rank
-                .iter()
-                .map(|r| r.bytes_sent)
-                .max()
-                .unwrap_or(0);
+            let per_call = traffic(&s).max_sent();
             Ok(per_call as f64 * (ALLREDUCES_PER_LAYER * l) as f64)
         },
     },
@@ -273,12 +268,7 @@ fn schedule(v: &Values, op: Collective, algo: Algorithm, elem: usize) -> Result<
 
 fn max_sent(v: &Values, op: Collective, algo: Algorithm) -> Result<f64, String> {
     let s = schedule(v, op, algo, 1)?;
-    Ok(traffic(&s)
-        .per_rank
-        .iter()
-        .map(|r| r.bytes_sent)
-        .max()
-        .unwrap_or(0) as f64)
+    Ok(traffic(&s).max_sent() as f64)
 }
 
 #[cfg(test)]

@@ -276,7 +276,7 @@ pub fn calculate(q: &TpQuery) -> Result<TpReport, TpError> {
     let m = &q.model;
     let schedule = allreduce_schedule(m, q.tp, q.tokens, q.dtype)?;
     let t = traffic(&schedule);
-    let per_ar = t.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0);
+    let per_ar = t.max_sent();
     let calls = allreduces_per_forward(m.layers, q.tp);
     let per_forward = per_ar.saturating_mul(calls);
     let forwards_per_s = q.tokens_per_s / q.tokens as f64;

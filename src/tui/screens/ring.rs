@@ -94,7 +94,11 @@ pub struct Compare {
     pub max_sent: u64,
     /// Most bytes any one rank receives.
     pub max_received: u64,
-    pub max_link: u64,
+    /// The rank whose port (NIC or NVLink port) carries the most, and what it carries
+    /// (sent + received).
+    pub busiest_port: Option<crate::collective::RankBytes>,
+    /// Every rank's port carries the same (ring): no rank is the busiest.
+    pub ports_even: bool,
     pub estimate: Estimate,
 }
 
@@ -273,14 +277,13 @@ pub fn compare(spec: &Spec, topo: &Topology) -> Vec<Compare> {
             Some(Compare {
                 algo,
                 steps: t.steps,
-                max_sent: t.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0),
-                max_received: t
+                max_sent: t.max_sent(),
+                max_received: t.max_received(),
+                busiest_port: t.busiest_port(),
+                ports_even: t
                     .per_rank
-                    .iter()
-                    .map(|r| r.bytes_received)
-                    .max()
-                    .unwrap_or(0),
-                max_link: t.max_link_bytes,
+                    .windows(2)
+                    .all(|w| w[0].port_bytes() == w[1].port_bytes()),
                 estimate: estimate_on(&s, topo),
             })
         })

@@ -387,7 +387,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
         Line::styled(
             format!(
                 " {:<11} {:>6} {:>14} {:>14} {:>14} {:>12}",
-                "algo", "steps", "max sent/rank", "max recv/rank", "busiest link", "est. time"
+                "algo", "steps", "max sent/rank", "max recv/rank", "busiest port", "est. time"
             ),
             t.strong,
         ),
@@ -399,7 +399,11 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             c.steps,
             format_bytes(c.max_sent),
             format_bytes(c.max_received),
-            format_bytes(c.max_link),
+            match c.busiest_port {
+                None => "-".to_string(),
+                Some(r) if c.ports_even => format!("each {}", format_bytes(r.port_bytes())),
+                Some(r) => format!("R{} {}", r.rank, format_bytes(r.port_bytes())),
+            },
             format_seconds(c.estimate.total_s),
         );
         let shown = c.algo == s.params.algo;
