@@ -95,7 +95,8 @@ pub const COMPUTATIONS: &[Computation] = &[
             let (h, b, l, tp) = (int(v, "H")?, int(v, "B")?, int(v, "L")?, int(v, "TP")?);
             let s = build(Spec::new(Collective::AllReduce, Algorithm::Ring, tp, h, b))?;
             let per_call = traffic(&s).max_sent();
-            Ok(per_call as f64 * (ALLREDUCES_PER_LAYER * l) as f64)
+            let calls = crate::infer::tp::allreduces_per_forward(l as u64, tp);
+            Ok(per_call as f64 * calls as f64)
         },
     },
     Computation {
@@ -210,9 +211,6 @@ fn on_nodes(v: &Values, algo: Algorithm) -> Result<f64, String> {
     let (s, topo) = nodes_schedule(v, algo)?;
     Ok(estimate_on(&s, &topo).total_s * 1e6)
 }
-
-/// Megatron-style tensor parallelism: one all-reduce after attention, one after the MLP.
-pub const ALLREDUCES_PER_LAYER: usize = 2;
 
 pub fn find(name: &str) -> Option<&'static Computation> {
     COMPUTATIONS.iter().find(|c| c.name == name)

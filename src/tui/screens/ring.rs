@@ -99,7 +99,15 @@ pub struct Compare {
     pub busiest_port: Option<crate::collective::RankBytes>,
     /// Every rank's port carries the same (ring): no rank is the busiest.
     pub ports_even: bool,
-    pub estimate: Estimate,
+    /// The time estimate on each link choice ([`LINK_CHOICES`]), so that `L` rebuilds nothing.
+    pub estimates: Vec<Estimate>,
+}
+
+impl Compare {
+    /// The estimate on link choice `link`.
+    pub fn estimate(&self, link: usize) -> Option<&Estimate> {
+        self.estimates.get(link)
+    }
 }
 
 pub struct RingState {
@@ -173,7 +181,7 @@ impl RingState {
             narrate: false,
             caption: String::new(),
         };
-        s.compare = compare(&spec, &topology(&spec, s.link));
+        s.compare = compare(&spec);
         s.seek(0);
         Ok(s)
     }
@@ -266,8 +274,9 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Every algorithm that has a schedule for this collective, on the same N and M.
-pub fn compare(spec: &Spec, topo: &Topology) -> Vec<Compare> {
+/// Every algorithm that has a schedule for this collective, on the same N and M, with its time
+/// on every link choice (each schedule is built once).
+pub fn compare(spec: &Spec) -> Vec<Compare> {
     Algorithm::ALL
         .iter()
         .filter(|a| a.supports(spec.op))
@@ -284,7 +293,9 @@ pub fn compare(spec: &Spec, topo: &Topology) -> Vec<Compare> {
                     .per_rank
                     .windows(2)
                     .all(|w| w[0].port_bytes() == w[1].port_bytes()),
-                estimate: estimate_on(&s, topo),
+                estimates: (0..LINK_CHOICES)
+                    .map(|link| estimate_on(&s, &topology(spec, link)))
+                    .collect(),
             })
         })
         .collect()
@@ -391,7 +402,6 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         Action::CycleLink => {
             s.link = (s.link + 1) % LINK_CHOICES;
             let spec = *s.schedule.spec();
-            s.compare = compare(&spec, &topology(&spec, s.link));
             app.status = Some(match LINK_PRESETS.get(s.link) {
                 Some(l) => format!("estimates for {}: {}", l.name, l.note),
                 None => format!(

@@ -404,7 +404,8 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
                 Some(r) if c.ports_even => format!("each {}", format_bytes(r.port_bytes())),
                 Some(r) => format!("R{} {}", r.rank, format_bytes(r.port_bytes())),
             },
-            format_seconds(c.estimate.total_s),
+            c.estimate(s.link)
+                .map_or_else(|| "-".to_string(), |e| format_seconds(e.total_s)),
         );
         let shown = c.algo == s.params.algo;
         out.push(Line::from(vec![

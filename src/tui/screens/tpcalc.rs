@@ -251,7 +251,13 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(" TP calculator ", t.title),
-            Span::styled("— two all-reduces per layer, every forward pass", t.dim),
+            Span::styled(
+                format!(
+                    "— {}, every forward pass",
+                    crate::infer::tp::ALLREDUCES_PER_LAYER_TEXT
+                ),
+                t.dim,
+            ),
         ])),
         head,
     );
