@@ -389,20 +389,20 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
 
     // Interfaces and links.
     let iface = input.iface.as_str();
-    if nodes > 1 && iface.starts_with("lo") {
-        check(
+    match node_local(iface) {
+        Some(NodeLocal::Loopback) if nodes > 1 => check(
             Level::Error,
             format!(
                 "--iface {iface} is the loopback: it cannot reach another node, so the bootstrap retries and hangs"
             ),
-        );
-    } else if nodes > 1 && (iface.starts_with("docker") || iface.starts_with("virbr")) {
-        check(
+        ),
+        Some(NodeLocal::Bridge) if nodes > 1 => check(
             Level::Error,
             format!(
                 "--iface {iface} is a local bridge (docker0 is 172.17.0.1 on every Docker host): peers would dial themselves"
             ),
-        );
+        ),
+        _ => {}
     }
     if input.intra != 0 {
         check(
@@ -732,6 +732,26 @@ impl Plan {
             }
         }
         s
+    }
+}
+
+/// Why an interface cannot carry traffic between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLocal {
+    /// `lo`: only this host.
+    Loopback,
+    /// `docker0`, `virbr0`: a bridge every host has, with the same address.
+    Bridge,
+}
+
+/// The one home of "is this NIC node-local" (by name, as NCCL's default exclusion does).
+pub fn node_local(iface: &str) -> Option<NodeLocal> {
+    if iface.starts_with("lo") {
+        Some(NodeLocal::Loopback)
+    } else if iface.starts_with("docker") || iface.starts_with("virbr") {
+        Some(NodeLocal::Bridge)
+    } else {
+        None
     }
 }
 
