@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod field;
+pub mod form;
 pub mod keys;
 pub mod markdown;
 pub mod notes;
