@@ -21,6 +21,7 @@ pub mod doctor;
 pub mod export;
 pub mod lab;
 pub mod plan;
+pub mod present;
 pub mod study;
 
 #[derive(Debug, Parser)]
@@ -63,6 +64,13 @@ pub enum Command {
     /// Opens the ring view: Space plays, ← and → step back and forward, + and − change the
     /// number of ranks, a/c/m cycle algorithm, collective and message size.
     Ring(RingArgs),
+    /// Present a lesson to a class: slides, narrated ring views, class quizzes, live labs.
+    ///
+    /// One section a slide, fitted to the terminal; PgDn/PgUp, →/← and Space (what a
+    /// presentation clicker sends) move, `b` blanks the screen, Enter runs the slide's live
+    /// block. `--notes` in a second terminal follows the slides with what to say;
+    /// `--record talk.cast` saves the whole presentation for asciinema's player or `agg`.
+    Present(present::PresentArgs),
     /// Tensor-parallel calculator: bytes and time of TP's all-reduces for a model.
     ///
     /// Two all-reduces per layer, every forward pass; per-GPU bytes come from the ring
@@ -155,9 +163,13 @@ pub struct RingArgs {
     /// Algorithm: ring, naive or tree.
     #[arg(long, default_value = "ring")]
     pub algo: Algorithm,
-    /// Collective: all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv.
-    #[arg(long, default_value = "all-reduce")]
-    pub op: Collective,
+    /// Collective: all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv,
+    /// all-to-all [default: all-reduce].
+    #[arg(long, value_name = "COLLECTIVE")]
+    pub coll: Option<Collective>,
+    /// Deprecated: the collective is --coll (in `bench`, --op is the reduction).
+    #[arg(long, hide = true, value_name = "COLLECTIVE", conflicts_with = "coll")]
+    pub op: Option<Collective>,
     /// Root rank for broadcast and reduce.
     #[arg(long, default_value_t = 0)]
     pub root: usize,
@@ -169,7 +181,7 @@ pub struct RingArgs {
 impl RingArgs {
     pub fn params(&self) -> RingParams {
         RingParams {
-            op: self.op,
+            op: self.coll.or(self.op).unwrap_or(Collective::AllReduce),
             algo: self.algo,
             ranks: self.ranks as usize,
             bytes: self.bytes,
@@ -230,6 +242,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Learn { ref lesson }) => open_tui(&cli.lessons, lesson.as_deref()),
         Some(Command::Check { ref paths }) => check(&cli.lessons, paths),
         Some(Command::Ring(ref args)) => ring(&cli.lessons, args),
+        Some(Command::Present(ref args)) => present::present(&cli.lessons, args),
         Some(Command::Tp(ref args)) => plan::tp(args),
         Some(Command::Plan(ref args)) => plan::plan_cmd(args),
         Some(Command::Bench(ref args)) => {
@@ -485,6 +498,11 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
 }
 
 fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> {
+    if args.op.is_some() {
+        eprintln!(
+            "ringlab: note: `ring --op` is deprecated: the collective is `--coll` (as in `bench`, where --op is the reduction)"
+        );
+    }
     let params = args.params();
     if params.root >= params.ranks {
         anyhow::bail!(

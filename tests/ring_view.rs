@@ -157,3 +157,27 @@ fn naive_view_shows_rank_0_as_the_bottleneck() {
     assert_eq!(r.traffic.per_rank[0].bytes_received, 3 * (1 << 20));
     assert_eq!(r.traffic.per_rank[0].bytes_sent, 3 * (1 << 20));
 }
+
+/// `L` only changes which precomputed estimate is shown: the comparison (its schedules' counts
+/// and every link's estimates) stays as it was, and the shown time changes.
+#[test]
+fn changing_the_link_rebuilds_no_schedule() {
+    let mut app = app_with_ring(RingParams::default(), 120, 40);
+    let before = ring(&app).compare.clone();
+    let shown = frame(&app);
+    app::update(&mut app, Action::CycleLink);
+    assert_eq!(ring(&app).compare, before);
+    assert!(
+        before
+            .iter()
+            .all(|c| c.estimates.len() == ringlab::tui::screens::ring::LINK_CHOICES)
+    );
+    let after = frame(&app);
+    let time_row = |f: &str| {
+        f.lines()
+            .find(|l| l.contains(" ring ") && l.contains('◀'))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_ne!(time_row(&shown), time_row(&after), "{after}");
+}

@@ -20,6 +20,13 @@ pub struct RankBytes {
     pub bytes_received: u64,
 }
 
+impl RankBytes {
+    /// What this rank's port (its NIC or NVLink port) carries: bytes out plus bytes in.
+    pub fn port_bytes(&self) -> u64 {
+        self.bytes_sent.saturating_add(self.bytes_received)
+    }
+}
+
 /// Traffic totals of a schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Traffic {
@@ -31,6 +38,36 @@ pub struct Traffic {
     pub max_link_bytes: u64,
     /// Number of steps.
     pub steps: usize,
+}
+
+impl Traffic {
+    /// The most bytes any one rank sends (the busiest rank's bytes: the one home of that figure).
+    pub fn max_sent(&self) -> u64 {
+        self.per_rank
+            .iter()
+            .map(|r| r.bytes_sent)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The most bytes any one rank receives.
+    pub fn max_received(&self) -> u64 {
+        self.per_rank
+            .iter()
+            .map(|r| r.bytes_received)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The rank whose port carries the most (sent + received; the lowest rank on a tie): naive
+    /// all-reduce's root, whose link "carries everything"; None without ranks.
+    pub fn busiest_port(&self) -> Option<RankBytes> {
+        self.per_rank.iter().copied().max_by(|a, b| {
+            a.port_bytes()
+                .cmp(&b.port_bytes())
+                .then(b.rank.cmp(&a.rank))
+        })
+    }
 }
 
 /// Counts every transfer of `schedule`.
@@ -374,6 +411,26 @@ mod tests {
         assert_eq!(t.per_rank[0].bytes_received, 1200);
         assert_eq!(t.per_rank[0].bytes_sent, 1200);
         assert_eq!(t.max_link_bytes, 400);
+    }
+
+    #[test]
+    fn naive_root_port_carries_everything_ring_spreads_it() {
+        let m = 1 << 20;
+        let port = |algo| {
+            let s = Schedule::build(&Spec::new(Collective::AllReduce, algo, 4, m, 1))
+                .expect("schedule");
+            traffic(&s).busiest_port().expect("ranks")
+        };
+        let naive = port(Algorithm::Naive);
+        assert_eq!(naive.rank, 0);
+        assert_eq!(
+            naive.port_bytes(),
+            2 * 3 * m as u64,
+            "2(N-1)M through the root"
+        );
+        let ring = port(Algorithm::Ring);
+        assert_eq!(ring.port_bytes(), 3 * m as u64, "4(N-1)/N·M on every port");
+        assert!(ring.port_bytes() < naive.port_bytes());
     }
 
     #[test]

@@ -520,7 +520,7 @@ impl Block {
             Self::Quiz(q) => quiz_placeholder(q),
             Self::Ring(r) => format!(
                 "ring view: {} with {} on {} ranks, {} of {} — press Enter to open it \
-                 (or `ringlab ring --op {} --algo {} --ranks {} --bytes {}`)",
+                 (or `ringlab ring --coll {} --algo {} --ranks {} --bytes {}`)",
                 r.op, r.algo, r.ranks, r.bytes, r.dtype, r.op, r.algo, r.ranks, r.bytes
             ),
             Self::Lab(l) => format!(

@@ -94,13 +94,9 @@ pub const COMPUTATIONS: &[Computation] = &[
         run: |v| {
             let (h, b, l, tp) = (int(v, "H")?, int(v, "B")?, int(v, "L")?, int(v, "TP")?);
             let s = build(Spec::new(Collective::AllReduce, Algorithm::Ring, tp, h, b))?;
-            let per_call = traffic(&s)
-                .per_rank
-                .iter()
-                .map(|r| r.bytes_sent)
-                .max()
-                .unwrap_or(0);
-            Ok(per_call as f64 * (ALLREDUCES_PER_LAYER * l) as f64)
+            let per_call = traffic(&s).max_sent();
+            let calls = crate::infer::tp::allreduces_per_forward(l as u64, tp);
+            Ok(per_call as f64 * calls as f64)
         },
     },
     Computation {
@@ -216,9 +212,6 @@ fn on_nodes(v: &Values, algo: Algorithm) -> Result<f64, String> {
     Ok(estimate_on(&s, &topo).total_s * 1e6)
 }
 
-/// Megatron-style tensor parallelism: one all-reduce after attention, one after the MLP.
-pub const ALLREDUCES_PER_LAYER: usize = 2;
-
 pub fn find(name: &str) -> Option<&'static Computation> {
     COMPUTATIONS.iter().find(|c| c.name == name)
 }
@@ -273,12 +266,7 @@ fn schedule(v: &Values, op: Collective, algo: Algorithm, elem: usize) -> Result<
 
 fn max_sent(v: &Values, op: Collective, algo: Algorithm) -> Result<f64, String> {
     let s = schedule(v, op, algo, 1)?;
-    Ok(traffic(&s)
-        .per_rank
-        .iter()
-        .map(|r| r.bytes_sent)
-        .max()
-        .unwrap_or(0) as f64)
+    Ok(traffic(&s).max_sent() as f64)
 }
 
 #[cfg(test)]

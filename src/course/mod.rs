@@ -8,6 +8,7 @@ pub mod compute;
 pub mod grade;
 pub mod lesson;
 pub mod math;
+pub mod narrate;
 pub mod quiz;
 pub mod quizcheck;
 pub mod table;

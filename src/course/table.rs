@@ -10,13 +10,14 @@ use crate::units::{format_bytes, parse_size};
 use super::block::TableBlock;
 
 /// The columns a table block may ask for, in the order the docs list them.
-pub const COLUMNS: [&str; 7] = [
+pub const COLUMNS: [&str; 8] = [
     "ranks",
     "steps",
     "bytes_per_rank",
     "ratio_to_m",
     "total_bytes",
     "busiest_link",
+    "busiest_port",
     "busbw_factor",
 ];
 
@@ -39,7 +40,8 @@ fn header(column: &str) -> &'static str {
         "bytes_per_rank" => "bytes per rank",
         "ratio_to_m" => "per rank ÷ M",
         "total_bytes" => "total bytes",
-        "busiest_link" => "busiest link",
+        "busiest_link" => "busiest link (one direction)",
+        "busiest_port" => "busiest port (sent + received)",
         "busbw_factor" => "busbw factor",
         _ => "?",
     }
@@ -135,13 +137,17 @@ fn compute(t: &TableBlock, build: bool) -> Result<(Vec<String>, Vec<Vec<String>>
             let spec = Spec::new(op, algo, n, count, dtype.size());
             let schedule = Schedule::build(&spec).map_err(|e| format!("{key}: {e}"))?;
             let tr = traffic(&schedule);
-            let per_rank = tr.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0);
+            let per_rank = tr.max_sent();
             let cell = |c: &str| match c {
                 "steps" => tr.steps.to_string(),
                 "bytes_per_rank" => format_bytes(per_rank),
                 "ratio_to_m" => format!("{:.3}", per_rank as f64 / m as f64),
                 "total_bytes" => format_bytes(tr.total_bytes_sent),
                 "busiest_link" => format_bytes(tr.max_link_bytes),
+                "busiest_port" => tr.busiest_port().map_or_else(
+                    || "-".to_string(),
+                    |r| format!("R{}: {}", r.rank, format_bytes(r.port_bytes())),
+                ),
                 "busbw_factor" => format!("{:.3}", busbw_factor(op, n)),
                 _ => n.to_string(),
             };
@@ -189,7 +195,7 @@ mod tests {
                 4,
             );
             let tr = traffic(&Schedule::build(&spec).unwrap());
-            let max = tr.per_rank.iter().map(|r| r.bytes_sent).max().unwrap();
+            let max = tr.max_sent();
             assert_eq!(row[0], n.to_string());
             assert_eq!(row[1], tr.steps.to_string());
             assert_eq!(row[2], format_bytes(max));

@@ -248,17 +248,28 @@ pub fn link_time(schedule: &Schedule, link: &Link, calls: u64) -> LinkTime {
     }
 }
 
-/// All-reduces in one forward pass: two per layer (after attention's output projection and
-/// after the MLP's down projection), none at TP 1 where one GPU holds whole layers.
+/// Megatron-style tensor parallelism: one all-reduce after attention's output projection, one
+/// after the MLP's down projection. The one home of "two all-reduces per layer".
+pub const ALLREDUCES_PER_LAYER: u64 = 2;
+
+/// [`ALLREDUCES_PER_LAYER`] in words, for screens and help.
+pub const ALLREDUCES_PER_LAYER_TEXT: &str = "two all-reduces per layer";
+
+/// All-reduces in one forward pass: [`ALLREDUCES_PER_LAYER`] per layer, none at TP 1 where one
+/// GPU holds whole layers.
 pub fn allreduces_per_forward(layers: u64, tp: usize) -> u64 {
-    if tp > 1 { 2 * layers } else { 0 }
+    if tp > 1 {
+        ALLREDUCES_PER_LAYER.saturating_mul(layers)
+    } else {
+        0
+    }
 }
 
 /// How the count of all-reduces per forward pass comes about, for display.
 pub fn allreduces_per_forward_text(layers: u64, tp: usize) -> String {
     match allreduces_per_forward(layers, tp) {
         0 => "0 (TP 1: each GPU holds whole layers, nothing to all-reduce)".into(),
-        n => format!("{n} (2 × {layers} layers)"),
+        n => format!("{n} ({ALLREDUCES_PER_LAYER} × {layers} layers)"),
     }
 }
 
@@ -276,7 +287,7 @@ pub fn calculate(q: &TpQuery) -> Result<TpReport, TpError> {
     let m = &q.model;
     let schedule = allreduce_schedule(m, q.tp, q.tokens, q.dtype)?;
     let t = traffic(&schedule);
-    let per_ar = t.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0);
+    let per_ar = t.max_sent();
     let calls = allreduces_per_forward(m.layers, q.tp);
     let per_forward = per_ar.saturating_mul(calls);
     let forwards_per_s = q.tokens_per_s / q.tokens as f64;

@@ -351,6 +351,27 @@ pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
             let _ = write(b"/proc/self/setgroups\0", b"deny");
             write(b"/proc/self/uid_map\0", uid_map.as_bytes())?;
             write(b"/proc/self/gid_map\0", gid_map.as_bytes())?;
+            // The new network namespace starts with its loopback down; bring it up so that a
+            // re-run that ends up emulating (its loopback addresses) can still reach itself.
+            let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if sock < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // ifreq is plain old data (all zeroes is valid); built on the stack, no allocation.
+            let mut req: libc::ifreq = std::mem::zeroed();
+            req.ifr_name[0] = b'l' as libc::c_char;
+            req.ifr_name[1] = b'o' as libc::c_char;
+            let up = if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
+                req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                libc::ioctl(sock, libc::SIOCSIFFLAGS, &req)
+            } else {
+                -1
+            };
+            let err = std::io::Error::last_os_error();
+            libc::close(sock);
+            if up != 0 {
+                return Err(err);
+            }
             Ok(())
         });
     }
@@ -697,8 +718,17 @@ pub fn firewall_available() -> Result<(), String> {
             "`iptables --version` failed: {}",
             String::from_utf8_lossy(&o.stderr).trim()
         )),
+        // A PATH search that met a directory this user may not read says "permission denied".
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            Err("the `iptables` command is not installed (or not on PATH); install it (Debian: apt-get install iptables)".into())
+        }
         Err(e) => Err(format!(
-            "the `iptables` command is not available ({e}); install it (Debian: apt-get install iptables)"
+            "the `iptables` command could not run ({e}); install it (Debian: apt-get install iptables)"
         )),
     }
 }

@@ -475,10 +475,21 @@ fn settle(
         while let Ok(m) = rx.try_recv() {
             match m {
                 Inner::Msg(msg) => {
-                    if let Msg::Event(Event::Error { rank, .. }) = &msg
-                        && let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank)
-                    {
-                        s.failed = true;
+                    // What comes in now is often the cause (a rank that could not set up says
+                    // why just after its partner reported the broken link): keep it as evidence.
+                    match &msg {
+                        Msg::Event(Event::Error { rank, message, .. }) => {
+                            if let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank) {
+                                s.failed = true;
+                                s.log(message);
+                            }
+                        }
+                        Msg::Log { rank, line } => {
+                            if let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank) {
+                                s.log(line);
+                            }
+                        }
+                        _ => {}
                     }
                     on(&msg);
                 }
@@ -497,7 +508,8 @@ fn settle(
                 s.exited = Some(status);
             }
         }
-        if Instant::now() >= end {
+        let all_read = st.iter().all(|(_, s)| s.exited.is_some() && s.eof);
+        if all_read || Instant::now() >= end {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -519,6 +531,18 @@ struct RankState {
     done: bool,
     exited: Option<ExitStatus>,
     logs: Vec<String>,
+}
+
+/// The last lines of a rank's log kept as evidence.
+const LOG_LINES: usize = 8;
+
+impl RankState {
+    fn log(&mut self, line: &str) {
+        self.logs.push(line.to_string());
+        if self.logs.len() > LOG_LINES {
+            self.logs.remove(0);
+        }
+    }
 }
 
 fn watch(
@@ -619,7 +643,7 @@ fn watch(
                             s.done = true;
                         }
                         Msg::Event(Event::Error { message, hang, .. }) => {
-                            s.logs.push(message.clone());
+                            s.log(message);
                             let (kind, reason) = if *hang {
                                 (
                                     FailKind::Hang,
@@ -638,19 +662,14 @@ fn watch(
                             // An error is often the echo of another rank's death (a broken
                             // pipe): let the exits and the other reports of this moment come
                             // in, so the failure says who died, as torchrun's agent sees it.
-                            settle(ranks, &mut st, rx, on, Duration::from_millis(300));
+                            settle(ranks, &mut st, rx, on, Duration::from_secs(1));
                             let failure = fail(&st, ranks, kind, reason);
                             before_kill(&failure);
                             ranks.kill_all();
                             return Err(LaunchError::Failed(failure));
                         }
                         Msg::Event(_) => s.last = Instant::now(),
-                        Msg::Log { line, .. } => {
-                            s.logs.push(line.clone());
-                            if s.logs.len() > 8 {
-                                s.logs.remove(0);
-                            }
-                        }
+                        Msg::Log { line, .. } => s.log(line),
                         Msg::Exit { .. } => {}
                     }
                 }

@@ -5,10 +5,10 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::keys::Context;
+pub use super::screens::Screen;
 use super::screens::{
     self,
     help::HelpState,
-    home::HomeState,
     lesson::LessonState,
     ring::{RingParams, RingState},
 };
@@ -79,21 +79,10 @@ pub enum Action {
     Blind,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
-}
-
-pub enum Screen {
-    Home(HomeState),
-    Lesson(Box<LessonState>),
-    Ring(Box<RingState>),
-    /// A quiz, a drill session or a mock interview.
-    Quiz(Box<screens::quiz::QuizState>),
-    Stats(Box<screens::stats::StatsState>),
-    TpCalc(Box<screens::tpcalc::TpCalcState>),
-    Planner(Box<screens::planner::PlannerState>),
-    /// The live lab (real rank processes over TCP).
-    Lab(Box<screens::lab::LabState>),
-    /// The hang lab.
-    Hang(Box<screens::hang::HangState>),
+    /// Presenter mode: present the selected lesson as slides.
+    Present,
+    /// Presenter mode: blank the screen (any key brings it back).
+    Blank,
 }
 
 /// Results of background work, sent to the event loop over the app's channel.
@@ -103,38 +92,48 @@ pub enum Background {
     /// Syntax highlighting finished loading: lay lessons out again with colour.
     HighlightingReady,
     Hang(screens::hang::HangUpdate),
+    /// The presenter moved (None: it stopped).
+    Notes(Option<super::notes::NotesMsg>),
 }
 
-/// Apply a background result to whichever screen owns it.
+/// Offer a background result to every screen on the stack (each takes what is its own).
 pub fn receive(app: &mut App, msg: Background) {
-    match msg {
-        Background::HighlightingReady => {
-            for i in 0..app.stack.len() {
-                let mut s =
-                    std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
-                if let Screen::Lesson(l) = &mut s {
-                    l.relayout(app);
-                }
-                app.stack[i] = s;
-            }
-        }
-        Background::Hang(u) => {
-            if let Some(i) = app.stack.iter().rposition(|s| matches!(s, Screen::Hang(_))) {
-                let mut s =
-                    std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
-                if let Screen::Hang(h) = &mut s {
-                    h.receive(u, app);
-                }
-                app.stack[i] = s;
-            }
-        }
-        Background::Lab(u) => {
-            for s in app.stack.iter_mut() {
-                if let Screen::Lab(l) = s {
-                    l.receive(u.clone());
-                }
-            }
-        }
+    for i in 0..app.stack.len() {
+        with_screen(app, i, |s, app| s.view_mut().receive(&msg, app));
+    }
+}
+
+/// Run `f` on screen `i` of the stack with the rest of the app at hand: the screen is taken
+/// out for the call (a course map stands in) and put back after it.
+pub fn with_screen<R>(
+    app: &mut App,
+    i: usize,
+    f: impl FnOnce(&mut Screen, &mut App) -> R,
+) -> Option<R> {
+    let slot = app.stack.get_mut(i)?;
+    let mut screen = std::mem::take(slot);
+    let r = f(&mut screen, app);
+    if let Some(slot) = app.stack.get_mut(i) {
+        *slot = screen;
+    }
+    Some(r)
+}
+
+impl Action {
+    /// The action that undoes this one (+1 ↔ −1), for pairing keys in hints.
+    pub fn reversed(self) -> Option<Action> {
+        Some(match self {
+            Action::Move(d) => Action::Move(-d),
+            Action::Page(d) => Action::Page(-d),
+            Action::Step(d) => Action::Step(-d),
+            Action::Section(d) => Action::Section(-d),
+            Action::SearchStep(d) => Action::SearchStep(-d),
+            Action::NextLink(d) => Action::NextLink(-d),
+            Action::Ranks(d) => Action::Ranks(-d),
+            Action::Speed(d) => Action::Speed(-d),
+            Action::Adjust(d) => Action::Adjust(-d),
+            _ => return None,
+        })
     }
 }
 
@@ -155,8 +154,11 @@ pub struct App {
     /// Stack depth of the screen the command line opened (`ringlab drill`: the drill). Backing
     /// out of it returns to the shell instead of the course map beneath it.
     pub launched: usize,
-    /// One line of feedback shown in the hint bar until the next action.
+    /// One line of feedback shown in the hint bar until the next key, or for
+    /// [`STATUS_TTL`] when no key comes.
     pub status: Option<String>,
+    /// When the status was first seen by a tick or the event loop (None: not yet).
+    pub status_since: Option<std::time::Instant>,
     pub raw_tex: bool,
     pub progress: Progress,
     /// Where progress is saved; None keeps it in memory (tests, snapshots).
@@ -175,12 +177,13 @@ impl App {
             theme,
             width: MIN_WIDTH,
             height: MIN_HEIGHT,
-            stack: vec![Screen::Home(HomeState::default())],
+            stack: vec![Screen::default()],
             help: None,
             quit: false,
             interrupted: false,
             launched: 1,
             status: None,
+            status_since: None,
             raw_tex: false,
         }
     }
@@ -194,7 +197,7 @@ impl App {
             h.selected = idx;
         }
         let state = LessonState::open(self, idx);
-        self.stack.push(Screen::Lesson(Box::new(state)));
+        self.stack.push(state.into());
         Ok(())
     }
 
@@ -227,14 +230,14 @@ impl App {
     /// Open the ring view on top of the course map.
     pub fn open_ring(&mut self, params: RingParams) -> Result<(), String> {
         let state = RingState::new(params)?;
-        self.stack.push(Screen::Ring(Box::new(state)));
+        self.stack.push(state.into());
         Ok(())
     }
 
     /// Open the TP calculator on top of the stack.
     pub fn open_tpcalc(&mut self, model: &str, tp: usize, tokens: u64) -> Result<(), String> {
         let state = screens::tpcalc::TpCalcState::new(model, tp, tokens)?;
-        self.stack.push(Screen::TpCalc(Box::new(state)));
+        self.stack.push(state.into());
         Ok(())
     }
 
@@ -247,14 +250,13 @@ impl App {
         backend: crate::infer::Backend,
     ) -> Result<(), String> {
         let state = screens::planner::PlannerState::new(model, nodes, gpus_per_node, backend)?;
-        self.stack.push(Screen::Planner(Box::new(state)));
+        self.stack.push(state.into());
         Ok(())
     }
 
     /// Open the live lab on top of the current screen.
     pub fn open_lab(&mut self, params: screens::lab::LabParams) {
-        self.stack
-            .push(Screen::Lab(Box::new(screens::lab::LabState::new(params))));
+        self.stack.push(screens::lab::LabState::new(params).into());
     }
 
     pub fn too_small(&self) -> bool {
@@ -266,40 +268,27 @@ impl App {
         if self.help.is_some() {
             return vec![Context::Help];
         }
-        match self.stack.last() {
-            Some(Screen::Lesson(_)) => vec![Context::Lesson],
-            Some(Screen::Ring(_)) => vec![Context::Ring],
-            Some(Screen::Quiz(q)) => q.contexts(),
-            Some(Screen::Stats(_)) => vec![Context::Stats],
-            Some(Screen::TpCalc(_)) => vec![Context::TpCalc],
-            Some(Screen::Planner(_)) => vec![Context::Planner],
-            Some(Screen::Lab(_)) => vec![Context::Lab],
-            Some(Screen::Hang(_)) => vec![Context::Hang],
-            _ => vec![Context::Home],
+        self.stack
+            .last()
+            .map_or_else(|| vec![Context::Home], |s| s.view().contexts())
+    }
+
+    /// The focused screen's own keys (none while the help overlay is open).
+    pub fn own_keys(&self) -> &'static [super::keys::Binding] {
+        match (&self.help, self.stack.last()) {
+            (None, Some(s)) => s.view().keys(),
+            _ => &[],
         }
     }
 
     /// True while text input goes to a prompt instead of the key table.
     pub fn prompt_open(&self) -> bool {
-        matches!(self.stack.last(), Some(Screen::Lesson(l)) if l.search.editing)
-            || matches!(self.stack.last(), Some(Screen::Quiz(q)) if q.session.accepts_input())
-            || matches!(self.stack.last(), Some(Screen::Hang(h)) if h.typing.is_some())
+        self.stack.last().is_some_and(|s| s.view().takes_text())
     }
 
     /// How often the app wants a Tick (a running animation); None when idle.
     pub fn tick_interval(&self) -> Option<std::time::Duration> {
-        match self.stack.last() {
-            Some(Screen::Quiz(q)) if q.wants_clock() && self.help.is_none() => {
-                Some(std::time::Duration::from_secs(1))
-            }
-            Some(Screen::Ring(r)) if r.playing && self.help.is_none() => {
-                Some(std::time::Duration::from_millis(r.tick_ms()))
-            }
-            // Elapsed times on the phase board move while ranks run.
-            Some(Screen::Lab(l)) if l.running() => Some(std::time::Duration::from_millis(250)),
-            Some(Screen::Hang(h)) if h.running() => Some(std::time::Duration::from_millis(250)),
-            _ => None,
-        }
+        self.stack.last().and_then(|s| s.view().tick(self))
     }
 
     /// The area screens draw into: all but the hint bar.
@@ -308,8 +297,41 @@ impl App {
     }
 }
 
+/// How long a status message stays when no key comes.
+pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// When the shown status message should go, if one is shown (the event loop wakes then).
+pub fn status_deadline(app: &mut App) -> Option<std::time::Instant> {
+    app.status.as_ref()?;
+    let since = *app.status_since.get_or_insert_with(std::time::Instant::now);
+    Some(since + STATUS_TTL)
+}
+
+/// Drop the status message once it has been shown for [`STATUS_TTL`].
+pub fn expire_status(app: &mut App, now: std::time::Instant) {
+    if app
+        .status_since
+        .is_some_and(|since| now.saturating_duration_since(since) >= STATUS_TTL)
+    {
+        app.status = None;
+        app.status_since = None;
+    }
+}
+
 pub fn update(app: &mut App, action: Action) {
-    app.status = None;
+    // A key ends the status message; ticks and resizes leave it for its few seconds.
+    match action {
+        Action::Tick => {
+            let _ = status_deadline(app);
+            expire_status(app, std::time::Instant::now());
+        }
+        Action::Resize(..) => {}
+        _ => {
+            app.status = None;
+            app.status_since = None;
+        }
+    }
+    let before = app.status.clone();
     match action {
         Action::Quit => {
             app.quit = true;
@@ -340,29 +362,18 @@ pub fn update(app: &mut App, action: Action) {
     if action == Action::Reload {
         reload(app);
     }
-    let top = app.stack.len() - 1;
-    let mut screen = std::mem::replace(&mut app.stack[top], Screen::Home(HomeState::default()));
-    let outcome = match &mut screen {
-        Screen::Home(s) => screens::home::update(s, app, action),
-        Screen::Lesson(s) => screens::lesson::update(s, app, action),
-        Screen::Ring(s) => screens::ring::update(s, app, action),
-        Screen::Quiz(s) => screens::quiz::update(s, app, action),
-        Screen::Stats(s) => screens::stats::update(s, app, action),
-        Screen::TpCalc(s) => screens::tpcalc::update(s, app, action),
-        Screen::Planner(s) => screens::planner::update(s, app, action),
-        Screen::Lab(s) => screens::lab::update(s, app, action),
-        Screen::Hang(s) => screens::hang::update(s, app, action),
-    };
-    app.stack[top] = screen;
+    let top = app.stack.len().saturating_sub(1);
+    let outcome =
+        with_screen(app, top, |s, app| s.view_mut().update(app, action)).unwrap_or(Outcome::Pop);
     // Every screen below the top keeps its layout current too.
     if let Action::Resize(..) | Action::Reload | Action::ToggleTex = action {
         for i in 0..top {
-            let mut s = std::mem::replace(&mut app.stack[i], Screen::Home(HomeState::default()));
-            if let Screen::Lesson(l) = &mut s {
-                l.relayout(app);
-            }
-            app.stack[i] = s;
+            with_screen(app, i, |s, app| s.view_mut().relayout(app));
         }
+    }
+    // A new message starts its own few seconds.
+    if app.status != before {
+        app.status_since = None;
     }
     match outcome {
         Outcome::Stay => {}

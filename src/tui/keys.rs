@@ -27,6 +27,9 @@ pub enum Context {
     Lab,
     /// The hang lab.
     Hang,
+    /// A screen's own keys ([`crate::tui::screens::View::keys`], defined in its file), with the
+    /// title the `?` overlay gives them.
+    Own(&'static str),
 }
 
 impl Context {
@@ -45,6 +48,7 @@ impl Context {
             Self::Planner => "Launch planner",
             Self::Lab => "Live lab",
             Self::Hang => "Hang lab",
+            Self::Own(title) => title,
         }
     }
 }
@@ -65,13 +69,84 @@ impl Key {
             Key::Code(code) => !ctrl && ev.code == code,
         }
     }
+
+    /// How the key is written: `j`, `↓`, `Space`, `PgDn`, `Ctrl-D`.
+    pub fn name(self) -> String {
+        match self {
+            Key::Char(' ') => "Space".into(),
+            Key::Char(c) => c.to_string(),
+            Key::Ctrl(c) => format!("Ctrl-{}", c.to_ascii_uppercase()),
+            Key::Code(code) => match code {
+                KeyCode::Up => "↑".into(),
+                KeyCode::Down => "↓".into(),
+                KeyCode::Left => "←".into(),
+                KeyCode::Right => "→".into(),
+                KeyCode::PageUp => "PgUp".into(),
+                KeyCode::PageDown => "PgDn".into(),
+                KeyCode::BackTab => "S-Tab".into(),
+                KeyCode::Backspace => "Bksp".into(),
+                KeyCode::F(n) => format!("F{n}"),
+                other => other.to_string(),
+            },
+        }
+    }
+
+    fn is_char(self) -> bool {
+        matches!(self, Key::Char(c) if c != ' ')
+    }
+
+    /// Arrows, Esc, Home, End, Tab: named keys worth showing after a letter (`j/↓`, `q/Esc`).
+    fn is_navigation(self) -> bool {
+        matches!(
+            self,
+            Key::Code(
+                KeyCode::Up
+                    | KeyCode::Down
+                    | KeyCode::Left
+                    | KeyCode::Right
+                    | KeyCode::Esc
+                    | KeyCode::Home
+                    | KeyCode::End
+                    | KeyCode::Tab
+            )
+        )
+    }
 }
+
+// Key groups: the same keys do the same thing on every screen, written once.
+pub const DOWN: &[Key] = &[Char('j'), Code(KeyCode::Down)];
+pub const UP: &[Key] = &[Char('k'), Code(KeyCode::Up)];
+pub const PAGE_DOWN: &[Key] = &[Code(KeyCode::PageDown), Char(' '), Ctrl('d')];
+pub const PAGE_UP: &[Key] = &[Code(KeyCode::PageUp), Char('b'), Ctrl('u')];
+pub const TOP: &[Key] = &[Char('g'), Code(KeyCode::Home)];
+pub const BOTTOM: &[Key] = &[Char('G'), Code(KeyCode::End)];
+pub const RELOAD: &[Key] = &[Char('R'), Ctrl('r')];
+/// The focused field's next and previous value.
+pub const NEXT_VALUE: &[Key] = &[Code(KeyCode::Right), Char('l'), Char('+'), Char('=')];
+pub const PREV_VALUE: &[Key] = &[Code(KeyCode::Left), Char('h'), Char('-')];
+/// What a presentation clicker sends (and the keys people press in front of a class).
+pub const CLICKER_NEXT: &[Key] = &[
+    Code(KeyCode::PageDown),
+    Code(KeyCode::Right),
+    Char(' '),
+    Code(KeyCode::Down),
+    Char('j'),
+    Char('l'),
+    Char('n'),
+];
+pub const CLICKER_BACK: &[Key] = &[
+    Code(KeyCode::PageUp),
+    Code(KeyCode::Left),
+    Code(KeyCode::Backspace),
+    Code(KeyCode::Up),
+    Char('k'),
+    Char('h'),
+    Char('p'),
+];
 
 pub struct Binding {
     pub ctx: Context,
     pub keys: &'static [Key],
-    /// How the keys are shown: `j/↓`.
-    pub label: &'static str,
     pub desc: &'static str,
     pub action: Action,
     /// In the always-visible hint bar: (priority, short text). Lower priorities come first
@@ -80,13 +155,73 @@ pub struct Binding {
     pub hint: Option<(u8, &'static str)>,
 }
 
+impl Binding {
+    /// Every key of the binding, as the `?` overlay lists them: `j/↓`.
+    pub fn label(&self) -> String {
+        self.keys
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// The hint bar's label, generated from the keys so it cannot drift from them: the first
+    /// key and the first key of the reverse binding when the bar does not show that one
+    /// (`j/k`, `+/-`, `PgDn/PgUp`); else the first key, with a named second one after a
+    /// letter (`q/Esc`, `g/Home`).
+    pub fn short_label(&self) -> String {
+        self.short_label_among(BINDINGS)
+    }
+
+    /// [`Binding::short_label`] with the reverse looked up in `table` (a screen's own keys).
+    pub fn short_label_among(&self, table: &'static [Binding]) -> String {
+        let Some(first) = self.keys.first() else {
+            return String::new();
+        };
+        if let Some(p) = self.partner(table) {
+            return match p.keys.first() {
+                Some(k) => format!("{}/{}", first.name(), k.name()),
+                None => first.name(),
+            };
+        }
+        match self.keys.get(1) {
+            Some(second) if first.is_char() && second.is_navigation() => {
+                format!("{}/{}", first.name(), second.name())
+            }
+            _ => first.name(),
+        }
+    }
+
+    /// The binding of the same screen that undoes this one (Move(-1) for Move(1)) when the
+    /// hint bar does not show the reverse on its own.
+    fn partner(&self, table: &'static [Binding]) -> Option<&'static Binding> {
+        let reverse = self.action.reversed()?;
+        let mut undo = table
+            .iter()
+            .filter(|b| b.ctx == self.ctx && b.action == reverse);
+        let first = undo.next()?;
+        let hinted = first.hint.is_some() || undo.any(|b| b.hint.is_some());
+        (!hinted).then_some(first)
+    }
+}
+
 use Context::*;
 use Key::{Char, Code, Ctrl};
+
+/// A binding (for a screen's own table: `bind(Context::Own("Title"), keys, …)`).
+pub const fn bind(
+    ctx: Context,
+    keys: &'static [Key],
+    desc: &'static str,
+    action: Action,
+    hint: Option<(u8, &'static str)>,
+) -> Binding {
+    b(ctx, keys, desc, action, hint)
+}
 
 const fn b(
     ctx: Context,
     keys: &'static [Key],
-    label: &'static str,
     desc: &'static str,
     action: Action,
     hint: Option<(u8, &'static str)>,
@@ -94,7 +229,6 @@ const fn b(
     Binding {
         ctx,
         keys,
-        label,
         desc,
         action,
         hint,
@@ -105,121 +239,58 @@ pub const BINDINGS: &[Binding] = &[
     // Course map
     b(
         Home,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
+        DOWN,
         "next lesson",
         Action::Move(1),
         Some((6, "next")),
     ),
-    b(
-        Home,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "previous lesson",
-        Action::Move(-1),
-        None,
-    ),
+    b(Home, UP, "previous lesson", Action::Move(-1), None),
     b(
         Home,
         &[Code(KeyCode::Enter), Char('l'), Code(KeyCode::Right)],
-        "Enter",
         "open lesson",
         Action::Open,
         Some((1, "open")),
     ),
-    b(
-        Home,
-        &[Char('g'), Code(KeyCode::Home)],
-        "g/Home",
-        "first lesson",
-        Action::Top,
-        None,
-    ),
-    b(
-        Home,
-        &[Char('G'), Code(KeyCode::End)],
-        "G/End",
-        "last lesson",
-        Action::Bottom,
-        None,
-    ),
+    b(Home, TOP, "first lesson", Action::Top, None),
+    b(Home, BOTTOM, "last lesson", Action::Bottom, None),
     b(
         Home,
         &[Char('r')],
-        "r",
         "ring all-reduce view",
         Action::OpenRing,
         Some((3, "ring view")),
     ),
-    b(
-        Home,
-        &[Ctrl('r'), Char('R')],
-        "R",
-        "reload lessons",
-        Action::Reload,
-        None,
-    ),
+    b(Home, RELOAD, "reload lessons", Action::Reload, None),
     // Lesson reader
     b(
         Lesson,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
+        DOWN,
         "scroll down",
         Action::Move(1),
         Some((4, "scroll")),
     ),
+    b(Lesson, UP, "scroll up", Action::Move(-1), None),
     b(
         Lesson,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "scroll up",
-        Action::Move(-1),
-        None,
-    ),
-    b(
-        Lesson,
-        &[Code(KeyCode::PageDown), Char(' '), Ctrl('d')],
-        "PgDn/Space",
+        PAGE_DOWN,
         "page down",
         Action::Page(1),
         Some((1, "page")),
     ),
-    b(
-        Lesson,
-        &[Code(KeyCode::PageUp), Char('b'), Ctrl('u')],
-        "PgUp/b",
-        "page up",
-        Action::Page(-1),
-        None,
-    ),
-    b(
-        Lesson,
-        &[Char('g'), Code(KeyCode::Home)],
-        "g/Home",
-        "top",
-        Action::Top,
-        None,
-    ),
-    b(
-        Lesson,
-        &[Char('G'), Code(KeyCode::End)],
-        "G/End",
-        "bottom",
-        Action::Bottom,
-        None,
-    ),
+    b(Lesson, PAGE_UP, "page up", Action::Page(-1), None),
+    b(Lesson, TOP, "top", Action::Top, None),
+    b(Lesson, BOTTOM, "bottom", Action::Bottom, None),
     b(
         Lesson,
         &[Char(']'), Code(KeyCode::Tab)],
-        "]/Tab",
         "next section",
         Action::Section(1),
-        Some((2, "next section")),
+        Some((2, "section")),
     ),
     b(
         Lesson,
         &[Char('['), Code(KeyCode::BackTab)],
-        "[/S-Tab",
         "previous section",
         Action::Section(-1),
         None,
@@ -227,7 +298,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Char('/')],
-        "/",
         "search",
         Action::SearchStart,
         Some((2, "search")),
@@ -235,7 +305,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Char('n')],
-        "n",
         "next match",
         Action::SearchStep(1),
         None,
@@ -243,7 +312,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Char('N')],
-        "N",
         "previous match",
         Action::SearchStep(-1),
         None,
@@ -251,7 +319,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Char('t')],
-        "t",
         "raw TeX on/off",
         Action::ToggleTex,
         None,
@@ -259,23 +326,14 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Code(KeyCode::Enter)],
-        "Enter",
         "follow link, or open ring/TP/planner",
         Action::Open,
         None,
     ),
-    b(
-        Lesson,
-        &[Ctrl('r'), Char('R')],
-        "R",
-        "reload lessons",
-        Action::Reload,
-        None,
-    ),
+    b(Lesson, RELOAD, "reload lessons", Action::Reload, None),
     b(
         Lesson,
         &[Char('f')],
-        "f",
         "next link (→ glossary, lessons)",
         Action::NextLink(1),
         Some((3, "link")),
@@ -283,7 +341,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Char('F')],
-        "F",
         "select the previous link",
         Action::NextLink(-1),
         None,
@@ -292,7 +349,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char(' ')],
-        "Space",
         "play / pause",
         Action::PlayPause,
         Some((1, "play/pause")),
@@ -300,7 +356,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Code(KeyCode::Right), Char('l')],
-        "→/l",
         "step forward",
         Action::Step(1),
         Some((1, "step")),
@@ -308,31 +363,29 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Code(KeyCode::Left), Char('h')],
-        "←/h",
         "step back",
         Action::Step(-1),
         Some((1, "back")),
     ),
     b(
         Ring,
-        &[Code(KeyCode::Home), Char('g')],
-        "Home",
-        "first step",
-        Action::Top,
+        &[Code(KeyCode::PageDown)],
+        "step forward (presentation clicker)",
+        Action::Step(1),
         None,
     ),
     b(
         Ring,
-        &[Code(KeyCode::End), Char('G')],
-        "End",
-        "last step",
-        Action::Bottom,
+        &[Code(KeyCode::PageUp)],
+        "step back (presentation clicker)",
+        Action::Step(-1),
         None,
     ),
+    b(Ring, TOP, "first step", Action::Top, None),
+    b(Ring, BOTTOM, "last step", Action::Bottom, None),
     b(
         Ring,
         &[Char('+'), Char('=')],
-        "+/−",
         "more / fewer ranks",
         Action::Ranks(1),
         Some((2, "ranks")),
@@ -340,7 +393,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('-'), Char('_')],
-        "-",
         "fewer ranks",
         Action::Ranks(-1),
         None,
@@ -348,7 +400,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char(']')],
-        "]",
         "faster",
         Action::Speed(1),
         Some((4, "faster")),
@@ -356,7 +407,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('[')],
-        "[",
         "slower",
         Action::Speed(-1),
         Some((4, "slower")),
@@ -364,7 +414,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('a')],
-        "a",
         "next algorithm",
         Action::CycleAlgo,
         Some((2, "algorithm")),
@@ -372,7 +421,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('c')],
-        "c",
         "next collective",
         Action::CycleOp,
         Some((2, "collective")),
@@ -380,7 +428,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('m')],
-        "m",
         "next message size",
         Action::CycleSize,
         Some((3, "size")),
@@ -388,7 +435,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('L')],
-        "L",
         "link for time estimates",
         Action::CycleLink,
         Some((3, "link")),
@@ -398,7 +444,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('Q')],
-        "Q",
         "quiz on this lesson",
         Action::OpenQuiz,
         Some((2, "quiz")),
@@ -406,7 +451,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('D')],
-        "D",
         "drill what is due",
         Action::OpenDrill,
         Some((2, "drill")),
@@ -414,7 +458,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('S')],
-        "S",
         "study stats",
         Action::OpenStats,
         Some((4, "stats")),
@@ -422,7 +465,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('B')],
-        "B",
         "live lab (bench)",
         Action::OpenLab,
         Some((3, "live lab")),
@@ -430,7 +472,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('H')],
-        "H",
         "hang lab",
         Action::OpenHang,
         Some((3, "hang lab")),
@@ -438,7 +479,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('M')],
-        "M",
         "mock interview (six questions, follow-ups)",
         Action::OpenMock,
         Some((4, "mock interview")),
@@ -446,7 +486,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Lesson,
         &[Char('Q')],
-        "Q",
         "quiz on this lesson",
         Action::OpenQuiz,
         Some((3, "quiz")),
@@ -459,7 +498,6 @@ pub const BINDINGS: &[Binding] = &[
             Char('l'),
             Code(KeyCode::Right),
         ],
-        "Enter",
         "next",
         Action::Next,
         Some((1, "next")),
@@ -467,55 +505,24 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Quiz,
         &[Char('o')],
-        "o",
         "open the lesson there",
         Action::GotoSource,
         Some((1, "open the lesson there")),
     ),
-    b(
-        Quiz,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
-        "scroll",
-        Action::Move(1),
-        None,
-    ),
-    b(
-        Quiz,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "scroll",
-        Action::Move(-1),
-        None,
-    ),
+    b(Quiz, DOWN, "scroll", Action::Move(1), None),
+    b(Quiz, UP, "scroll", Action::Move(-1), None),
     b(
         QuizDone,
         &[Code(KeyCode::Enter), Char(' ')],
-        "Enter",
         "done",
         Action::Next,
         Some((1, "done")),
     ),
-    b(
-        QuizDone,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
-        "scroll",
-        Action::Move(1),
-        None,
-    ),
-    b(
-        QuizDone,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "scroll",
-        Action::Move(-1),
-        None,
-    ),
+    b(QuizDone, DOWN, "scroll", Action::Move(1), None),
+    b(QuizDone, UP, "scroll", Action::Move(-1), None),
     b(
         QuizRate,
         &[Char('1')],
-        "1",
         "again",
         Action::Rate(1),
         Some((1, "again")),
@@ -523,7 +530,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         QuizRate,
         &[Char('2')],
-        "2",
         "hard",
         Action::Rate(2),
         Some((1, "hard")),
@@ -531,7 +537,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         QuizRate,
         &[Char('3')],
-        "3",
         "good",
         Action::Rate(3),
         Some((1, "good")),
@@ -539,7 +544,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         QuizRate,
         &[Char('4')],
-        "4",
         "easy",
         Action::Rate(4),
         Some((1, "easy")),
@@ -547,56 +551,25 @@ pub const BINDINGS: &[Binding] = &[
     b(
         QuizRate,
         &[Char('o')],
-        "o",
         "open the lesson there",
         Action::GotoSource,
         None,
     ),
-    b(
-        QuizRate,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
-        "scroll",
-        Action::Move(1),
-        None,
-    ),
-    b(
-        QuizRate,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "scroll",
-        Action::Move(-1),
-        None,
-    ),
+    b(QuizRate, DOWN, "scroll", Action::Move(1), None),
+    b(QuizRate, UP, "scroll", Action::Move(-1), None),
     b(
         Stats,
         &[Char('d'), Char('D')],
-        "d",
         "drill what is due",
         Action::OpenDrill,
         Some((1, "drill what is due")),
     ),
-    b(
-        Stats,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
-        "scroll",
-        Action::Move(1),
-        None,
-    ),
-    b(
-        Stats,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "scroll",
-        Action::Move(-1),
-        None,
-    ),
+    b(Stats, DOWN, "scroll", Action::Move(1), None),
+    b(Stats, UP, "scroll", Action::Move(-1), None),
     // TP calculator and launch planner
     b(
         Home,
         &[Char('t')],
-        "t",
         "TP calculator",
         Action::OpenTpCalc,
         Some((5, "TP calc")),
@@ -604,178 +577,102 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Home,
         &[Char('p')],
-        "p",
         "vLLM launch planner",
         Action::OpenPlanner,
         Some((5, "planner")),
     ),
     b(
         TpCalc,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/k",
+        DOWN,
         "choose field",
         Action::Move(1),
         Some((1, "choose field")),
     ),
+    b(TpCalc, UP, "previous field", Action::Move(-1), None),
     b(
         TpCalc,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "previous field",
-        Action::Move(-1),
-        None,
-    ),
-    b(
-        TpCalc,
-        &[Char('l'), Code(KeyCode::Right), Char('+'), Char('=')],
-        "←/→",
+        NEXT_VALUE,
         "change value",
         Action::Adjust(1),
         Some((1, "change value")),
     ),
     b(
         TpCalc,
-        &[Char('h'), Code(KeyCode::Left), Char('-')],
-        "←/h",
+        PREV_VALUE,
         "previous value",
         Action::Adjust(-1),
         None,
     ),
     b(
         Planner,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/k",
+        DOWN,
         "choose field",
         Action::Move(1),
         Some((1, "choose field")),
     ),
+    b(Planner, UP, "previous field", Action::Move(-1), None),
     b(
         Planner,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "previous field",
-        Action::Move(-1),
-        None,
-    ),
-    b(
-        Planner,
-        &[Char('l'), Code(KeyCode::Right), Char('+'), Char('=')],
-        "←/→",
+        NEXT_VALUE,
         "change value",
         Action::Adjust(1),
         Some((1, "change value")),
     ),
     b(
         Planner,
-        &[Char('h'), Code(KeyCode::Left), Char('-')],
-        "←/h",
+        PREV_VALUE,
         "previous value",
         Action::Adjust(-1),
         None,
     ),
     b(
         Planner,
-        &[Code(KeyCode::PageDown), Char(' '), Ctrl('d')],
-        "PgDn/PgUp",
+        PAGE_DOWN,
         "scroll plan",
         Action::Page(1),
         Some((1, "scroll plan")),
     ),
-    b(
-        Planner,
-        &[Code(KeyCode::PageUp), Char('b'), Ctrl('u')],
-        "PgUp/b",
-        "scroll up",
-        Action::Page(-1),
-        None,
-    ),
+    b(Planner, PAGE_UP, "scroll up", Action::Page(-1), None),
     // Help overlay
-    b(
-        Help,
-        &[Char('j'), Code(KeyCode::Down)],
-        "j/↓",
-        "scroll",
-        Action::Move(1),
-        None,
-    ),
-    b(
-        Help,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "scroll",
-        Action::Move(-1),
-        None,
-    ),
+    b(Help, DOWN, "scroll", Action::Move(1), None),
+    b(Help, UP, "scroll", Action::Move(-1), None),
     // Live lab
     b(
         Lab,
         &[Code(KeyCode::Enter), Char('r')],
-        "Enter",
         "run on real processes",
         Action::Open,
         Some((1, "run on real processes")),
     ),
     b(
         Lab,
-        &[Char('j'), Code(KeyCode::Down)],
-        "↑↓",
+        DOWN,
         "choose a field",
         Action::Move(1),
         Some((1, "choose a field")),
     ),
+    b(Lab, UP, "previous field", Action::Move(-1), None),
     b(
         Lab,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "previous field",
-        Action::Move(-1),
-        None,
-    ),
-    b(
-        Lab,
-        &[Char('l'), Code(KeyCode::Right)],
-        "←→",
+        NEXT_VALUE,
         "change the value",
         Action::Adjust(1),
         Some((1, "change the value")),
     ),
-    b(
-        Lab,
-        &[Char('h'), Code(KeyCode::Left)],
-        "h/←",
-        "previous value",
-        Action::Adjust(-1),
-        None,
-    ),
+    b(Lab, PREV_VALUE, "previous value", Action::Adjust(-1), None),
     // Hang lab
     b(
         Hang,
         &[Code(KeyCode::Enter)],
-        "Enter",
         "stage / apply the fix",
         Action::Open,
         Some((1, "stage / apply the fix")),
     ),
-    b(
-        Hang,
-        &[Char('j'), Code(KeyCode::Down)],
-        "↑↓",
-        "choose",
-        Action::Move(1),
-        Some((1, "choose")),
-    ),
-    b(
-        Hang,
-        &[Char('k'), Code(KeyCode::Up)],
-        "k/↑",
-        "choose",
-        Action::Move(-1),
-        None,
-    ),
+    b(Hang, DOWN, "choose", Action::Move(1), Some((1, "choose"))),
+    b(Hang, UP, "choose", Action::Move(-1), None),
     b(
         Hang,
         &[Char('h')],
-        "h",
         "next hint",
         Action::Hint,
         Some((1, "next hint")),
@@ -783,7 +680,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Hang,
         &[Char('b')],
-        "b",
         "blind mode: hide what gives the cause away",
         Action::Blind,
         None,
@@ -791,7 +687,6 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Hang,
         &[Char('n')],
-        "n",
         "ranks: TCP or real NCCL",
         Action::Adjust(1),
         None,
@@ -799,16 +694,22 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Hang,
         &[Char('e')],
-        "e",
         "type a fix",
         Action::SearchStart,
         Some((1, "type a fix")),
+    ),
+    // Presenter mode: what a presentation clicker sends (PgDn/PgUp, →/←, Space, b/.)
+    b(
+        Home,
+        &[Char('P')],
+        "present this lesson (slides, for a class)",
+        Action::Present,
+        Some((5, "present")),
     ),
     // Everywhere
     b(
         Global,
         &[Char('?'), Code(KeyCode::F(1))],
-        "?",
         "help",
         Action::Help,
         Some((1, "help")),
@@ -816,12 +717,11 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Global,
         &[Char('q'), Code(KeyCode::Esc)],
-        "q/Esc",
         "back",
         Action::Back,
         Some((1, "back")),
     ),
-    b(Global, &[Ctrl('c')], "Ctrl-C", "quit", Action::Quit, None),
+    b(Global, &[Ctrl('c')], "quit", Action::Quit, None),
 ];
 
 /// The action bound to `ev` in the first of `contexts` that binds it (then Global).
@@ -835,6 +735,22 @@ pub fn lookup(contexts: &[Context], ev: &KeyEvent) -> Option<Action> {
                 .find(|b| b.ctx == *ctx && b.keys.iter().any(|k| k.matches(ev)))
         })
         .map(|b| b.action)
+}
+
+/// [`lookup`], a screen's own keys first.
+pub fn lookup_with(own: &'static [Binding], contexts: &[Context], ev: &KeyEvent) -> Option<Action> {
+    own.iter()
+        .find(|b| b.keys.iter().any(|k| k.matches(ev)))
+        .map(|b| b.action)
+        .or_else(|| lookup(contexts, ev))
+}
+
+/// A screen's own keys, then the bindings of these contexts (then Global).
+pub fn for_contexts_with<'a>(
+    own: &'static [Binding],
+    contexts: &'a [Context],
+) -> impl Iterator<Item = &'static Binding> + 'a {
+    own.iter().chain(for_contexts(contexts))
 }
 
 /// Bindings of these contexts (then Global), in table order.
@@ -871,6 +787,36 @@ mod tests {
         for ctx in [Home, Lesson, Ring, Help] {
             assert_eq!(lookup(&[ctx], &ev), Some(Action::Quit));
         }
+    }
+
+    #[test]
+    fn hint_labels_are_generated_from_the_keys_they_name() {
+        for b in BINDINGS {
+            let label = b.short_label();
+            let first = b.keys[0].name();
+            assert!(label.starts_with(&first), "{label} for {}", b.desc);
+            for part in b.label().split('/').filter(|p| !p.is_empty()) {
+                assert!(
+                    b.keys.iter().any(|k| k.name() == part),
+                    "{part} is not a key of {}",
+                    b.desc
+                );
+            }
+        }
+        let down = BINDINGS
+            .iter()
+            .find(|b| b.ctx == TpCalc && b.action == Action::Move(1))
+            .expect("binding");
+        assert_eq!(
+            down.short_label(),
+            "j/k",
+            "paired with its unhinted reverse"
+        );
+        let step = BINDINGS
+            .iter()
+            .find(|b| b.ctx == Ring && b.action == Action::Step(1))
+            .expect("binding");
+        assert_eq!(step.short_label(), "→", "the reverse has its own hint");
     }
 
     #[test]

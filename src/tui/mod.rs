@@ -2,8 +2,11 @@
 
 pub mod app;
 pub mod field;
+pub mod form;
 pub mod keys;
 pub mod markdown;
+pub mod notes;
+pub mod record;
 pub mod screens;
 pub mod term;
 pub mod theme;
@@ -46,6 +49,12 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
             if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
                 return Some(Action::Quit);
             }
+            // A blanked presentation comes back on any key (Ctrl-C still quits).
+            if matches!(app.stack.last(), Some(app::Screen::Present(p)) if p.blank)
+                && app.help.is_none()
+            {
+                return Some(Action::Blank);
+            }
             if app.prompt_open() {
                 return match k.code {
                     KeyCode::Enter => Some(Action::InputSubmit),
@@ -53,7 +62,7 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
                     _ => field::request(k).map(Action::Edit),
                 };
             }
-            keys::lookup(&app.contexts(), k)
+            keys::lookup_with(app.own_keys(), &app.contexts(), k)
         }
         _ => None,
     }
@@ -80,21 +89,44 @@ impl Exit {
     }
 }
 
+/// What a run does besides drawing the app.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Record the session as an asciicast v2 file.
+    pub record: Option<std::path::PathBuf>,
+    /// Follow a presenter: its slides arrive on this socket (`ringlab present --notes`).
+    pub follow: Option<std::os::unix::net::UnixStream>,
+}
+
 /// Run the app until the user quits. Restores the terminal on every way out.
 pub fn run(app: App) -> Result<Exit, TuiError> {
+    run_with(app, RunOptions::default())
+}
+
+/// [`run`], recording or following a presenter as `opts` says.
+pub fn run_with(app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(event_loop(app))
+    rt.block_on(event_loop(app, opts))
 }
 
-async fn event_loop(mut app: App) -> Result<Exit, TuiError> {
+async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     use tokio::signal::unix::{SignalKind, signal};
+    let (w, h) = crossterm::terminal::size()?;
+    let recorder = match &opts.record {
+        Some(path) => Some(record::Recorder::create(path, w, h)?),
+        None => None,
+    };
     let _guard = term::TerminalGuard::enter()?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let recording = record::Recording::shared(recorder);
+    let mut terminal = Terminal::new(CrosstermBackend::new(record::Tee::new(
+        io::stdout(),
+        recording.clone(),
+    )))?;
     let size = terminal.size()?;
     app::update(&mut app, Action::Resize(size.width, size.height));
     // Background work (a running lab) reports back over this channel.
@@ -106,6 +138,14 @@ async fn event_loop(mut app: App) -> Result<Exit, TuiError> {
         std::thread::spawn(move || {
             markdown::preload_highlighting();
             let _ = tx.send(app::Background::HighlightingReady);
+        });
+    }
+    if let Some(stream) = opts.follow {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            notes::follow(stream, |m| {
+                let _ = tx.send(app::Background::Notes(m));
+            })
         });
     }
     app.bg = Some(tx);
@@ -121,15 +161,22 @@ async fn event_loop(mut app: App) -> Result<Exit, TuiError> {
             dirty = false;
         }
         let tick = app.tick_interval();
+        let status_until = app::status_deadline(&mut app);
         tokio::select! {
             ev = events.next() => match ev {
                 Some(Ok(ev)) => {
+                    if let Event::Resize(w, h) = ev {
+                        recording.borrow_mut().resize(w, h);
+                    }
                     dirty |= handle(&mut app, &ev);
                     // Coalesce: apply whatever else is already waiting before drawing. (A zero
                     // timeout, not `now_or_never`: the stream must keep this task's waker.)
                     while let Ok(Some(Ok(ev))) =
                         tokio::time::timeout(Duration::ZERO, events.next()).await
                     {
+                        if let Event::Resize(w, h) = ev {
+                            recording.borrow_mut().resize(w, h);
+                        }
                         dirty |= handle(&mut app, &ev);
                     }
                 }
@@ -148,6 +195,14 @@ async fn event_loop(mut app: App) -> Result<Exit, TuiError> {
                 app::update(&mut app, Action::Tick);
                 dirty = true;
             }
+            _ = async {
+                if let Some(at) = status_until {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await
+                }
+            }, if status_until.is_some() => {
+                app::expire_status(&mut app, std::time::Instant::now());
+                dirty = true;
+            }
             _ = sigterm.recv() => { exit = Exit::Signal(libc::SIGTERM); break }
             _ = sigint.recv() => { exit = Exit::Interrupted; break }
             _ = sighup.recv() => { exit = Exit::Signal(libc::SIGHUP); break }
@@ -157,6 +212,13 @@ async fn event_loop(mut app: App) -> Result<Exit, TuiError> {
         exit = Exit::Interrupted;
     }
     app.save_progress();
+    let failed = recording.borrow_mut().error.take();
+    if let Some(e) = failed {
+        return Err(TuiError::Io(io::Error::new(
+            e.kind(),
+            format!("the recording stopped: {e}"),
+        )));
+    }
     Ok(exit)
 }
 

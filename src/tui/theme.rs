@@ -104,11 +104,77 @@ impl Theme {
         }
     }
 
+    /// For a projector, read from the back of a room: no dark grey (it vanishes), no dim text,
+    /// bold headings and keys in saturated colours; `mono` keeps NO_COLOR's rules (meaning in
+    /// modifiers and symbols) without the DIM modifier.
+    pub const fn projector(mono: bool) -> Self {
+        let bold = Style::new().add_modifier(Modifier::BOLD);
+        if mono {
+            let mut t = Self::mono();
+            t.dim = Style::new();
+            t.border = Style::new();
+            t.placeholder = Style::new();
+            t.quote = Style::new();
+            t.base = bold;
+            t.strong = bold.add_modifier(Modifier::UNDERLINED);
+            return t;
+        }
+        let mut t = Self::color();
+        t.base = Style::new().fg(Color::White);
+        t.dim = Style::new().fg(Color::Gray);
+        t.title = Style::new()
+            .fg(Color::LightYellow)
+            .add_modifier(Modifier::BOLD);
+        t.h1 = t.title;
+        t.h2 = Style::new()
+            .fg(Color::LightCyan)
+            .add_modifier(Modifier::BOLD);
+        t.h3 = t.h2;
+        t.strong = Style::new().fg(Color::White).add_modifier(Modifier::BOLD);
+        t.code = Style::new()
+            .fg(Color::LightYellow)
+            .add_modifier(Modifier::BOLD);
+        t.code_block = Style::new().fg(Color::White);
+        t.math = Style::new()
+            .fg(Color::LightMagenta)
+            .add_modifier(Modifier::BOLD);
+        t.border = Style::new().fg(Color::Gray);
+        t.quote = Style::new().fg(Color::White).add_modifier(Modifier::ITALIC);
+        t.key = Style::new()
+            .fg(Color::LightCyan)
+            .add_modifier(Modifier::BOLD);
+        t.warn = Style::new()
+            .fg(Color::LightYellow)
+            .add_modifier(Modifier::BOLD);
+        t.ok = Style::new()
+            .fg(Color::LightGreen)
+            .add_modifier(Modifier::BOLD);
+        t.error = Style::new()
+            .fg(Color::LightRed)
+            .add_modifier(Modifier::BOLD);
+        t.accent = Style::new()
+            .fg(Color::LightMagenta)
+            .add_modifier(Modifier::BOLD);
+        t.placeholder = Style::new().fg(Color::Gray).add_modifier(Modifier::ITALIC);
+        t
+    }
+
     /// Honour NO_COLOR (any non-empty value, per no-color.org).
     pub fn from_env() -> Self {
-        match std::env::var_os("NO_COLOR") {
-            Some(v) if !v.is_empty() => Self::mono(),
-            _ => Self::color(),
+        if no_color() {
+            Self::mono()
+        } else {
+            Self::color()
         }
     }
+
+    /// The projector theme, honouring NO_COLOR.
+    pub fn projector_from_env() -> Self {
+        Self::projector(no_color())
+    }
+}
+
+/// NO_COLOR is set to a non-empty value (no-color.org).
+pub fn no_color() -> bool {
+    matches!(std::env::var_os("NO_COLOR"), Some(v) if !v.is_empty())
 }

@@ -764,6 +764,36 @@ pub fn verdict_lines(
     out
 }
 
+
+impl crate::tui::screens::View for HangState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Hang]
+    }
+
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        self.running()
+            .then(|| std::time::Duration::from_millis(250))
+    }
+
+    fn takes_text(&self) -> bool {
+        self.typing.is_some()
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
+        if let crate::tui::app::Background::Hang(u) = msg {
+            HangState::receive(self, u.clone(), app);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

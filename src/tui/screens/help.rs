@@ -16,22 +16,20 @@ pub struct HelpState {
 pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     // The screen underneath decides which bindings matter.
-    let under: Vec<Context> = match app.stack.last() {
-        Some(crate::tui::app::Screen::Lesson(_)) => vec![Context::Lesson],
-        Some(crate::tui::app::Screen::Ring(_)) => vec![Context::Ring],
-        Some(crate::tui::app::Screen::Quiz(_)) => {
-            vec![Context::Quiz, Context::QuizRate, Context::QuizDone]
-        }
-        Some(crate::tui::app::Screen::Stats(_)) => vec![Context::Stats],
-        Some(crate::tui::app::Screen::TpCalc(_)) => vec![Context::TpCalc],
-        Some(crate::tui::app::Screen::Planner(_)) => vec![Context::Planner],
-        Some(crate::tui::app::Screen::Lab(_)) => vec![Context::Lab],
-        Some(crate::tui::app::Screen::Hang(_)) => vec![Context::Hang],
-        _ => vec![Context::Home],
-    };
+    let under: Vec<Context> = app
+        .stack
+        .last()
+        .map_or_else(|| vec![Context::Home], |s| s.view().help_contexts());
+    let own = app.stack.last().map_or(&[][..], |s| s.view().keys());
     let mut lines = Vec::new();
     let mut last = None;
-    for b in keys::for_contexts(&under) {
+    // The key column is as wide as its widest label (every key of a binding is listed).
+    let col = keys::for_contexts_with(own, &under)
+        .map(|b| b.label().chars().count() + 1)
+        .max()
+        .unwrap_or(12)
+        .clamp(12, 24);
+    for b in keys::for_contexts_with(own, &under) {
         if last != Some(b.ctx) {
             if last.is_some() {
                 lines.push(Line::raw(""));
@@ -40,7 +38,7 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
             last = Some(b.ctx);
         }
         lines.push(Line::from(vec![
-            Span::styled(format!("  {:<12}", b.label), t.key),
+            Span::styled(format!("  {:<col$}", b.label()), t.key),
             Span::raw(b.desc),
         ]));
     }

@@ -39,6 +39,15 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
                 ),
             )));
         }
+        Action::Present if n > 0 => {
+            match super::present::PresentState::start(app, s.selected, Default::default()) {
+                Ok(p) => {
+                    p.publish();
+                    return Outcome::Push(Screen::Present(Box::new(p)));
+                }
+                Err(e) => app.status = Some(e),
+            }
+        }
         Action::OpenRing => match RingState::new(RingParams::default()) {
             Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
             Err(e) => app.status = Some(e),
@@ -226,4 +235,18 @@ fn detail_lines(app: &App, e: &Entry) -> Vec<Line<'static>> {
         }
     }
     out
+}
+
+impl crate::tui::screens::View for HomeState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Home]
+    }
 }

@@ -596,6 +596,34 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     out
 }
 
+
+// The screen registry's view of the live lab (see screens/mod.rs).
+impl crate::tui::screens::View for LabState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Lab]
+    }
+
+    // Elapsed times on the phase board move while ranks run.
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        self.running()
+            .then(|| std::time::Duration::from_millis(250))
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, _app: &mut App) {
+        if let crate::tui::app::Background::Lab(u) = msg {
+            LabState::receive(self, u.clone());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -659,3 +659,45 @@ fn highlight(line: &Line<'static>, query: &str, style: Style) -> Line<'static> {
     }
     Line::from(spans)
 }
+
+impl crate::tui::screens::View for LessonState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Lesson]
+    }
+
+    fn takes_text(&self) -> bool {
+        self.search.editing
+    }
+
+    fn hint_line(&self, app: &App) -> Option<Line<'static>> {
+        if !self.search.editing {
+            return None;
+        }
+        let t = &app.theme;
+        let mut spans = vec![Span::styled("/", t.key)];
+        spans.extend(self.search.field.spans(Style::default(), t.dim));
+        spans.push(Span::styled(
+            "   Enter find · Esc cancel · Ctrl-U clear · Ctrl-W word",
+            t.dim,
+        ));
+        Some(Line::from(spans))
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
+        if let crate::tui::app::Background::HighlightingReady = msg {
+            LessonState::relayout(self, app);
+        }
+    }
+
+    fn relayout(&mut self, app: &App) {
+        LessonState::relayout(self, app);
+    }
+}

@@ -1,26 +1,121 @@
-//! Screens are registered here: one file each, dispatched from one place.
+//! Screens: one file each, registered with one line in the `screens!` list below.
+//!
+//! A screen is a state type that implements [`View`] (update, render, key contexts, tick,
+//! background results, text input) in its own file. The list declares the module, adds the
+//! [`Screen`] variant that holds it, and delegates to it; `app.rs`, `keys.rs` and this file's
+//! drawing code never name a screen. To add one, see "Adding a screen" in the README.
 
+// Helpers that are not screens.
 pub mod drill;
-pub mod hang;
 pub mod help;
-pub mod home;
-pub mod lab;
-pub mod lesson;
-pub mod planner;
-pub mod quiz;
-pub mod ring;
 pub mod ring_draw;
-pub mod stats;
-pub mod tpcalc;
+
+use std::time::Duration;
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::app::{App, MIN_HEIGHT, MIN_WIDTH, Screen};
-use super::keys;
+use super::app::{Action, App, Background, MIN_HEIGHT, MIN_WIDTH, Outcome};
+use super::keys::{self, Context};
+
+/// What every screen does. Only `update`, `render` and `contexts` are required.
+pub trait View {
+    /// Apply an action (the only place the screen's state changes); what the stack should do.
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome;
+    /// Draw into `area` (everything but the hint bar). Never mutates.
+    fn render(&self, app: &App, frame: &mut Frame, area: Rect);
+    /// The key contexts that apply now, most specific first (then Global).
+    fn contexts(&self) -> Vec<Context>;
+    /// Keys of the screen's own, defined in its file with `Context::Own` (looked up before the
+    /// shared table); a new screen needs no edit in `keys.rs`.
+    fn keys(&self) -> &'static [keys::Binding] {
+        &[]
+    }
+    /// The contexts the `?` overlay lists (all of the screen's states); default: `contexts`.
+    fn help_contexts(&self) -> Vec<Context> {
+        self.contexts()
+    }
+    /// How often it wants `Action::Tick` now; None while idle.
+    fn tick(&self, _app: &App) -> Option<Duration> {
+        None
+    }
+    /// A result of background work (every screen on the stack is offered each one).
+    fn receive(&mut self, _msg: &Background, _app: &mut App) {}
+    /// True while typed text goes to a field of the screen instead of the key table.
+    fn takes_text(&self) -> bool {
+        false
+    }
+    /// The hint bar's line when the screen owns it (a search or an answer line being typed).
+    fn hint_line(&self, _app: &App) -> Option<Line<'static>> {
+        None
+    }
+    /// Lay out again for a new size, a reload or the TeX toggle while below the top.
+    fn relayout(&mut self, _app: &App) {}
+}
+
+/// Declares each screen's module, the [`Screen`] variant holding its state, and the delegation.
+macro_rules! screens {
+    ($( $(#[$doc:meta])* $variant:ident($module:ident::$state:ident), )*) => {
+        $( pub mod $module; )*
+
+        /// The screens on the stack.
+        pub enum Screen {
+            $( $(#[$doc])* $variant(Box<$module::$state>), )*
+        }
+
+        impl Screen {
+            pub fn view(&self) -> &dyn View {
+                match self {
+                    $( Screen::$variant(s) => s.as_ref(), )*
+                }
+            }
+
+            pub fn view_mut(&mut self) -> &mut dyn View {
+                match self {
+                    $( Screen::$variant(s) => s.as_mut(), )*
+                }
+            }
+        }
+
+        $(
+            impl From<$module::$state> for Screen {
+                fn from(s: $module::$state) -> Self {
+                    Screen::$variant(Box::new(s))
+                }
+            }
+        )*
+    };
+}
+
+screens! {
+    /// The course map.
+    Home(home::HomeState),
+    Lesson(lesson::LessonState),
+    Ring(ring::RingState),
+    /// A quiz, a drill session or a mock interview.
+    Quiz(quiz::QuizState),
+    Stats(stats::StatsState),
+    TpCalc(tpcalc::TpCalcState),
+    Planner(planner::PlannerState),
+    /// The live lab (real rank processes over TCP).
+    Lab(lab::LabState),
+    /// The hang lab.
+    Hang(hang::HangState),
+    /// Presenter mode: a lesson as slides.
+    Present(present::PresentState),
+    /// Presenter mode: a quiz for a class (no grading, nothing recorded).
+    ClassQuiz(class_quiz::ClassQuizState),
+    /// The notes terminal following a presenter.
+    Notes(notes_view::NotesState),
+}
+
+impl Default for Screen {
+    fn default() -> Self {
+        home::HomeState::default().into()
+    }
+}
 
 pub fn render(app: &App, frame: &mut Frame) {
     let area = frame.area();
@@ -29,17 +124,8 @@ pub fn render(app: &App, frame: &mut Frame) {
         return;
     }
     let body = Rect::new(area.x, area.y, area.width, area.height.saturating_sub(1));
-    match app.stack.last() {
-        Some(Screen::Lesson(s)) => lesson::render(s, app, frame, body),
-        Some(Screen::Home(s)) => home::render(s, app, frame, body),
-        Some(Screen::Ring(s)) => ring_draw::render(s, app, frame, body),
-        Some(Screen::Lab(s)) => lab::render(s, app, frame, body),
-        Some(Screen::Hang(s)) => hang::render(s, app, frame, body),
-        Some(Screen::Quiz(s)) => quiz::render(s, app, frame, body),
-        Some(Screen::Stats(s)) => stats::render(s, app, frame, body),
-        Some(Screen::TpCalc(s)) => tpcalc::render(s, app, frame, body),
-        Some(Screen::Planner(s)) => planner::render(s, app, frame, body),
-        None => {}
+    if let Some(s) = app.stack.last() {
+        s.view().render(app, frame, body);
     }
     if let Some(h) = &app.help {
         help::render(h, app, frame, body);
@@ -69,31 +155,25 @@ fn render_too_small(app: &App, frame: &mut Frame, area: Rect) {
 /// The always-visible key-hint bar, gathered from the key table of what has focus.
 fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     let t = &app.theme;
-    if let Some(Screen::Lesson(l)) = app.stack.last()
-        && l.search.editing
+    if app.help.is_none()
+        && let Some(line) = app.stack.last().and_then(|s| s.view().hint_line(app))
     {
-        let mut spans = vec![Span::styled("/", t.key)];
-        spans.extend(l.search.field.spans(Style::default(), t.dim));
-        spans.push(Span::styled(
-            "   Enter find · Esc cancel · Ctrl-U clear · Ctrl-W word",
-            t.dim,
-        ));
-        return Paragraph::new(Line::from(spans));
-    }
-    if let Some(Screen::Quiz(q)) = app.stack.last()
-        && q.session.accepts_input()
-    {
-        return Paragraph::new(quiz::input_hints(app));
+        return Paragraph::new(line);
     }
     let mut spans = Vec::new();
     if let Some(s) = &app.status {
         spans.push(Span::styled(format!("{s}  "), t.accent));
     }
+    let own = app.own_keys();
+    let label = |b: &keys::Binding| match b.ctx {
+        keys::Context::Own(_) => b.short_label_among(own),
+        _ => b.short_label(),
+    };
     let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
-    let w = |b: &keys::Binding| b.label.chars().count() + bar(b).chars().count() + 3;
+    let w = |b: &keys::Binding| label(b).chars().count() + bar(b).chars().count() + 3;
     // The screen's keys by priority; back and help always show, help as "more: ?" when some
     // keys did not fit (the overlay lists them all).
-    let all: Vec<&keys::Binding> = keys::for_contexts(&app.contexts()).collect();
+    let all: Vec<&keys::Binding> = keys::for_contexts_with(own, &app.contexts()).collect();
     let mut local: Vec<&keys::Binding> = all
         .iter()
         .copied()
@@ -119,7 +199,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         shown.push(b);
     }
     for b in shown {
-        spans.push(Span::styled(b.label, t.key));
+        spans.push(Span::styled(label(b), t.key));
         spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
     }
     for b in global {
@@ -128,7 +208,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             spans.push(Span::styled("?", t.key));
             spans.push(Span::raw("  "));
         } else {
-            spans.push(Span::styled(b.label, t.key));
+            spans.push(Span::styled(label(b), t.key));
             spans.push(Span::styled(format!(" {}  ", bar(b)), t.dim));
         }
     }

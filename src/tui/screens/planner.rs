@@ -6,7 +6,8 @@ use ratatui::layout::{Constraint, Layout, Margin, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::tpcalc::{FORM_WIDTH, GPN_STEPS, form_lines, step};
+use super::tpcalc::{FORM_WIDTH, GPN_STEPS};
+use crate::tui::form::{Form, FormModel, cycle, step};
 use crate::collective::LINK_PRESETS;
 use crate::course::block::PlanBlock;
 use crate::infer::plan::MAX_NODES;
@@ -20,15 +21,17 @@ pub const INTRA_LINKS: [usize; 2] = [0, 1];
 /// Links between nodes: InfiniBand, Ethernet.
 pub const INTER_LINKS: [usize; 2] = [2, 3];
 
-pub const FIELDS: [&str; 7] = [
-    "model",
-    "nodes",
-    "GPUs/node",
-    "backend",
-    "GPU memory",
-    "inside node",
-    "between",
-];
+/// The editable fields, top to bottom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanField {
+    Model,
+    Nodes,
+    GpusPerNode,
+    Backend,
+    GpuMemory,
+    Intra,
+    Inter,
+}
 
 pub struct PlannerState {
     pub models: Vec<ModelConfig>,
@@ -39,8 +42,7 @@ pub struct PlannerState {
     pub gpu_mem_gb: u64,
     pub intra: usize,
     pub inter: usize,
-    /// Index into [`FIELDS`].
-    pub focus: usize,
+    pub form: Form,
     /// First line of the plan text shown.
     pub scroll: usize,
     pub plan: Result<Plan, String>,
@@ -65,7 +67,7 @@ impl PlannerState {
             gpu_mem_gb: 80,
             intra: INTRA_LINKS[0],
             inter: INTER_LINKS[0],
-            focus: 0,
+            form: Form::default(),
             scroll: 0,
             plan: Err(String::new()),
         };
@@ -95,49 +97,6 @@ impl PlannerState {
             }
             None => Err("no model presets".into()),
         };
-    }
-
-    /// (label, value) of every field, in [`FIELDS`] order.
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let link = |i: usize| short_link(i).to_string();
-        vec![
-            (
-                FIELDS[0],
-                self.current().map_or("?".into(), |m| m.name.clone()),
-            ),
-            (FIELDS[1], self.nodes.to_string()),
-            (FIELDS[2], self.gpus_per_node.to_string()),
-            (FIELDS[3], self.backend.to_string()),
-            (FIELDS[4], format!("{} GB", self.gpu_mem_gb)),
-            (FIELDS[5], link(self.intra)),
-            (FIELDS[6], link(self.inter)),
-        ]
-    }
-
-    fn adjust(&mut self, d: i32) {
-        let toggle = |list: &[usize], cur: usize| {
-            let i = list.iter().position(|&x| x == cur).unwrap_or(0);
-            list[(i + 1) % list.len()]
-        };
-        match self.focus {
-            0 => {
-                let n = self.models.len().max(1) as isize;
-                self.model = (self.model as isize + d.signum() as isize).rem_euclid(n) as usize;
-            }
-            1 => {
-                self.nodes = self
-                    .nodes
-                    .saturating_add_signed(d as isize)
-                    .clamp(1, MAX_NODES)
-            }
-            2 => self.gpus_per_node = step(&GPN_STEPS, self.gpus_per_node, d),
-            3 => self.backend = self.backend.next(),
-            4 => self.gpu_mem_gb = step(&MEM_STEPS, self.gpu_mem_gb, d),
-            5 => self.intra = toggle(&INTRA_LINKS, self.intra),
-            _ => self.inter = toggle(&INTER_LINKS, self.inter),
-        }
-        self.scroll = 0;
-        self.recompute();
     }
 
     /// The plan text for a pane `width` columns wide.
@@ -191,6 +150,70 @@ fn body_area(area: Rect) -> Rect {
     body
 }
 
+impl FormModel for PlannerState {
+    type Field = PlanField;
+    const FIELDS: &'static [PlanField] = &[
+        PlanField::Model,
+        PlanField::Nodes,
+        PlanField::GpusPerNode,
+        PlanField::Backend,
+        PlanField::GpuMemory,
+        PlanField::Intra,
+        PlanField::Inter,
+    ];
+
+    fn label(f: PlanField) -> &'static str {
+        match f {
+            PlanField::Model => "model",
+            PlanField::Nodes => "nodes",
+            PlanField::GpusPerNode => "GPUs/node",
+            PlanField::Backend => "backend",
+            PlanField::GpuMemory => "GPU memory",
+            PlanField::Intra => "inside node",
+            PlanField::Inter => "between",
+        }
+    }
+
+    fn value(&self, f: PlanField) -> String {
+        match f {
+            PlanField::Model => self.current().map_or("?".into(), |m| m.name.clone()),
+            PlanField::Nodes => self.nodes.to_string(),
+            PlanField::GpusPerNode => self.gpus_per_node.to_string(),
+            PlanField::Backend => self.backend.to_string(),
+            PlanField::GpuMemory => format!("{} GB", self.gpu_mem_gb),
+            PlanField::Intra => short_link(self.intra).to_string(),
+            PlanField::Inter => short_link(self.inter).to_string(),
+        }
+    }
+
+    fn adjust(&mut self, f: PlanField, d: i32) {
+        let toggle = |list: &[usize], cur: usize| {
+            let i = list.iter().position(|&x| x == cur).unwrap_or(0);
+            list[(i + 1) % list.len()]
+        };
+        match f {
+            PlanField::Model => self.model = cycle(self.model, self.models.len(), d),
+            PlanField::Nodes => {
+                self.nodes = self
+                    .nodes
+                    .saturating_add_signed(d as isize)
+                    .clamp(1, MAX_NODES)
+            }
+            PlanField::GpusPerNode => self.gpus_per_node = step(&GPN_STEPS, self.gpus_per_node, d),
+            PlanField::Backend => self.backend = self.backend.next(),
+            PlanField::GpuMemory => self.gpu_mem_gb = step(&MEM_STEPS, self.gpu_mem_gb, d),
+            PlanField::Intra => self.intra = toggle(&INTRA_LINKS, self.intra),
+            PlanField::Inter => self.inter = toggle(&INTER_LINKS, self.inter),
+        }
+        self.scroll = 0;
+    }
+
+    fn validate(&mut self) -> Result<(), String> {
+        self.recompute();
+        self.plan.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+}
+
 pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
     let pane = plan_area(body_area(app.body_area()));
     let page = (pane.height as usize).saturating_sub(2).max(1);
@@ -199,14 +222,12 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
         .len()
         .saturating_sub(pane.height as usize);
     match action {
-        Action::Move(d) => {
-            s.focus = (s.focus as isize + d as isize).clamp(0, FIELDS.len() as isize - 1) as usize;
-        }
-        Action::Adjust(d) => {
-            s.adjust(d);
-            if let Err(e) = &s.plan {
-                app.status = Some(e.clone());
+        Action::Move(_) | Action::Adjust(_) => {
+            let mut form = s.form;
+            if let Some(e) = form.update(s, action) {
+                app.status = Some(e);
             }
+            s.form = form;
         }
         Action::Page(d) => {
             s.scroll = s
@@ -233,7 +254,7 @@ pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
     let body = body_area(area);
     let [left, _] =
         Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
-    let mut lines = form_lines(&s.fields(), s.focus, t);
+    let mut lines = s.form.lines(s, t);
     lines.push(Line::raw(""));
     match &s.plan {
         Ok(p) => {
@@ -294,4 +315,18 @@ fn styled_line(l: String, t: &crate::tui::theme::Theme) -> Line<'static> {
         t.base
     };
     Line::styled(l, style)
+}
+
+impl crate::tui::screens::View for PlannerState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Planner]
+    }
 }

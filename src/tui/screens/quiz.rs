@@ -474,3 +474,33 @@ fn explanation(out: &mut Vec<Line<'static>>, app: &App, text: &str, source: &str
         ]));
     }
 }
+
+impl crate::tui::screens::View for QuizState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        QuizState::contexts(self)
+    }
+
+    fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![Context::Quiz, Context::QuizRate, Context::QuizDone]
+    }
+
+    fn tick(&self, app: &App) -> Option<std::time::Duration> {
+        (self.wants_clock() && app.help.is_none()).then(|| std::time::Duration::from_secs(1))
+    }
+
+    fn takes_text(&self) -> bool {
+        self.session.accepts_input()
+    }
+
+    fn hint_line(&self, app: &App) -> Option<Line<'static>> {
+        self.session.accepts_input().then(|| input_hints(app))
+    }
+}

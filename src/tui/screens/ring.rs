@@ -94,8 +94,20 @@ pub struct Compare {
     pub max_sent: u64,
     /// Most bytes any one rank receives.
     pub max_received: u64,
-    pub max_link: u64,
-    pub estimate: Estimate,
+    /// The rank whose port (NIC or NVLink port) carries the most, and what it carries
+    /// (sent + received).
+    pub busiest_port: Option<crate::collective::RankBytes>,
+    /// Every rank's port carries the same (ring): no rank is the busiest.
+    pub ports_even: bool,
+    /// The time estimate on each link choice ([`LINK_CHOICES`]), so that `L` rebuilds nothing.
+    pub estimates: Vec<Estimate>,
+}
+
+impl Compare {
+    /// The estimate on link choice `link`.
+    pub fn estimate(&self, link: usize) -> Option<&Estimate> {
+        self.estimates.get(link)
+    }
 }
 
 pub struct RingState {
@@ -114,6 +126,10 @@ pub struct RingState {
     /// What the time estimates assume: an index into LINK_PRESETS (every rank on that link),
     /// or LINK_PRESETS.len() for nodes (NVLink 4 inside, one 400G IB NIC per GPU between).
     pub link: usize,
+    /// Presenter mode: a caption for every step, generated from the schedule.
+    pub narrate: bool,
+    /// The caption of the step just applied (empty unless `narrate`).
+    pub caption: String,
 }
 
 /// How many link choices `L` cycles through: every preset, then the two-level topology.
@@ -162,8 +178,10 @@ impl RingState {
             playing: false,
             speed: 2,
             link: 0,
+            narrate: false,
+            caption: String::new(),
         };
-        s.compare = compare(&spec, &topology(&spec, s.link));
+        s.compare = compare(&spec);
         s.seek(0);
         Ok(s)
     }
@@ -175,6 +193,8 @@ impl RingState {
                 next.speed = self.speed;
                 next.link = self.link;
                 next.playing = self.playing;
+                next.narrate = self.narrate;
+                next.seek(0);
                 *self = next;
             }
             Err(e) => app.status = Some(e),
@@ -188,6 +208,19 @@ impl RingState {
         self.contrib = (self.params.ranks <= MAX_DRAWN)
             .then(|| Contributions::after(&self.schedule, self.step).ok())
             .flatten();
+        if self.narrate {
+            self.caption = match self.step.checked_sub(1) {
+                Some(k) => crate::course::narrate::caption(&self.schedule, k).unwrap_or_default(),
+                None => format!("{}: Space plays, → steps, ← steps back", self.phase_text()),
+            };
+        }
+    }
+
+    /// This view with a caption for every step (presenter mode).
+    pub fn narrated(mut self) -> Self {
+        self.narrate = true;
+        self.seek(self.step);
+        self
     }
 
     pub fn at_end(&self) -> bool {
@@ -230,12 +263,20 @@ impl RingState {
     }
 }
 
+/// The speed whose step time is nearest `pace_ms`.
+pub fn speed_for(pace_ms: u64) -> usize {
+    (0..SPEEDS_MS.len())
+        .min_by_key(|&i| SPEEDS_MS[i].abs_diff(pace_ms))
+        .unwrap_or(0)
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Every algorithm that has a schedule for this collective, on the same N and M.
-pub fn compare(spec: &Spec, topo: &Topology) -> Vec<Compare> {
+/// Every algorithm that has a schedule for this collective, on the same N and M, with its time
+/// on every link choice (each schedule is built once).
+pub fn compare(spec: &Spec) -> Vec<Compare> {
     Algorithm::ALL
         .iter()
         .filter(|a| a.supports(spec.op))
@@ -245,15 +286,16 @@ pub fn compare(spec: &Spec, topo: &Topology) -> Vec<Compare> {
             Some(Compare {
                 algo,
                 steps: t.steps,
-                max_sent: t.per_rank.iter().map(|r| r.bytes_sent).max().unwrap_or(0),
-                max_received: t
+                max_sent: t.max_sent(),
+                max_received: t.max_received(),
+                busiest_port: t.busiest_port(),
+                ports_even: t
                     .per_rank
-                    .iter()
-                    .map(|r| r.bytes_received)
-                    .max()
-                    .unwrap_or(0),
-                max_link: t.max_link_bytes,
-                estimate: estimate_on(&s, topo),
+                    .windows(2)
+                    .all(|w| w[0].port_bytes() == w[1].port_bytes()),
+                estimates: (0..LINK_CHOICES)
+                    .map(|link| estimate_on(&s, &topology(spec, link)))
+                    .collect(),
             })
         })
         .collect()
@@ -360,7 +402,6 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         Action::CycleLink => {
             s.link = (s.link + 1) % LINK_CHOICES;
             let spec = *s.schedule.spec();
-            s.compare = compare(&spec, &topology(&spec, s.link));
             app.status = Some(match LINK_PRESETS.get(s.link) {
                 Some(l) => format!("estimates for {}: {}", l.name, l.note),
                 None => format!(
@@ -373,4 +414,23 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         _ => {}
     }
     Outcome::Stay
+}
+
+impl crate::tui::screens::View for RingState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        super::ring_draw::render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Ring]
+    }
+
+    fn tick(&self, app: &App) -> Option<std::time::Duration> {
+        (self.playing && app.help.is_none())
+            .then(|| std::time::Duration::from_millis(self.tick_ms()))
+    }
 }

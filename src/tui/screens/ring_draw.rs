@@ -35,13 +35,29 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     let compact = area.width < 100 || area.height < 32 || s.params.ranks > MAX_DRAWN;
     // Two header lines and one row per algorithm that has a schedule here.
     let cmp_h = 2 + s.compare.len().max(3) as u16;
+    // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
+    let head_h = if s.narrate { 5 } else { 2 };
     let [head, body, cmp] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(head_h),
         Constraint::Min(3),
         Constraint::Length(cmp_h),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header(s, t)), head);
+    let mut head_lines = header(s, t);
+    if s.narrate {
+        head_lines.push(Line::raw(""));
+        head_lines.push(Line::from(Span::styled(
+            format!(" {}", s.caption),
+            t.strong,
+        )));
+    }
+    let head_par = Paragraph::new(head_lines);
+    let head_par = if s.narrate {
+        head_par.wrap(ratatui::widgets::Wrap { trim: false })
+    } else {
+        head_par
+    };
+    frame.render_widget(head_par, head);
     if compact {
         frame.render_widget(
             Paragraph::new(table_lines(s, t, body.height as usize)),
@@ -371,7 +387,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
         Line::styled(
             format!(
                 " {:<11} {:>6} {:>14} {:>14} {:>14} {:>12}",
-                "algo", "steps", "max sent/rank", "max recv/rank", "busiest link", "est. time"
+                "algo", "steps", "max sent/rank", "max recv/rank", "busiest port", "est. time"
             ),
             t.strong,
         ),
@@ -383,8 +399,13 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             c.steps,
             format_bytes(c.max_sent),
             format_bytes(c.max_received),
-            format_bytes(c.max_link),
-            format_seconds(c.estimate.total_s),
+            match c.busiest_port {
+                None => "-".to_string(),
+                Some(r) if c.ports_even => format!("each {}", format_bytes(r.port_bytes())),
+                Some(r) => format!("R{} {}", r.rank, format_bytes(r.port_bytes())),
+            },
+            c.estimate(s.link)
+                .map_or_else(|| "-".to_string(), |e| format_seconds(e.total_s)),
         );
         let shown = c.algo == s.params.algo;
         out.push(Line::from(vec![

@@ -237,3 +237,17 @@ pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
         ),
     );
 }
+
+impl crate::tui::screens::View for StatsState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::Stats]
+    }
+}

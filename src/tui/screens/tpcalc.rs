@@ -9,6 +9,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::course::block::TpBlock;
 use crate::infer::{Level, ModelConfig, TpQuery, TpReport, calculate, find_model, presets};
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::form::{Form, FormModel, cycle};
 use crate::tui::theme::Theme;
 use crate::units::{format_bytes, format_seconds};
 
@@ -23,7 +24,13 @@ pub const GPN_STEPS: [usize; 5] = [1, 2, 4, 8, 16];
 pub const FORM_WIDTH: u16 = 32;
 
 /// The editable fields, top to bottom.
-pub const FIELDS: [&str; 4] = ["model", "TP degree", "tokens/pass", "GPUs/node"];
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpField {
+    Model,
+    Tp,
+    Tokens,
+    GpusPerNode,
+}
 
 pub struct TpCalcState {
     pub models: Vec<ModelConfig>,
@@ -31,20 +38,11 @@ pub struct TpCalcState {
     pub tp: usize,
     pub tokens: u64,
     pub gpus_per_node: usize,
-    /// Index into [`FIELDS`].
-    pub focus: usize,
+    pub form: Form,
     pub report: Result<TpReport, String>,
 }
 
-/// The next value after (d > 0) or before (d < 0) `cur` in the sorted `steps`, clamped.
-pub fn step<T: Copy + PartialOrd>(steps: &[T], cur: T, d: i32) -> T {
-    let next = if d > 0 {
-        steps.iter().copied().find(|&v| v > cur)
-    } else {
-        steps.iter().rev().copied().find(|&v| v < cur)
-    };
-    next.unwrap_or(cur)
-}
+pub use crate::tui::form::step;
 
 impl TpCalcState {
     /// Opens on a preset (by name or Hugging Face id).
@@ -58,7 +56,7 @@ impl TpCalcState {
             tp,
             tokens,
             gpus_per_node: 8,
-            focus: 0,
+            form: Form::default(),
             report: Err(String::new()),
         };
         s.recompute();
@@ -85,72 +83,58 @@ impl TpCalcState {
             None => Err("no model presets".into()),
         };
     }
+}
 
-    /// (label, value) of every field, in [`FIELDS`] order.
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let model = self.current().map_or("?".into(), |m| m.name.clone());
-        vec![
-            (FIELDS[0], model),
-            (FIELDS[1], self.tp.to_string()),
-            (FIELDS[2], self.tokens.to_string()),
-            (FIELDS[3], self.gpus_per_node.to_string()),
-        ]
+impl FormModel for TpCalcState {
+    type Field = TpField;
+    const FIELDS: &'static [TpField] = &[TpField::Model, TpField::Tp, TpField::Tokens, TpField::GpusPerNode];
+
+    fn label(f: TpField) -> &'static str {
+        match f {
+            TpField::Model => "model",
+            TpField::Tp => "TP degree",
+            TpField::Tokens => "tokens/pass",
+            TpField::GpusPerNode => "GPUs/node",
+        }
     }
 
-    fn adjust(&mut self, d: i32) {
-        match self.focus {
-            0 => {
-                let n = self.models.len().max(1) as isize;
-                self.model = (self.model as isize + d.signum() as isize).rem_euclid(n) as usize;
-            }
-            1 => self.tp = step(&TP_STEPS, self.tp, d),
-            2 => self.tokens = step(&TOKEN_STEPS, self.tokens, d),
-            _ => self.gpus_per_node = step(&GPN_STEPS, self.gpus_per_node, d),
+    fn value(&self, f: TpField) -> String {
+        match f {
+            TpField::Model => self.current().map_or("?".into(), |m| m.name.clone()),
+            TpField::Tp => self.tp.to_string(),
+            TpField::Tokens => self.tokens.to_string(),
+            TpField::GpusPerNode => self.gpus_per_node.to_string(),
         }
+    }
+
+    fn adjust(&mut self, f: TpField, d: i32) {
+        match f {
+            TpField::Model => self.model = cycle(self.model, self.models.len(), d),
+            TpField::Tp => self.tp = step(&TP_STEPS, self.tp, d),
+            TpField::Tokens => self.tokens = step(&TOKEN_STEPS, self.tokens, d),
+            TpField::GpusPerNode => self.gpus_per_node = step(&GPN_STEPS, self.gpus_per_node, d),
+        }
+    }
+
+    fn validate(&mut self) -> Result<(), String> {
         self.recompute();
+        self.report.as_ref().map(|_| ()).map_err(Clone::clone)
     }
 }
 
 pub fn update(s: &mut TpCalcState, app: &mut App, action: Action) -> Outcome {
     match action {
-        Action::Move(d) => {
-            s.focus = (s.focus as isize + d as isize).clamp(0, FIELDS.len() as isize - 1) as usize;
-        }
-        Action::Adjust(d) => {
-            s.adjust(d);
-            if let Err(e) = &s.report {
-                app.status = Some(e.clone());
+        Action::Move(_) | Action::Adjust(_) => {
+            let mut form = s.form;
+            if let Some(e) = form.update(s, action) {
+                app.status = Some(e);
             }
+            s.form = form;
         }
         Action::Back => return Outcome::Pop,
         _ => {}
     }
     Outcome::Stay
-}
-
-/// The field list with the focused one marked (▶ and the selection style).
-pub fn form_lines(
-    fields: &[(&'static str, String)],
-    focus: usize,
-    t: &Theme,
-) -> Vec<Line<'static>> {
-    fields
-        .iter()
-        .enumerate()
-        .map(|(i, (label, value))| {
-            if i == focus {
-                Line::from(vec![
-                    Span::styled(format!("▶ {label:<11}"), t.selection),
-                    Span::styled(format!("◀ {value} ▶"), t.selection),
-                ])
-            } else {
-                Line::from(vec![
-                    Span::styled(format!("  {label:<11}"), t.dim),
-                    Span::raw(format!("  {value}")),
-                ])
-            }
-        })
-        .collect()
 }
 
 fn model_lines(m: &ModelConfig, t: &Theme) -> Vec<Line<'static>> {
@@ -251,13 +235,19 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(" TP calculator ", t.title),
-            Span::styled("— two all-reduces per layer, every forward pass", t.dim),
+            Span::styled(
+                format!(
+                    "— {}, every forward pass",
+                    crate::infer::tp::ALLREDUCES_PER_LAYER_TEXT
+                ),
+                t.dim,
+            ),
         ])),
         head,
     );
     let [left, right] =
         Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
-    let mut lines = form_lines(&s.fields(), s.focus, t);
+    let mut lines = s.form.lines(s, t);
     lines.push(Line::raw(""));
     if let Some(m) = s.current() {
         lines.extend(model_lines(m, t));
@@ -281,6 +271,21 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
             .block(Block::default().title(Span::styled(" Per GPU, from the schedule ", t.h2))),
         right.inner(ratatui::layout::Margin::new(1, 0)),
     );
+}
+
+
+impl crate::tui::screens::View for TpCalcState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![crate::tui::keys::Context::TpCalc]
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ use super::model::ModelConfig;
 use super::tp::{Check, Level, allreduce_schedule, link_time, tp_checks};
 use crate::collective::{Algorithm, Collective, Dtype, LINK_PRESETS, Schedule, Spec, estimate};
 
+mod text;
+pub use text::shell_lines;
+
 /// vLLM's default `--gpu-memory-utilization`: the share of GPU memory it may use.
 pub const GPU_MEMORY_UTILIZATION: f64 = 0.9;
 /// Planner limits.
@@ -389,20 +392,20 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
 
     // Interfaces and links.
     let iface = input.iface.as_str();
-    if nodes > 1 && iface.starts_with("lo") {
-        check(
+    match node_local(iface) {
+        Some(NodeLocal::Loopback) if nodes > 1 => check(
             Level::Error,
             format!(
                 "--iface {iface} is the loopback: it cannot reach another node, so the bootstrap retries and hangs"
             ),
-        );
-    } else if nodes > 1 && (iface.starts_with("docker") || iface.starts_with("virbr")) {
-        check(
+        ),
+        Some(NodeLocal::Bridge) if nodes > 1 => check(
             Level::Error,
             format!(
                 "--iface {iface} is a local bridge (docker0 is 172.17.0.1 on every Docker host): peers would dial themselves"
             ),
-        );
+        ),
+        _ => {}
     }
     if input.intra != 0 {
         check(
@@ -567,171 +570,23 @@ fn launch(backend: Backend, input: &PlanInput, tp: usize, pp: usize) -> Launch {
     Launch { backend, steps }
 }
 
-/// Splits a long command at ` --` into `\`-continued lines of at most `width` columns.
-pub fn shell_lines(cmd: &str, width: usize, indent: &str) -> Vec<String> {
-    let mut parts: Vec<String> = Vec::new();
-    for (i, piece) in cmd.split(" --").enumerate() {
-        parts.push(if i == 0 {
-            piece.to_string()
-        } else {
-            format!("--{piece}")
-        });
-    }
-    let mut lines: Vec<String> = Vec::new();
-    let mut cur = indent.to_string();
-    let mut first = true;
-    for p in parts {
-        let sep = if first { "" } else { " " };
-        if !first && cur.chars().count() + sep.len() + p.chars().count() + 2 > width {
-            lines.push(format!("{cur} \\"));
-            cur = format!("{indent}    {p}");
-        } else {
-            cur.push_str(sep);
-            cur.push_str(&p);
-        }
-        first = false;
-    }
-    lines.push(cur);
-    lines
+/// Why an interface cannot carry traffic between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLocal {
+    /// `lo`: only this host.
+    Loopback,
+    /// `docker0`, `virbr0`: a bridge every host has, with the same address.
+    Bridge,
 }
 
-impl Plan {
-    /// The launch steps for one backend.
-    pub fn launch(&self, backend: Backend) -> Option<&Launch> {
-        self.launches.iter().find(|l| l.backend == backend)
-    }
-
-    /// The plan as text (at most 80 columns); `backend` None prints both launches.
-    pub fn to_text(&self, backend: Option<Backend>) -> String {
-        self.text_for_width(backend, 80)
-    }
-
-    /// The plan as text, its wrapped lines at most `width` columns (the header lines and the
-    /// worker's address expression may be longer).
-    pub fn text_for_width(&self, backend: Option<Backend>, width: usize) -> String {
-        let wrap_at = width.saturating_sub(2).max(20);
-        use crate::units::format_seconds;
-        let mut s = String::new();
-        let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
-        let _ = writeln!(
-            s,
-            "{} on {} node(s) × {} GPUs ({} inside, {} between)",
-            self.model, self.nodes, self.gpus_per_node, self.intra_link, self.inter_link
-        );
-        let (lo, hi) = self.layers_per_stage;
-        let layers = if lo == hi {
-            format!("{lo}")
-        } else {
-            format!("{lo}-{hi}")
-        };
-        let _ = writeln!(
-            s,
-            "TP {} × PP {} = {} of {} GPUs · {layers} layers per stage\n",
-            self.tp, self.pp, self.gpus_used, self.total_gpus
-        );
-        let _ = writeln!(s, "Why:");
-        for r in &self.reasons {
-            s.push_str(&super::wrap(r, wrap_at, "  - ", "    "));
-        }
-        let m = &self.memory;
-        let _ = writeln!(
-            s,
-            "\nMemory ({}, vLLM may use {} of each GPU):",
-            self.dtype, GPU_MEMORY_UTILIZATION
-        );
-        match m.fits {
-            None => {
-                let _ = writeln!(s, "  parameter count unknown: not checked");
-            }
-            Some(fits) => {
-                let _ = writeln!(
-                    s,
-                    "  weights {} · per GPU {} of a {} budget",
-                    gb(m.weight_bytes),
-                    gb(m.per_gpu_bytes),
-                    gb(m.budget_bytes)
-                );
-                let _ = writeln!(
-                    s,
-                    "  {}",
-                    if fits {
-                        format!(
-                            "fits: {} per GPU left for the KV cache",
-                            gb(m.headroom_bytes.max(0) as u64)
-                        )
-                    } else {
-                        "WON'T FIT".to_string()
-                    }
-                );
-            }
-        }
-        let c = &self.comm;
-        let _ = writeln!(s, "\nCommunication per decode token (estimates):");
-        let _ = writeln!(
-            s,
-            "  TP: {} all-reduces of {} B on {}: {}",
-            c.tp_allreduces,
-            c.tp_allreduce_bytes,
-            c.tp_link,
-            format_seconds(c.tp_per_token_s)
-        );
-        if c.pp_handoffs > 0 {
-            let _ = writeln!(
-                s,
-                "  PP: {} handoff(s) of {} B on {}: {}",
-                c.pp_handoffs,
-                c.pp_handoff_bytes,
-                c.pp_link,
-                format_seconds(c.pp_per_token_s)
-            );
-        }
-        if let Some(t) = c.tp_across_nodes_per_token_s {
-            let _ = writeln!(
-                s,
-                "  (TP {} across nodes instead, paced by {}: {})",
-                self.gpus_used,
-                c.pp_link,
-                format_seconds(t)
-            );
-        }
-        if !self.checks.is_empty() {
-            let _ = writeln!(s, "\nChecks:");
-            for ch in &self.checks {
-                s.push_str(&super::wrap(
-                    &ch.message,
-                    wrap_at,
-                    &format!("  {} ", ch.level.mark()),
-                    "    ",
-                ));
-            }
-        }
-        for l in &self.launches {
-            if backend.is_some_and(|b| b != l.backend) {
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "\nLaunch with {}{}:",
-                l.backend,
-                match (l.backend, self.nodes) {
-                    (_, 1) => "",
-                    (Backend::Mp, _) => " (every node runs vllm serve; workers --headless)",
-                    (Backend::Ray, _) => " (form the Ray cluster, then serve once on the head)",
-                }
-            );
-            for st in &l.steps {
-                let _ = writeln!(s, "  # node {} ({})", st.node, st.role);
-                for e in &st.env {
-                    let _ = writeln!(s, "  export {}={}", e.name, e.value);
-                }
-                for cmd in &st.commands {
-                    for line in shell_lines(cmd, width.max(40), "  ") {
-                        let _ = writeln!(s, "{line}");
-                    }
-                }
-            }
-        }
-        s
+/// The one home of "is this NIC node-local" (by name, as NCCL's default exclusion does).
+pub fn node_local(iface: &str) -> Option<NodeLocal> {
+    if iface.starts_with("lo") {
+        Some(NodeLocal::Loopback)
+    } else if iface.starts_with("docker") || iface.starts_with("virbr") {
+        Some(NodeLocal::Bridge)
+    } else {
+        None
     }
 }
 

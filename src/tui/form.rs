@@ -1,0 +1,160 @@
+//! Forms: a column of fields, one focused, whose values step with ←/→. A screen describes its
+//! fields once ([`FormModel`]: each field's label, value, how it steps, and what the whole form
+//! says after a change); [`Form`] keeps the focus, handles the keys and draws the column.
+
+use ratatui::text::{Line, Span};
+
+use crate::tui::app::Action;
+use crate::tui::theme::Theme;
+
+/// What a form edits.
+pub trait FormModel {
+    /// The fields, top to bottom.
+    type Field: Copy + 'static;
+    const FIELDS: &'static [Self::Field];
+    fn label(field: Self::Field) -> &'static str;
+    /// The field's value as shown.
+    fn value(&self, field: Self::Field) -> String;
+    /// Step the field's value: +1 next, -1 previous.
+    fn adjust(&mut self, field: Self::Field, d: i32);
+    /// Recompute what the form means after a change; the problem, if there is one.
+    fn validate(&mut self) -> Result<(), String>;
+}
+
+/// The focus of a form.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Form {
+    /// Index into [`FormModel::FIELDS`].
+    pub focus: usize,
+}
+
+impl Form {
+    /// The focused field.
+    pub fn focused<M: FormModel>(&self) -> Option<M::Field> {
+        M::FIELDS.get(self.focus).copied()
+    }
+
+    /// Handle a form key: `Move` changes the focus (clamped), `Adjust` steps the focused field
+    /// and validates. Returns the validation's problem after an `Adjust`; None for other actions.
+    pub fn update<M: FormModel>(&mut self, model: &mut M, action: Action) -> Option<String> {
+        match action {
+            Action::Move(d) => {
+                let last = M::FIELDS.len().saturating_sub(1) as isize;
+                self.focus = (self.focus as isize + d as isize).clamp(0, last) as usize;
+                None
+            }
+            Action::Adjust(d) => {
+                let f = self.focused::<M>()?;
+                model.adjust(f, d);
+                model.validate().err()
+            }
+            _ => None,
+        }
+    }
+
+    /// The column of fields with the focused one marked (▶ and the selection style).
+    pub fn lines<M: FormModel>(&self, model: &M, t: &Theme) -> Vec<Line<'static>> {
+        M::FIELDS
+            .iter()
+            .enumerate()
+            .map(|(i, &f)| {
+                let (label, value) = (M::label(f), model.value(f));
+                if i == self.focus {
+                    Line::from(vec![
+                        Span::styled(format!("▶ {label:<11}"), t.selection),
+                        Span::styled(format!("◀ {value} ▶"), t.selection),
+                    ])
+                } else {
+                    Line::from(vec![
+                        Span::styled(format!("  {label:<11}"), t.dim),
+                        Span::raw(format!("  {value}")),
+                    ])
+                }
+            })
+            .collect()
+    }
+}
+
+/// The next value after (d > 0) or before (d < 0) `cur` in the sorted `steps`, clamped.
+pub fn step<T: Copy + PartialOrd>(steps: &[T], cur: T, d: i32) -> T {
+    let next = if d > 0 {
+        steps.iter().copied().find(|&v| v > cur)
+    } else {
+        steps.iter().rev().copied().find(|&v| v < cur)
+    };
+    next.unwrap_or(cur)
+}
+
+/// `i` moved by the sign of `d` through `len` choices, wrapping.
+pub fn cycle(i: usize, len: usize, d: i32) -> usize {
+    let n = len.max(1) as isize;
+    (i as isize + d.signum() as isize).rem_euclid(n) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Two {
+        a: u32,
+        b: u32,
+    }
+
+    #[derive(Clone, Copy)]
+    enum F {
+        A,
+        B,
+    }
+
+    impl FormModel for Two {
+        type Field = F;
+        const FIELDS: &'static [F] = &[F::A, F::B];
+        fn label(f: F) -> &'static str {
+            match f {
+                F::A => "a",
+                F::B => "b",
+            }
+        }
+        fn value(&self, f: F) -> String {
+            match f {
+                F::A => self.a.to_string(),
+                F::B => self.b.to_string(),
+            }
+        }
+        fn adjust(&mut self, f: F, d: i32) {
+            match f {
+                F::A => self.a = step(&[1, 2, 4], self.a, d),
+                F::B => self.b = step(&[1, 3], self.b, d),
+            }
+        }
+        fn validate(&mut self) -> Result<(), String> {
+            if self.a == 4 && self.b == 3 {
+                Err("4 and 3 do not go together".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    #[test]
+    fn focus_clamps_adjust_steps_the_focused_field_and_validates() {
+        let mut m = Two { a: 1, b: 1 };
+        let mut f = Form::default();
+        assert_eq!(f.update(&mut m, Action::Move(-1)), None);
+        assert_eq!(f.focus, 0);
+        f.update(&mut m, Action::Adjust(1));
+        f.update(&mut m, Action::Adjust(1));
+        f.update(&mut m, Action::Adjust(1));
+        assert_eq!(m.a, 4, "clamped at the last step");
+        f.update(&mut m, Action::Move(5));
+        assert_eq!(f.focus, 1);
+        assert_eq!(
+            f.update(&mut m, Action::Adjust(1)).as_deref(),
+            Some("4 and 3 do not go together")
+        );
+        let lines = f.lines(&m, &Theme::mono());
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].spans[0].content.starts_with('▶'));
+        assert_eq!(cycle(0, 3, -1), 2);
+    }
+}

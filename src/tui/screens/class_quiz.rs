@@ -1,0 +1,268 @@
+//! A class quiz (presenter mode): the question alone in large type, a countdown, then the
+//! answer and its explanation on a key. Nothing is graded or recorded.
+
+use std::time::{Duration, Instant};
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::course::bank::Bank;
+use crate::course::grade::letter;
+use crate::course::quiz::{Answer, Instance, format_number};
+use crate::tui::app::{Action, App, Outcome};
+use crate::tui::markdown::{self, RenderOptions};
+use crate::tui::screens::lesson::text_width;
+use crossterm::event::KeyCode;
+use crate::tui::keys::{Binding, Context, Key, bind};
+
+pub struct ClassQuizState {
+    pub title: String,
+    pub bank: Bank,
+    /// Bank entries asked, in order.
+    pub items: Vec<usize>,
+    pub index: usize,
+    pub instance: Result<Instance, String>,
+    pub revealed: bool,
+    pub countdown: Duration,
+    pub deadline: Instant,
+    /// Whole seconds left, as of the last tick.
+    pub left: u64,
+}
+
+impl ClassQuizState {
+    /// The items of lesson `lesson` (only `item` when given), each with `countdown_s` seconds.
+    pub fn open(
+        app: &App,
+        lesson: &str,
+        item: Option<&str>,
+        countdown_s: u64,
+    ) -> Result<Self, String> {
+        let bank = Bank::from_course(&app.course);
+        let Some(deck) = bank.deck_index(lesson) else {
+            return Err(format!("no quiz deck for `{lesson}`"));
+        };
+        let items: Vec<usize> = bank
+            .in_deck(deck)
+            .into_iter()
+            .filter(|&i| bank.entries[i].inline_of.is_none())
+            .filter(|&i| item.is_none_or(|id| bank.entries[i].item.id == id))
+            .collect();
+        if items.is_empty() {
+            return Err(format!(
+                "“{}” has no quiz items yet",
+                bank.decks[deck].title
+            ));
+        }
+        let title = bank.decks[deck].title.clone();
+        let countdown = Duration::from_secs(countdown_s.max(1));
+        let mut s = Self {
+            title,
+            bank,
+            items,
+            index: 0,
+            instance: Err(String::new()),
+            revealed: false,
+            countdown,
+            deadline: Instant::now() + countdown,
+            left: countdown.as_secs(),
+        };
+        s.ask(0);
+        Ok(s)
+    }
+
+    fn ask(&mut self, index: usize) {
+        self.index = index.min(self.items.len().saturating_sub(1));
+        let seed = crate::tui::screens::quiz::seed(chrono::Utc::now());
+        self.instance = match self.items.get(self.index) {
+            Some(&e) => self.bank.entries[e].item.instantiate(seed),
+            None => Err("no item".into()),
+        };
+        self.revealed = false;
+        self.deadline = Instant::now() + self.countdown;
+        self.left = self.countdown.as_secs();
+    }
+
+    /// True while the countdown runs (the app then ticks every second).
+    pub fn counting(&self) -> bool {
+        !self.revealed && self.left > 0
+    }
+
+    /// Recompute the seconds left from the deadline.
+    pub fn tick(&mut self, now: Instant) {
+        let d = self.deadline.saturating_duration_since(now);
+        self.left = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    }
+
+    fn answer_text(&self) -> String {
+        let Some(&e) = self.items.get(self.index) else {
+            return String::new();
+        };
+        let item = &self.bank.entries[e].item;
+        let choice = |i: usize| {
+            format!(
+                "{}) {}",
+                letter(i),
+                item.choices.get(i).map_or("", String::as_str)
+            )
+        };
+        match self.instance.as_ref().map(|i| &i.answer) {
+            Ok(Answer::Choice(i)) => choice(*i),
+            Ok(Answer::Choices(v)) | Ok(Answer::Order(v)) => {
+                v.iter().map(|&i| choice(i)).collect::<Vec<_>>().join("   ")
+            }
+            Ok(Answer::Number(x)) => format!(
+                "{}{}",
+                format_number(*x),
+                item.unit
+                    .map_or(String::new(), |u| format!(" {}", u.symbol()))
+            ),
+            Ok(Answer::Computed(name)) => format!("computed by {name}"),
+            Ok(Answer::Model(m)) => m.clone(),
+            Err(e) => e.clone(),
+        }
+    }
+}
+
+pub fn update(s: &mut ClassQuizState, app: &mut App, action: Action) -> Outcome {
+    match action {
+        Action::Tick => s.tick(Instant::now()),
+        // Space, Enter, → or PgDn: reveal, then the next question.
+        Action::Next | Action::Open | Action::Page(1) | Action::Step(1) => {
+            if !s.revealed {
+                s.revealed = true;
+            } else if s.index + 1 < s.items.len() {
+                s.ask(s.index + 1);
+            } else {
+                app.status = Some("that was the last question: q goes back to the slides".into());
+            }
+        }
+        Action::Page(-1) | Action::Step(-1) => s.ask(s.index.saturating_sub(1)),
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+pub fn render(s: &ClassQuizState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let width = text_width(area.width);
+    let x = area.x + area.width.saturating_sub(width) / 2;
+    let opts = RenderOptions {
+        width,
+        theme: t,
+        raw_tex: app.raw_tex,
+    };
+    let mut lines: Vec<Line<'static>> = vec![
+        Line::from(vec![
+            Span::styled(format!("Class quiz · {}", s.title), t.dim),
+            Span::styled(
+                format!("   question {} of {}", s.index + 1, s.items.len()),
+                t.dim,
+            ),
+        ]),
+        Line::raw(""),
+    ];
+    let inst = match &s.instance {
+        Ok(i) => i,
+        Err(e) => {
+            lines.push(Line::styled(
+                format!("This item cannot be shown: {e}"),
+                t.error,
+            ));
+            frame.render_widget(
+                Paragraph::new(lines),
+                Rect::new(x, area.y, width, area.height),
+            );
+            return;
+        }
+    };
+    lines.extend(markdown::render(&inst.prompt, &opts).lines);
+    if let Some(&e) = s.items.get(s.index) {
+        let item = &s.bank.entries[e].item;
+        if !item.choices.is_empty() {
+            lines.push(Line::raw(""));
+            for (i, c) in item.choices.iter().enumerate() {
+                let mut l = vec![Span::styled(format!("  {}) ", letter(i)), t.key)];
+                l.extend(markdown::inline_code(c, t.base, t.code));
+                lines.push(Line::from(l));
+            }
+        }
+    }
+    lines.push(Line::raw(""));
+    if s.revealed {
+        lines.push(Line::from(vec![
+            Span::styled("Answer: ", t.ok),
+            Span::styled(s.answer_text(), t.strong),
+        ]));
+        if !inst.explanation.trim().is_empty() {
+            lines.push(Line::raw(""));
+            lines.extend(markdown::render(&inst.explanation, &opts).lines);
+        }
+    } else if s.left > 0 {
+        lines.push(Line::styled(
+            format!("⏱ {}:{:02}", s.left / 60, s.left % 60),
+            t.warn,
+        ));
+        lines.push(Line::styled("Space or → shows the answer", t.dim));
+    } else {
+        lines.push(Line::styled(
+            "⏱ Time is up. Space or → shows the answer",
+            t.warn,
+        ));
+    }
+    frame.render_widget(
+        Paragraph::new(lines),
+        Rect::new(x, area.y, width.min(area.width), area.height),
+    );
+}
+
+
+const OWN: Context = Context::Own("Class quiz");
+
+/// This screen's keys (the `?` overlay lists them under its title).
+pub const KEYS: &[Binding] = &[
+    bind(
+        OWN,
+        &[
+            Key::Code(KeyCode::PageDown),
+            Key::Code(KeyCode::Right),
+            Key::Char(' '),
+            Key::Code(KeyCode::Enter),
+            Key::Char('l'),
+        ],
+        "show the answer, then the next question",
+        Action::Next,
+        Some((1, "answer / next")),
+    ),
+    bind(
+        OWN,
+        &[Key::Code(KeyCode::PageUp), Key::Code(KeyCode::Left), Key::Char('h')],
+        "previous question",
+        Action::Page(-1),
+        Some((2, "previous")),
+    ),
+];
+
+impl crate::tui::screens::View for ClassQuizState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![OWN]
+    }
+
+    fn keys(&self) -> &'static [Binding] {
+        KEYS
+    }
+
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        self.counting().then(|| std::time::Duration::from_secs(1))
+    }
+}

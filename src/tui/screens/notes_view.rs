@@ -1,0 +1,156 @@
+//! The notes terminal (`ringlab present --notes`): follows the running presenter's slides and
+//! shows what to say now and what comes next.
+
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use crate::tui::app::{Action, App, Outcome};
+use crate::tui::notes::NotesMsg;
+use crate::tui::screens::present::clock_text;
+use crate::tui::keys::{Binding, Context, bind};
+
+pub struct NotesState {
+    pub msg: Option<NotesMsg>,
+    /// The presenter has stopped.
+    pub ended: bool,
+    pub started: Instant,
+    pub scroll: u16,
+}
+
+impl Default for NotesState {
+    fn default() -> Self {
+        Self {
+            msg: None,
+            ended: false,
+            started: Instant::now(),
+            scroll: 0,
+        }
+    }
+}
+
+impl NotesState {
+    pub fn receive(&mut self, msg: Option<NotesMsg>) {
+        match msg {
+            Some(m) => {
+                if self.msg.as_ref().is_none_or(|o| o.slide != m.slide) {
+                    self.scroll = 0;
+                }
+                self.msg = Some(m);
+            }
+            None => self.ended = true,
+        }
+    }
+}
+
+pub fn update(s: &mut NotesState, _app: &mut App, action: Action) -> Outcome {
+    match action {
+        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as i16),
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let mut lines = Vec::new();
+    let state = if s.ended {
+        "the presenter has stopped".to_string()
+    } else {
+        clock_text(s.started)
+    };
+    match &s.msg {
+        None => {
+            lines.push(Line::styled(" Presenter notes", t.title));
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                if s.ended {
+                    " The presenter has stopped."
+                } else {
+                    " Waiting for the presenter's first slide…"
+                },
+                t.dim,
+            ));
+        }
+        Some(m) => {
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!(" Notes · {} · slide {}/{}", m.lesson, m.slide, m.total),
+                    t.dim,
+                ),
+                Span::styled(format!("   {state}"), t.dim),
+            ]));
+            lines.push(Line::raw(""));
+            lines.push(Line::from(vec![
+                Span::styled(" NOW  ", t.accent),
+                Span::styled(m.title.clone(), t.title),
+            ]));
+            lines.push(Line::raw(""));
+            for l in m.notes.lines() {
+                lines.push(Line::styled(format!(" {l}"), t.base));
+            }
+            lines.push(Line::raw(""));
+            lines.push(match &m.next {
+                Some(n) => Line::from(vec![
+                    Span::styled(" NEXT ", t.accent),
+                    Span::styled(n.clone(), t.h2),
+                ]),
+                None => Line::styled(" NEXT  (last slide)", t.dim),
+            });
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((s.scroll, 0)),
+        area,
+    );
+}
+
+
+const OWN: Context = Context::Own("Presenter notes");
+
+/// This screen's keys (the `?` overlay lists them under its title).
+pub const KEYS: &[Binding] = &[
+    bind(
+        OWN,
+        crate::tui::keys::DOWN,
+        "scroll the notes",
+        Action::Move(1),
+        Some((1, "scroll")),
+    ),
+    bind(OWN, crate::tui::keys::UP, "scroll up", Action::Move(-1), None),
+];
+
+impl crate::tui::screens::View for NotesState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![OWN]
+    }
+
+    fn keys(&self) -> &'static [Binding] {
+        KEYS
+    }
+
+    // The clock moves.
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(1))
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, _app: &mut App) {
+        if let crate::tui::app::Background::Notes(m) = msg {
+            NotesState::receive(self, m.clone());
+        }
+    }
+}

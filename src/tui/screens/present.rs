@@ -1,0 +1,704 @@
+//! Presenter mode (`ringlab present LESSON`, `P` on the course map): a lesson as slides, one
+//! section a slide, fitted to the terminal (a section taller than the screen continues on the
+//! next slide: nothing scrolls in front of a class), its title set large. Clicker keys move
+//! (PgDn/PgUp, →/←, Space), `b` blanks the screen, Enter runs the slide's live block (a
+//! narrated ring, the bench, the hang lab, a class quiz), a clock and the elapsed time stay in
+//! the top line. Notes terminals (`ringlab present --notes`) follow over a local socket.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use tui_big_text::{BigText, PixelSize};
+use unicode_width::UnicodeWidthStr;
+
+use crate::course::Block;
+use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::markdown::{self, RenderOptions};
+use crate::tui::notes::{Hub, NotesMsg};
+use crate::tui::screens::lesson::text_width;
+use crate::tui::screens::ring::{RingParams, RingState};
+use crate::tui::theme::Theme;
+use crossterm::event::KeyCode;
+use crate::tui::keys::{Binding, Context, Key, bind};
+
+/// One slide: a section, or one screenful of a long one.
+#[derive(Debug, Clone)]
+pub struct Slide {
+    pub title: String,
+    /// (part from 1, parts) of a section split over several slides.
+    pub part: (usize, usize),
+    pub lines: Vec<Line<'static>>,
+    /// Live blocks on this slide, in reading order.
+    pub embeds: Vec<Block>,
+    /// What to say: the section's `<!-- notes: … -->`, else the slide's text.
+    pub notes: String,
+}
+
+impl Slide {
+    /// "Ring all-reduce" or "Ring all-reduce (2/3)".
+    pub fn heading(&self) -> String {
+        match self.part {
+            (_, 1) => self.title.clone(),
+            (i, k) => format!("{} ({i}/{k})", self.title),
+        }
+    }
+}
+
+/// How the class sees it: pace of narrated ring views, seconds a class quiz gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PresentOptions {
+    pub pace_ms: u64,
+    pub countdown_s: u64,
+}
+
+impl Default for PresentOptions {
+    fn default() -> Self {
+        Self {
+            pace_ms: 2000,
+            countdown_s: 30,
+        }
+    }
+}
+
+pub struct PresentState {
+    pub entry: usize,
+    pub lesson_id: String,
+    pub lesson_title: String,
+    pub slides: Vec<Slide>,
+    pub index: usize,
+    pub blank: bool,
+    pub started: Instant,
+    pub options: PresentOptions,
+    /// The theme before presenting: leaving presenter mode gives it back.
+    pub previous_theme: Theme,
+    pub hub: Option<Arc<Hub>>,
+}
+
+/// Rows the slide's title takes for `width` columns: big text in one line, big text over two
+/// lines, or one plain bold line when the title is too long for either.
+pub fn title_layout(title: &str, width: u16) -> (Option<(PixelSize, Vec<String>)>, u16) {
+    let w = width as usize;
+    let cols = |s: &str, per: usize| s.chars().count() * per;
+    if cols(title, 8) <= w {
+        return (Some((PixelSize::HalfHeight, vec![title.to_string()])), 4);
+    }
+    if cols(title, 4) <= w {
+        return (Some((PixelSize::Quadrant, vec![title.to_string()])), 4);
+    }
+    // Two lines, split at the space nearest the middle.
+    let mid = title.chars().count() / 2;
+    let split = title
+        .char_indices()
+        .filter(|(_, c)| *c == ' ')
+        .map(|(i, _)| i)
+        .min_by_key(|&i| title[..i].chars().count().abs_diff(mid));
+    if let Some(i) = split {
+        let (a, b) = (title[..i].trim(), title[i..].trim());
+        if cols(a, 4).max(cols(b, 4)) <= w {
+            return (
+                Some((PixelSize::Quadrant, vec![a.to_string(), b.to_string()])),
+                8,
+            );
+        }
+    }
+    (None, 1)
+}
+
+fn line_text(l: &Line) -> String {
+    l.spans.iter().map(|s| s.content.as_ref()).collect()
+}
+
+fn is_blank(l: &Line) -> bool {
+    line_text(l).trim().is_empty()
+}
+
+/// `<!-- notes: … -->` comments of a lesson body, by the slug of the heading they are under
+/// ("" before the first heading).
+pub fn section_notes(body: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut heading = String::new();
+    let mut fence = false;
+    let mut open: Option<String> = None;
+    for line in body.lines() {
+        let t = line.trim();
+        if let Some(buf) = open.as_mut() {
+            match t.split_once("-->") {
+                Some((last, _)) => {
+                    buf.push('\n');
+                    buf.push_str(last.trim());
+                    let text = buf.trim().to_string();
+                    out.push((heading.clone(), text));
+                    open = None;
+                }
+                None => {
+                    buf.push('\n');
+                    buf.push_str(t);
+                }
+            }
+            continue;
+        }
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        if t.starts_with('#') {
+            let title = t.trim_start_matches('#');
+            if title.starts_with(' ') {
+                heading = markdown::slug(title);
+                continue;
+            }
+        }
+        let rest = t
+            .strip_prefix("<!-- notes:")
+            .or_else(|| t.strip_prefix("<!-- note:"));
+        if let Some(rest) = rest {
+            match rest.split_once("-->") {
+                Some((text, _)) => out.push((heading.clone(), text.trim().to_string())),
+                None => open = Some(rest.trim().to_string()),
+            }
+        }
+    }
+    out
+}
+
+impl PresentState {
+    /// Present the course entry `entry` (its lesson must have loaded).
+    pub fn open(app: &App, entry: usize, options: PresentOptions) -> Result<Self, String> {
+        let Some(lesson) = app
+            .course
+            .entries
+            .get(entry)
+            .and_then(|e| e.lesson.as_ref())
+        else {
+            return Err("this file is not a lesson (it has errors): nothing to present".into());
+        };
+        let mut s = Self {
+            entry,
+            lesson_id: lesson.meta.id.clone(),
+            lesson_title: lesson.meta.title.clone(),
+            slides: Vec::new(),
+            index: 0,
+            blank: false,
+            started: Instant::now(),
+            options,
+            previous_theme: app.theme,
+            hub: None,
+        };
+        s.relayout(app);
+        Ok(s)
+    }
+
+    /// Switch the app to the projector theme and present entry `entry`; leaving gives the
+    /// theme back.
+    pub fn start(app: &mut App, entry: usize, options: PresentOptions) -> Result<Self, String> {
+        let previous = app.theme;
+        app.theme = Theme::projector(previous.mono);
+        match Self::open(app, entry, options) {
+            Ok(mut s) => {
+                s.previous_theme = previous;
+                Ok(s)
+            }
+            Err(e) => {
+                app.theme = previous;
+                Err(e)
+            }
+        }
+    }
+
+    /// Lay the lesson out as slides for the terminal's size, staying on the same section.
+    pub fn relayout(&mut self, app: &App) {
+        let here = self
+            .slides
+            .get(self.index)
+            .map(|s| (s.title.clone(), s.part.0));
+        self.slides = slides(app, self.entry, &self.lesson_title);
+        self.index = match here {
+            Some((title, part)) => self
+                .slides
+                .iter()
+                .position(|s| s.title == title && s.part.0 == part)
+                .or_else(|| self.slides.iter().position(|s| s.title == title))
+                .unwrap_or(0),
+            None => 0,
+        };
+        self.index = self.index.min(self.slides.len().saturating_sub(1));
+    }
+
+    pub fn current(&self) -> Option<&Slide> {
+        self.slides.get(self.index)
+    }
+
+    /// What notes terminals are told about the current slide.
+    pub fn notes_msg(&self) -> Option<NotesMsg> {
+        let s = self.current()?;
+        Some(NotesMsg {
+            lesson: self.lesson_title.clone(),
+            slide: self.index + 1,
+            total: self.slides.len(),
+            title: s.heading(),
+            notes: s.notes.clone(),
+            next: self.slides.get(self.index + 1).map(Slide::heading),
+        })
+    }
+
+    /// Tell notes terminals where the presenter is.
+    pub fn publish(&self) {
+        if let (Some(hub), Some(msg)) = (&self.hub, self.notes_msg()) {
+            hub.publish(&msg);
+        }
+    }
+
+    fn go(&mut self, index: usize) {
+        let index = index.min(self.slides.len().saturating_sub(1));
+        if index != self.index {
+            self.index = index;
+            self.publish();
+        }
+    }
+}
+
+/// The slides of a lesson for the app's terminal size.
+fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
+    let Some(lesson) = app
+        .course
+        .entries
+        .get(entry)
+        .and_then(|e| e.lesson.as_ref())
+    else {
+        return Vec::new();
+    };
+    let width = text_width(app.width);
+    let rendered = markdown::render(
+        &lesson.body,
+        &RenderOptions {
+            width,
+            theme: &app.theme,
+            raw_tex: app.raw_tex,
+        },
+    );
+    let notes = section_notes(&lesson.body);
+    // Sections start at level-1 and level-2 headings; deeper ones stay inside.
+    let heads: Vec<(usize, String)> = rendered
+        .headings
+        .iter()
+        .filter(|h| h.level <= 2)
+        .map(|h| (h.line, h.title.clone()))
+        .collect();
+    let mut sections: Vec<(String, usize, usize)> = Vec::new();
+    let first = heads.first().map_or(rendered.lines.len(), |h| h.0);
+    let lead_in = rendered.lines[..first].iter().any(|l| !is_blank(l));
+    if lead_in || heads.is_empty() {
+        sections.push((lesson_title.to_string(), 0, first));
+    }
+    for (i, (line, title)) in heads.iter().enumerate() {
+        let end = heads.get(i + 1).map_or(rendered.lines.len(), |h| h.0);
+        sections.push((title.clone(), line + 1, end));
+    }
+    // Body rows: the screen less the top line, the title, a gap and the hint bar.
+    let screen_h = app.height.saturating_sub(1);
+    let mut out = Vec::new();
+    for (title, start, end) in sections {
+        let body_h = |heading: &str| {
+            let (_, rows) = title_layout(heading, app.width.saturating_sub(4));
+            screen_h.saturating_sub(2 + rows).max(3) as usize
+        };
+        let mut from = start;
+        while from < end && is_blank(&rendered.lines[from]) {
+            from += 1;
+        }
+        let mut to = end;
+        while to > from && is_blank(&rendered.lines[to - 1]) {
+            to -= 1;
+        }
+        // A section that does not fit is split; its title then carries "(i/k)", which may
+        // take more rows: paginate again until every page's title leaves room for its body.
+        let paginate = |rows: usize| {
+            let mut pages: Vec<(usize, usize)> = Vec::new();
+            let mut at = from;
+            while at < to {
+                let mut stop = (at + rows).min(to);
+                // Do not cut a live block or a table in two when it fits on the next page.
+                if stop < to
+                    && let Some(e) = rendered
+                        .embeds
+                        .iter()
+                        .find(|e| e.line < stop && e.line + e.height > stop && e.line > at)
+                    && e.height <= rows
+                {
+                    stop = e.line;
+                }
+                pages.push((at, stop));
+                at = stop;
+                while at < to && is_blank(&rendered.lines[at]) {
+                    at += 1;
+                }
+            }
+            if pages.is_empty() {
+                pages.push((from, from));
+            }
+            pages
+        };
+        let mut rows = body_h(&title);
+        let mut pages = paginate(rows);
+        for _ in 0..4 {
+            let k = pages.len();
+            if k == 1 {
+                break;
+            }
+            let fits = (1..=k)
+                .map(|i| body_h(&format!("{title} ({i}/{k})")))
+                .min()
+                .unwrap_or(rows);
+            if fits >= rows {
+                break;
+            }
+            rows = fits;
+            pages = paginate(rows);
+        }
+        let slug = markdown::slug(&title);
+        let said: Vec<&str> = notes
+            .iter()
+            .filter(|(h, _)| *h == slug || (start == 0 && h.is_empty()))
+            .map(|(_, n)| n.as_str())
+            .collect();
+        let k = pages.len();
+        for (i, (a, b)) in pages.into_iter().enumerate() {
+            let lines: Vec<Line<'static>> = rendered.lines[a..b].to_vec();
+            let embeds = rendered
+                .embeds
+                .iter()
+                .filter(|e| (a..b.max(a + 1)).contains(&e.line))
+                .map(|e| e.block.clone())
+                .collect();
+            let notes = if said.is_empty() {
+                lines
+                    .iter()
+                    .map(line_text)
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty())
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            } else {
+                said.join("\n\n")
+            };
+            out.push(Slide {
+                title: title.clone(),
+                part: (i + 1, k),
+                lines,
+                embeds,
+                notes,
+            });
+        }
+    }
+    out
+}
+
+/// The screen the slide's live block opens: a narrated ring, the bench, the hang lab, a class
+/// quiz on the block's item, the TP calculator or the planner.
+fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, String> {
+    use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
+    match block {
+        Block::Ring(r) => RingParams::from_block(r)
+            .map_err(|e| format!("this ring block is invalid: {e}"))
+            .and_then(|p| narrated_ring(p, s.options.pace_ms)),
+        Block::Quiz(q) => super::class_quiz::ClassQuizState::open(
+            app,
+            &s.lesson_id,
+            Some(&q.id),
+            s.options.countdown_s,
+        )
+        .map(|c| Screen::ClassQuiz(Box::new(c))),
+        Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
+            .map_err(|e| format!("this lab block is invalid: {e}"))
+            .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
+        Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
+        Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
+        Block::Table(_) => Err("a table is already on the slide".into()),
+    }
+}
+
+/// A ring view that plays itself at `pace_ms` per step, with a caption for every step.
+pub fn narrated_ring(params: RingParams, pace_ms: u64) -> Result<Screen, String> {
+    let mut r = RingState::new(params)?.narrated();
+    r.speed = super::ring::speed_for(pace_ms);
+    r.playing = !r.schedule.is_empty();
+    Ok(Screen::Ring(Box::new(r)))
+}
+
+pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
+    let n = s.slides.len();
+    if s.blank && !matches!(action, Action::Tick | Action::Resize(..) | Action::Quit) {
+        // Any key brings the slide back, and only that (as `b` on a projector remote does).
+        s.blank = false;
+        return Outcome::Stay;
+    }
+    match action {
+        Action::Page(d) | Action::Move(d) => {
+            let next = s.index.saturating_add_signed(d as isize);
+            if d > 0 && s.index + 1 >= n {
+                app.status = Some("last slide: q ends the presentation".into());
+            }
+            s.go(next);
+        }
+        Action::Top => s.go(0),
+        Action::Bottom => s.go(n.saturating_sub(1)),
+        Action::Blank => s.blank = true,
+        Action::Resize(..) | Action::Reload | Action::ToggleTex => {
+            s.relayout(app);
+            s.publish();
+        }
+        Action::Open => {
+            let block = s.current().and_then(|sl| {
+                sl.embeds
+                    .iter()
+                    .find(|b| !matches!(b, Block::Table(_)))
+                    .cloned()
+            });
+            match block {
+                Some(b) => match open_live(s, app, &b) {
+                    Ok(screen) => return Outcome::Push(screen),
+                    Err(e) => app.status = Some(e),
+                },
+                None => {
+                    app.status =
+                        Some("no live block on this slide: r opens a ring, Q a class quiz".into())
+                }
+            }
+        }
+        Action::OpenRing => match narrated_ring(RingParams::default(), s.options.pace_ms) {
+            Ok(screen) => return Outcome::Push(screen),
+            Err(e) => app.status = Some(e),
+        },
+        Action::OpenLab => {
+            return Outcome::Push(Screen::Lab(Box::new(
+                crate::tui::screens::lab::LabState::new(Default::default()),
+            )));
+        }
+        Action::OpenHang => return Outcome::Push(Screen::Hang(Box::default())),
+        Action::OpenQuiz => {
+            match super::class_quiz::ClassQuizState::open(
+                app,
+                &s.lesson_id,
+                None,
+                s.options.countdown_s,
+            ) {
+                Ok(c) => return Outcome::Push(Screen::ClassQuiz(Box::new(c))),
+                Err(e) => app.status = Some(e),
+            }
+        }
+        Action::Back => {
+            app.theme = s.previous_theme;
+            return Outcome::Pop;
+        }
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+/// "14:05 · 12:31 in" from the wall clock and the time since the start.
+pub fn clock_text(started: Instant) -> String {
+    let secs = started.elapsed().as_secs();
+    let now = chrono::Local::now().format("%H:%M");
+    format!("{now} · {:02}:{:02} in", secs / 60, secs % 60)
+}
+
+pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    if s.blank {
+        return;
+    }
+    let Some(slide) = s.current() else {
+        frame.render_widget(
+            Paragraph::new(Line::styled("This lesson has no slides.", t.warn)),
+            area,
+        );
+        return;
+    };
+    // Top line: where we are, the clock.
+    let left = format!(
+        " {} · slide {}/{}",
+        s.lesson_title,
+        s.index + 1,
+        s.slides.len()
+    );
+    let right = format!("{} ", clock_text(s.started));
+    let pad = (area.width as usize).saturating_sub(left.width() + right.width());
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(left, t.dim),
+            Span::raw(" ".repeat(pad)),
+            Span::styled(right, t.dim),
+        ])),
+        Rect::new(area.x, area.y, area.width, 1),
+    );
+    let inner_w = area.width.saturating_sub(4);
+    let heading = slide.heading();
+    let (big, rows) = title_layout(&heading, inner_w);
+    let title_area = Rect::new(area.x + 2, area.y + 1, inner_w, rows.min(area.height));
+    match big {
+        Some((size, lines)) => {
+            let widget = BigText::builder()
+                .pixel_size(size)
+                .style(t.title)
+                .lines(lines.into_iter().map(Line::from).collect::<Vec<_>>())
+                .alignment(Alignment::Center)
+                .build();
+            frame.render_widget(widget, title_area);
+        }
+        None => frame.render_widget(
+            Paragraph::new(Line::styled(heading, t.title)).alignment(Alignment::Center),
+            title_area,
+        ),
+    }
+    let top = area.y + 1 + rows + 1;
+    let h = area.bottom().saturating_sub(top);
+    let width = text_width(area.width);
+    let x = area.x + area.width.saturating_sub(width) / 2;
+    frame.render_widget(
+        Paragraph::new(slide.lines.clone()),
+        Rect::new(x, top, width.min(area.width), h),
+    );
+}
+
+
+
+const OWN: Context = Context::Own("Presenter mode");
+
+/// This screen's keys (the `?` overlay lists them under its title).
+pub const KEYS: &[Binding] = &[
+    bind(
+        OWN,
+        crate::tui::keys::CLICKER_NEXT,
+        "next slide",
+        Action::Page(1),
+        Some((1, "next")),
+    ),
+    bind(
+        OWN,
+        crate::tui::keys::CLICKER_BACK,
+        "previous slide",
+        Action::Page(-1),
+        Some((1, "back")),
+    ),
+    bind(OWN, crate::tui::keys::TOP, "first slide", Action::Top, None),
+    bind(OWN, crate::tui::keys::BOTTOM, "last slide", Action::Bottom, None),
+    bind(
+        OWN,
+        &[Key::Char('b'), Key::Char('.'), Key::Char('B')],
+        "blank the screen (any key brings it back)",
+        Action::Blank,
+        Some((2, "blank")),
+    ),
+    bind(
+        OWN,
+        &[Key::Code(KeyCode::Enter)],
+        "run this slide's live block (ring, lab, quiz)",
+        Action::Open,
+        Some((2, "live block")),
+    ),
+    bind(
+        OWN,
+        &[Key::Char('r')],
+        "narrated ring all-reduce",
+        Action::OpenRing,
+        Some((3, "ring")),
+    ),
+    bind(
+        OWN,
+        &[Key::Char('L')],
+        "live lab: the bench and its busbw chart",
+        Action::OpenLab,
+        None,
+    ),
+    bind(
+        OWN,
+        &[Key::Char('H')],
+        "hang lab: staging to PASS",
+        Action::OpenHang,
+        None,
+    ),
+    bind(
+        OWN,
+        &[Key::Char('Q')],
+        "class quiz on this lesson",
+        Action::OpenQuiz,
+        Some((3, "class quiz")),
+    ),
+];
+
+impl crate::tui::screens::View for PresentState {
+    fn update(&mut self, app: &mut App, action: Action) -> Outcome {
+        update(self, app, action)
+    }
+
+    fn render(&self, app: &App, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
+        render(self, app, frame, area)
+    }
+
+    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![OWN]
+    }
+
+    fn keys(&self) -> &'static [Binding] {
+        KEYS
+    }
+
+    // The clock and the elapsed time move.
+    fn tick(&self, _app: &App) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(1))
+    }
+
+    // A blank screen is blank: no hint bar either.
+    fn hint_line(&self, _app: &App) -> Option<Line<'static>> {
+        self.blank.then(Line::default)
+    }
+
+    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
+        if let crate::tui::app::Background::HighlightingReady = msg {
+            PresentState::relayout(self, app);
+        }
+    }
+
+    fn relayout(&mut self, app: &App) {
+        PresentState::relayout(self, app);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_comments_are_found_under_their_heading() {
+        let body = "# Title\n<!-- notes: welcome everyone -->\n## Ring `all-reduce`\ntext\n\
+                    <!-- notes:\nask who has\nseen NCCL\n-->\n```\n<!-- notes: not in code -->\n```\n";
+        let n = section_notes(body);
+        assert_eq!(
+            n,
+            vec![
+                ("title".to_string(), "welcome everyone".to_string()),
+                (
+                    "ring-all-reduce".to_string(),
+                    "ask who has\nseen NCCL".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn long_titles_fall_back_to_smaller_big_text_then_plain() {
+        assert_eq!(title_layout("Numbers", 100).1, 4);
+        let (big, rows) = title_layout("Two all-reduces per transformer layer", 100);
+        assert_eq!(rows, 8);
+        assert!(matches!(big, Some((PixelSize::Quadrant, ref l)) if l.len() == 2));
+        assert_eq!(title_layout(&"x".repeat(300), 100).1, 1);
+    }
+}
