@@ -156,6 +156,10 @@ impl Drop for StoreServer {
     }
 }
 
+/// How long a rank waits for a key or a barrier: an hour, i.e. until the launcher's watchdog
+/// (seconds) or the user ends a hung job; never the reason a job ends.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Connections the store serves at once (each has a thread).
 pub const MAX_CONNECTIONS: usize = 1024;
 

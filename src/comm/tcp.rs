@@ -1,9 +1,11 @@
-//! The TCP backend: one OS process per rank, one full-duplex TCP connection per pair of ranks
-//! that the schedules need, and a single-threaded progress engine that executes a schedule step
-//! by step. Within a step every send and receive of this rank progresses together (nonblocking
-//! sends and receives over `poll`), and received bytes are reduced slice by slice as they land,
-//! so receiving and reducing overlap. There is no second implementation of any algorithm here:
-//! the engine only does what the schedule's transfers say.
+//! The CPU backend: one OS process per rank and one link per pair of ranks that the schedules
+//! need. Ranks of one node (same host and, in the hang lab, same node namespace) move their bytes
+//! through shared-memory FIFOs ([`super::shm`]); ranks of different nodes, or every pair when
+//! NCCL_SHM_DISABLE=1, over a full-duplex TCP connection, which also carries the setup frames.
+//! This file sets the links up (rendezvous, hello, transport choice, NCCL-shaped log lines) and
+//! hands the schedule to the progress engine ([`super::engine`]), which runs it as a byte-exact
+//! dataflow. There is no second implementation of any algorithm here: only the schedule's
+//! transfers move bytes.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -279,7 +281,7 @@ impl TcpComm {
         let lower: Vec<usize> = partners.iter().copied().filter(|&p| p < env.rank).collect();
         let higher: Vec<usize> = partners.iter().copied().filter(|&p| p > env.rank).collect();
         for &p in &lower {
-            let addr_s = store.get(&format!("addr/{p}"), Duration::from_secs(3600))?;
+            let addr_s = store.get(&format!("addr/{p}"), super::store::PATIENCE)?;
             let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::Io {
                 rank: env.rank,
                 what: format!("rank {p} published a bad address `{addr_s}`"),

@@ -271,17 +271,9 @@ fn command(ns: Option<&str>, prog: &str, args: &[String]) -> Result<(), ClusterE
         })?),
         None => None,
     };
+    // `file` stays open until the command has run.
     if let Some(f) = &file {
-        let fd = f.as_raw_fd();
-        // SAFETY: setns is async-signal-safe; fd stays open until spawn returns.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        super::fork::enter_namespaces(&mut c, vec![(f.as_raw_fd(), libc::CLONE_NEWNET)]);
     }
     let out = c.output().map_err(|e| ClusterError::Command {
         cmd: cmd.clone(),
@@ -327,11 +319,12 @@ pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
     let gid_map = std::ffi::CString::new(format!("0 {gid} 1")).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.args(std::env::args_os().skip(1)).env(USERNS_ENV, "1");
-    // SAFETY: only async-signal-safe calls (prctl, unshare, open, write, close) on memory
-    // prepared before the fork.
+    // The re-run dies with this process.
+    super::fork::die_with_parent(&mut cmd);
+    // SAFETY: only async-signal-safe calls (unshare, open, write, close, socket, ioctl) on
+    // memory prepared before the fork or on the child's stack.
     unsafe {
         cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
                 return Err(std::io::Error::last_os_error());
             }

@@ -390,20 +390,8 @@ fn spawn_and_watch(
                     .map(|f| (std::os::fd::AsRawFd::as_raw_fd(f), *kind))
             })
             .collect();
-        if !fds.is_empty() {
-            // SAFETY: setns is async-signal-safe; the fds stay open across fork (closed at
-            // exec); `fds` is moved into the closure, not allocated after the fork.
-            unsafe {
-                cmd.pre_exec(move || {
-                    for &(fd, kind) in &fds {
-                        if libc::setns(fd, kind) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                    }
-                    Ok(())
-                });
-            }
-        }
+        // The files stay open across the fork (closed at exec).
+        super::fork::enter_namespaces(&mut cmd, fds);
         let mut child = cmd
             .spawn()
             .map_err(setup(&format!("starting rank {rank}")))?;

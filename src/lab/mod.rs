@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod cluster;
 pub mod doctor;
+pub mod fork;
 pub mod gpu;
 pub mod launch;
 pub mod measure;

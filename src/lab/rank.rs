@@ -137,7 +137,7 @@ fn error(e: impl std::fmt::Display) -> Fault {
 const SYNC_ROUNDS: usize = 4;
 
 /// How long a barrier between ranks may wait (the launcher's watchdog ends a hung job first).
-const BARRIER_WAIT: Duration = Duration::from_secs(3600);
+const BARRIER_WAIT: Duration = crate::comm::store::PATIENCE;
 
 /// A backend as this rank process runs it: the measurement hooks plus a way to leave.
 trait Rig: measure::Rig {

@@ -26,9 +26,20 @@ pub trait FormModel {
 pub struct Form {
     /// Index into [`FormModel::FIELDS`].
     pub focus: usize,
+    /// Moving past the last field comes back to the first (a row of fields); otherwise the
+    /// focus stops at the ends (a column).
+    pub wrap: bool,
 }
 
 impl Form {
+    /// A row of fields whose focus wraps around.
+    pub fn wrapping() -> Self {
+        Self {
+            focus: 0,
+            wrap: true,
+        }
+    }
+
     /// The focused field.
     pub fn focused<M: FormModel>(&self) -> Option<M::Field> {
         M::FIELDS.get(self.focus).copied()
@@ -39,8 +50,13 @@ impl Form {
     pub fn update<M: FormModel>(&mut self, model: &mut M, action: Action) -> Option<String> {
         match action {
             Action::Move(d) => {
-                let last = M::FIELDS.len().saturating_sub(1) as isize;
-                self.focus = (self.focus as isize + d as isize).clamp(0, last) as usize;
+                let n = M::FIELDS.len().max(1) as isize;
+                let to = self.focus as isize + d as isize;
+                self.focus = if self.wrap {
+                    to.rem_euclid(n)
+                } else {
+                    to.clamp(0, n - 1)
+                } as usize;
                 None
             }
             Action::Adjust(d) => {
@@ -156,5 +172,10 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert!(lines[1].spans[0].content.starts_with('▶'));
         assert_eq!(cycle(0, 3, -1), 2);
+        let mut row = Form::wrapping();
+        row.update(&mut m, Action::Move(-1));
+        assert_eq!(row.focus, 1, "a row wraps from the first field to the last");
+        row.update(&mut m, Action::Move(1));
+        assert_eq!(row.focus, 0);
     }
 }

@@ -234,7 +234,6 @@ fn run_child(
     tx: &tokio::sync::mpsc::UnboundedSender<Background>,
 ) -> Result<HangUpdate, String> {
     use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
     let exe = crate::lab::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["lab", "run", name, "--events"]);
@@ -248,13 +247,7 @@ fn run_child(
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    crate::lab::fork::die_with_parent(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("starting the lab: {e}"))?;
     let err_reader = child.stderr.take().map(|e| {
         std::thread::spawn(move || {

@@ -19,6 +19,7 @@ use crate::lab::bench::{Collector, Row, sizes};
 use crate::lab::launch::{self, Launch, Msg};
 use crate::lab::{Backend, Event, Job, JobKind, gpu};
 use crate::tui::app::{Action, App, Background, Outcome};
+use crate::tui::form::{Form, FormModel, cycle};
 use crate::units::format_bytes;
 
 /// Sizes the min/max fields step through.
@@ -43,7 +44,6 @@ const DTYPES: [Dtype; 6] = [
     Dtype::F16,
     Dtype::Bf16,
 ];
-const FIELDS: [&str; 7] = ["coll", "algo", "ranks", "type", "min", "max", "backend"];
 const MAX_LAB_RANKS: usize = crate::course::block::MAX_LAB_RANKS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +69,84 @@ impl Default for LabParams {
             maxbytes: 64 << 20,
             backend: Backend::Tcp,
         }
+    }
+}
+
+/// The lab's fields, left to right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabField {
+    Coll,
+    Algo,
+    Ranks,
+    Type,
+    Min,
+    Max,
+    Backend,
+}
+
+impl FormModel for LabParams {
+    type Field = LabField;
+    const FIELDS: &'static [LabField] = &[
+        LabField::Coll,
+        LabField::Algo,
+        LabField::Ranks,
+        LabField::Type,
+        LabField::Min,
+        LabField::Max,
+        LabField::Backend,
+    ];
+
+    fn label(f: LabField) -> &'static str {
+        match f {
+            LabField::Coll => "coll",
+            LabField::Algo => "algo",
+            LabField::Ranks => "ranks",
+            LabField::Type => "type",
+            LabField::Min => "min",
+            LabField::Max => "max",
+            LabField::Backend => "backend",
+        }
+    }
+
+    fn value(&self, f: LabField) -> String {
+        match f {
+            LabField::Coll => self.coll.name().to_string(),
+            // NCCL picks its own algorithm (NCCL_ALGO aside).
+            LabField::Algo if self.backend == Backend::Nccl => "NCCL's choice".to_string(),
+            LabField::Algo => self.algo.name().to_string(),
+            LabField::Ranks => self.ranks.to_string(),
+            LabField::Type => self.dtype.nccl_name().to_string(),
+            LabField::Min => format_bytes(self.minbytes),
+            LabField::Max => format_bytes(self.maxbytes),
+            LabField::Backend => self.backend.name().to_string(),
+        }
+    }
+
+    fn adjust(&mut self, f: LabField, d: i32) {
+        match f {
+            LabField::Coll => self.coll = cycle_in(&Collective::ALL, self.coll, d),
+            LabField::Algo => self.algo = cycle_in(&Algorithm::ALL, self.algo, d),
+            LabField::Ranks => {
+                self.ranks = (self.ranks as i32 + d).clamp(2, MAX_LAB_RANKS as i32) as usize
+            }
+            LabField::Type => self.dtype = cycle_in(&DTYPES, self.dtype, d),
+            LabField::Min => {
+                self.minbytes = step_size(self.minbytes, d);
+                self.maxbytes = self.maxbytes.max(self.minbytes);
+            }
+            LabField::Max => {
+                self.maxbytes = step_size(self.maxbytes, d);
+                self.minbytes = self.minbytes.min(self.maxbytes);
+            }
+            LabField::Backend => {
+                self.backend = cycle_in(&[Backend::Tcp, Backend::Nccl], self.backend, d)
+            }
+        }
+    }
+
+    /// Every combination the fields can reach runs (min ≤ max is kept by `adjust`).
+    fn validate(&mut self) -> Result<(), String> {
+        Ok(())
     }
 }
 
@@ -154,7 +232,7 @@ impl RankRow {
 
 pub struct LabState {
     pub params: LabParams,
-    pub field: usize,
+    pub form: Form,
     pub state: RunState,
     run_id: u64,
     cancel: Option<Arc<AtomicBool>>,
@@ -174,7 +252,7 @@ impl LabState {
     pub fn new(params: LabParams) -> Self {
         Self {
             params,
-            field: 0,
+            form: Form::wrapping(),
             state: RunState::Idle,
             run_id: 0,
             cancel: None,
@@ -338,9 +416,10 @@ impl LabState {
     }
 }
 
-fn cycle<T: Copy + PartialEq>(all: &[T], cur: T, d: i32) -> T {
-    let i = all.iter().position(|&x| x == cur).unwrap_or(0) as i32;
-    all[(i + d).rem_euclid(all.len() as i32) as usize]
+/// The value after (d > 0) or before `cur` in `all`, wrapping.
+fn cycle_in<T: Copy + PartialEq>(all: &[T], cur: T, d: i32) -> T {
+    let i = all.iter().position(|&x| x == cur).unwrap_or(0);
+    all[cycle(i, all.len(), d)]
 }
 
 fn step_size(cur: u64, d: i32) -> u64 {
@@ -353,25 +432,9 @@ fn step_size(cur: u64, d: i32) -> u64 {
 
 pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
     match action {
-        Action::Move(d) if !s.running() => {
-            s.field = (s.field as i32 + d).rem_euclid(FIELDS.len() as i32) as usize
-        }
-        Action::Adjust(d) if !s.running() => {
-            let p = &mut s.params;
-            match s.field {
-                0 => p.coll = cycle(&Collective::ALL, p.coll, d),
-                1 => p.algo = cycle(&Algorithm::ALL, p.algo, d),
-                2 => p.ranks = (p.ranks as i32 + d).clamp(2, MAX_LAB_RANKS as i32) as usize,
-                3 => p.dtype = cycle(&DTYPES, p.dtype, d),
-                4 => {
-                    p.minbytes = step_size(p.minbytes, d);
-                    p.maxbytes = p.maxbytes.max(p.minbytes);
-                }
-                5 => {
-                    p.maxbytes = step_size(p.maxbytes, d);
-                    p.minbytes = p.minbytes.min(p.maxbytes);
-                }
-                _ => p.backend = cycle(&[Backend::Tcp, Backend::Nccl], p.backend, d),
+        Action::Move(_) | Action::Adjust(_) if !s.running() => {
+            if let Some(e) = s.form.update(&mut s.params, action) {
+                app.status = Some(e);
             }
         }
         Action::Open if !s.running() => s.start(app),
@@ -399,23 +462,10 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     ])
     .areas(area);
     // Parameters, the focused one marked with ▶ and reverse video.
-    let p = &s.params;
-    let values = [
-        p.coll.name().to_string(),
-        if p.backend == Backend::Nccl {
-            "NCCL's choice".to_string()
-        } else {
-            p.algo.name().to_string()
-        },
-        p.ranks.to_string(),
-        p.dtype.nccl_name().to_string(),
-        format_bytes(p.minbytes),
-        format_bytes(p.maxbytes),
-        p.backend.name().to_string(),
-    ];
     let mut spans = vec![Span::styled(" Live lab ", t.title)];
-    for (i, (name, v)) in FIELDS.iter().zip(values).enumerate() {
-        let focus = i == s.field && !s.running();
+    for (i, &f) in LabParams::FIELDS.iter().enumerate() {
+        let (name, v) = (LabParams::label(f), s.params.value(f));
+        let focus = i == s.form.focus && !s.running();
         spans.push(Span::styled(
             format!("{}{name}: ", if focus { "▶" } else { " " }),
             t.dim,

@@ -1,0 +1,262 @@
+//! `ringlab bench`: nccl-tests' sweep (sizes, iterations, algbw, busbw, #wrong) over the chosen
+//! backend.
+
+use super::*;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    /// Smallest size in bytes: 32M (bare K/M/G are powers of 1024, as in nccl-tests), 1MiB, 1MB (10^6), 1e6.
+    #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
+    pub minbytes: u64,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = parse_size)]
+    pub maxbytes: u64,
+    /// Multiply the size by this between rows.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub stepfactor: u64,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    pub iters: u64,
+    /// Warm-up iterations per size (then one more untimed run and a barrier, as nccl-tests).
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
+    pub warmup: u64,
+    /// Check results (1) or not (0).
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// Reduction: sum, prod, max, min, avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: Op,
+    /// Data type: float, half, bfloat16, double, int32, int64 (or f32, f16, bf16, …).
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub dtype: Dtype,
+    /// Collective.
+    #[arg(long, default_value = "all-reduce")]
+    pub coll: Collective,
+    /// Algorithm: the schedule the TCP backend executes [default: ring]; on NCCL, forced
+    /// through NCCL_ALGO (ring, or tree for all-reduce) [default: NCCL chooses, as in nccl-tests].
+    #[arg(long)]
+    pub algo: Option<Algorithm>,
+    /// Row time from the ranks' times: 0 rank 0's, 1 the mean, 2 the min, 3 the max (nccl-tests' -a).
+    #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub average: u8,
+    /// Root rank for broadcast and reduce.
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: usize,
+    /// One JSON object per size and placement, then a summary.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// CSV instead of the table.
+    #[arg(long)]
+    pub csv: bool,
+    /// NCCL only: one process drives all the ranks' GPUs (ncclCommInitAll, like nccl-tests'
+    /// `-g N`), the quickest sweep on one machine.
+    #[arg(long)]
+    pub single_process: bool,
+}
+
+pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let mut p = match plan(&args.gpu) {
+        Ok(p) => p,
+        Err(e) => return exit2(e),
+    };
+    let backend = p.backend.name();
+    let mut l = args
+        .launch
+        .launch(p.default_nproc)
+        .map_err(anyhow::Error::msg)?;
+    // Single-process mode: one rank process, as many GPUs as ranks.
+    let devices = if args.single_process {
+        if p.backend != Backend::Nccl {
+            return exit2(
+                "--single-process drives this machine's GPUs through NCCL: it needs --backend nccl \
+                 (or auto on a machine with 2 or more GPUs)"
+                    .into(),
+            );
+        }
+        if l.nnodes > 1 {
+            return exit2("--single-process runs on one machine: drop --nnodes".into());
+        }
+        let d = l.nproc_per_node;
+        l.nproc_per_node = 1;
+        d
+    } else {
+        0
+    };
+    let (world, local_reports) = if devices > 0 {
+        (devices, 1)
+    } else {
+        (l.world(), l.nproc_per_node)
+    };
+    if args.root >= world {
+        anyhow::bail!(
+            "--root {} is not a rank: the job has {world} ranks",
+            args.root
+        );
+    }
+    let mut job = Job {
+        kind: JobKind::Bench,
+        coll: args.coll,
+        algo: args.algo.unwrap_or(Algorithm::Ring),
+        op: args.op,
+        dtype: args.dtype,
+        root: args.root,
+        sizes: sizes(args.minbytes, args.maxbytes, args.stepfactor).map_err(anyhow::Error::msg)?,
+        iters: args.iters as usize,
+        warmup: args.warmup as usize,
+        check: args.check == 1,
+        backend: p.backend,
+        devices,
+        ranks_per_gpu: 1,
+        timeout_s: args.launch.timeout,
+        train: None,
+    };
+    if let Some(avail) = crate::lab::bench::available_memory()
+        && let Err(e) =
+            crate::lab::bench::check_memory(&job, world, devices.max(l.nproc_per_node), avail)
+    {
+        return exit2(e);
+    }
+    let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, args.algo) {
+        Ok(x) => x,
+        Err(e) => return exit2(e),
+    };
+    let algo_label = prepared.as_ref().map_or(job.algo.name(), |x| x.algo_label);
+    let mut out = io::stdout().lock();
+    let title = format!(
+        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus {} iters {} warmup {} check {}",
+        job.coll.nccl_name(),
+        if algo_label == "nccl" {
+            "algorithm: NCCL's choice"
+        } else {
+            algo_label
+        },
+        world,
+        l.nnodes,
+        if devices > 0 {
+            devices
+        } else {
+            usize::from(p.backend == Backend::Nccl)
+        },
+        job.iters,
+        job.warmup,
+        args.check
+    );
+    let shared = prepared
+        .as_ref()
+        .and_then(|x| x.notes.iter().find(|n| n.starts_with(gpu::SHARED_GPU)));
+    if args.csv {
+        writeln!(
+            out,
+            "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong"
+        )?;
+    } else if !args.json {
+        writeln!(out, "{}", table::header(&title))?;
+        if let Some(n) = shared {
+            writeln!(out, "# {n}")?;
+        }
+    }
+    let mut collector = Collector::new(&job, world, local_reports, backend)
+        .with_average(Average::from_flag(args.average).unwrap_or_default())
+        .with_algo(algo_label);
+    let mut pending_out = None;
+    let mut io_err = None;
+    let mut tuning = Tuning::default();
+    let mut transport_shown = false;
+    let result = launch::run(&job, &l, |msg| {
+        forward_log(msg, &mut tuning);
+        if let Msg::Event(ev @ Event::Transport { .. }) = msg {
+            collector.feed(ev);
+            return;
+        }
+        let Msg::Event(ev @ Event::Row { .. }) = msg else {
+            return;
+        };
+        let Some(row) = collector.feed(ev) else {
+            return;
+        };
+        let r = if args.json {
+            serde_json::to_string(&row)
+                .map_err(io::Error::other)
+                .and_then(|s| writeln!(out, "{s}"))
+        } else if args.csv {
+            writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{:.3},{:.4},{:.4},{}",
+                row.coll.name(),
+                row.backend,
+                row.algo,
+                row.ranks,
+                row.size,
+                row.count,
+                row.dtype,
+                row.redop,
+                row.root,
+                row.in_place,
+                row.time_us,
+                row.algbw_gbps,
+                row.busbw_gbps,
+                row.wrong
+            )
+        } else if !row.in_place {
+            pending_out = Some(row);
+            Ok(())
+        } else {
+            if !transport_shown && let Some(t) = &row.transport {
+                transport_shown = true;
+                let _ = writeln!(out, "{}", table::transport_line(t));
+            }
+            match pending_out.take() {
+                Some(o) => writeln!(out, "{}", table::line(&o, &row)).and_then(|_| {
+                    match tuning.last.take() {
+                        Some((bytes, algo, proto)) => writeln!(
+                            out,
+                            "#   NCCL's log: {bytes} bytes -> Algo {algo} proto {proto}"
+                        ),
+                        None => Ok(()),
+                    }
+                }),
+                None => Ok(()),
+            }
+        };
+        let _ = out.flush();
+        if let Err(e) = r {
+            io_err.get_or_insert(e);
+        }
+    });
+    drop(prepared);
+    if let Some(e) = io_err {
+        return Err(e.into());
+    }
+    if let Err(e) = result {
+        if let LaunchError::Failed(f) = &e
+            && let Some(size) = collector.unfinished_size()
+        {
+            let reason = f.reason.lines().next().unwrap_or("");
+            if args.json {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"size": size, "outcome": f.kind, "reason": reason})
+                )?;
+            } else if !args.csv {
+                writeln!(out, "{}", table::failed_line(size, f.kind.label(), reason))?;
+            }
+        }
+        return fail(e);
+    }
+    let summary = collector.summary();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&summary)?)?;
+    } else if !args.csv {
+        writeln!(out, "{}", table::footer(&summary))?;
+    }
+    Ok(if summary.wrong_total == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,310 @@
+//! `ringlab lab`: the hang lab's scenarios on the command line (list, run, cleanup).
+
+use super::*;
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum HangLab {
+    /// The scenarios: a NIC misconfiguration each, staged on a virtual cluster.
+    List,
+    /// Stage a scenario, watch it hang, diagnose it; with --fix, apply the fix and re-run.
+    Run {
+        /// Scenario name (see `ringlab lab list`).
+        scenario: String,
+        /// Apply the scenario's fix and re-run: it must pass.
+        #[arg(long)]
+        fix: bool,
+        /// Seconds without progress before the watchdog calls it a hang (default: the scenario's).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600))]
+        timeout: Option<u64>,
+        /// The report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Where the cluster is built: network namespaces when this process may make them
+        /// (root), else emulated on loopback addresses (auto); or insist on one.
+        #[arg(long, value_enum, default_value_t = crate::lab::scenario::Mode::Auto)]
+        mode: crate::lab::scenario::Mode,
+        /// tcp: ringlab's own ranks (NCCL's behaviour modelled, any machine); nccl: real libnccl
+        /// ranks inside the namespaces, one GPU shared where there are fewer GPUs than ranks
+        /// (needs GPUs and namespaces: root, or user namespaces).
+        #[arg(long, default_value = "tcp", value_parser = ["tcp", "nccl"])]
+        backend: String,
+        /// (internal, for the app) every message as a JSON line, then the result.
+        #[arg(long, hide = true)]
+        events: bool,
+        /// (internal, for the app) instead of staging, run once with this fix (JSON).
+        #[arg(long, hide = true, value_name = "JSON")]
+        try_fix: Option<String>,
+    },
+    /// Remove namespaces a crashed run left behind (everything named rlab-*).
+    Cleanup,
+}
+
+pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
+    use crate::lab::{cluster, scenario};
+    match cmd {
+        HangLab::List => {
+            let (all, bad) = scenario::all();
+            for s in &all {
+                println!("{:<26} {}", s.name, s.title);
+            }
+            for b in &bad {
+                eprintln!("{}: {}", b.file, b.message);
+            }
+            Ok(if bad.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        HangLab::Cleanup => {
+            let mut removed = cluster::cleanup_all();
+            removed.extend(scenario::remove_old_trace_dirs());
+            removed.extend(crate::comm::shm::remove_orphans(std::path::Path::new(
+                crate::comm::shm::DIR,
+            )));
+            if removed.is_empty() {
+                println!("nothing to clean up");
+            }
+            for r in removed {
+                println!("removed {r}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        HangLab::Run {
+            scenario: name,
+            fix,
+            timeout,
+            json,
+            mode,
+            backend,
+            events,
+            try_fix,
+        } => {
+            let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
+            // NCCL: its GPUs and library first, before anything is staged.
+            let gpu_machine = if backend == "nccl" {
+                let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
+                if let Some(why) = m.nccl_unavailable() {
+                    return exit2(format!("lab run --backend nccl: {why}"));
+                }
+                if *mode == scenario::Mode::Emulated {
+                    return exit2(
+                        "lab run --backend nccl needs real network namespaces: NCCL reads the \
+                         kernel's interfaces, and the emulated cluster exists only for ringlab's \
+                         own TCP ranks"
+                            .into(),
+                    );
+                }
+                Some(m)
+            } else {
+                None
+            };
+            let json = &(*json || *events);
+            if let Some(t) = timeout {
+                s.timeout = *t;
+            }
+            if !json {
+                println!(
+                    "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
+                    s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
+                );
+            }
+            let quiet = *json;
+            let stream = *events;
+            let mut on = |m: &Msg| {
+                if stream {
+                    println!("{}", scenario::StreamLine::Msg(m.clone()).to_line());
+                    let _ = io::stdout().flush();
+                    return;
+                }
+                if quiet {
+                    return;
+                }
+                match m {
+                    // A training loop reports every step: print every 50th.
+                    Msg::Event(Event::Phase { phase, .. })
+                        if phase.strip_prefix("step ").is_some_and(|p| {
+                            p.split('/')
+                                .next()
+                                .and_then(|n| n.parse::<usize>().ok())
+                                .is_some_and(|n| n != 1 && n % 50 != 0)
+                        }) => {}
+                    Msg::Event(Event::Phase { rank, phase }) => println!("  rank {rank}: {phase}"),
+                    Msg::Log { rank, line } if line.contains("NCCL") => {
+                        println!("  [rank {rank}] {line}")
+                    }
+                    _ => {}
+                }
+            };
+            // Not root: try real namespaces inside a user namespace of our own first.
+            let mut why_emulated = None;
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            if !root && *mode != scenario::Mode::Emulated && !cluster::in_user_namespace() {
+                match cluster::rerun_in_user_namespace() {
+                    Ok(st) => {
+                        return Ok(ExitCode::from(
+                            st.code().map_or(1, |c| c.clamp(0, 255) as u8),
+                        ));
+                    }
+                    Err(e) if *mode == scenario::Mode::Netns => {
+                        eprintln!(
+                            "ringlab lab: not root, and {e}; run as root, or pass --mode emulated"
+                        );
+                        return Ok(ExitCode::from(2));
+                    }
+                    Err(e) => why_emulated = Some(format!("not root, and {e}")),
+                }
+            }
+            let cluster = match why_emulated {
+                Some(why) => Ok(cluster::Cluster::emulated(s.nodes, &s.fabric, &why)),
+                None => scenario::cluster_for(&s, *mode),
+            };
+            let cluster = match cluster {
+                Ok(c) => c,
+                Err(e) => {
+                    if stream {
+                        println!("{}", scenario::StreamLine::Error(e.clone()).to_line());
+                    }
+                    eprintln!("ringlab lab: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let nccl = match &gpu_machine {
+                Some(_) if cluster.emulated_because.is_some() => {
+                    let why = cluster.emulated_because.clone().unwrap_or_default();
+                    return exit2(format!(
+                        "lab run --backend nccl needs real network namespaces, and here: {why}"
+                    ));
+                }
+                Some(m) => Some(scenario::NcclLab {
+                    env: m.rank_env(),
+                    ranks_per_gpu: crate::lab::gpu::ranks_per_gpu_for(s.ranks_per_node, m.gpus()),
+                }),
+                None => None,
+            };
+            if let Some(fix_json) = try_fix {
+                let f: scenario::Fix = serde_json::from_str(fix_json)
+                    .map_err(|e| anyhow::anyhow!("--try-fix: {e}"))?;
+                let fixed = scenario::try_fix_on(&s, cluster, &f, nccl.as_ref(), &mut on);
+                println!("{}", scenario::StreamLine::Fixed(Box::new(fixed)).to_line());
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !json {
+                match &cluster.emulated_because {
+                    Some(why) => println!(
+                        "# EMULATED cluster ({why}): the nodes are processes on this host with virtual interfaces on loopback addresses"
+                    ),
+                    None => println!(
+                        "# cluster: {} network namespaces (rlab-*){}",
+                        s.nodes,
+                        if cluster::in_user_namespace() {
+                            ", inside an unprivileged user namespace"
+                        } else {
+                            ""
+                        }
+                    ),
+                }
+            }
+            let report = scenario::run_on(&s, cluster, *fix, nccl.as_ref(), &mut on);
+            if stream {
+                println!(
+                    "{}",
+                    scenario::StreamLine::Report(Box::new(report.clone())).to_line()
+                );
+            } else if *json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print_report(&report);
+            }
+            Ok(if scenario::as_expected(&s, &report) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
+}
+
+fn print_report(r: &crate::lab::scenario::LabReport) {
+    let st = &r.staged;
+    if let Some(why) = &r.emulated_because {
+        println!(
+            "\n# EMULATED cluster: {why}.\n# The nodes are processes on this host; each sees a virtual interface table mapped\n# onto loopback addresses, and connects are routed as its kernel would route them."
+        );
+    }
+    println!(
+        "\n== staged: {}{}",
+        st.outcome.to_uppercase(),
+        st.detected_after_s
+            .map(|s| format!(" (detected after {s:.1} s)"))
+            .unwrap_or_default()
+    );
+    if let Some(reason) = &st.reason {
+        println!("{reason}");
+    }
+    for rr in &st.ranks {
+        println!(
+            "  rank {} (node {}): {:<40} advertised {}",
+            rr.rank,
+            rr.node,
+            rr.phase,
+            rr.advertised.as_deref().unwrap_or("-")
+        );
+    }
+    let d = &r.diagnosis;
+    if let Some(t) = &d.trace {
+        println!(
+            "\n== evidence: flight recorders lined up by collective number (✓ completed, … started, · scheduled, — never entered)"
+        );
+        for row in &t.table {
+            println!("{row}");
+        }
+        println!(
+            "  (the dumps: {}; `ringlab doctor --trace {}` reads them again)",
+            t.dir, t.dir
+        );
+    } else {
+        println!("\n== evidence: interfaces");
+        for i in &d.interfaces {
+            println!("  node {}  {:<8} {}", i.node, i.name, i.addr);
+        }
+        println!("== evidence: can node i reach each advertised address?");
+        for x in &d.reachability {
+            println!(
+                "  node {} → rank {} at {:<22} {}",
+                x.from_node, x.to_rank, x.addr, x.result
+            );
+        }
+    }
+    for (rank, lines) in &d.last_logs {
+        for l in lines.iter().rev().take(3).rev() {
+            println!("  [rank {rank}] {l}");
+        }
+    }
+    println!(
+        "\n== diagnosis: {} ({})\n  {}\n  fix: {}",
+        d.culprit.title(),
+        d.culprit,
+        d.explanation,
+        d.fix
+    );
+    if let Some(f) = &r.fixed {
+        println!(
+            "\n== after the fix: {} (all-reduce correct: {})",
+            f.outcome.to_uppercase(),
+            f.allreduce_correct
+        );
+    }
+    println!(
+        "\n# the cluster, {}:",
+        if r.mode == "netns" {
+            "in iproute2 commands"
+        } else {
+            "as emulated"
+        }
+    );
+    for c in &r.commands {
+        println!("  {c}");
+    }
+}

@@ -1,0 +1,76 @@
+//! `ringlab sanity`: the classic NCCL check, an all-reduce of ones that must equal the world size.
+
+use super::*;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SanityArgs {
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    /// Print {"world_size","pass","ranks":[{"rank","value"}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
+    let mut p = match plan(&args.gpu) {
+        Ok(p) => p,
+        Err(e) => return exit2(e),
+    };
+    let mut l = args
+        .launch
+        .launch(p.default_nproc)
+        .map_err(anyhow::Error::msg)?;
+    let world = l.world();
+    if world < 2 && p.backend == Backend::Tcp {
+        eprintln!(
+            "ringlab sanity: refusing world size 1: a one-rank all-reduce moves no data and proves nothing \
+(the bare `python` trap). Use --nproc-per-node 2 or more."
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let mut job = Job {
+        backend: p.backend,
+        timeout_s: args.launch.timeout,
+        ..Job::sanity()
+    };
+    let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, None) {
+        Ok(x) => x,
+        Err(e) => return exit2(e),
+    };
+    let mut values: Vec<(usize, f64)> = Vec::new();
+    let mut tuning = Tuning::default();
+    let result = launch::run(&job, &l, |msg| {
+        forward_log(msg, &mut tuning);
+        if let Msg::Event(Event::Value { rank, value }) = msg {
+            values.push((*rank, *value));
+        }
+    });
+    drop(prepared);
+    if let Err(e) = result {
+        return fail(e);
+    }
+    values.sort_by_key(|v| v.0);
+    let pass = values.len() == l.nproc_per_node && values.iter().all(|(_, v)| *v == world as f64);
+    if args.json {
+        let ranks: Vec<_> = values
+            .iter()
+            .map(|(r, v)| serde_json::json!({"rank": r, "value": v}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks, "ranks_per_gpu": job.ranks_per_gpu})
+        );
+    } else {
+        for (r, v) in &values {
+            println!("rank {r}: all_reduce(ones) = {v}  (expect {world})");
+        }
+        println!("{}: world size {world}", if pass { "PASS" } else { "FAIL" });
+    }
+    Ok(if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
