@@ -764,6 +764,8 @@ fn recv_shm(
     buf: &mut [u8],
 ) -> usize {
     let es = io.es.max(1);
+    // A slice at a time, so the sender gets room back while its bytes are still in cache.
+    let lim = lim.min(st.done.saturating_add(io.send_slice.max(es)));
     if !o.reduce {
         let room = lim.saturating_sub(st.got);
         if room == 0 {
