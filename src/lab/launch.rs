@@ -352,9 +352,13 @@ fn spawn_and_watch(
         children: Vec::new(),
         pgid: 0,
     };
-    for slot in slots {
+    let cpus = cpu_plan(job, slots.len());
+    for (i, slot) in slots.into_iter().enumerate() {
         let rank = slot.rank;
         let mut cmd = Command::new(&exe);
+        if let Some(cpu) = cpus.get(i) {
+            cmd.env(CPU_ENV, cpu.to_string());
+        }
         cmd.arg("__rank")
             .env("RINGLAB_RANK", rank.to_string())
             .env("RINGLAB_WORLD", world.to_string())
@@ -502,6 +506,61 @@ fn settle(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The CPU a rank process pins itself to (see [`cpu_plan`]).
+pub const CPU_ENV: &str = "RINGLAB_CPU";
+
+/// One CPU per rank of the TCP backend when there are at least as many CPUs (this process's
+/// affinity mask) as ranks on this host, none otherwise. The ranks spin while they wait for
+/// each other; woken from a futex, the scheduler tends to put a rank on the CPU of the rank that
+/// woke it, and two spinning ranks sharing one CPU run several times slower until the load
+/// balancer parts them. NCCL's ranks are left alone: NCCL sets its own affinity per GPU.
+/// `RINGLAB_PIN=0` turns it off.
+pub fn cpu_plan(job: &Job, ranks_here: usize) -> Vec<usize> {
+    if job.backend != super::Backend::Tcp || std::env::var("RINGLAB_PIN").is_ok_and(|v| v == "0") {
+        return Vec::new();
+    }
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        return Vec::new();
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads the set within its size.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    if ranks_here == 0 || ranks_here > cpus.len() {
+        return Vec::new();
+    }
+    cpus[..ranks_here].to_vec()
+}
+
+/// In a rank process: pin to the CPU the launcher chose, if any. A failure only costs speed.
+pub fn pin_to_planned_cpu() -> Result<(), String> {
+    let Ok(v) = std::env::var(CPU_ENV) else {
+        return Ok(());
+    };
+    let cpu: usize = v
+        .parse()
+        .map_err(|_| format!("{CPU_ENV}={v}: not a CPU number"))?;
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("{CPU_ENV}={v}: no such CPU"));
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it (cpu checked above);
+    // sched_setaffinity only changes this process.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "pinning to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the reader threads send: a message, or the end of a rank's report stream.
@@ -733,5 +792,32 @@ fn watch(
             ranks.kill_all();
             return Err(LaunchError::Failed(failure));
         }
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn tcp_ranks_get_distinct_cpus_only_when_there_are_enough() {
+        let job = Job::sanity();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let one = cpu_plan(&job, 1);
+        assert_eq!(one.len(), 1);
+        let all = cpu_plan(&job, cpus);
+        assert_eq!(all.len(), cpus);
+        let mut distinct = all.clone();
+        distinct.dedup();
+        assert_eq!(distinct, all, "one CPU each");
+        assert!(
+            cpu_plan(&job, cpus + 1).is_empty(),
+            "oversubscribed: no pinning"
+        );
+        let nccl = Job {
+            backend: crate::lab::Backend::Nccl,
+            ..Job::sanity()
+        };
+        assert!(cpu_plan(&nccl, 1).is_empty(), "NCCL sets its own affinity");
     }
 }

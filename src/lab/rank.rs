@@ -70,6 +70,9 @@ fn tie_to_parent() {
 
 pub fn main() -> ExitCode {
     tie_to_parent();
+    if let Err(e) = super::launch::pin_to_planned_cpu() {
+        crate::comm::log::warn(&e);
+    }
     let (env, job) = match read_env() {
         Ok(x) => x,
         Err(e) => {
