@@ -21,6 +21,9 @@ use super::store::{StoreClient, StoreError};
 use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
 
+/// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
+pub const CPU_ENV: &str = "RINGLAB_CPU";
+
 #[derive(Debug, thiserror::Error)]
 pub enum CommError {
     #[error("{0}")]
@@ -322,6 +325,9 @@ impl TcpComm {
             "Init COMPLETE rank {} nranks {}",
             env.rank, env.world
         ));
+        // Pinned by the launcher, a rank has a CPU of its own (and available_parallelism,
+        // which reads the affinity mask, would say 1).
+        let pinned = std::env::var_os(CPU_ENV).is_some();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Self {
             rank: env.rank,
@@ -331,7 +337,7 @@ impl TcpComm {
             transports,
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
-            spin: env.local_world <= cores,
+            spin: pinned || env.local_world <= cores,
             send_slice: send_slice(),
             plans: std::collections::HashMap::new(),
         })

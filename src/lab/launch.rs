@@ -509,7 +509,7 @@ fn settle(
 }
 
 /// The CPU a rank process pins itself to (see [`cpu_plan`]).
-pub const CPU_ENV: &str = "RINGLAB_CPU";
+pub use crate::comm::tcp::CPU_ENV;
 
 /// One CPU per rank of the TCP backend when there are at least as many CPUs (this process's
 /// affinity mask) as ranks on this host, none otherwise. The ranks spin while they wait for
