@@ -244,3 +244,43 @@ fn a_screen_s_own_keys_are_looked_up_shown_and_listed_in_help() {
     assert!(help.contains("Presenter mode"), "{help}");
     assert!(help.contains("blank the screen"), "{help}");
 }
+
+#[test]
+fn in_front_of_a_class_the_lab_chart_fills_the_middle_and_the_board_is_set_large() {
+    use ringlab::tui::screens::lab::{LabState, RankRow};
+    let mut app = fixture_app();
+    let mut lab = LabState::new(Default::default());
+    lab.phases = ["done", "all-reduce"]
+        .iter()
+        .map(|p| RankRow {
+            phase: p.to_string(),
+            since: Instant::now(),
+            frozen: Some(Duration::from_millis(1200)),
+        })
+        .collect();
+    // At a desk: the nccl-tests table beside the chart, the board in normal type.
+    app.stack.push(Screen::Lab(Box::new(lab)));
+    let desk = text(&app, 120, 40);
+    assert!(desk.contains("out-of-place | in-place"), "{desk}");
+    assert!(desk.contains("rank 1"), "{desk}");
+    // Presenting: the same lab opened from a slide.
+    let Some(lab) = app.stack.pop() else {
+        panic!("the lab screen")
+    };
+    present(&mut app, 120, 40);
+    app.stack.push(lab);
+    let class = text(&app, 120, 40);
+    assert!(
+        !class.contains("out-of-place | in-place"),
+        "the table gives way to the chart: {class}"
+    );
+    assert!(
+        !class.contains("rank 1") && !class.contains("R1 all-reduce"),
+        "the ranks are set in large type, not letters: {class}"
+    );
+    let big = class
+        .chars()
+        .filter(|c| ('\u{2596}'..='\u{259f}').contains(c) || *c == '█' || *c == '▀' || *c == '▄')
+        .count();
+    assert!(big > 40, "block pixels of large type: {big}\n{class}");
+}

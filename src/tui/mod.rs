@@ -1,6 +1,7 @@
 //! The terminal app: a tokio event loop over crossterm's EventStream feeding a TEA core.
 
 pub mod app;
+pub mod bigboard;
 pub mod field;
 pub mod form;
 pub mod keys;

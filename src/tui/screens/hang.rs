@@ -419,6 +419,45 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         ]),
         head,
     );
+    let board = matches!(s.stage, Stage::Staging | Stage::Fixing);
+    if board && crate::tui::bigboard::presenting(app) && !s.board.is_empty() {
+        // In front of a class: the ranks' phases large, the newest log lines below.
+        let rows: Vec<(String, ratatui::style::Style)> = s
+            .board
+            .iter()
+            .map(|(rank, phase, since)| {
+                let behind = s.seqs.values().copied().max().zip(s.seqs.get(rank).copied());
+                let style = match behind {
+                    Some((front, n)) if n < front => t.warn,
+                    _ => t.strong,
+                };
+                let seq = s.seqs.get(rank).map(|n| format!(" #{n}")).unwrap_or_default();
+                (
+                    format!("R{rank}{seq} {phase} {:.0}s", since.elapsed().as_secs_f64()),
+                    style,
+                )
+            })
+            .collect();
+        let block = Block::default()
+            .borders(Borders::TOP)
+            .border_style(t.border);
+        let inner = block.inner(body);
+        frame.render_widget(block, body);
+        let logs_h = 4.min(inner.height / 3);
+        let [big, logs] =
+            Layout::vertical([Constraint::Min(1), Constraint::Length(logs_h)]).areas(inner);
+        crate::tui::bigboard::render(frame, big, &rows);
+        let tail: Vec<Line> = s
+            .logs
+            .iter()
+            .rev()
+            .take(logs_h as usize)
+            .rev()
+            .map(|l| Line::styled(format!(" {l}"), t.dim))
+            .collect();
+        frame.render_widget(Paragraph::new(tail), logs);
+        return;
+    }
     let lines = match s.stage {
         Stage::Pick => pick_lines(s, t),
         Stage::Staging | Stage::Fixing => board_lines(s, t),
@@ -824,6 +863,32 @@ mod tests {
             );
         }
         assert_eq!(s.board[0].1, "connect to 172.17.0.1:4000 (retry 2/34)");
+    }
+
+    #[test]
+    fn presenting_sets_the_staging_board_large() {
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let mut s = HangState::new();
+        s.stage = Stage::Staging;
+        s.board.push((0, "accept".into(), Instant::now()));
+        s.board.push((1, "connect".into(), Instant::now()));
+        let draw = |app: &App, s: &HangState| {
+            let mut term =
+                ratatui::Terminal::new(ratatui::backend::TestBackend::new(140, 40)).expect("term");
+            term.draw(|f| render(s, app, f, f.area())).expect("draw");
+            format!("{}", term.backend())
+        };
+        let desk = draw(&app, &s);
+        assert!(desk.contains("connect"), "{desk}");
+        crate::tui::app::update(&mut app, Action::Resize(140, 40));
+        crate::tui::app::update(&mut app, Action::Present);
+        assert!(crate::tui::bigboard::presenting(&app));
+        let class = draw(&app, &s);
+        assert!(!class.contains("connect"), "set in large type: {class}");
+        assert!(class.contains('▀') || class.contains('▄'), "{class}");
     }
 
     #[test]

@@ -454,7 +454,13 @@ pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
 
 pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
-    let board_h = (s.params.ranks as u16 + 2).min(10);
+    // In front of a class: the chart fills the middle and the board is set large.
+    let class = crate::tui::bigboard::presenting(app);
+    let board_h = if class {
+        (s.params.ranks as u16 * crate::tui::bigboard::GLYPH_H + 1).min(area.height / 2)
+    } else {
+        (s.params.ranks as u16 + 2).min(10)
+    };
     let [head, mid, board] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Min(6),
@@ -500,6 +506,22 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         Paragraph::new(vec![Line::from(spans), Line::from(status)]),
         head,
     );
+    let board_title = match s.collector.as_ref().and_then(|c| c.transport()) {
+        // How the ranks' bytes travel, as they reported it.
+        Some(tr) => format!(" ranks · transport {tr} "),
+        None => " ranks ".to_string(),
+    };
+    if class {
+        render_chart(s, app, frame, mid);
+        let block = Block::default()
+            .borders(Borders::TOP)
+            .border_style(t.border)
+            .title(Span::styled(board_title, t.h2));
+        let inner = block.inner(board);
+        frame.render_widget(block, board);
+        crate::tui::bigboard::render(frame, inner, &big_rows(s, t));
+        return;
+    }
     let [table, chart] =
         Layout::horizontal([Constraint::Min(TABLE_WIDTH), Constraint::Percentage(40)]).areas(mid);
     frame.render_widget(
@@ -520,14 +542,7 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
-                .title(Span::styled(
-                    match s.collector.as_ref().and_then(|c| c.transport()) {
-                        // How the ranks' bytes travel, as they reported it.
-                        Some(tr) => format!(" ranks · transport {tr} "),
-                        None => " ranks ".to_string(),
-                    },
-                    t.h2,
-                )),
+                .title(Span::styled(board_title, t.h2)),
         ),
         board,
     );
@@ -614,6 +629,22 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Span::styled(format!("{ymax:.2}"), t.dim),
         ]));
     frame.render_widget(chart, area);
+}
+
+/// The board in large type: "R0 done 1.2s", one row per rank.
+fn big_rows(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<(String, Style)> {
+    s.phases
+        .iter()
+        .enumerate()
+        .map(|(r, p)| {
+            let style = match (p.phase.as_str(), p.frozen) {
+                ("done", _) => t.ok,
+                (_, Some(_)) => t.warn,
+                _ => t.strong,
+            };
+            (format!("R{r} {} {:.1}s", p.phase, p.shown_secs()), style)
+        })
+        .collect()
 }
 
 fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
