@@ -153,10 +153,13 @@ impl Segment {
         // Reserve the pages now: on a full tmpfs this fails with ENOSPC, where a plain
         // ftruncate would succeed and the first touch beyond the space would be a SIGBUS.
         // An emulated node's budget fails the same way when it would be exceeded.
-        let over_budget = std::env::var(LIMIT_ENV)
+        // The budget is checked and taken under a lock on the folder, as a tmpfs does it
+        // atomically: two ranks must not both see the other's file still empty.
+        let limit = std::env::var(LIMIT_ENV)
             .ok()
-            .and_then(|l| l.parse::<u64>().ok())
-            .is_some_and(|limit| used_bytes(dir) + len as u64 > limit);
+            .and_then(|l| l.parse::<u64>().ok());
+        let _budget_lock = limit.and_then(|_| lock_dir(dir));
+        let over_budget = limit.is_some_and(|limit| used_bytes(dir) + len as u64 > limit);
         let rc = loop {
             if over_budget {
                 break libc::ENOSPC;
@@ -289,6 +292,20 @@ impl Segment {
             })
         }
     }
+}
+
+/// An exclusive lock on the folder `dir` (released when dropped); None where it cannot be had.
+fn lock_dir(dir: &Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir).ok()?;
+    // SAFETY: flock on a descriptor we own; it blocks until the lock is ours.
+    let rc = loop {
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break rc;
+        }
+    };
+    (rc == 0).then_some(f)
 }
 
 /// Bytes the files in `dir` take (for an emulated node's /dev/shm budget).
