@@ -284,13 +284,7 @@ fn shared_memory_segments_never_outlive_the_job() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn");
-    let pid = launcher.id();
-    let start = Instant::now();
-    let mut kids = Vec::new();
-    while kids.len() < 2 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-        kids = children_of(pid);
-    }
+    let kids = ranks_of(&launcher, 2);
     assert_eq!(kids.len(), 2, "two rank processes");
     // Mid-run: the segments are mapped and already unlinked.
     std::thread::sleep(Duration::from_millis(1500));
@@ -375,6 +369,17 @@ fn bad_flags_and_sizes_give_clear_errors() {
     }
 }
 
+/// The launcher's rank processes, once `n` of them are up (or what there is after 10 s).
+fn ranks_of(launcher: &std::process::Child, n: usize) -> Vec<u32> {
+    let start = Instant::now();
+    let mut kids = Vec::new();
+    while kids.len() < n && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        kids = children_of(launcher.id());
+    }
+    kids
+}
+
 fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .unwrap_or_default()
@@ -411,13 +416,7 @@ fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let pid = launcher.id();
-    let start = Instant::now();
-    let mut kids = Vec::new();
-    while kids.len() < 3 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-        kids = children_of(pid);
-    }
+    let kids = ranks_of(&launcher, 3);
     assert_eq!(kids.len(), 3, "three rank processes");
     std::thread::sleep(Duration::from_millis(800));
     let victim = kids[1];
@@ -585,13 +584,7 @@ fn a_long_healthy_row_is_not_a_hang_but_a_stopped_rank_is_named() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let pid = launcher.id();
-    let start = Instant::now();
-    let mut kids = Vec::new();
-    while kids.len() < 2 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-        kids = children_of(pid);
-    }
+    let kids = ranks_of(&launcher, 2);
     std::thread::sleep(Duration::from_millis(800));
     let victim = *kids.iter().max_by_key(|p| rank_of(**p)).expect("a rank");
     let rank = rank_of(victim).expect("its rank");

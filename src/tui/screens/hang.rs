@@ -422,12 +422,12 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     let board = matches!(s.stage, Stage::Staging | Stage::Fixing);
     if board && crate::tui::bigboard::presenting(app) && !s.board.is_empty() {
         // In front of a class: the ranks' phases large, the newest log lines below.
+        let front = s.seqs.values().copied().max();
         let rows: Vec<(String, ratatui::style::Style)> = s
             .board
             .iter()
             .map(|(rank, phase, since)| {
-                let behind = s.seqs.values().copied().max().zip(s.seqs.get(rank).copied());
-                let style = match behind {
+                let style = match front.zip(s.seqs.get(rank).copied()) {
                     Some((front, n)) if n < front => t.warn,
                     _ => t.strong,
                 };

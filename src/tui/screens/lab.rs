@@ -223,6 +223,16 @@ impl RankRow {
         }
     }
 
+    /// Done ranks in the ok colour, finished-but-not-done ones (cancelled, stopped) in warning,
+    /// the running ones in `running`.
+    fn style(&self, t: &crate::tui::theme::Theme, running: Style) -> Style {
+        match (self.phase.as_str(), self.frozen) {
+            ("done", _) => t.ok,
+            (_, Some(_)) => t.warn,
+            _ => running,
+        }
+    }
+
     fn shown_secs(&self) -> f64 {
         self.frozen
             .unwrap_or_else(|| self.since.elapsed())
@@ -637,12 +647,10 @@ fn big_rows(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<(String, Style)> 
         .iter()
         .enumerate()
         .map(|(r, p)| {
-            let style = match (p.phase.as_str(), p.frozen) {
-                ("done", _) => t.ok,
-                (_, Some(_)) => t.warn,
-                _ => t.strong,
-            };
-            (format!("R{r} {} {:.1}s", p.phase, p.shown_secs()), style)
+            (
+                format!("R{r} {} {:.1}s", p.phase, p.shown_secs()),
+                p.style(t, t.strong),
+            )
         })
         .collect()
 }
@@ -653,11 +661,7 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
         .iter()
         .enumerate()
         .map(|(r, p)| {
-            let style = match (p.phase.as_str(), p.frozen) {
-                ("done", _) => t.ok,
-                (_, Some(_)) => t.warn,
-                _ => t.base,
-            };
+            let style = p.style(t, t.base);
             Line::from(vec![
                 Span::styled(format!(" rank {r:<2} "), t.strong),
                 Span::styled(format!("{:<48}", p.phase), style),
