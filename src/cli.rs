@@ -128,6 +128,9 @@ pub enum Command {
         /// Also a /dev/shm of its own of this size (a container's).
         #[arg(long)]
         shm: Option<String>,
+        /// Also a UTS namespace of its own with this host name (a node's).
+        #[arg(long)]
+        hostname: Option<String>,
     },
     /// (internal) what the CUDA driver and NCCL say about this machine, as JSON.
     #[command(name = "__gpu-probe", hide = true)]
@@ -255,7 +258,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             lab::sanity(args)
         }
         Some(Command::Rank) => Ok(crate::lab::rank::main()),
-        Some(Command::NetnsHolder { shm }) => Ok(crate::lab::cluster::holder_main(shm.as_deref())),
+        Some(Command::NetnsHolder { shm, hostname }) => Ok(crate::lab::cluster::holder_main(
+            shm.as_deref(),
+            hostname.as_deref(),
+        )),
         Some(Command::GpuProbe { nccl }) => Ok(crate::lab::gpu::probe_main(nccl)),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
         Some(Command::Doctor(ref args)) => doctor::doctor(args),

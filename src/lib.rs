@@ -5,6 +5,7 @@
 //! - [`course`]: lessons, front matter, math, custom blocks, content checks (pure data).
 //! - [`infer`]: model presets, the TP calculator and the vLLM launch planner (pure).
 //! - [`comm`]: processes and bytes on the wire: store, interfaces, the TCP backend, NCCL.
+//! - [`nccl_log`]: NCCL's log as a grammar (typed messages, release profiles): pure.
 //! - [`lab`]: experiments from comm: the launcher, the measurement, the hang lab, doctor.
 //! - [`study`]: progress, review history, spaced repetition, drills.
 //! - [`tui`]: the terminal app (TEA core: model, actions, update, render).
@@ -18,6 +19,7 @@ pub mod comm;
 pub mod course;
 pub mod infer;
 pub mod lab;
+pub mod nccl_log;
 pub mod study;
 pub mod tui;
 pub mod units;

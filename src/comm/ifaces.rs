@@ -4,13 +4,13 @@
 //! (and virbr* from 2.28), then docker*, then lo (then virbr*, 2.28+). From 2.28 only running
 //! interfaces (IFF_RUNNING) are candidates at all; before, any interface with an address was.
 //! Compare src/misc/socket.cc@v2.27.3-1 (ncclFindInterfaces, findInterfaces) with @v2.28.3-1.
-//! Which release is imitated is [`super::log::style`] (`RINGLAB_NCCL_STYLE`).
+//! Which release is imitated is [`super::log::profile`] (`RINGLAB_NCCL_VERSION`).
 
 use std::ffi::CStr;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::log::Style;
+use crate::nccl_log::Profile as Style;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iface {
@@ -90,7 +90,7 @@ fn matching(ifaces: &[Iface], spec: &str) -> Vec<Iface> {
 
 /// The interfaces NCCL would use, best first, and why, for the release this process imitates.
 pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, String), SelectError> {
-    select_as(ifaces, ifname, super::log::style())
+    select_as(ifaces, ifname, super::log::profile())
 }
 
 /// The interfaces the NCCL release `style` would use, best first, and why.
@@ -194,7 +194,7 @@ pub fn candidates(raw: &[RawIface], style: Style) -> Vec<Iface> {
 
 /// This host's interfaces (getifaddrs), as the imitated release would consider them.
 pub fn host_list() -> std::io::Result<Vec<Iface>> {
-    Ok(candidates(&host_raw()?, super::log::style()))
+    Ok(candidates(&host_raw()?, super::log::profile()))
 }
 
 /// Every IPv4 and IPv6 address entry of this host (getifaddrs), with its interface's flags.

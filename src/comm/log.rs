@@ -1,186 +1,138 @@
-//! Log lines shaped like NCCL's, so what a learner reads here is what they will read on a
-//! cluster: `host:pid:tid [dev] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>`. `NCCL_DEBUG`
-//! (VERSION, WARN, INFO, TRACE) sets the level, as in NCCL; lines go to stderr.
+//! The emulated NCCL's log: every line is written through [`crate::nccl_log`], as the release
+//! this process imitates writes it (`host:pid:tid [dev] NCCL INFO Bootstrap: Using eth0:…`;
+//! a WARN with its empty first line, its source place and, from 2.26, a timestamp).
+//! `NCCL_DEBUG` (VERSION, WARN, INFO, TRACE) sets the level and `NCCL_DEBUG_SUBSYS` the
+//! subsystems, as in NCCL; lines go to stderr.
 //!
-//! Which NCCL release the lines and the socket behaviour imitate is [`Style`], chosen with
-//! `RINGLAB_NCCL_STYLE` (`2.21`, `2.27`, `2.28`; default the newest, 2.28).
+//! The release is `RINGLAB_NCCL_VERSION` (any 2.x.y from 2.7 to 2.28; it behaves as the
+//! nearest [`Profile`]); `lab run --nccl-version` sets it for the ranks. Unset: 2.28.9.
 
-use std::borrow::Cow;
 use std::io::Write;
 use std::sync::OnceLock;
 
-/// The variable that picks the NCCL release whose log lines and socket behaviour ringlab's
-/// TCP backend imitates.
-pub const STYLE_ENV: &str = "RINGLAB_NCCL_STYLE";
+pub use crate::nccl_log::Level;
+use crate::nccl_log::{self, Msg, Profile, Release, ReleaseError, Site, Writer};
 
-/// The NCCL release (2.minor) whose log shapes and socket behaviour to imitate. What changes
-/// between releases, each checked in NVIDIA/nccl at the tags named:
-/// - the bootstrap line: `Bootstrap : Using [0]eth0:…` up to 2.7 (src/bootstrap.cc@v2.7.8-1),
-///   `Bootstrap : Using eth0:10.0.0.1<0>` 2.8–2.23 (@v2.8.3-1, @v2.23.4-1), `Bootstrap: Using …`
-///   from 2.24 (@v2.24.3-1);
-/// - connect retries ([`RetryForm`]): up to 2.23 a refused connect is retried 20 000 × 1 ms
-///   and logged once per 1000 attempts (src/include/socket.h, src/misc/socket.cc@v2.21.5-1);
-///   from 2.24, NCCL_SOCKET_RETRY_CNT (34) tries with a linearly growing sleep, logged each
-///   time, without the address up to 2.26 and with it from 2.27 (src/misc/socket.cc@v2.24.3-1,
-///   @v2.27.3-1);
-/// - interface choice: from 2.28 virbr* is excluded by default and only running (IFF_RUNNING)
-///   interfaces count (src/misc/socket.cc@v2.27.3-1 vs @v2.28.3-1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Style {
-    minor: u32,
-}
+/// The variable that names the NCCL release ringlab's emulated NCCL imitates.
+pub const VERSION_ENV: &str = "RINGLAB_NCCL_VERSION";
+/// The name an earlier ringlab used for it (2.MINOR only); still read.
+pub const OLD_VERSION_ENV: &str = "RINGLAB_NCCL_STYLE";
+/// The host name a rank's lines carry on the emulated cluster (each node its own, as on a
+/// real one); in a namespace node the node's own UTS namespace gives it.
+pub const HOSTNAME_ENV: &str = "RINGLAB_HOSTNAME";
 
-/// How a release retries and logs a failed connect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryForm {
-    /// NCCL ≤ 2.23: `Call to connect returned Connection refused, retrying`.
-    Legacy,
-    /// NCCL 2.24–2.26: `socketPollConnect: connect returned …, retrying (k/34) …`.
-    Counted,
-    /// NCCL ≥ 2.27: `socketPollConnect: connect to ADDR returned …, retrying (k/34) …`.
-    CountedWithAddress,
-}
-
-/// A `RINGLAB_NCCL_STYLE` value that names no NCCL release ringlab can imitate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{STYLE_ENV}={value:?} is not an NCCL release ringlab can imitate: use 2.21, 2.27 or 2.28 (any 2.N from 2.8 on is accepted)"
-)]
-pub struct StyleError {
-    pub value: String,
-}
-
-impl Style {
-    /// The newest release modelled, and the default.
-    pub const NEWEST: Style = Style { minor: 28 };
-    pub const V2_21: Style = Style { minor: 21 };
-    pub const V2_27: Style = Style { minor: 27 };
-
-    /// `2.21`, `2.27`, `2.28`, or any `2.N`, `2.N.P`, `2.N.P-R` with N ≥ 8.
-    pub fn parse(s: &str) -> Result<Self, StyleError> {
-        let err = || StyleError {
-            value: s.to_string(),
-        };
-        let t = s.trim();
-        let t = t.strip_prefix('v').unwrap_or(t);
-        let core = t.split(['-', '+']).next().unwrap_or("");
-        let mut parts = core.split('.');
-        let (Some("2"), Some(minor)) = (parts.next(), parts.next()) else {
-            return Err(err());
-        };
-        let minor: u32 = minor.parse().map_err(|_| err())?;
-        if parts.any(|p| p.parse::<u32>().is_err()) || !(8..=99).contains(&minor) {
-            return Err(err());
-        }
-        Ok(Self { minor })
-    }
-
-    /// From `RINGLAB_NCCL_STYLE`: unset or empty is the newest; a bad value is an error that
-    /// names the variable.
-    pub fn from_env() -> Result<Self, StyleError> {
-        match std::env::var(STYLE_ENV) {
-            Ok(v) if !v.trim().is_empty() => Self::parse(&v),
-            _ => Ok(Self::NEWEST),
+/// The release this process imitates, from the environment: (asked, profile). A bad value
+/// is an error naming the variable.
+pub fn release_from_env() -> Result<(Release, Profile), String> {
+    for name in [VERSION_ENV, OLD_VERSION_ENV] {
+        if let Ok(v) = std::env::var(name)
+            && !v.trim().is_empty()
+        {
+            let r = Release::parse(&v).map_err(|e: ReleaseError| format!("{name}: {e}"))?;
+            return Ok((r, Profile::nearest(r)));
         }
     }
-
-    /// The minor version: 21 for NCCL 2.21.
-    pub fn minor(self) -> u32 {
-        self.minor
-    }
-
-    pub fn retry_form(self) -> RetryForm {
-        match self.minor {
-            ..=23 => RetryForm::Legacy,
-            24..=26 => RetryForm::Counted,
-            _ => RetryForm::CountedWithAddress,
-        }
-    }
-
-    /// From 2.28: virbr* is excluded from the first choice and only running interfaces count.
-    pub fn virbr_last_and_running_only(self) -> bool {
-        self.minor >= 28
-    }
-
-    /// The bootstrap interface line, `shown` being `eth0:10.0.0.1<0>`.
-    pub fn bootstrap_using(self, shown: &str) -> String {
-        match self.minor {
-            ..=7 => format!("Bootstrap : Using [0]{shown}"),
-            8..=23 => format!("Bootstrap : Using {shown}"),
-            _ => format!("Bootstrap: Using {shown}"),
-        }
-    }
-
-    /// A message written in the newest form, as this release prints it: callers write
-    /// `Bootstrap: Using …` and a 2.21 style shows `Bootstrap : Using …`.
-    pub fn render(self, msg: &str) -> Cow<'_, str> {
-        match msg.strip_prefix("Bootstrap: Using ") {
-            Some(shown) if self != Self::NEWEST => Cow::Owned(self.bootstrap_using(shown)),
-            _ => Cow::Borrowed(msg),
-        }
-    }
+    Ok((Profile::NEWEST.release, Profile::NEWEST))
 }
 
-impl std::fmt::Display for Style {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "2.{}", self.minor)
-    }
-}
-
-/// This process's style, read once from `RINGLAB_NCCL_STYLE`. A bad value is reported once on
-/// stderr, naming the variable, and the newest style is used.
-pub fn style() -> Style {
-    static STYLE: OnceLock<Style> = OnceLock::new();
-    *STYLE.get_or_init(|| {
-        Style::from_env().unwrap_or_else(|e| {
+/// This process's release and profile, read once. A bad value is reported once on stderr,
+/// naming the variable, and the newest profile is used.
+fn chosen() -> (Release, Profile) {
+    static P: OnceLock<(Release, Profile)> = OnceLock::new();
+    *P.get_or_init(|| {
+        release_from_env().unwrap_or_else(|e| {
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "ringlab: warning: {e}; imitating NCCL {}",
-                Style::NEWEST
+                Profile::NEWEST
             );
-            Style::NEWEST
+            (Profile::NEWEST.release, Profile::NEWEST)
         })
     })
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    None,
-    Version,
-    Warn,
-    Info,
-    Trace,
+/// The profile this process's emulated NCCL behaves as.
+pub fn profile() -> Profile {
+    chosen().1
 }
 
-impl Level {
-    /// NCCL_DEBUG's values (case-insensitive); anything else is None, as NCCL ignores it.
-    pub fn parse(s: &str) -> Self {
-        match s.to_ascii_uppercase().as_str() {
-            "VERSION" => Self::Version,
-            "WARN" => Self::Warn,
-            "INFO" => Self::Info,
-            "TRACE" => Self::Trace,
-            _ => Self::None,
-        }
+/// The CUDA the emulated banner names (`+cuda12.8`): the driver API cudarc is bound to here
+/// (Cargo.toml, feature cuda-12080). The emulation runs no CUDA.
+const BANNER_CUDA: &str = "cuda12.8";
+
+/// The banner each rank prints at init, where the release prints it: bare (`NCCL version …`,
+/// NCCL_DEBUG=VERSION, and up to 2.21 at INFO too) or as an INFO line (2.22+).
+pub fn banner() {
+    let Some(l) = LOGGER.get() else { return };
+    let Some(have) = l.level else { return };
+    let msg = Msg::Version {
+        version: format!("{}+{BANNER_CUDA}", chosen().0),
+    };
+    let level = if l.profile.banner_is_info_line() && have >= Level::Info {
+        Level::Info
+    } else {
+        Level::Version
+    };
+    write(level, ("init.cc", 0), &msg);
+}
+
+/// NCCL_DEBUG's values (case-insensitive); anything else is None, as NCCL ignores it.
+pub fn parse_level(s: &str) -> Option<Level> {
+    match s.to_ascii_uppercase().as_str() {
+        "VERSION" => Some(Level::Version),
+        "WARN" => Some(Level::Warn),
+        "INFO" => Some(Level::Info),
+        "TRACE" => Some(Level::Trace),
+        _ => None,
     }
-    fn tag(self) -> &'static str {
-        match self {
-            Self::Warn => "WARN",
-            Self::Trace => "TRACE",
-            _ => "INFO",
-        }
+}
+
+/// The levels that carry a timestamp: NCCL_DEBUG_TIMESTAMP_LEVELS (names, `^` inverts, ALL),
+/// by default WARN from 2.26 and none before (the variable came in 2.26: src/debug.cc).
+fn stamped_levels(p: Profile, spec: Option<&str>) -> Vec<Level> {
+    if !p.timestamps_warn() {
+        return Vec::new();
     }
+    let all = [Level::Version, Level::Warn, Level::Info, Level::Trace];
+    let Some(spec) = spec else {
+        return vec![Level::Warn];
+    };
+    let (invert, list) = match spec.strip_prefix('^') {
+        Some(r) => (true, r),
+        None => (false, spec),
+    };
+    let named: Vec<Level> = list
+        .split(',')
+        .flat_map(|n| {
+            if n.trim().eq_ignore_ascii_case("ALL") {
+                all.to_vec()
+            } else {
+                parse_level(n.trim()).into_iter().collect()
+            }
+        })
+        .collect();
+    all.into_iter()
+        .filter(|l| named.contains(l) != invert)
+        .collect()
 }
 
 struct Logger {
-    level: Level,
-    prefix: String,
-    dev: usize,
+    level: Option<Level>,
+    mask: u64,
+    stamped: Vec<Level>,
+    writer: Writer,
+    profile: Profile,
 }
 
 static LOGGER: OnceLock<Logger> = OnceLock::new();
 
+/// This machine's host name as NCCL shows it (up to the first '.'), or the emulated node's.
 pub fn hostname() -> String {
+    if let Ok(h) = std::env::var(HOSTNAME_ENV)
+        && !h.trim().is_empty()
+    {
+        return h.trim().to_string();
+    }
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into buf.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
@@ -188,53 +140,112 @@ pub fn hostname() -> String {
         return "localhost".into();
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    let full = String::from_utf8_lossy(&buf[..end]).into_owned();
+    full.split('.').next().unwrap_or("localhost").to_string()
 }
 
-fn tid() -> i64 {
+fn tid() -> u32 {
     // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) }
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
-/// Set up logging for this process from NCCL_DEBUG; `dev` is the local rank (NCCL's `[dev]`).
+/// Set up logging for this process from NCCL_DEBUG and NCCL_DEBUG_SUBSYS; `dev` is the local
+/// rank (NCCL's `[dev]`).
 pub fn init(dev: usize) {
-    let level = std::env::var("NCCL_DEBUG").map_or(Level::None, |v| Level::parse(&v));
+    let p = profile();
+    let level = std::env::var("NCCL_DEBUG")
+        .ok()
+        .and_then(|v| parse_level(&v));
+    let mask = std::env::var("NCCL_DEBUG_SUBSYS")
+        .ok()
+        .map_or(p.default_subsys(), |s| nccl_log::subsys::parse(&s));
+    let stamps = std::env::var("NCCL_DEBUG_TIMESTAMP_LEVELS").ok();
     let _ = LOGGER.set(Logger {
         level,
-        prefix: format!("{}:{}", hostname(), std::process::id()),
-        dev,
+        mask,
+        stamped: stamped_levels(p, stamps.as_deref()),
+        writer: Writer {
+            host: hostname(),
+            pid: std::process::id(),
+            tid: 0,
+            dev: dev as i32,
+        },
+        profile: p,
     });
 }
 
 pub fn enabled(level: Level) -> bool {
-    LOGGER.get().is_some_and(|l| l.level >= level)
+    LOGGER
+        .get()
+        .is_some_and(|l| l.level.is_some_and(|have| have >= level))
 }
 
-/// One log line, NCCL-shaped, when `level` is enabled.
-pub fn log(level: Level, msg: &str) {
+fn write(level: Level, place: (&str, u32), msg: &Msg) {
     let Some(l) = LOGGER.get() else { return };
-    if l.level < level {
+    if !l.level.is_some_and(|have| have >= level) {
         return;
     }
-    let line = format!(
-        "{}:{} [{}] NCCL {} {}\n",
-        l.prefix,
-        tid(),
-        l.dev,
-        level.tag(),
-        style().render(msg)
-    );
+    if level >= Level::Info && msg.subsys(l.profile) & l.mask == 0 {
+        return;
+    }
+    let ts = l
+        .stamped
+        .contains(&level)
+        .then(|| chrono::Local::now().format("[%F %T]").to_string());
+    let mut w = l.writer.clone();
+    w.tid = tid();
+    let mut line = w.line(l.profile, level, place, ts.as_deref(), msg);
+    line.push('\n');
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-pub fn info(msg: &str) {
-    log(Level::Info, msg);
+/// A line the emulated NCCL writes where NCCL does, its place (for a WARN) NCCL's own at the
+/// profile's tag.
+pub fn nccl(level: Level, site: Option<Site>, msg: &Msg) {
+    let place = site.map_or(("init.cc", 0), |s| profile().site(s));
+    write(level, place, msg);
 }
-pub fn warn(msg: &str) {
-    log(Level::Warn, msg);
+
+/// ringlab's own place in its source, as NCCL gives `__FILE__:__LINE__` (`comm/tcp.rs:105`).
+fn own_place(loc: &'static std::panic::Location<'static>) -> (&'static str, u32) {
+    let file: &'static str = loc.file();
+    (file.strip_prefix("src/").unwrap_or(file), loc.line())
 }
-pub fn trace(msg: &str) {
-    log(Level::Trace, msg);
+
+/// An INFO line in NCCL's shape (`msg` typed through the grammar).
+#[track_caller]
+pub fn info_msg(msg: &Msg) {
+    write(Level::Info, own_place(std::panic::Location::caller()), msg);
+}
+
+/// An INFO line of ringlab's own text.
+#[track_caller]
+pub fn info(text: &str) {
+    write(
+        Level::Info,
+        own_place(std::panic::Location::caller()),
+        &Msg::Other(text.to_string()),
+    );
+}
+
+/// A WARN of ringlab's own, its place ringlab's source (`comm/tcp.rs:105`), as NCCL's WARN
+/// carries its own file:line.
+#[track_caller]
+pub fn warn(text: &str) {
+    write(
+        Level::Warn,
+        own_place(std::panic::Location::caller()),
+        &Msg::Other(text.to_string()),
+    );
+}
+
+#[track_caller]
+pub fn trace(text: &str) {
+    write(
+        Level::Trace,
+        own_place(std::panic::Location::caller()),
+        &Msg::Other(text.to_string()),
+    );
 }
 
 #[cfg(test)]
@@ -243,71 +254,32 @@ mod tests {
 
     #[test]
     fn nccl_debug_levels_parse_like_nccl() {
-        assert_eq!(Level::parse("info"), Level::Info);
-        assert_eq!(Level::parse("TRACE"), Level::Trace);
-        assert_eq!(Level::parse("bogus"), Level::None);
+        assert_eq!(parse_level("info"), Some(Level::Info));
+        assert_eq!(parse_level("TRACE"), Some(Level::Trace));
+        assert_eq!(parse_level("bogus"), None);
         assert!(Level::Trace > Level::Info && Level::Info > Level::Warn);
     }
 
     #[test]
-    fn style_parses_the_releases_and_rejects_the_rest() {
-        assert_eq!(Style::parse("2.21"), Ok(Style::V2_21));
-        assert_eq!(Style::parse(" 2.27 "), Ok(Style::V2_27));
-        assert_eq!(Style::parse("2.28"), Ok(Style::NEWEST));
-        assert_eq!(Style::parse("2.21.5").map(Style::minor), Ok(21));
-        assert_eq!(Style::parse("v2.26.6-1").map(Style::minor), Ok(26));
-        assert_eq!(Style::parse("2.21.5+cuda12.4").map(Style::minor), Ok(21));
-        for bad in ["", "newest", "2", "2.x", "3.1", "2.7", "2.21.x", "2.100"] {
-            let e = Style::parse(bad).expect_err(bad);
-            let msg = e.to_string();
-            assert!(msg.contains("RINGLAB_NCCL_STYLE"), "{msg}");
-            assert!(msg.contains("2.21, 2.27 or 2.28"), "{msg}");
-        }
+    fn timestamps_follow_the_release_and_the_variable() {
+        assert!(stamped_levels(Profile::V2_24, None).is_empty());
+        assert_eq!(stamped_levels(Profile::NEWEST, None), vec![Level::Warn]);
+        assert_eq!(
+            stamped_levels(Profile::NEWEST, Some("INFO,WARN")),
+            vec![Level::Warn, Level::Info]
+        );
+        assert_eq!(
+            stamped_levels(Profile::NEWEST, Some("^WARN")),
+            vec![Level::Version, Level::Info, Level::Trace]
+        );
+        assert!(stamped_levels(Profile::V2_24, Some("ALL")).is_empty());
     }
 
     #[test]
-    fn style_picks_the_forms_of_its_release() {
-        assert_eq!(Style::V2_21.retry_form(), RetryForm::Legacy);
-        assert_eq!(
-            Style::parse("2.23").unwrap().retry_form(),
-            RetryForm::Legacy
-        );
-        assert_eq!(
-            Style::parse("2.24").unwrap().retry_form(),
-            RetryForm::Counted
-        );
-        assert_eq!(
-            Style::parse("2.26").unwrap().retry_form(),
-            RetryForm::Counted
-        );
-        assert_eq!(Style::V2_27.retry_form(), RetryForm::CountedWithAddress);
-        assert_eq!(Style::NEWEST.retry_form(), RetryForm::CountedWithAddress);
-        assert!(!Style::V2_27.virbr_last_and_running_only());
-        assert!(Style::NEWEST.virbr_last_and_running_only());
-    }
-
-    #[test]
-    fn bootstrap_line_follows_the_release() {
-        let shown = "eth0:10.0.0.1<0>";
-        let msg = format!("Bootstrap: Using {shown}");
-        assert_eq!(
-            Style::V2_21.render(&msg),
-            "Bootstrap : Using eth0:10.0.0.1<0>"
-        );
-        assert_eq!(
-            Style::parse("2.8").unwrap().render(&msg),
-            "Bootstrap : Using eth0:10.0.0.1<0>"
-        );
-        assert_eq!(
-            Style::parse("2.24").unwrap().render(&msg),
-            "Bootstrap: Using eth0:10.0.0.1<0>"
-        );
-        assert_eq!(Style::V2_27.render(&msg), msg);
-        // The default keeps today's lines byte for byte.
-        assert!(matches!(Style::NEWEST.render(&msg), Cow::Borrowed(m) if m == msg));
-        assert_eq!(
-            Style::V2_21.render("Using network Socket"),
-            "Using network Socket"
-        );
+    fn own_places_are_relative_to_src() {
+        let here = std::panic::Location::caller();
+        let (file, line) = own_place(here);
+        assert!(!file.starts_with("src/") && file.ends_with(".rs"), "{file}");
+        assert!(line > 0);
     }
 }

@@ -1,23 +1,23 @@
 //! Socket plumbing shared by the store and the data connections: connecting with NCCL's retry
 //! policy, each retry logged the way NCCL logs it, and socket tuning for bandwidth.
 //!
-//! The policy follows the release [`log::style`] imitates (`RINGLAB_NCCL_STYLE`):
-//! - 2.21 (NCCL ≤ 2.23, src/misc/socket.cc@v2.21.5-1): a refused connect is retried every
-//!   1 ms, 20 000 times (about 20 s), logged `Call to connect returned Connection refused,
-//!   retrying` once per 1000 attempts; a timed-out one 3 times; any other error ends at once.
-//! - 2.24 and later (src/misc/socket.cc@v2.24.3-1, @v2.27.3-1): NCCL_SOCKET_RETRY_CNT tries
-//!   (34), sleeping NCCL_SOCKET_RETRY_SLEEP_MSEC × k (100 ms) before try k, about a minute in
-//!   all, each logged `socketPollConnect: connect [to ADDR] returned …, retrying (k/34) after
-//!   sleep for … msec` (the address from 2.27); then a WARN and ncclRemoteError.
-//! - 2.28, the default, writes the lines ringlab always wrote (a legacy INFO line and a
-//!   `socketProgress: connect to ADDR returned …` WARN per retry), which the hang lab reads.
+//! The policy and its lines are the imitated release's ([`log::profile`], see
+//! [`crate::nccl_log::release`]):
+//! - ≤ 2.23 (src/misc/socket.cc@v2.21.5-1): a refused connect is retried every 1 ms, 20 000
+//!   times (about 20 s), logged `Call to connect returned Connection refused, retrying` once
+//!   per 1000 attempts; a timed-out one 3 times; any other error ends at once.
+//! - 2.24 and later (@v2.24.3-1, @v2.27.7-1): NCCL_SOCKET_RETRY_CNT tries (34), sleeping
+//!   NCCL_SOCKET_RETRY_SLEEP_MSEC × k (100 ms) before try k, about a minute in all, each an
+//!   INFO line `socketPollConnect: connect [to ADDR] returned …, retrying (k/34) after sleep
+//!   for … msec` (the address from 2.27); then a WARN and ncclRemoteError.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::log::{self, Level, RetryForm, Style};
+use super::log::{self, Level};
+use crate::nccl_log::{self, GaveUp, Msg, Profile, Retry, RetryPolicy, Site};
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -26,23 +26,21 @@ fn env_num(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A line NCCL prints at that point: its level, its place (for a WARN) and the message.
+pub type Said = (Level, Option<Site>, Msg);
+
 /// What to do after a failed connect attempt: sleep and try again, or give up; with the log
 /// lines NCCL prints at that point.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    Retry {
-        sleep: Duration,
-        log: Vec<(Level, String)>,
-    },
-    GiveUp {
-        log: Vec<(Level, String)>,
-    },
+    Retry { sleep: Duration, log: Vec<Said> },
+    GiveUp { log: Vec<Said> },
 }
 
 /// The retry policy of one release, and its counters for one connect.
 #[derive(Debug, Clone)]
 pub struct Retrier {
-    style: Style,
+    profile: Profile,
     /// NCCL_SOCKET_RETRY_CNT (2.24+).
     tries: u64,
     /// NCCL_SOCKET_RETRY_SLEEP_MSEC (2.24+).
@@ -60,17 +58,23 @@ pub const LEGACY_TIMEDOUT_TRIES: u64 = 3;
 /// NCCL ≤ 2.23: the sleep between attempts (SLEEP_INT, 1000 µs).
 pub const LEGACY_SLEEP: Duration = Duration::from_millis(1);
 
+/// The function NCCL names in its retry lines: a non-blocking connect reports a refusal
+/// through poll (src/misc/socket.cc socketPollConnect).
+const POLL: &str = "socketPollConnect";
+/// The function that reports an error connect() itself returns.
+const START: &str = "socketStartConnect";
+
 /// NCCL's way of writing a socket address: `10.0.0.1<29500>`.
 pub fn nccl_addr(addr: SocketAddr) -> String {
-    format!("{}<{}>", addr.ip(), addr.port())
+    nccl_log::addr(addr)
 }
 
 impl Retrier {
-    /// The policy of `style`, with NCCL_SOCKET_RETRY_CNT and NCCL_SOCKET_RETRY_SLEEP_MSEC as
+    /// The policy of `profile`, with NCCL_SOCKET_RETRY_CNT and NCCL_SOCKET_RETRY_SLEEP_MSEC as
     /// given (2.24+ reads them; ≤ 2.23 has neither).
-    pub fn new(style: Style, tries: u64, sleep_ms: u64) -> Self {
+    pub fn new(profile: Profile, tries: u64, sleep_ms: u64) -> Self {
         Self {
-            style,
+            profile,
             tries,
             sleep_ms,
             errors: 0,
@@ -78,10 +82,10 @@ impl Retrier {
         }
     }
 
-    /// This process's policy: its style and the two variables.
+    /// This process's policy: its profile and the two variables.
     pub fn from_env() -> Self {
         Self::new(
-            log::style(),
+            log::profile(),
             env_num("NCCL_SOCKET_RETRY_CNT", 34),
             env_num("NCCL_SOCKET_RETRY_SLEEP_MSEC", 100),
         )
@@ -91,35 +95,62 @@ impl Retrier {
     pub fn failed(&mut self, addr: SocketAddr, e: &io::Error) -> Step {
         use io::ErrorKind::*;
         let what = describe(e);
-        if self.style.retry_form() == RetryForm::Legacy {
-            let (count, limit, name) = match e.kind() {
-                ConnectionRefused => (&mut self.errors, LEGACY_REFUSED_TRIES, "retries"),
-                TimedOut => (&mut self.timeouts, LEGACY_TIMEDOUT_TRIES, "timeouts"),
-                _ => {
-                    return Step::GiveUp {
-                        log: vec![(
-                            Level::Warn,
-                            format!(
-                                "socketStartConnect: Connect to {} failed : {what}",
-                                nccl_addr(addr)
-                            ),
-                        )],
-                    };
-                }
+        let shown = nccl_addr(addr);
+        let failed = |what: String| Step::GiveUp {
+            log: vec![(
+                Level::Warn,
+                Some(Site::ConnectFailed),
+                Msg::ConnectFailed {
+                    func: START.into(),
+                    addr: shown.clone(),
+                    error: what,
+                },
+            )],
+        };
+        let gave_up = |site, attempts, timeouts, error: &str| Step::GiveUp {
+            log: vec![(
+                Level::Warn,
+                Some(site),
+                Msg::GaveUp(GaveUp {
+                    func: POLL.into(),
+                    addr: Some(shown.clone()),
+                    error: Some(error.to_string()),
+                    attempts,
+                    timeouts,
+                }),
+            )],
+        };
+        if self.profile.retry_policy() == RetryPolicy::Legacy {
+            let (count, limit, site, timeouts) = match e.kind() {
+                ConnectionRefused => (
+                    &mut self.errors,
+                    LEGACY_REFUSED_TRIES,
+                    Site::RetriesExceeded,
+                    false,
+                ),
+                TimedOut => (
+                    &mut self.timeouts,
+                    LEGACY_TIMEDOUT_TRIES,
+                    Site::TimeoutsExceeded,
+                    true,
+                ),
+                _ => return failed(what),
             };
             *count += 1;
             if *count == limit {
-                return Step::GiveUp {
-                    log: vec![(
-                        Level::Warn,
-                        format!("socketStartConnect: exceeded {name} ({limit})"),
-                    )],
-                };
+                return gave_up(site, limit, timeouts, &what);
             }
             let log = if e.kind() == ConnectionRefused && *count % 1000 == 0 {
                 vec![(
                     Level::Info,
-                    format!("Call to connect returned {what}, retrying"),
+                    None,
+                    Msg::Retry(Retry {
+                        func: None,
+                        addr: None,
+                        error: what,
+                        count: None,
+                        sleep_ms: None,
+                    }),
                 )]
             } else {
                 Vec::new()
@@ -129,86 +160,38 @@ impl Retrier {
                 log,
             };
         }
-        let newest = self.style == Style::NEWEST;
-        let retryable = if newest {
-            matches!(
-                e.kind(),
-                ConnectionRefused
-                    | TimedOut
-                    | HostUnreachable
-                    | NetworkUnreachable
-                    | ConnectionReset
-                    | AddrNotAvailable
-            )
-        } else {
-            matches!(e.kind(), ConnectionRefused | TimedOut | HostUnreachable)
-        };
-        let with_addr = self.style.retry_form() == RetryForm::CountedWithAddress;
-        let target = if with_addr {
-            format!("connect to {}", nccl_addr(addr))
-        } else {
-            "connect".to_string()
-        };
-        if !retryable || self.errors >= self.tries {
-            if newest || !retryable {
-                // The default keeps ringlab's lines: the error alone, no WARN of its own.
-                let log = if newest {
-                    Vec::new()
-                } else {
-                    vec![(
-                        Level::Warn,
-                        format!("socketPollConnect: {target} failed : {what}"),
-                    )]
-                };
-                return Step::GiveUp { log };
-            }
-            let warn = if with_addr {
-                format!(
-                    "socketPollConnect: {target} returned {what}, exceeded error retry count after {} attempts",
-                    self.errors + 1
-                )
-            } else {
-                format!(
-                    "socketPollConnect: {target} returned {what}, exceeded error retry count ({})",
-                    self.errors + 1
-                )
-            };
-            return Step::GiveUp {
-                log: vec![(Level::Warn, warn)],
-            };
+        // 2.24-2.26: ETIMEDOUT, EHOSTUNREACH, ECONNREFUSED; 2.27 adds EINTR, EWOULDBLOCK,
+        // EAGAIN (socketConnectCheck).
+        let retryable = matches!(e.kind(), ConnectionRefused | TimedOut | HostUnreachable)
+            || (self.profile.retry_policy() == RetryPolicy::CountedWithAddress
+                && matches!(e.kind(), Interrupted | WouldBlock));
+        if !retryable {
+            return failed(what);
+        }
+        if self.errors >= self.tries {
+            return gave_up(Site::RetriesExceeded, self.errors + 1, false, &what);
         }
         self.errors += 1;
         let (k, tries) = (self.errors, self.tries);
         let wait = self.sleep_ms * k;
-        let log = if newest {
-            vec![
-                (
-                    Level::Info,
-                    format!("Call to connect returned {what}, retrying"),
-                ),
-                (
-                    Level::Warn,
-                    format!(
-                        "socketProgress: connect to {addr} returned {what}, retrying ({k}/{tries}) after sleep for {wait} msec"
-                    ),
-                ),
-            ]
-        } else {
-            vec![(
-                Level::Info,
-                format!(
-                    "socketPollConnect: {target} returned {what}, retrying ({k}/{tries}) after sleep for {wait} msec"
-                ),
-            )]
-        };
         Step::Retry {
             sleep: Duration::from_millis(wait),
-            log,
+            log: vec![(
+                Level::Info,
+                None,
+                Msg::Retry(Retry {
+                    func: Some(POLL.into()),
+                    addr: Some(shown),
+                    error: what,
+                    count: Some((k, tries)),
+                    sleep_ms: Some(wait),
+                }),
+            )],
         }
     }
 }
 
-/// Connect to `addr`, retrying like the NCCL release [`log::style`] imitates.
+/// Connect to `addr`, retrying like the NCCL release [`log::profile`] imitates.
 /// `connect_timeout` bounds one attempt (a silently dropped SYN would otherwise wait for the
 /// kernel's timeout, minutes).
 pub fn connect_retry(addr: SocketAddr, connect_timeout: Duration) -> io::Result<TcpStream> {
@@ -218,14 +201,14 @@ pub fn connect_retry(addr: SocketAddr, connect_timeout: Duration) -> io::Result<
             Ok(s) => return Ok(s),
             Err(e) => match retrier.failed(addr, &e) {
                 Step::Retry { sleep, log } => {
-                    for (level, line) in log {
-                        log::log(level, &line);
+                    for (level, site, msg) in log {
+                        log::nccl(level, site, &msg);
                     }
                     std::thread::sleep(sleep);
                 }
                 Step::GiveUp { log } => {
-                    for (level, line) in log {
-                        log::log(level, &line);
+                    for (level, site, msg) in log {
+                        log::nccl(level, site, &msg);
                     }
                     return Err(io::Error::new(
                         e.kind(),
@@ -429,17 +412,22 @@ mod tests {
 
     type Lines = Vec<(Level, String)>;
 
-    /// Feed `e` until the retrier gives up: (attempts, total sleep, every log line, the last).
+    /// Feed `e` until the retrier gives up: (attempts, total sleep, every log line, the last),
+    /// each line as `p` prints it.
     fn run(mut r: Retrier, e: impl Fn() -> io::Error) -> (u64, Duration, Lines, Lines) {
+        let p = r.profile;
+        let text = |log: Vec<Said>| -> Lines {
+            log.into_iter().map(|(l, _, m)| (l, m.format(p))).collect()
+        };
         let (mut n, mut slept, mut lines) = (0, Duration::ZERO, Vec::new());
         loop {
             n += 1;
             match r.failed(addr(), &e()) {
                 Step::Retry { sleep, log } => {
                     slept += sleep;
-                    lines.extend(log);
+                    lines.extend(text(log));
                 }
-                Step::GiveUp { log } => return (n, slept, lines, log),
+                Step::GiveUp { log } => return (n, slept, lines, text(log)),
             }
             assert!(n < 100_000, "never gives up");
         }
@@ -447,7 +435,7 @@ mod tests {
 
     #[test]
     fn nccl_2_21_retries_refused_20000_times_1ms_apart_logging_every_1000th() {
-        let (n, slept, lines, last) = run(Retrier::new(Style::V2_21, 34, 100), refused);
+        let (n, slept, lines, last) = run(Retrier::new(Profile::V2_21, 34, 100), refused);
         assert_eq!(n, 20_000);
         assert_eq!(slept, Duration::from_millis(19_999));
         assert_eq!(lines.len(), 19, "{lines:?}");
@@ -457,22 +445,22 @@ mod tests {
             last,
             [(
                 Level::Warn,
-                "socketStartConnect: exceeded retries (20000)".to_string()
+                "socketPollConnect: exceeded retries (20000)".to_string()
             )]
         );
         // NCCL_SOCKET_RETRY_CNT does not exist before 2.24.
-        assert_eq!(run(Retrier::new(Style::V2_21, 1, 1), refused).0, 20_000);
+        assert_eq!(run(Retrier::new(Profile::V2_21, 1, 1), refused).0, 20_000);
     }
 
     #[test]
     fn nccl_2_21_retries_a_timeout_3_times_and_fails_other_errors_at_once() {
         let timed_out = || io::Error::from(io::ErrorKind::TimedOut);
-        let (n, _, lines, last) = run(Retrier::new(Style::V2_21, 34, 100), timed_out);
+        let (n, _, lines, last) = run(Retrier::new(Profile::V2_21, 34, 100), timed_out);
         assert_eq!(n, 3);
         assert!(lines.is_empty());
-        assert_eq!(last[0].1, "socketStartConnect: exceeded timeouts (3)");
+        assert_eq!(last[0].1, "socketPollConnect: exceeded timeouts (3)");
         let unreachable = || io::Error::from(io::ErrorKind::HostUnreachable);
-        let (n, _, _, last) = run(Retrier::new(Style::V2_21, 34, 100), unreachable);
+        let (n, _, _, last) = run(Retrier::new(Profile::V2_21, 34, 100), unreachable);
         assert_eq!(n, 1);
         assert_eq!(
             last[0].1,
@@ -482,7 +470,7 @@ mod tests {
 
     #[test]
     fn nccl_2_27_retries_34_times_with_growing_sleep_naming_the_address() {
-        let (n, slept, lines, last) = run(Retrier::new(Style::V2_27, 34, 100), refused);
+        let (n, slept, lines, last) = run(Retrier::new(Profile::V2_27, 34, 100), refused);
         assert_eq!(n, 35);
         assert_eq!(slept, Duration::from_millis(59_500));
         assert_eq!(lines.len(), 34);
@@ -504,7 +492,7 @@ mod tests {
 
     #[test]
     fn nccl_2_24_to_2_26_lines_carry_no_address() {
-        let style = Style::parse("2.25").unwrap();
+        let style = Profile::parse("2.25").unwrap();
         let (n, _, lines, last) = run(Retrier::new(style, 34, 100), refused);
         assert_eq!(n, 35);
         assert_eq!(
@@ -518,24 +506,30 @@ mod tests {
     }
 
     #[test]
-    fn default_style_keeps_ringlabs_lines() {
-        let (n, slept, lines, last) = run(Retrier::new(Style::NEWEST, 3, 10), refused);
+    fn nccl_2_28_writes_each_retry_once_as_an_info_line_with_the_address() {
+        let (n, slept, lines, last) = run(Retrier::new(Profile::NEWEST, 3, 10), refused);
         assert_eq!((n, slept), (4, Duration::from_millis(60)));
         assert_eq!(
-            lines[..2],
-            [
-                (
+            lines,
+            (1..=3)
+                .map(|k| (
                     Level::Info,
-                    "Call to connect returned Connection refused, retrying".to_string()
-                ),
-                (
-                    Level::Warn,
-                    "socketProgress: connect to 172.17.0.1:43215 returned Connection refused, \
-                     retrying (1/3) after sleep for 10 msec"
-                        .to_string()
-                ),
-            ]
+                    format!(
+                        "socketPollConnect: connect to 172.17.0.1<43215> returned Connection refused, \
+                         retrying ({k}/3) after sleep for {} msec",
+                        10 * k
+                    )
+                ))
+                .collect::<Vec<_>>()
         );
-        assert!(last.is_empty());
+        assert_eq!(
+            last,
+            [(
+                Level::Warn,
+                "socketPollConnect: connect to 172.17.0.1<43215> returned Connection refused, \
+                 exceeded error retry count after 4 attempts"
+                    .to_string()
+            )]
+        );
     }
 }

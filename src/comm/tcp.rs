@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::engine::{EngineError, Io, Link, Plan, STAGE_WINDOW, execute, sys_recv, sys_send};
 use super::ifaces;
 use super::log;
+use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
 use super::net::{connect_retry, tune};
 use super::reduce::{AlignedBuf, divide, kernel};
 use super::store::{StoreClient, StoreError};
@@ -230,12 +231,18 @@ pub struct TcpComm {
     plans: std::collections::HashMap<crate::collective::Spec, Plan>,
 }
 
-/// The address this rank listens on and how it was chosen (logged like NCCL).
-pub fn choose_address(multi_node: bool) -> Result<(IpAddr, String), CommError> {
+/// The address this rank listens on, as NCCL's `Using` lines show it. NCCL logs the choice
+/// only where NCCL_SOCKET_IFNAME made it (`… set by environment to …`), and a filter that
+/// matches nothing as `Bootstrap : no socket interface found`.
+pub fn choose_address(multi_node: bool) -> Result<(IpAddr, NcclIface), CommError> {
     if !multi_node {
         return Ok((
             IpAddr::V4(Ipv4Addr::LOCALHOST),
-            "lo:127.0.0.1<0> (single node: loopback only)".into(),
+            NcclIface {
+                name: "lo".into(),
+                addr: "127.0.0.1".into(),
+                port: 0,
+            },
         ));
     }
     let all = ifaces::list().map_err(|source| CommError::Io {
@@ -244,9 +251,84 @@ pub fn choose_address(multi_node: bool) -> Result<(IpAddr, String), CommError> {
         source,
     })?;
     let ifname = std::env::var("NCCL_SOCKET_IFNAME").ok();
-    let (chosen, why) = ifaces::select(&all, ifname.as_deref())?;
-    log::info(&why);
-    Ok((chosen[0].addr, chosen[0].to_string()))
+    if let Some(spec) = ifname.as_deref().filter(|s| !s.trim().is_empty()) {
+        log::info_msg(&Msg::EnvSet {
+            name: "NCCL_SOCKET_IFNAME".into(),
+            value: spec.to_string(),
+        });
+    }
+    let (chosen, _why) = ifaces::select(&all, ifname.as_deref()).inspect_err(|_| {
+        log::nccl(
+            log::Level::Warn,
+            Some(Site::NoSocketInterface),
+            &Msg::NoSocketInterface,
+        );
+    })?;
+    let c = &chosen[0];
+    Ok((
+        c.addr,
+        NcclIface {
+            name: c.name.clone(),
+            addr: c.addr.to_string(),
+            port: 0,
+        },
+    ))
+}
+
+/// `ncclCommInitRank comm 0x… rank R nranks N cudaDev D nvmlDev D busId … commId 0x… - Init …`:
+/// the emulated communicator's numbers (no GPU: the bus id is the device's slot, the comm
+/// pointer and id this process's).
+fn init_line(env: &RankEnv, complete: bool) -> Msg {
+    Msg::Init(Init {
+        complete,
+        func: "ncclCommInitRank".into(),
+        comm: 0x5500_0000_0000 | u64::from(std::process::id()) << 12,
+        rank: env.rank as u32,
+        nranks: env.world as u32,
+        dev: env.local_rank as u32,
+        bus: (env.local_rank as u64 + 1) << 12,
+        comm_id: u64::from_le_bytes(env.token[..8].try_into().unwrap_or([0; 8])),
+    })
+}
+
+/// A channel line: `Channel 00 : 0[0] -> 1[1] via SHM/direct/direct`, or for NET the
+/// `00/0 … [send]` form.
+fn channel(from: usize, from_dev: usize, to: usize, to_dev: usize, dir: Option<&str>, via: &str) -> Msg {
+    Msg::Channel(Channel {
+        channel: 0,
+        conn: dir.map(|_| 0),
+        from: from as u32,
+        from_dev: from_dev.to_string(),
+        to: to as u32,
+        to_dev: to_dev.to_string(),
+        dir: dir.map(str::to_string),
+        via: via.into(),
+    })
+}
+
+/// A shared-memory failure as NCCL WARNs it (`Error: failed to extend … (28)`), or ringlab's text.
+fn log_shm_error(e: &super::shm::ShmError) {
+    match e {
+        super::shm::ShmError::Extend { path, len, err } => log::nccl(
+            log::Level::Warn,
+            Some(Site::ShmFailed),
+            &Msg::ShmFailed {
+                path: path.clone(),
+                bytes: *len as u64,
+                error: Some((os_error_text(err), err.raw_os_error().unwrap_or(0))),
+            },
+        ),
+        other => log::warn(&other.to_string()),
+    }
+}
+
+/// `No space left on device`, without Rust's ` (os error 28)`.
+fn os_error_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }
 
 impl TcpComm {
@@ -263,12 +345,13 @@ impl TcpComm {
             let rank = env.rank;
             move |source| CommError::Io { rank, what, source }
         };
-        log::info(&format!(
-            "Init START rank {} nranks {}",
-            env.rank, env.world
-        ));
-        let (ip, shown) = choose_address(env.multi_node)?;
-        log::info(&format!("Bootstrap: Using {shown}"));
+        log::banner();
+        log::info_msg(&init_line(env, false));
+        let (ip, chosen) = choose_address(env.multi_node)?;
+        log::info_msg(&Msg::Using {
+            what: UsingWhat::Bootstrap,
+            ifaces: vec![chosen.clone()],
+        });
         let listener = TcpListener::bind(SocketAddr::new(super::vnet::bind_ip(ip), 0))
             .map_err(io_err("binding the listener"))?;
         let me = super::vnet::advertised(
@@ -276,8 +359,13 @@ impl TcpComm {
                 .local_addr()
                 .map_err(io_err("reading the listener address"))?,
         );
-        log::info(&format!("NET/Socket : Using [0]{shown}"));
-        log::info("Using network Socket");
+        log::info_msg(&Msg::Using {
+            what: UsingWhat::NetSocket,
+            ifaces: vec![chosen],
+        });
+        log::info_msg(&Msg::UsingNetwork {
+            name: "Socket".into(),
+        });
         phase("rendezvous");
         store.set(&format!("addr/{}", env.rank), &me.to_string())?;
         let mut peers: Vec<Option<TcpStream>> = (0..env.world).map(|_| None).collect();
@@ -291,7 +379,6 @@ impl TcpComm {
                 source: io::Error::from(io::ErrorKind::InvalidData),
             })?;
             phase(&format!("connect to {addr}"));
-            log::info(&format!("Connecting to rank {p} at {addr}"));
             let mut s = connect_retry(addr, Duration::from_secs(10))
                 .map_err(io_err(&format!("connecting to rank {p}")))?;
             tune(&s).map_err(io_err("tuning a socket"))?;
@@ -321,10 +408,7 @@ impl TcpComm {
             })
             .collect();
         warm_up(&net, WARM_UP_BYTES).map_err(io_err("warming up the connections"))?;
-        log::info(&format!(
-            "Init COMPLETE rank {} nranks {}",
-            env.rank, env.world
-        ));
+        log::info_msg(&init_line(env, true));
         // Pinned by the launcher, a rank has a CPU of its own (and available_parallelism,
         // which reads the affinity mask, would say 1).
         let pinned = std::env::var_os(CPU_ENV).is_some();
@@ -655,7 +739,10 @@ fn connect_shm(
     }
     let here = Locality::here(env.shm);
     if !here.shm {
-        log::info("NCCL_SHM_DISABLE set by environment to 1.");
+        log::info_msg(&Msg::EnvSet {
+            name: "NCCL_SHM_DISABLE".into(),
+            value: "1.".into(),
+        });
     }
     let hello = serde_json::to_vec(&ShmHello {
         locality: here.clone(),
@@ -669,20 +756,11 @@ fn connect_shm(
             .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
         let t = if here.shm_with(&theirs.locality) {
             local.push(p);
-            log::info(&format!(
-                "Channel 00 : {rank}[{}] -> {p}[{}] via SHM/direct/direct",
-                env.local_rank, theirs.dev
-            ));
+            log::info_msg(&channel(rank, env.local_rank, p, theirs.dev, None, "SHM/direct/direct"));
             Transport::Shm
         } else {
-            log::info(&format!(
-                "Channel 00/0 : {rank}[{}] -> {p}[{}] [send] via NET/Socket/0",
-                env.local_rank, theirs.dev
-            ));
-            log::info(&format!(
-                "Channel 00/0 : {p}[{}] -> {rank}[{}] [receive] via NET/Socket/0",
-                theirs.dev, env.local_rank
-            ));
+            log::info_msg(&channel(rank, env.local_rank, p, theirs.dev, Some("send"), "NET/Socket/0"));
+            log::info_msg(&channel(p, theirs.dev, rank, env.local_rank, Some("receive"), "NET/Socket/0"));
             Transport::Net
         };
         transports[p] = Some(t);
@@ -693,7 +771,7 @@ fn connect_shm(
     let fifo = fifo_size().map_err(setup)?;
     let len = segment_len(local.len(), fifo);
     let mut mine = Segment::create(&super::shm::dir(), len).map_err(|source| {
-        log::warn(&source.to_string());
+        log_shm_error(&source);
         CommError::Shm { rank, source }
     })?;
     log::info(&format!(

@@ -30,6 +30,15 @@ pub struct Node {
     pub ip: Ipv4Addr,
     /// `/proc/<pid>/ns/mnt` of the holder when the node has a /dev/shm of its own.
     pub mntns: Option<String>,
+    /// `/proc/<pid>/ns/uts` of the holder: the node's own host name (none when emulated).
+    pub utsns: Option<String>,
+    /// The node's host name, `n0`, `n1`, …: what its ranks' log lines start with.
+    pub hostname: String,
+}
+
+/// Node i's host name.
+pub fn node_hostname(i: usize) -> String {
+    format!("n{i}")
 }
 
 /// A process that owns one network namespace: it unshares, then waits. When it dies (with the
@@ -44,13 +53,17 @@ struct Holder {
 impl Holder {
     /// `shm`: also a mount namespace with a tmpfs of that size over /dev/shm (a container's
     /// private /dev/shm, as `docker run` makes one: 64 MB unless --shm-size or --ipc=host).
-    fn spawn(shm: Option<&str>) -> Result<Self, ClusterError> {
+    /// `hostname`: also a UTS namespace with that host name (a node's).
+    fn spawn(shm: Option<&str>, hostname: Option<&str>) -> Result<Self, ClusterError> {
         use std::io::BufRead;
         let exe = super::self_exe().map_err(|e| ClusterError::Unavailable(e.to_string()))?;
         let mut cmd = Command::new(exe);
         cmd.arg("__netns-holder");
         if let Some(size) = shm {
             cmd.args(["--shm", size]);
+        }
+        if let Some(h) = hostname {
+            cmd.args(["--hostname", h]);
         }
         let mut child = cmd
             .stdin(std::process::Stdio::piped())
@@ -108,14 +121,24 @@ impl Drop for Holder {
 /// with `--shm`, a mount namespace with a tmpfs of SIZE over /dev/shm) kept alive until the
 /// parent goes away. It answers `shm-size SIZE` (remount bigger: `docker run --shm-size`) and
 /// `ipc-host` (unmount: the host's /dev/shm shows through, as with `--ipc=host`) on stdin.
-pub fn holder_main(shm: Option<&str>) -> std::process::ExitCode {
+pub fn holder_main(shm: Option<&str>, hostname: Option<&str>) -> std::process::ExitCode {
     // SAFETY: prctl and unshare only change this process.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    let flags = libc::CLONE_NEWNET | if shm.is_some() { libc::CLONE_NEWNS } else { 0 };
+    let flags = libc::CLONE_NEWNET
+        | if shm.is_some() { libc::CLONE_NEWNS } else { 0 }
+        | if hostname.is_some() { libc::CLONE_NEWUTS } else { 0 };
     // SAFETY: as above.
     if unsafe { libc::unshare(flags) } != 0 {
         eprintln!("unshare: {}", std::io::Error::last_os_error());
         return std::process::ExitCode::from(1);
+    }
+    if let Some(h) = hostname {
+        // SAFETY: the pointer and length describe `h`'s bytes; this process is alone in its
+        // new UTS namespace.
+        if unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) } != 0 {
+            eprintln!("sethostname {h}: {}", std::io::Error::last_os_error());
+            return std::process::ExitCode::from(1);
+        }
     }
     if let Some(size) = shm
         && let Err(e) = private_dev_shm(size)
@@ -294,7 +317,7 @@ fn sv(args: &[&str]) -> Vec<String> {
 
 /// Can this process make network namespaces? (Root, or root inside a user namespace.)
 pub fn available() -> Result<(), ClusterError> {
-    Holder::spawn(None).map(|_| ())
+    Holder::spawn(None, None).map(|_| ())
 }
 
 /// Set in a command re-run inside its own user namespace (see [`rerun_in_user_namespace`]).
@@ -393,7 +416,7 @@ impl Cluster {
             emulated_because: None,
             emu_shm: Vec::new(),
         };
-        let sw = Holder::spawn(None)?;
+        let sw = Holder::spawn(None, None)?;
         let sw_ns = format!("/proc/{}/ns/net", sw.pid());
         let sw_pid = sw.pid().to_string();
         c.holders.push(sw);
@@ -404,9 +427,11 @@ impl Cluster {
             "ip -n {PREFIX}sw link add br0 type bridge && ip -n {PREFIX}sw link set br0 up"
         ));
         for i in 0..k {
-            let h = Holder::spawn(shm)?;
+            let hostname = node_hostname(i);
+            let h = Holder::spawn(shm, Some(&hostname))?;
             let ns = format!("/proc/{}/ns/net", h.pid());
             let mntns = shm.map(|_| format!("/proc/{}/ns/mnt", h.pid()));
+            let utsns = Some(format!("/proc/{}/ns/uts", h.pid()));
             let pid = h.pid().to_string();
             c.holders.push(h);
             let name = format!("{PREFIX}n{i}");
@@ -455,12 +480,17 @@ impl Cluster {
                     "unshare --mount --propagation private sh -c 'mount -t tmpfs -o size={size},mode=1777 tmpfs /dev/shm; ...'   # node {i}: a container's /dev/shm (docker run without --shm-size: 64m)"
                 ));
             }
+            c.commands.push(format!(
+                "unshare --uts sh -c 'hostname {hostname}; ...'   # node {i}: a host name of its own"
+            ));
             c.nodes.push(Node {
                 index: i,
                 netns: Some(ns),
                 fabric,
                 ip: addr,
                 mntns,
+                utsns,
+                hostname,
             });
         }
         Ok(c)
@@ -490,6 +520,8 @@ impl Cluster {
                     .unwrap_or_else(|| "eth0".into()),
                 ip: vnet::fabric_ip(i),
                 mntns: None,
+                utsns: None,
+                hostname: node_hostname(i),
             })
             .collect();
         let limit = shm.and_then(|s| crate::units::parse_size(s).ok());
@@ -546,6 +578,15 @@ impl Cluster {
             .as_ref()
             .map(|v| vec![v.env_for(node)])
             .unwrap_or_default();
+        // The emulated nodes share this host: each rank carries its node's name instead.
+        if self.vnet.is_some()
+            && let Some(n) = self.nodes.get(node)
+        {
+            env.push((
+                crate::comm::log::HOSTNAME_ENV.into(),
+                n.hostname.clone(),
+            ));
+        }
         if let Some(e) = self.emu_shm.get(node) {
             env.push((
                 crate::comm::shm::DIR_ENV.into(),
@@ -556,6 +597,11 @@ impl Cluster {
             }
         }
         env
+    }
+
+    /// The UTS namespace of `node` (its own host name), where it has one.
+    pub fn utsns_path(&self, node: usize) -> Option<String> {
+        self.nodes.get(node).and_then(|n| n.utsns.clone())
     }
 
     /// The mount namespace of `node` (a /dev/shm of its own), if it has one.

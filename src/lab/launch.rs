@@ -42,6 +42,8 @@ pub struct Placement {
     pub netns: Vec<String>,
     /// Per node: the mount namespace of a node with a /dev/shm of its own (a container's).
     pub mntns: Vec<Option<String>>,
+    /// Per node: its UTS namespace (its own host name), where it has one.
+    pub utsns: Vec<Option<String>>,
     /// Where the store listens, inside node 0 (port 0: any).
     pub store_bind: SocketAddr,
     /// Node 0's fabric address: what the ranks dial for the store.
@@ -223,6 +225,7 @@ struct Slot {
     local_world: usize,
     netns: Option<String>,
     mntns: Option<String>,
+    utsns: Option<String>,
     store: SocketAddr,
     env: Vec<(String, String)>,
 }
@@ -262,6 +265,7 @@ pub fn run_with(
                     local_world: p.ranks_per_node,
                     netns: p.netns.get(node).cloned(),
                     mntns: p.mntns.get(node).cloned().flatten(),
+                    utsns: p.utsns.get(node).cloned().flatten(),
                     store: SocketAddr::new(ip, port),
                     // Each node of the cluster is a host of its own to the transport
                     // selection (ranks of one node share memory, others use the network).
@@ -317,6 +321,7 @@ pub fn run_with(
             local_world: l.nproc_per_node,
             netns: None,
             mntns: None,
+            utsns: None,
             store: store_addr,
             env: Vec::new(),
         })
@@ -386,6 +391,7 @@ fn spawn_and_watch(
         let ns_files = [
             (open(&slot.netns)?, libc::CLONE_NEWNET),
             (open(&slot.mntns)?, libc::CLONE_NEWNS),
+            (open(&slot.utsns)?, libc::CLONE_NEWUTS),
         ];
         let fds: Vec<(i32, i32)> = ns_files
             .iter()
@@ -421,6 +427,11 @@ fn spawn_and_watch(
             let tx = tx.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    // NCCL starts every WARN with an empty line: it says nothing on its own
+                    // and would take a place among the last lines kept as evidence.
+                    if line.trim().is_empty() {
+                        continue;
+                    }
                     if tx.send(Inner::Msg(Msg::Log { rank, line })).is_err() {
                         break;
                     }

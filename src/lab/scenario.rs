@@ -193,6 +193,10 @@ pub struct Scenario {
     #[serde(default)]
     pub stage_shm: Option<String>,
     pub fix: Fix,
+    /// The NCCL release the emulated ranks behave and log as (`--nccl-version`; not in the
+    /// scenario file). None: 2.28.9.
+    #[serde(skip)]
+    pub emulate: Option<crate::nccl_log::Release>,
 }
 
 /// One line of `ringlab lab run --events`: what the hang screen reads from the lab it runs
@@ -561,6 +565,8 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16, nccl: bool
     let mut env: Vec<(String, String)> = vec![("NCCL_DEBUG".into(), "INFO".into())];
     if nccl {
         env.extend(NcclLab::lab_env());
+    } else if let Some(r) = s.emulate {
+        env.push((crate::comm::log::VERSION_ENV.into(), r.to_string()));
     }
     // A fix replaces the staged variables it names; what it does not mention stays staged.
     let mut merged = s.stage_env.clone();
@@ -580,6 +586,7 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16, nccl: bool
         nodes: s.nodes,
         netns: (0..s.nodes).filter_map(|i| c.netns_path(i)).collect(),
         mntns: (0..s.nodes).map(|i| c.mntns_path(i)).collect(),
+        utsns: (0..s.nodes).map(|i| c.utsns_path(i)).collect(),
         store_bind: SocketAddr::new(c.bind_ip(store_ip), port),
         store_ip,
         store_ip_for_node: (0..s.nodes)

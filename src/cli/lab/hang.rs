@@ -28,6 +28,11 @@ pub enum HangLab {
         /// (needs GPUs and namespaces: root, or user namespaces).
         #[arg(long, default_value = "tcp", value_parser = ["tcp", "nccl"])]
         backend: String,
+        /// The NCCL release the emulated ranks behave and log as (2.7.0 to 2.28.x; a release
+        /// between two modelled ones behaves as the older, and the header says which). Default:
+        /// the release this machine's NCCL reports where a GPU lets ringlab load it, else 2.28.9.
+        #[arg(long, value_name = "2.MINOR.PATCH", value_parser = parse_nccl_version)]
+        nccl_version: Option<crate::nccl_log::Release>,
         /// (internal, for the app) every message as a JSON line, then the result.
         #[arg(long, hide = true)]
         events: bool,
@@ -77,10 +82,17 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             json,
             mode,
             backend,
+            nccl_version,
             events,
             try_fix,
         } => {
             let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
+            if backend == "nccl" && nccl_version.is_some() {
+                return exit2(
+                    "lab run: --nccl-version sets the release the emulated ranks imitate; with                      --backend nccl the real library speaks for itself"
+                        .into(),
+                );
+            }
             // NCCL: its GPUs and library first, before anything is staged.
             let gpu_machine = if backend == "nccl" {
                 let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
@@ -103,11 +115,19 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             if let Some(t) = timeout {
                 s.timeout = *t;
             }
+            let emulated = (backend != "nccl").then(|| emulated_release(*nccl_version));
+            if let Some((r, _)) = &emulated {
+                s.emulate = Some(*r);
+            }
             if !json {
                 println!(
                     "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
                     s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
                 );
+                if let Some((r, why)) = &emulated {
+                    let p = crate::nccl_log::Profile::nearest(*r);
+                    println!("# emulated NCCL: {} ({why})", p.describe(*r));
+                }
             }
             let quiet = *json;
             let stream = *events;
@@ -223,6 +243,28 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+    }
+}
+
+/// `--nccl-version`: any 2.x.y ringlab models; the error names the range.
+fn parse_nccl_version(s: &str) -> Result<crate::nccl_log::Release, String> {
+    crate::nccl_log::Release::parse(s).map_err(|e| e.to_string())
+}
+
+/// The release the emulated ranks imitate, and why that one: the flag, else the NCCL this
+/// machine has (where a GPU lets ringlab load it), else the newest modelled.
+fn emulated_release(asked: Option<crate::nccl_log::Release>) -> (crate::nccl_log::Release, String) {
+    use crate::nccl_log::{Profile, Release};
+    if let Some(r) = asked {
+        return (r, "--nccl-version".into());
+    }
+    let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::IfGpu);
+    match m.probe.nccl_version.as_deref().map(Release::parse) {
+        Some(Ok(r)) => (r, "the NCCL this machine has; --nccl-version to choose".into()),
+        _ => (
+            Profile::NEWEST.release,
+            "no NCCL loaded here; --nccl-version to choose another".into(),
+        ),
     }
 }
 
