@@ -147,3 +147,42 @@ fn the_shm_line_form_narrows_the_release() {
     assert!(s.contains("`via SHM/…/…` (NCCL 2.29 or earlier)"), "{s}");
     assert!(s.contains("look like NCCL 2.27"), "{s}");
 }
+
+/// A real-shaped 2.28 log: the WARN comes after an empty line with a `[%F %T]` timestamp and
+/// `misc/socket.cc:582` (src/debug.cc and src/misc/socket.cc at v2.28.9-1), and the error
+/// travels up as `file:line -> 6` INFO lines (socket.cc:674 and :723 are the NCCLCHECKs of
+/// socketProgressState and ncclSocketConnect there). Read right: two hosts (the timestamp is no
+/// host), the release from the banner, the culprit, and the retry count.
+#[test]
+fn a_2_28_log_with_timestamped_warns_and_error_traces_is_read_right() {
+    let v = json("nccl-2.28-docker0.log");
+    let rel = &v["nccl_release"];
+    assert_eq!(rel["consistent"], true, "{rel}");
+    let s = rel["summary"].as_str().expect("summary");
+    assert!(s.contains("look like NCCL 2.28"), "{s}");
+    assert!(
+        s.contains("`NCCL version 2.28.9+cuda13.0` (NCCL 2.28)"),
+        "{s}"
+    );
+    let kinds: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds, ["local-interface", "connect-retry"], "{v:#}");
+    let local = v["findings"][0]["summary"].as_str().expect("summary");
+    assert!(
+        local.contains("spans 2 hosts (gpu-a, gpu-b)") && !local.contains("[2026"),
+        "{local}"
+    );
+    let r = retry(&v);
+    let s = r["summary"].as_str().expect("summary");
+    assert!(
+        s.contains("5 retry line(s)") && s.contains("reached 5/34"),
+        "{s}"
+    );
+    assert!(s.contains("gave up"), "{s}");
+    // The retries' first and last, and the WARN that ends them (after its empty line).
+    assert_eq!(evidence_lines(r), [7, 11, 13]);
+}

@@ -540,9 +540,10 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         &f,
         &staged,
         1,
+        "the all-reduce of ones gave the world size on every rank",
         &theme,
     ));
-    assert!(v.contains("still HANGS after"), "{v}");
+    assert!(v.contains("still HANGS (the watchdog fired after"), "{v}");
     assert!(v.contains("advertised now: rank 0: 127.0.0.1:"), "{v}");
     assert!(v.contains("why it still fails"), "{v}");
     assert!(v.contains("changed what happens, but not enough"), "{v}");
@@ -555,6 +556,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         &f,
         &staged,
         1,
+        "the all-reduce of ones gave the world size on every rank",
         &theme,
     ));
     assert!(v.contains("still FAILS with an error"), "{v}");

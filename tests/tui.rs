@@ -258,7 +258,7 @@ fn live_lab_offers_the_nccl_backend_as_a_field() {
 
 #[test]
 fn hang_lab_lets_the_learner_type_a_fix() {
-    use ringlab::lab::scenario::{Diagnosis, LabReport, Staged};
+    use ringlab::lab::scenario::{Diagnosis, LabReport, Outcome, Staged};
     use ringlab::tui::screens::hang::{HangState, Stage};
     let mut app = fixture_app(Theme::color());
     let mut h = HangState::new();
@@ -268,9 +268,10 @@ fn hang_lab_lets_the_learner_type_a_fix() {
         mode: "netns".into(),
         emulated_because: None,
         staged: Staged {
-            outcome: "hang".into(),
+            outcome: Outcome::Hang,
             stuck_phase: Some("connect to 172.17.0.1:4000".into()),
             detected_after_s: Some(6.1),
+            run_s: 6.2,
             ranks: Vec::new(),
             reason: None,
             transport: None,

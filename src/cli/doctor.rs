@@ -350,7 +350,10 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let a = trace::analyse(&traces);
-    let table = trace::table(&traces, &a, 8);
+    let table: Vec<String> = trace::table(&traces, &a, 8)
+        .into_iter()
+        .map(|r| r.text)
+        .collect();
     if args.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {

@@ -182,7 +182,7 @@ pub fn enabled(level: Level) -> bool {
 
 fn write(level: Level, place: (&str, u32), msg: &Msg) {
     let Some(l) = LOGGER.get() else { return };
-    if !l.level.is_some_and(|have| have >= level) {
+    if l.level.is_none_or(|have| have < level) {
         return;
     }
     if level >= Level::Info && msg.subsys(l.profile) & l.mask == 0 {

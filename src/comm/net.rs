@@ -533,3 +533,99 @@ mod tests {
         );
     }
 }
+
+/// Lesson 07's table of connect retries is what the emulation does: for each row, every
+/// modelled release in its range is driven through [`Retrier`] until it gives up, and the row
+/// must hold the retry line it logs, the give-up line, and the total time it slept.
+#[cfg(test)]
+mod lesson_07 {
+    use super::*;
+    use crate::nccl_log::{Level, PROFILES};
+
+    const LESSON: &str = include_str!("../../lessons/07-debugging-hangs.md");
+
+    struct Run {
+        retry: Vec<String>,
+        gave_up: String,
+        slept: Duration,
+    }
+
+    fn refused_until_it_gives_up(p: Profile) -> Run {
+        let mut r = Retrier::new(p, 34, 100);
+        let e = io::Error::from(io::ErrorKind::ConnectionRefused);
+        let addr: SocketAddr = "172.17.0.1:43215".parse().expect("addr");
+        let (mut retry, mut slept) = (Vec::new(), Duration::ZERO);
+        for _ in 0..100_000 {
+            match r.failed(addr, &e) {
+                Step::Retry { sleep, log } => {
+                    slept += sleep;
+                    for (level, _, m) in log {
+                        assert_eq!(level, Level::Info, "{p}: a retry is an INFO line");
+                        retry.push(m.format(p));
+                    }
+                }
+                Step::GiveUp { log } => {
+                    let (level, _, m) = log.into_iter().next().expect("a give-up line");
+                    assert_eq!(level, Level::Warn, "{p}: giving up is a WARN");
+                    return Run {
+                        retry,
+                        gave_up: m.format(p),
+                        slept,
+                    };
+                }
+            }
+        }
+        panic!("{p} never gave up");
+    }
+
+    #[test]
+    fn the_retry_table_is_what_each_release_prints() {
+        for (row, lo, hi, after) in [
+            ("| 2.23 and earlier |", 8, 23, "about 20 s"),
+            ("| 2.24 to 2.26 |", 24, 26, "59.5 s"),
+            ("| 2.27 and later |", 27, 99, "59.5 s"),
+        ] {
+            let line = LESSON
+                .lines()
+                .find(|l| l.starts_with(row))
+                .unwrap_or_else(|| panic!("lesson 07 has no row {row}"));
+            let profiles: Vec<Profile> = PROFILES
+                .iter()
+                .copied()
+                .filter(|p| (lo..=hi).contains(&p.minor()))
+                .collect();
+            assert!(!profiles.is_empty(), "{row}");
+            for p in profiles {
+                let run = refused_until_it_gives_up(p);
+                // The third retry's line (≤ 2.23: every line is the same, one per 1000).
+                let third = run
+                    .retry
+                    .get(2)
+                    .unwrap_or_else(|| panic!("{p}: {:?}", run.retry));
+                assert!(
+                    line.contains(&format!("`{third}`")),
+                    "{p}: {third:?} not in\n{line}"
+                );
+                assert!(
+                    line.contains(&format!("`{}`", run.gave_up)),
+                    "{p}: {:?} not in\n{line}",
+                    run.gave_up
+                );
+                let s = run.slept.as_secs_f64();
+                let said = if after.starts_with("about") {
+                    format!("about {:.0} s", s)
+                } else {
+                    format!("{s:.1} s")
+                };
+                assert_eq!(said, after, "{p}: slept {s} s");
+                assert!(line.trim_end().ends_with(&format!("| {after} |")), "{line}");
+                if lo <= 23 {
+                    assert_eq!(run.retry.len(), 19, "{p}: one line per 1000 of 20 000");
+                    assert!(line.contains("once per 1000 attempts"), "{line}");
+                } else {
+                    assert_eq!(run.retry.len(), 34, "{p}");
+                }
+            }
+        }
+    }
+}

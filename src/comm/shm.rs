@@ -593,6 +593,22 @@ pub fn remove_orphans(dir: &Path) -> Vec<String> {
     removed
 }
 
+/// Remove the segments process `pid` made in `dir` (the launcher calls it for a rank it has
+/// reaped: a rank killed between making a segment and its partners mapping it leaves the
+/// name). Returns what was removed.
+pub fn remove_of(dir: &Path, pid: u32) -> Vec<String> {
+    let prefix = format!("{NAME_PREFIX}{pid}-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .map(|e| format!("shared-memory segment {}", e.path().display()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,6 +698,25 @@ mod tests {
         assert!(!dead.exists(), "{removed:?}");
         assert!(live.path().exists());
         assert_eq!(removed.len(), 1, "{removed:?}");
+    }
+
+    #[test]
+    fn a_reaped_ranks_segments_are_removed_and_no_one_elses() {
+        let dir = tmp();
+        let of = |pid: &str, tail: &str| dir.join(format!("{NAME_PREFIX}{pid}-{tail}"));
+        let gone = [of("4194306", "aaaaaa"), of("4194306", "bbbbbb")];
+        let other = of("41943060", "cccccc");
+        for p in gone.iter().chain([&other]) {
+            std::fs::write(p, b"x").expect("write");
+        }
+        let removed = remove_of(&dir, 4194306);
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        assert!(gone.iter().all(|p| !p.exists()), "{removed:?}");
+        assert!(
+            other.exists(),
+            "a pid with the same leading digits is someone else"
+        );
+        let _ = std::fs::remove_file(other);
     }
 
     #[test]

@@ -15,12 +15,12 @@ use std::time::Duration;
 use super::engine::{EngineError, Io, Link, Plan, STAGE_WINDOW, execute, sys_recv, sys_send};
 use super::ifaces;
 use super::log;
-use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
 use super::net::{connect_retry, tune};
 use super::reduce::{AlignedBuf, divide, kernel};
 use super::store::{StoreClient, StoreError};
 use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
+use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
 
 /// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
 pub const CPU_ENV: &str = "RINGLAB_CPU";
@@ -293,7 +293,14 @@ fn init_line(env: &RankEnv, complete: bool) -> Msg {
 
 /// A channel line: `Channel 00 : 0[0] -> 1[1] via SHM/direct/direct`, or for NET the
 /// `00/0 … [send]` form.
-fn channel(from: usize, from_dev: usize, to: usize, to_dev: usize, dir: Option<&str>, via: &str) -> Msg {
+fn channel(
+    from: usize,
+    from_dev: usize,
+    to: usize,
+    to_dev: usize,
+    dir: Option<&str>,
+    via: &str,
+) -> Msg {
     Msg::Channel(Channel {
         channel: 0,
         conn: dir.map(|_| 0),
@@ -756,11 +763,32 @@ fn connect_shm(
             .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
         let t = if here.shm_with(&theirs.locality) {
             local.push(p);
-            log::info_msg(&channel(rank, env.local_rank, p, theirs.dev, None, "SHM/direct/direct"));
+            log::info_msg(&channel(
+                rank,
+                env.local_rank,
+                p,
+                theirs.dev,
+                None,
+                "SHM/direct/direct",
+            ));
             Transport::Shm
         } else {
-            log::info_msg(&channel(rank, env.local_rank, p, theirs.dev, Some("send"), "NET/Socket/0"));
-            log::info_msg(&channel(p, theirs.dev, rank, env.local_rank, Some("receive"), "NET/Socket/0"));
+            log::info_msg(&channel(
+                rank,
+                env.local_rank,
+                p,
+                theirs.dev,
+                Some("send"),
+                "NET/Socket/0",
+            ));
+            log::info_msg(&channel(
+                p,
+                theirs.dev,
+                rank,
+                env.local_rank,
+                Some("receive"),
+                "NET/Socket/0",
+            ));
             Transport::Net
         };
         transports[p] = Some(t);

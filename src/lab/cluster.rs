@@ -126,7 +126,11 @@ pub fn holder_main(shm: Option<&str>, hostname: Option<&str>) -> std::process::E
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let flags = libc::CLONE_NEWNET
         | if shm.is_some() { libc::CLONE_NEWNS } else { 0 }
-        | if hostname.is_some() { libc::CLONE_NEWUTS } else { 0 };
+        | if hostname.is_some() {
+            libc::CLONE_NEWUTS
+        } else {
+            0
+        };
     // SAFETY: as above.
     if unsafe { libc::unshare(flags) } != 0 {
         eprintln!("unshare: {}", std::io::Error::last_os_error());
@@ -582,10 +586,7 @@ impl Cluster {
         if self.vnet.is_some()
             && let Some(n) = self.nodes.get(node)
         {
-            env.push((
-                crate::comm::log::HOSTNAME_ENV.into(),
-                n.hostname.clone(),
-            ));
+            env.push((crate::comm::log::HOSTNAME_ENV.into(), n.hostname.clone()));
         }
         if let Some(e) = self.emu_shm.get(node) {
             env.push((

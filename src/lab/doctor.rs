@@ -7,29 +7,77 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::nccl_log::{self, Msg, Releases};
+
+/// What a finding is about; its stable name (`local-interface`, …) is what `--json` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    LocalInterface,
+    ContainerBridge,
+    IfaceNamesDiffer,
+    SubnetsDiffer,
+    ConnectRetry,
+    NoSocketInterface,
+    IbDisabled,
+    SocketFallback,
+    P2pDisabled,
+    ShmFallback,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::LocalInterface => "local-interface",
+            Kind::ContainerBridge => "container-bridge",
+            Kind::IfaceNamesDiffer => "iface-names-differ",
+            Kind::SubnetsDiffer => "subnets-differ",
+            Kind::ConnectRetry => "connect-retry",
+            Kind::NoSocketInterface => "no-socket-interface",
+            Kind::IbDisabled => "ib-disabled",
+            Kind::SocketFallback => "socket-fallback",
+            Kind::P2pDisabled => "p2p-disabled",
+            Kind::ShmFallback => "shm-fallback",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for Kind {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
 /// One misconfiguration found in the logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// A stable name: `local-interface`, `container-bridge`, `iface-names-differ`,
-    /// `subnets-differ`, `connect-retry`, `no-socket-interface`, `ib-disabled`,
-    /// `socket-fallback`, `p2p-disabled`, `shm-fallback`.
-    pub kind: &'static str,
+    pub kind: Kind,
     pub summary: String,
     /// (file, 1-based line number, the line) for every line the finding rests on.
     pub evidence: Vec<(String, usize, String)>,
     pub fix: String,
 }
 
-/// One NCCL log line: where it is and what it says.
+/// One NCCL log line: where it is and what it says (read by [`crate::nccl_log`]).
 #[derive(Debug, Clone)]
 struct Line<'a> {
     file: &'a str,
     no: usize,
     text: &'a str,
     host: &'a str,
-    pid: &'a str,
+    pid: u32,
     /// What follows `NCCL INFO ` / `NCCL WARN ` / `NCCL TRACE `.
     msg: &'a str,
+    /// The message, typed.
+    m: &'a Msg,
+    /// The whole line, parsed.
+    p: &'a nccl_log::Line,
 }
 
 impl Line<'_> {
@@ -42,17 +90,46 @@ impl Line<'_> {
     }
 }
 
-/// `host:pid:tid [dev] NCCL INFO msg` → (host, pid, msg). Lines without an NCCL tag are skipped.
-fn parse_line(text: &str) -> Option<(&str, &str, &str)> {
-    let (head, msg) = ["NCCL INFO ", "NCCL WARN ", "NCCL TRACE "]
+/// A file's line, parsed, with where it is.
+struct Parsed<'a> {
+    file: &'a str,
+    no: usize,
+    text: &'a str,
+    line: nccl_log::Line,
+}
+
+/// Every NCCL line of every file, parsed, in order (empty lines, such as the one before each
+/// WARN, and other programs' output are skipped).
+fn parse_files(files: &[(String, String)]) -> Vec<Parsed<'_>> {
+    files
         .iter()
-        .find_map(|tag| text.find(tag).map(|i| (&text[..i], &text[i + tag.len()..])))?;
-    let head = head.trim_start();
-    let first = head.split_whitespace().next().unwrap_or("");
-    let mut parts = first.split(':');
-    let host = parts.next().unwrap_or("");
-    let pid = parts.next().unwrap_or("");
-    Some((host, pid, msg.trim_end()))
+        .flat_map(|(file, text)| {
+            text.lines().enumerate().filter_map(move |(i, t)| {
+                Some(Parsed {
+                    file,
+                    no: i + 1,
+                    text: t,
+                    line: nccl_log::parse_line(t)?,
+                })
+            })
+        })
+        .collect()
+}
+
+fn lines_of<'a>(parsed: &'a [Parsed<'a>]) -> Vec<Line<'a>> {
+    parsed
+        .iter()
+        .map(|p| Line {
+            file: p.file,
+            no: p.no,
+            text: p.text,
+            host: &p.line.host,
+            pid: p.line.pid,
+            msg: &p.line.text,
+            m: &p.line.msg,
+            p: &p.line,
+        })
+        .collect()
 }
 
 /// An interface a rank said it uses: `Bootstrap: Using eth0:10.0.0.1<0>`,
@@ -66,32 +143,16 @@ struct IfaceUse<'a> {
 }
 
 fn iface_uses<'a>(l: &Line<'a>) -> Vec<IfaceUse<'a>> {
-    let what = if l.msg.starts_with("Bootstrap") {
-        "Bootstrap"
-    } else if l.msg.starts_with("NET/Socket") {
-        "NET/Socket"
-    } else {
+    let Msg::Using { what, ifaces } = l.m else {
         return Vec::new();
     };
-    let Some(i) = l.msg.find("Using ") else {
-        return Vec::new();
-    };
-    l.msg[i + "Using ".len()..]
-        .split_whitespace()
-        .filter_map(|tok| {
-            // Drop an index like `[0]`.
-            let tok = match tok.strip_prefix('[') {
-                Some(rest) => rest.split_once(']').map_or(rest, |(_, r)| r),
-                None => tok,
-            };
-            let (name, rest) = tok.split_once(':')?;
-            let addr = rest.split('<').next().unwrap_or(rest);
-            (!name.is_empty() && !addr.is_empty()).then(|| IfaceUse {
-                line: l.clone(),
-                what,
-                name: name.to_string(),
-                addr: addr.to_string(),
-            })
+    ifaces
+        .iter()
+        .map(|f| IfaceUse {
+            line: l.clone(),
+            what: what.name(),
+            name: f.name.clone(),
+            addr: f.addr.clone(),
         })
         .collect()
 }
@@ -99,21 +160,13 @@ fn iface_uses<'a>(l: &Line<'a>) -> Vec<IfaceUse<'a>> {
 /// The interfaces a raw NCCL log line says are in use (`Bootstrap: Using …`,
 /// `NET/Socket : Using …`): (what, interface, address).
 pub fn interfaces_used(line: &str) -> Vec<(String, String, String)> {
-    let Some((host, pid, msg)) = parse_line(line) else {
-        return Vec::new();
-    };
-    let l = Line {
-        file: "",
-        no: 0,
-        text: line,
-        host,
-        pid,
-        msg,
-    };
-    iface_uses(&l)
-        .into_iter()
-        .map(|u| (u.what.to_string(), u.name, u.addr))
-        .collect()
+    match nccl_log::parse_line(line).map(|l| l.msg) {
+        Some(Msg::Using { what, ifaces }) => ifaces
+            .into_iter()
+            .map(|f| (what.name().to_string(), f.name, f.addr))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// docker*, lo and virbr* exist on every host and reach nothing beyond it.
@@ -134,15 +187,15 @@ fn prefix24(ip: &str) -> Option<String> {
 }
 
 /// `NAME set by environment to VALUE` (NCCL adds a '.' after numbers).
-fn env_setting<'a>(msg: &'a str, name: &str) -> Option<&'a str> {
-    let rest = msg
-        .strip_prefix(name)?
-        .strip_prefix(" set by environment to ")?;
-    Some(rest.trim())
+fn env_setting<'a>(m: &'a Msg, name: &str) -> Option<&'a str> {
+    match m {
+        Msg::EnvSet { name: n, value } if n == name => Some(value.trim()),
+        _ => None,
+    }
 }
 
-fn env_is_one(msg: &str, name: &str) -> bool {
-    env_setting(msg, name).is_some_and(|v| v.trim_end_matches('.') == "1")
+fn env_is_one(m: &Msg, name: &str) -> bool {
+    env_setting(m, name).is_some_and(|v| v.trim_end_matches('.') == "1")
 }
 
 /// A connect-retry line, in any release's form:
@@ -162,157 +215,27 @@ struct Retry {
     legacy: bool,
 }
 
-fn parse_retry(msg: &str) -> Option<Retry> {
-    if let Some(rest) = msg.strip_prefix("Call to connect returned ") {
-        let (error, _) = rest.split_once(", retrying")?;
-        return Some(Retry {
-            addr: None,
-            error: error.trim().to_string(),
-            k: 0,
-            n: 0,
-            legacy: true,
-        });
-    }
-    let (addr, rest) = if let Some(i) = msg.find("connect to ") {
-        let rest = &msg[i + "connect to ".len()..];
-        let (addr, rest) = rest.split_once(" returned ")?;
-        (Some(addr.trim().to_string()), rest)
-    } else {
-        let i = msg.find("connect returned ")?;
-        (None, &msg[i + "connect returned ".len()..])
-    };
-    let (error, rest) = rest.split_once(", retrying")?;
-    let (k, n) = rest
-        .trim_start()
-        .strip_prefix('(')
-        .and_then(|r| r.split_once(')'))
-        .and_then(|(kn, _)| kn.split_once('/'))
-        .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)))
-        .unwrap_or((0, 0));
+fn parse_retry(m: &Msg) -> Option<Retry> {
+    let Msg::Retry(r) = m else { return None };
+    let (k, n) = r.count.unwrap_or((0, 0));
     Some(Retry {
-        addr,
-        error: error.trim().to_string(),
+        addr: r.addr.clone(),
+        error: r.error.clone(),
         k,
         n,
-        legacy: false,
+        legacy: r.legacy(),
     })
 }
 
-/// The dialler gave up (then ncclRemoteError): `socketStartConnect: exceeded retries (20000)`
+/// The dialler gave up (then ncclRemoteError): `socketPollConnect: exceeded retries (20000)`
 /// or `exceeded timeouts (3)` (≤ 2.23), `connect returned …, exceeded error retry count (35)`
 /// (2.24–2.26), `connect to ADDR returned …, exceeded error retry count after 35 attempts`
 /// (2.27+). The address, where the line has one.
-fn parse_give_up(msg: &str) -> Option<Option<String>> {
-    if !(msg.contains("exceeded retries (")
-        || msg.contains("exceeded timeouts (")
-        || msg.contains("exceeded error retry count"))
-    {
-        return None;
+fn parse_give_up(m: &Msg) -> Option<Option<String>> {
+    match m {
+        Msg::GaveUp(g) => Some(g.addr.clone()),
+        _ => None,
     }
-    Some(msg.find("connect to ").and_then(|i| {
-        let rest = &msg[i + "connect to ".len()..];
-        rest.split_once(" returned ")
-            .map(|(a, _)| a.trim().to_string())
-    }))
-}
-
-/// An NCCL release range, by minor version (2.minor): `lo..=hi`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Releases {
-    lo: u32,
-    hi: u32,
-}
-
-impl Releases {
-    const OPEN: u32 = u32::MAX;
-    fn new(lo: u32, hi: u32) -> Self {
-        Self { lo, hi }
-    }
-    fn meet(self, o: Self) -> Option<Self> {
-        let r = Self::new(self.lo.max(o.lo), self.hi.min(o.hi));
-        (r.lo <= r.hi).then_some(r)
-    }
-}
-
-impl std::fmt::Display for Releases {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.lo, self.hi) {
-            (lo, hi) if lo == hi => write!(f, "NCCL 2.{lo}"),
-            (0, hi) => write!(f, "NCCL 2.{hi} or earlier"),
-            (lo, Self::OPEN) => write!(f, "NCCL 2.{lo} or later"),
-            (lo, hi) => write!(f, "NCCL 2.{lo}-2.{hi}"),
-        }
-    }
-}
-
-/// What a line's shape says about the NCCL release that wrote it: (the shape, in words; the
-/// releases that print it). Sources: NVIDIA/nccl src/bootstrap.cc and src/misc/socket.cc at
-/// v2.7.8-1, v2.8.3-1, v2.23.4-1, v2.24.3-1, v2.26.6-1, v2.27.3-1.
-fn release_hint(msg: &str) -> Option<(String, Releases)> {
-    if let Some(v) = msg.strip_prefix("NCCL version ") {
-        let v = v.split_whitespace().next().unwrap_or("");
-        let minor: u32 = v
-            .strip_prefix("2.")?
-            .split(['.', '+', '-'])
-            .next()?
-            .parse()
-            .ok()?;
-        return Some((format!("`NCCL version {v}`"), Releases::new(minor, minor)));
-    }
-    if msg.starts_with("Bootstrap : Using [") {
-        return Some(("`Bootstrap : Using [0]…`".into(), Releases::new(0, 7)));
-    }
-    if msg.starts_with("Bootstrap : Using ") {
-        return Some(("`Bootstrap : Using …`".into(), Releases::new(8, 23)));
-    }
-    if msg.starts_with("Bootstrap: Using ") {
-        return Some((
-            "`Bootstrap: Using …`".into(),
-            Releases::new(24, Releases::OPEN),
-        ));
-    }
-    if msg.contains("exceeded retries (") || msg.contains("exceeded timeouts (") {
-        return Some(("`exceeded retries/timeouts`".into(), Releases::new(0, 23)));
-    }
-    if msg.contains("exceeded error retry count") {
-        return Some(if msg.contains("connect to ") {
-            (
-                "`connect to ADDR returned …, exceeded error retry count`".into(),
-                Releases::new(27, Releases::OPEN),
-            )
-        } else {
-            (
-                "`connect returned …, exceeded error retry count` (no address)".into(),
-                Releases::new(24, 26),
-            )
-        });
-    }
-    if let Some((Transport::Shm, via)) = parse_transport(msg) {
-        // `via SHM/%s/%s` up to 2.29, `via SHM/direct` from 2.30 (src/transport/shm.cc at
-        // v2.29.7-1 and v2.30.7-1).
-        return Some(if via.matches('/').count() >= 2 {
-            ("`via SHM/…/…`".into(), Releases::new(0, 29))
-        } else {
-            ("`via SHM/direct`".into(), Releases::new(30, Releases::OPEN))
-        });
-    }
-    let r = parse_retry(msg)?;
-    Some(if r.legacy {
-        (
-            "`Call to connect returned …, retrying`".into(),
-            Releases::new(0, 23),
-        )
-    } else if r.addr.is_some() {
-        (
-            "`connect to ADDR returned …, retrying (k/n)`".into(),
-            Releases::new(27, Releases::OPEN),
-        )
-    } else {
-        (
-            "`connect returned …, retrying (k/n)` (no address)".into(),
-            Releases::new(24, 26),
-        )
-    })
 }
 
 /// Which NCCL release the logs look like they come from, and the lines that say so.
@@ -327,11 +250,12 @@ pub struct ReleaseGuess {
 /// The NCCL release the lines' shapes point to (the bootstrap line, the connect-retry lines,
 /// a `NCCL version` line), per host; None when no line tells.
 pub fn nccl_release(files: &[(String, String)]) -> Option<ReleaseGuess> {
-    let lines = read_lines(files);
+    let parsed = parse_files(files);
+    let lines = lines_of(&parsed);
     // Per host: each distinct shape once, with its first line.
     let mut per_host: BTreeMap<&str, BTreeMap<String, (Releases, &Line)>> = BTreeMap::new();
     for l in &lines {
-        if let Some((shape, r)) = release_hint(l.msg) {
+        if let Some((shape, r)) = l.p.releases() {
             per_host
                 .entry(l.host)
                 .or_default()
@@ -425,29 +349,10 @@ fn join<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
         .join(", ")
 }
 
-/// Every NCCL line of every file, in order.
-fn read_lines(files: &[(String, String)]) -> Vec<Line<'_>> {
-    files
-        .iter()
-        .flat_map(|(file, text)| {
-            text.lines().enumerate().filter_map(move |(i, t)| {
-                let (host, pid, msg) = parse_line(t)?;
-                Some(Line {
-                    file,
-                    no: i + 1,
-                    text: t,
-                    host,
-                    pid,
-                    msg,
-                })
-            })
-        })
-        .collect()
-}
-
 /// Read every file's NCCL lines and return the findings, in a fixed order.
 pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
-    let lines = read_lines(files);
+    let parsed = parse_files(files);
+    let lines = lines_of(&parsed);
     let hosts: BTreeSet<&str> = lines
         .iter()
         .map(|l| l.host)
@@ -456,19 +361,71 @@ pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
     let uses: Vec<IfaceUse> = lines.iter().flat_map(iface_uses).collect();
     let ifname_env: Vec<(&Line, &str)> = lines
         .iter()
-        .filter_map(|l| env_setting(l.msg, "NCCL_SOCKET_IFNAME").map(|v| (l, v)))
+        .filter_map(|l| env_setting(l.m, "NCCL_SOCKET_IFNAME").map(|v| (l, v)))
         .collect();
 
+    let cx = Context {
+        lines: &lines,
+        hosts: &hosts,
+        uses: &uses,
+        ifname_env: &ifname_env,
+    };
     let mut out = Vec::new();
-    local_interface(&hosts, &uses, &ifname_env, &mut out);
-    container_bridge(&hosts, &uses, &mut out);
-    names_and_subnets(&uses, &mut out);
-    connect_retries(&lines, &mut out);
-    no_socket_interface(&lines, &ifname_env, &mut out);
-    ib_and_p2p(&lines, &uses, &mut out);
-    shm_fallback(&lines, &mut out);
+    for check in CHECKS {
+        (check.run)(&cx, &mut out);
+        debug_assert!(
+            out.iter()
+                .all(|f| CHECKS.iter().any(|c| c.kinds.contains(&f.kind)))
+        );
+    }
     out
 }
+
+/// What every check reads: the lines, the hosts, the interfaces in use, NCCL_SOCKET_IFNAME.
+struct Context<'a> {
+    lines: &'a [Line<'a>],
+    hosts: &'a BTreeSet<&'a str>,
+    uses: &'a [IfaceUse<'a>],
+    ifname_env: &'a [(&'a Line<'a>, &'a str)],
+}
+
+/// One check of the logs: the findings it can make, and how it looks.
+struct Check {
+    kinds: &'static [Kind],
+    run: fn(&Context, &mut Vec<Finding>),
+}
+
+/// The checks, in the order their findings are reported.
+const CHECKS: &[Check] = &[
+    Check {
+        kinds: &[Kind::LocalInterface],
+        run: |c, out| local_interface(c.hosts, c.uses, c.ifname_env, out),
+    },
+    Check {
+        kinds: &[Kind::ContainerBridge],
+        run: |c, out| container_bridge(c.hosts, c.uses, out),
+    },
+    Check {
+        kinds: &[Kind::IfaceNamesDiffer, Kind::SubnetsDiffer],
+        run: |c, out| names_and_subnets(c.uses, out),
+    },
+    Check {
+        kinds: &[Kind::ConnectRetry],
+        run: |c, out| connect_retries(c.lines, out),
+    },
+    Check {
+        kinds: &[Kind::NoSocketInterface],
+        run: |c, out| no_socket_interface(c.lines, c.ifname_env, out),
+    },
+    Check {
+        kinds: &[Kind::IbDisabled, Kind::SocketFallback, Kind::P2pDisabled],
+        run: |c, out| ib_and_p2p(c.lines, c.uses, out),
+    },
+    Check {
+        kinds: &[Kind::ShmFallback],
+        run: |c, out| shm_fallback(c.lines, out),
+    },
+];
 
 /// The transport of one connection, from an init line such as
 /// `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read`, `Channel 00 : 0[0] -> 1[1] via
@@ -503,12 +460,9 @@ impl Transport {
 }
 
 /// (transport, the text after `via `) of a `Channel … via …` line.
-fn parse_transport(msg: &str) -> Option<(Transport, &str)> {
-    if !msg.starts_with("Channel ") || !msg.contains(" -> ") {
-        return None;
-    }
-    let via = &msg[msg.find(" via ")? + " via ".len()..];
-    let mut parts = via.split('/');
+fn parse_transport(m: &Msg) -> Option<(Transport, &str)> {
+    let Msg::Channel(c) = m else { return None };
+    let mut parts = c.via.split('/');
     let t = match parts.next()? {
         "P2P" => Transport::P2p,
         "SHM" => Transport::Shm,
@@ -519,7 +473,7 @@ fn parse_transport(msg: &str) -> Option<(Transport, &str)> {
         },
         _ => return None,
     };
-    Some((t, via.trim()))
+    Some((t, &c.via))
 }
 
 /// The transports one host's logged connections used, counted by kind.
@@ -534,10 +488,11 @@ pub struct HostTransports {
 
 /// Per host, how its ranks' connections were made (the `Channel … via …` init lines).
 pub fn transports(files: &[(String, String)]) -> Vec<HostTransports> {
-    let lines = read_lines(files);
+    let parsed = parse_files(files);
+    let lines = lines_of(&parsed);
     let mut per: BTreeMap<&str, (BTreeMap<Transport, usize>, usize)> = BTreeMap::new();
     for l in &lines {
-        if let Some((t, via)) = parse_transport(l.msg) {
+        if let Some((t, via)) = parse_transport(l.m) {
             let e = per.entry(l.host).or_default();
             *e.0.entry(t).or_default() += 1;
             if via.contains("/GDRDMA") {
@@ -601,7 +556,7 @@ fn container_bridge(hosts: &BTreeSet<&str>, uses: &[IfaceUse], out: &mut Vec<Fin
     evidence.sort();
     evidence.dedup();
     out.push(Finding {
-        kind: "container-bridge",
+        kind: Kind::ContainerBridge,
         summary: format!(
             "{} advertised {} on {} ({}): Docker's default bridge network, private to each host, \
             so the other hosts cannot reach it (or reach a container of their own). These ranks \
@@ -624,9 +579,9 @@ fn container_bridge(hosts: &BTreeSet<&str>, uses: &[IfaceUse], out: &mut Vec<Fin
 /// A P2P-disabling setting: `NCCL_P2P_DISABLE set by environment to 1` (src/graph/paths.cc
 /// prints it without a trailing '.'; NCCL_PARAM values end in '.') or
 /// `NCCL_P2P_LEVEL set by environment to LOC`.
-fn p2p_off_env(msg: &str) -> bool {
-    env_is_one(msg, "NCCL_P2P_DISABLE")
-        || env_setting(msg, "NCCL_P2P_LEVEL").is_some_and(|v| v.trim_end_matches('.') == "LOC")
+fn p2p_off_env(m: &Msg) -> bool {
+    env_is_one(m, "NCCL_P2P_DISABLE")
+        || env_setting(m, "NCCL_P2P_LEVEL").is_some_and(|v| v.trim_end_matches('.') == "LOC")
 }
 
 /// A line that says this host has NVSwitch: `NVLS multicast support is available on dev 0
@@ -640,12 +595,12 @@ fn shm_fallback(lines: &[Line], out: &mut Vec<Finding>) {
     // Hosts whose P2P is switched off by a variable are the p2p-disabled finding's.
     let p2p_off: BTreeSet<&str> = lines
         .iter()
-        .filter(|l| p2p_off_env(l.msg))
+        .filter(|l| p2p_off_env(l.m))
         .map(|l| l.host)
         .collect();
     let mut per: BTreeMap<&str, (usize, usize, Option<&Line>)> = BTreeMap::new();
     for l in lines {
-        match parse_transport(l.msg) {
+        match parse_transport(l.m) {
             Some((Transport::Shm, _)) => {
                 let e = per.entry(l.host).or_default();
                 e.0 += 1;
@@ -682,7 +637,7 @@ fn shm_fallback(lines: &[Line], out: &mut Vec<Finding>) {
             "every byte between these GPUs is staged through host memory, at PCIe speed or less"
         };
         out.push(Finding {
-            kind: "shm-fallback",
+            kind: Kind::ShmFallback,
             summary: format!(
                 "on {host} all {shm} same-host connection(s) went via SHM and none via P2P, with \
                 no NCCL_P2P_DISABLE or NCCL_P2P_LEVEL set: {why}"
@@ -748,7 +703,7 @@ fn local_interface(
     evidence.sort();
     evidence.dedup();
     out.push(Finding {
-        kind: "local-interface",
+        kind: Kind::LocalInterface,
         summary,
         evidence,
         fix,
@@ -789,7 +744,7 @@ fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
         let per = join(names.iter().map(|(h, n)| format!("{} on {h}", join(n))));
         let list = all.iter().copied().collect::<Vec<_>>().join(",");
         out.push(Finding {
-            kind: "iface-names-differ",
+            kind: Kind::IfaceNamesDiffer,
             summary: format!(
                 "the hosts chose interfaces with different names ({per}): one \
                  NCCL_SOCKET_IFNAME value must match the fabric NIC on every host"
@@ -815,7 +770,7 @@ fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
                 .map(|(h, n)| format!("{} on {h}", join(n.iter().map(|p| format!("{p}.0/24"))))),
         );
         out.push(Finding {
-            kind: "subnets-differ",
+            kind: Kind::SubnetsDiffer,
             summary: format!(
                 "the hosts chose addresses in different /24 networks ({per}): the ranks may \
                  be on NICs that cannot reach each other"
@@ -844,9 +799,9 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
     }
     // A process that names the address in some retry lines needs no address-less group: its
     // lines describe one loop (only a tool imitating several releases at once writes both).
-    let named: BTreeSet<(&str, &str, &str)> = lines
+    let named: BTreeSet<(&str, &str, u32)> = lines
         .iter()
-        .filter(|l| parse_retry(l.msg).is_some_and(|r| r.addr.is_some()))
+        .filter(|l| parse_retry(l.m).is_some_and(|r| r.addr.is_some()))
         .map(|l| (l.file, l.host, l.pid))
         .collect();
     // Keyed by the address dialled, or, where the release does not print it, by the host.
@@ -856,7 +811,7 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
     };
     let mut by_addr: BTreeMap<(String, String), Acc> = BTreeMap::new();
     for l in lines {
-        let Some(r) = parse_retry(l.msg) else {
+        let Some(r) = parse_retry(l.m) else {
             continue;
         };
         if r.addr.is_none() && named.contains(&(l.file, l.host, l.pid)) {
@@ -882,7 +837,7 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         acc.hosts.insert(l.host);
     }
     for l in lines {
-        if let Some(addr) = parse_give_up(l.msg)
+        if let Some(addr) = parse_give_up(l.m)
             && let Some(acc) = by_addr.get_mut(&key(&addr, l))
         {
             acc.gave_up.get_or_insert(l);
@@ -961,7 +916,7 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
             evidence.push(g.evidence());
         }
         out.push(Finding {
-            kind: "connect-retry",
+            kind: Kind::ConnectRetry,
             summary,
             evidence,
             fix,
@@ -972,9 +927,7 @@ fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
 fn no_socket_interface(lines: &[Line], ifname_env: &[(&Line, &str)], out: &mut Vec<Finding>) {
     let hits: Vec<&Line> = lines
         .iter()
-        .filter(|l| {
-            l.msg.contains("no socket interface found") || l.msg.contains("no interface found")
-        })
+        .filter(|l| matches!(l.m, Msg::NoSocketInterface | Msg::NoSubnetInterface { .. }))
         .collect();
     if hits.is_empty() {
         return;
@@ -1009,7 +962,7 @@ fn no_socket_interface(lines: &[Line], ifname_env: &[(&Line, &str)], out: &mut V
         )
     };
     out.push(Finding {
-        kind: "no-socket-interface",
+        kind: Kind::NoSocketInterface,
         summary,
         evidence,
         fix: "Run `ip -br addr` on that host and set NCCL_SOCKET_IFNAME to a prefix that \
@@ -1022,7 +975,7 @@ fn no_socket_interface(lines: &[Line], ifname_env: &[(&Line, &str)], out: &mut V
 fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
     let ib_env: Vec<&Line> = lines
         .iter()
-        .filter(|l| env_is_one(l.msg, "NCCL_IB_DISABLE"))
+        .filter(|l| env_is_one(l.m, "NCCL_IB_DISABLE"))
         .collect();
     let socket: Vec<&Line> = lines
         .iter()
@@ -1047,7 +1000,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
         evidence.sort();
         evidence.dedup();
         out.push(Finding {
-            kind: "ib-disabled",
+            kind: Kind::IbDisabled,
             summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
             evidence,
             fix: "NCCL_IB_DISABLE=1 is a diagnostic, not a fix: use it to tell whether the IB \
@@ -1073,7 +1026,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
             if let Some(c) = lines.iter().find(|c| {
                 c.file == ib.file
                     && c.pid == ib.pid
-                    && matches!(parse_transport(c.msg), Some((Transport::NetSocket, _)))
+                    && matches!(parse_transport(c.m), Some((Transport::NetSocket, _)))
             }) {
                 evidence.insert(c.evidence());
             }
@@ -1092,7 +1045,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
                 .iter()
                 .filter(|l| {
                     l.msg.starts_with("Using network IB")
-                        || matches!(parse_transport(l.msg), Some((Transport::NetIb, _)))
+                        || matches!(parse_transport(l.m), Some((Transport::NetIb, _)))
                 })
                 .map(|l| l.host)
                 .filter(|h| !fell.contains(h))
@@ -1115,7 +1068,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
                 ));
             }
             out.push(Finding {
-                kind: "socket-fallback",
+                kind: Kind::SocketFallback,
                 summary,
                 evidence: evidence.into_iter().collect(),
                 fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL: in a \
@@ -1127,7 +1080,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
             });
         }
     }
-    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.msg)).collect();
+    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.m)).collect();
     if !p2p.is_empty() {
         let hosts: BTreeSet<&str> = p2p.iter().map(|l| l.host).collect();
         let mut evidence: Vec<_> = p2p.iter().map(|l| l.evidence()).collect();
@@ -1135,7 +1088,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
         let mut shm = 0;
         let mut shown = BTreeSet::new();
         for l in lines.iter().filter(|l| hosts.contains(l.host)) {
-            if matches!(parse_transport(l.msg), Some((Transport::Shm, _))) {
+            if matches!(parse_transport(l.m), Some((Transport::Shm, _))) {
                 shm += 1;
                 if shown.insert(l.host) {
                     evidence.push(l.evidence());
@@ -1164,7 +1117,7 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
             );
         }
         out.push(Finding {
-            kind: "p2p-disabled",
+            kind: Kind::P2pDisabled,
             summary,
             evidence,
             fix: "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) is a diagnostic, not a fix: once \
@@ -1184,18 +1137,19 @@ mod tests {
     }
 
     fn kinds(f: &[Finding]) -> Vec<&'static str> {
-        f.iter().map(|f| f.kind).collect()
+        f.iter().map(|f| f.kind.name()).collect()
     }
 
     #[test]
     fn parses_nccl_lines() {
-        let (h, p, m) =
-            parse_line("n1:4711:4711 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>").unwrap();
+        let l =
+            nccl_log::parse_line("n1:4711:4711 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>")
+                .unwrap();
         assert_eq!(
-            (h, p, m),
-            ("n1", "4711", "Bootstrap: Using eth0:10.0.0.1<0>")
+            (l.host.as_str(), l.pid, l.text.as_str()),
+            ("n1", 4711, "Bootstrap: Using eth0:10.0.0.1<0>")
         );
-        assert!(parse_line("just some output").is_none());
+        assert!(nccl_log::parse_line("just some output").is_none());
     }
 
     #[test]
@@ -1243,32 +1197,42 @@ mod tests {
 
     #[test]
     fn retry_lines_of_every_release_parse() {
-        let legacy = parse_retry("Call to connect returned Connection refused, retrying").unwrap();
+        let legacy = parse_retry(&nccl_log::parse_msg(
+            "Call to connect returned Connection refused, retrying",
+        ))
+        .unwrap();
         assert_eq!((legacy.addr, legacy.legacy, legacy.k), (None, true, 0));
         assert_eq!(legacy.error, "Connection refused");
-        let counted = parse_retry(
+        let counted = parse_retry(&nccl_log::parse_msg(
             "socketPollConnect: connect returned Connection refused, retrying (3/34) after sleep for 300 msec",
-        )
+        ))
         .unwrap();
         assert_eq!((counted.addr, counted.k, counted.n), (None, 3, 34));
-        let named = parse_retry(
+        let named = parse_retry(&nccl_log::parse_msg(
             "socketPollConnect: connect to 10.0.0.1<5000> returned No route to host, retrying (2/34) after sleep for 200 msec",
-        )
+        ))
         .unwrap();
         assert_eq!(named.addr.as_deref(), Some("10.0.0.1<5000>"));
         assert_eq!((named.error.as_str(), named.k), ("No route to host", 2));
-        assert!(parse_retry("Call to accept returned Connection reset, retrying").is_none());
+        assert!(
+            parse_retry(&nccl_log::parse_msg(
+                "Call to accept returned Connection reset, retrying"
+            ))
+            .is_none()
+        );
         assert_eq!(
-            parse_give_up("socketStartConnect: exceeded retries (20000)"),
+            parse_give_up(&nccl_log::parse_msg(
+                "socketStartConnect: exceeded retries (20000)"
+            )),
             Some(None)
         );
         assert_eq!(
-            parse_give_up(
+            parse_give_up(&nccl_log::parse_msg(
                 "socketPollConnect: connect to 10.0.0.1<5000> returned Connection refused, exceeded error retry count after 35 attempts"
-            ),
+            )),
             Some(Some("10.0.0.1<5000>".into()))
         );
-        assert_eq!(parse_give_up("Init COMPLETE"), None);
+        assert_eq!(parse_give_up(&nccl_log::parse_msg("Init COMPLETE")), None);
     }
 
     fn release(text: &str) -> ReleaseGuess {
@@ -1383,7 +1347,7 @@ mod tests {
 
     #[test]
     fn transport_lines_of_every_kind_parse() {
-        let p = |m: &str| parse_transport(m).map(|(t, _)| t);
+        let p = |m: &str| parse_transport(&nccl_log::parse_msg(m)).map(|(t, _)| t);
         assert_eq!(
             p("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"),
             Some(Transport::P2p)

@@ -129,6 +129,9 @@ pub struct Failure {
     pub logs: Vec<(usize, Vec<String>)>,
     /// Each rank's process when the job failed: running, stopped (state T), or gone.
     pub processes: Vec<(usize, super::trace::Process)>,
+    /// Each rank's state letter in /proc/PID/stat when the job failed (R, S, D, T, …), or
+    /// `gone` for a process that has ended.
+    pub states: Vec<(usize, String)>,
 }
 
 impl std::fmt::Display for Failure {
@@ -151,7 +154,7 @@ pub enum LaunchError {
     #[error("{0}")]
     Setup(String),
     #[error("{0}")]
-    Failed(Failure),
+    Failed(Box<Failure>),
 }
 
 fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> LaunchError + '_ {
@@ -191,6 +194,10 @@ fn master(l: &Launch) -> Result<SocketAddr, LaunchError> {
 struct Ranks {
     children: Vec<(usize, Child)>,
     pgid: i32,
+    /// Where each rank in this mount namespace makes its shared-memory segments: a rank
+    /// killed before its partners mapped a segment leaves the name behind, and the
+    /// launcher removes it once the rank is gone.
+    shm: Vec<(u32, std::path::PathBuf)>,
 }
 
 impl Ranks {
@@ -202,6 +209,9 @@ impl Ranks {
         for (_, c) in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for (pid, dir) in self.shm.drain(..) {
+            crate::comm::shm::remove_of(&dir, pid);
         }
     }
 }
@@ -356,6 +366,7 @@ fn spawn_and_watch(
     let mut ranks = Ranks {
         children: Vec::new(),
         pgid: 0,
+        shm: Vec::new(),
     };
     let cpus = cpu_plan(job, slots.len());
     for (i, slot) in slots.into_iter().enumerate() {
@@ -407,6 +418,15 @@ fn spawn_and_watch(
             .map_err(setup(&format!("starting rank {rank}")))?;
         if ranks.pgid == 0 {
             ranks.pgid = child.id() as i32;
+        }
+        if slot.mntns.is_none() {
+            let shm_dir = slot
+                .env
+                .iter()
+                .chain(&l.env)
+                .find(|(k, _)| k == crate::comm::shm::DIR_ENV)
+                .map_or_else(crate::comm::shm::dir, |(_, v)| v.into());
+            ranks.shm.push((child.id(), shm_dir));
         }
         if let Some(out) = child.stdout.take() {
             let tx = tx.clone();
@@ -655,8 +675,27 @@ fn watch(
                 (*r, p)
             })
             .collect();
+        let states = st
+            .iter()
+            .map(|(r, s)| {
+                let letter = match s.exited {
+                    Some(_) => None,
+                    None => ranks
+                        .children
+                        .iter()
+                        .find(|(cr, _)| cr == r)
+                        .and_then(|(_, c)| process_state(c.id())),
+                };
+                let state = match letter {
+                    None | Some('Z' | 'X') => "gone".to_string(),
+                    Some(c) => c.to_string(),
+                };
+                (*r, state)
+            })
+            .collect();
         Failure {
             processes,
+            states,
             kind,
             reason,
             ranks: st
@@ -724,7 +763,7 @@ fn watch(
                             let failure = fail(&st, ranks, kind, reason);
                             before_kill(&failure);
                             ranks.kill_all();
-                            return Err(LaunchError::Failed(failure));
+                            return Err(LaunchError::Failed(Box::new(failure)));
                         }
                         Msg::Event(_) => s.last = Instant::now(),
                         Msg::Log { line, .. } => s.log(line),
@@ -763,7 +802,7 @@ fn watch(
                     let failure = fail(&st, ranks, FailKind::Exit, reason);
                     before_kill(&failure);
                     ranks.kill_all();
-                    return Err(LaunchError::Failed(failure));
+                    return Err(LaunchError::Failed(Box::new(failure)));
                 }
             }
         }
@@ -801,7 +840,7 @@ fn watch(
             let failure = fail(&st, ranks, FailKind::Hang, reason);
             before_kill(&failure);
             ranks.kill_all();
-            return Err(LaunchError::Failed(failure));
+            return Err(LaunchError::Failed(Box::new(failure)));
         }
     }
 }

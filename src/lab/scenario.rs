@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::cluster::{self, Cluster};
 use super::launch::{self, Failure, Launch, LaunchError, Msg, Placement};
 use super::{Event, Job};
+use crate::nccl_log;
 
 static LABS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/labs");
 
@@ -141,12 +142,65 @@ pub enum Expect {
     Error,
 }
 
+/// How a run ended: `ok` (went through), `hang` (the watchdog fired), `error` (a rank or the
+/// setup failed); a fix's re-run is `pass` when it went through with the right all-reduce
+/// (`ok` there means it went through with a wrong result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Ok,
+    Pass,
+    Hang,
+    Error,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Pass => "pass",
+            Outcome::Hang => "hang",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for Outcome {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl Scenario {
+    /// A run-time hang (a training loop that stops mid-run), not one at start-up.
+    pub fn run_time(&self) -> bool {
+        self.train.is_some()
+    }
+
+    /// What a passing run proved: the check its job makes.
+    pub fn pass_claim(&self) -> String {
+        match &self.train {
+            Some(t) => format!(
+                "all {} training steps ran, and the last gradient all-reduce (of ones) summed to the world size on every rank",
+                t.steps
+            ),
+            None => "the all-reduce of ones gave the world size on every rank".into(),
+        }
+    }
+}
+
 impl Expect {
     /// The run outcome it corresponds to.
-    pub fn outcome(self) -> &'static str {
+    pub fn outcome(self) -> Outcome {
         match self {
-            Expect::Hang => "hang",
-            Expect::Error => "error",
+            Expect::Hang => Outcome::Hang,
+            Expect::Error => Outcome::Error,
         }
     }
 }
@@ -259,25 +313,40 @@ impl NcclLab {
     }
 }
 
-/// The culprit NCCL's own log names, read by `doctor --log`'s analyser: each node's ranks' lines
-/// as one host's log (the nodes share a hostname, so the host in each line is replaced by
-/// `node<i>`). Returns (culprit, explanation, the lines it rests on).
+/// A doctor finding that names a culprit: (finding, the culprit, a test its evidence must pass).
+type NcclRule = (super::doctor::Kind, Culprit, fn(&nccl_log::Msg) -> bool);
+
+/// What `doctor --log`'s findings name as a scenario's culprit, in order.
+const NCCL_RULES: &[NcclRule] = &[
+    (
+        super::doctor::Kind::NoSocketInterface,
+        Culprit::IfaceNotFound,
+        |_| true,
+    ),
+    (
+        super::doctor::Kind::LocalInterface,
+        Culprit::UnroutableAddress,
+        |_| true,
+    ),
+    (
+        super::doctor::Kind::ConnectRetry,
+        Culprit::ConnectionDropped,
+        |m| matches!(m, nccl_log::Msg::Retry(r) if r.error == "Connection timed out"),
+    ),
+];
+
+/// The culprit NCCL's own log names, read by `doctor --log`'s analyser: each node's ranks'
+/// lines as one file (each node has its own host name, as on a real cluster). Returns
+/// (culprit, explanation, the lines it rests on).
 pub fn nccl_culprit(
     ranks_per_node: usize,
     logs: &BTreeMap<usize, Vec<String>>,
-) -> Option<(String, String, Vec<String>)> {
+) -> Option<(Culprit, String, Vec<String>)> {
     let mut files: BTreeMap<usize, String> = BTreeMap::new();
     for (rank, lines) in logs {
-        let node = rank / ranks_per_node.max(1);
-        let f = files.entry(node).or_default();
+        let f = files.entry(rank / ranks_per_node.max(1)).or_default();
         for l in lines {
-            let at = l.find(" NCCL ").unwrap_or(0);
-            let head = &l[..at];
-            let line = match head.trim_start().split_once(':') {
-                Some((_, rest)) => format!("node{node}:{rest}{}", &l[at..]),
-                None => l.clone(),
-            };
-            f.push_str(&line);
+            f.push_str(l);
             f.push('\n');
         }
     }
@@ -286,25 +355,20 @@ pub fn nccl_culprit(
         .map(|(n, t)| (format!("node{n}"), t))
         .collect();
     let findings = super::doctor::analyze(&files);
-    let pick = |kind: &str| findings.iter().find(|f| f.kind == kind);
-    let (culprit, f) = if let Some(f) = pick("no-socket-interface") {
-        ("iface-not-found", f)
-    } else if let Some(f) = pick("local-interface") {
-        ("unroutable-address", f)
-    } else if let Some(f) = pick("connect-retry").filter(|f| {
-        f.evidence
+    NCCL_RULES.iter().find_map(|(kind, culprit, test)| {
+        let f = findings.iter().find(|f| f.kind == *kind)?;
+        let holds = f
+            .evidence
             .iter()
-            .any(|(_, _, l)| l.contains("timed out") || l.contains("Connection timed out"))
-    }) {
-        ("connection-dropped", f)
-    } else {
-        return None;
-    };
-    Some((
-        culprit.to_string(),
-        format!("NCCL's log: {}", f.summary),
-        f.evidence.iter().map(|(_, _, l)| l.clone()).collect(),
-    ))
+            .any(|(_, _, l)| nccl_log::parse_line(l).is_some_and(|p| test(&p.msg)));
+        holds.then(|| {
+            (
+                *culprit,
+                format!("NCCL's log: {}", f.summary),
+                f.evidence.iter().map(|(_, _, l)| l.clone()).collect(),
+            )
+        })
+    })
 }
 
 /// The address each rank's NCCL said it uses for its sockets (`NET/Socket : Using …`, else
@@ -406,14 +470,22 @@ pub struct RankReport {
     pub node: usize,
     pub phase: String,
     pub advertised: Option<String>,
+    /// The rank's process state when the job was stopped, read from /proc/PID/stat: `R`
+    /// running, `S` sleeping (waiting on a socket), `T` stopped, `gone` ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Staged {
-    /// hang | ok | error
-    pub outcome: String,
+    pub outcome: Outcome,
     pub stuck_phase: Option<String>,
+    /// When the watchdog fired (or the error came): counted from the start for an init hang,
+    /// from the last progress for a run-time one.
     pub detected_after_s: Option<f64>,
+    /// How long the whole staged run took, start to end.
+    #[serde(default)]
+    pub run_s: f64,
     pub ranks: Vec<RankReport>,
     pub reason: Option<String>,
     /// How the ranks' bytes travelled (`SHM` within a node, `NET` across), where they got
@@ -464,7 +536,7 @@ pub struct TraceEvidence {
     pub seq: Option<u64>,
     pub label: Option<String>,
     /// The dumps side by side around the divergence (`trace::table`).
-    pub table: Vec<String>,
+    pub table: Vec<super::trace::Row>,
 }
 
 impl Diagnosis {
@@ -515,13 +587,16 @@ impl Diagnosis {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fixed {
-    pub outcome: String,
+    pub outcome: Outcome,
     pub allreduce_correct: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Seconds until the watchdog (or an error) ended a failed re-run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detected_after_s: Option<f64>,
+    /// How long the re-run took, start to end.
+    #[serde(default)]
+    pub run_s: f64,
     /// What the re-run showed when it failed: interfaces, what each rank advertised, who could
     /// reach it, and the diagnosis of this run (not the staged one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -548,9 +623,27 @@ pub struct LabReport {
     pub commands: Vec<String>,
 }
 
+/// The staged run's times, saying what each measures: `the watchdog fired 6.0 s after the
+/// start; the run took 6.2 s`, or for a run-time hang `… after 6.0 s without progress`.
+pub fn timing(st: &Staged, run_time: bool) -> String {
+    let total = format!("the run took {:.1} s", st.run_s);
+    match (st.outcome, st.detected_after_s) {
+        (Outcome::Hang, Some(x)) if run_time => {
+            format!("the watchdog fired after {x:.1} s without progress; {total}")
+        }
+        (Outcome::Hang, Some(x)) => {
+            format!("the watchdog fired {x:.1} s after the start; {total}")
+        }
+        (Outcome::Error, _) => format!("failed {:.1} s after the start", st.run_s),
+        _ => total,
+    }
+}
+
 /// What one run of the sanity all-reduce on the cluster did.
 struct RunResult {
-    outcome: String,
+    outcome: Outcome,
+    /// The run's length, start to end.
+    run_s: f64,
     failure: Option<Failure>,
     detected_after: Option<f64>,
     phases: BTreeMap<usize, String>,
@@ -738,7 +831,8 @@ fn run_once(
     );
     let phases = phases.into_inner();
     let transport = crate::comm::tcp::combine_transports(transports.values().map(String::as_str));
-    let detected_after = detected.or_else(|| Some(started.elapsed().as_secs_f64()));
+    let run_s = started.elapsed().as_secs_f64();
+    let detected_after = detected.or(Some(run_s));
     // A run that went through leaves no evidence to read: its flight recorders go.
     if r.is_ok()
         && let Some(dir) = &trace_dir
@@ -747,7 +841,8 @@ fn run_once(
     }
     match r {
         Ok(()) => RunResult {
-            outcome: "ok".into(),
+            outcome: Outcome::Ok,
+            run_s,
             failure: None,
             detected_after: None,
             phases,
@@ -757,13 +852,14 @@ fn run_once(
         },
         Err(LaunchError::Failed(f)) => {
             let outcome = if f.kind == crate::lab::launch::FailKind::Hang {
-                "hang"
+                Outcome::Hang
             } else {
-                "error"
+                Outcome::Error
             };
             RunResult {
-                outcome: outcome.into(),
-                failure: Some(f),
+                outcome,
+                run_s,
+                failure: Some(*f),
                 detected_after,
                 phases,
                 values,
@@ -772,13 +868,15 @@ fn run_once(
             }
         }
         Err(LaunchError::Setup(e)) => RunResult {
-            outcome: "error".into(),
+            outcome: Outcome::Error,
+            run_s,
             failure: Some(Failure {
                 kind: crate::lab::launch::FailKind::Error,
                 reason: e,
                 ranks: Vec::new(),
                 logs: Vec::new(),
                 processes: Vec::new(),
+                states: Vec::new(),
             }),
             detected_after,
             phases,
@@ -792,13 +890,15 @@ fn run_once(
 impl RunResult {
     fn setup_error(reason: String) -> Self {
         Self {
-            outcome: "error".into(),
+            outcome: Outcome::Error,
+            run_s: 0.0,
             failure: Some(Failure {
                 kind: crate::lab::launch::FailKind::Error,
                 reason,
                 ranks: Vec::new(),
                 logs: Vec::new(),
                 processes: Vec::new(),
+                states: Vec::new(),
             }),
             detected_after: None,
             phases: BTreeMap::new(),
@@ -807,11 +907,6 @@ impl RunResult {
             transport: None,
         }
     }
-}
-
-/// The part of a rank's log line from NCCL's message on (`Error: failed to extend …`).
-fn shm_line(line: &str) -> &str {
-    line.find("Error: failed").map_or(line, |i| &line[i..])
 }
 
 /// Every node's interfaces, as the evidence lists them.
@@ -970,6 +1065,147 @@ fn store_port(c: &Cluster) -> Result<u16, String> {
 }
 
 /// Evidence, gathered while the ranks still wait.
+/// What a failed staged run left to read: the scenario, the cluster, the launcher's report,
+/// each rank's log lines (parsed) and what each rank advertised in the store.
+struct Evidence<'a> {
+    s: &'a Scenario,
+    c: &'a Cluster,
+    f: &'a Failure,
+    d: &'a Diagnosis,
+    logs: &'a [(usize, nccl_log::Line)],
+    advertised: &'a [(usize, Option<SocketAddr>)],
+    world: usize,
+}
+
+impl Evidence<'_> {
+    fn node_of(&self, r: usize) -> usize {
+        r / self.s.ranks_per_node.max(1)
+    }
+    fn iface_of(&self, node: usize, ip: &IpAddr) -> Option<String> {
+        self.d
+            .interfaces
+            .iter()
+            .find(|i| i.node == node && i.addr == ip.to_string())
+            .map(|i| i.name.clone())
+    }
+    fn log_line(&self, want: impl Fn(&nccl_log::Msg) -> bool) -> Option<(usize, &nccl_log::Line)> {
+        self.logs
+            .iter()
+            .find(|(_, l)| want(&l.msg))
+            .map(|(r, l)| (*r, l))
+    }
+    fn published(&self) -> usize {
+        self.advertised.iter().filter(|(_, a)| a.is_some()).count()
+    }
+}
+
+/// One thing the evidence can show: the culprit, and the test that finds it there (its
+/// explanation, from the evidence). The first rule that holds names the culprit.
+struct Rule {
+    culprit: Culprit,
+    test: fn(&Evidence) -> Option<String>,
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        culprit: Culprit::ShmFull,
+        test: |e| {
+            let (r, l) = e.log_line(|m| matches!(m, nccl_log::Msg::ShmFailed { .. }))?;
+            Some(format!("rank {r} on node {}: {}", e.node_of(r), l.text))
+        },
+    },
+    Rule {
+        culprit: Culprit::IfaceNotFound,
+        test: |e| {
+            let (r, l) = e.log_line(|m| matches!(m, nccl_log::Msg::NoSocketInterface))?;
+            // The rank's own report says what the filter was and what the node has.
+            let why =
+                e.f.reason
+                    .split_once(": ")
+                    .map_or(l.text.as_str(), |(_, w)| w);
+            Some(format!("rank {r} on node {}: {why}", e.node_of(r)))
+        },
+    },
+    Rule {
+        culprit: Culprit::UnroutableAddress,
+        test: |e| {
+            let (r, a) = e
+                .advertised
+                .iter()
+                .find_map(|(r, a)| a.filter(|a| !cluster::is_fabric(&a.ip())).map(|a| (*r, a)))?;
+            let name = e
+                .iface_of(e.node_of(r), &a.ip())
+                .unwrap_or_else(|| "?".into());
+            let everywhere =
+                e.c.nodes
+                    .iter()
+                    .all(|n| e.iface_of(n.index, &a.ip()).is_some());
+            Some(format!(
+                "rank {r} advertised {a} on {name}{}; a peer that dials it reaches its own node, not rank {r}",
+                if everywhere {
+                    ", an address every node has"
+                } else {
+                    ""
+                }
+            ))
+        },
+    },
+    Rule {
+        culprit: Culprit::ConnectionDropped,
+        test: |e| {
+            let x = e.d.reachability.iter().find(|x| {
+                x.result == "Connection timed out" && x.from_node != e.node_of(x.to_rank)
+            })?;
+            Some(format!(
+                "node {} → rank {} at {}: Connection timed out. The address is on the fabric and \
+                 the store's port answered, so the host is up: new connections to the job's \
+                 other ports are dropped without a reply (a firewall)",
+                x.from_node, x.to_rank, x.addr
+            ))
+        },
+    },
+    Rule {
+        culprit: Culprit::StoreUnreachable,
+        test: |e| {
+            let spawned = |p: &str| p == "spawned";
+            if e.published() >= e.f.ranks.len().max(1)
+                || !e.f.ranks.iter().any(|(_, p, _)| spawned(p))
+            {
+                return None;
+            }
+            let stuck: Vec<String> =
+                e.f.ranks
+                    .iter()
+                    .filter(|(_, p, _)| spawned(p))
+                    .map(|(r, _, _)| format!("rank {r} (node {})", e.node_of(*r)))
+                    .collect();
+            Some(format!(
+                "{} never reached the rendezvous store: check --master-addr on that node",
+                stuck.join(", ")
+            ))
+        },
+    },
+    Rule {
+        culprit: Culprit::MissingRank,
+        test: |e| {
+            if e.published() >= e.world {
+                return None;
+            }
+            let missing: Vec<String> = e
+                .advertised
+                .iter()
+                .filter(|(_, a)| a.is_none())
+                .map(|(r, _)| r.to_string())
+                .collect();
+            Some(format!(
+                "world size {}, but rank(s) {} never arrived; the others wait for them",
+                e.world,
+                missing.join(", ")
+            ))
+        },
+    },
+];
+
 fn gather(
     s: &Scenario,
     c: &Cluster,
@@ -1003,100 +1239,30 @@ fn gather(
             });
         }
     }
-    let node_of = |r: usize| r / s.ranks_per_node.max(1);
-    let iface_of = |node: usize, ip: &IpAddr| {
-        d.interfaces
-            .iter()
-            .find(|i| i.node == node && i.addr == ip.to_string())
-            .map(|i| i.name.clone())
-    };
-    let logs = f
+    let logs: Vec<(usize, nccl_log::Line)> = f
         .logs
         .iter()
-        .flat_map(|(r, l)| l.iter().map(move |x| (*r, x)))
-        .collect::<Vec<_>>();
-    let (culprit, explanation) = if let Some((r, line)) = logs
+        .flat_map(|(r, l)| {
+            l.iter()
+                .filter_map(move |x| nccl_log::parse_line(x).map(|p| (*r, p)))
+        })
+        .collect();
+    let ev = Evidence {
+        s,
+        c,
+        f,
+        d: &d,
+        logs: &logs,
+        advertised: &advertised,
+        world,
+    };
+    let (culprit, explanation) = RULES
         .iter()
-        .find(|(_, l)| l.contains("failed to extend") && l.contains("bytes"))
-    {
-        (
-            Culprit::ShmFull,
-            format!("rank {r} on node {}: {}", node_of(*r), shm_line(line)),
-        )
-    } else if let Some((r, line)) = logs
-        .iter()
-        .find(|(_, l)| l.contains("no socket interface found"))
-    {
-        (
-            Culprit::IfaceNotFound,
-            format!("rank {r} on node {}: {line}", node_of(*r)),
-        )
-    } else if let Some((r, a)) = advertised
-        .iter()
-        .find_map(|(r, a)| a.filter(|a| !cluster::is_fabric(&a.ip())).map(|a| (*r, a)))
-    {
-        let name = iface_of(node_of(r), &a.ip()).unwrap_or_else(|| "?".into());
-        let everywhere = c.nodes.iter().all(|n| iface_of(n.index, &a.ip()).is_some());
-        (
-            Culprit::UnroutableAddress,
-            format!(
-                "rank {r} advertised {a} on {name}{}; a peer that dials it reaches its own node, not rank {r}",
-                if everywhere {
-                    ", an address every node has"
-                } else {
-                    ""
-                }
-            ),
-        )
-    } else if let Some(x) = d
-        .reachability
-        .iter()
-        .find(|x| x.result == "Connection timed out" && x.from_node != node_of(x.to_rank))
-    {
-        (
-            Culprit::ConnectionDropped,
-            format!(
-                "node {} → rank {} at {}: Connection timed out. The address is on the fabric and \
-                 the store's port answered, so the host is up: new connections to the job's \
-                 other ports are dropped without a reply (a firewall)",
-                x.from_node, x.to_rank, x.addr
-            ),
-        )
-    } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < f.ranks.len().max(1)
-        && f.ranks.iter().any(|(_, p, _)| p == "spawned")
-    {
-        let stuck: Vec<String> = f
-            .ranks
-            .iter()
-            .filter(|(_, p, _)| p == "spawned")
-            .map(|(r, _, _)| format!("rank {r} (node {})", node_of(*r)))
-            .collect();
-        (
-            Culprit::StoreUnreachable,
-            format!(
-                "{} never reached the rendezvous store: check --master-addr on that node",
-                stuck.join(", ")
-            ),
-        )
-    } else if advertised.iter().filter(|(_, a)| a.is_some()).count() < world {
-        let missing: Vec<String> = advertised
-            .iter()
-            .filter(|(_, a)| a.is_none())
-            .map(|(r, _)| r.to_string())
-            .collect();
-        (
-            Culprit::MissingRank,
-            format!(
-                "world size {world}, but rank(s) {} never arrived; the others wait for them",
-                missing.join(", ")
-            ),
-        )
-    } else {
-        (
+        .find_map(|rule| (rule.test)(&ev).map(|why| (rule.culprit, why)))
+        .unwrap_or((
             Culprit::Unknown,
             "no known misconfiguration in the evidence".to_string(),
-        )
-    };
+        ));
     d.culprit = culprit;
     d.explanation = explanation;
     d.fix = s.fix.text.clone();
@@ -1115,17 +1281,13 @@ fn nccl_evidence(
     let world = s.nodes * s.ranks_per_node;
     d.advertised = nccl_advertised(logs).into_iter().collect();
     if let Some((culprit, explanation, lines)) = nccl_culprit(s.ranks_per_node, logs) {
-        d.culprit = Culprit::from_id(&culprit);
+        d.culprit = culprit;
         d.explanation = explanation;
         // The lines it rests on, under the rank that logged the first of them.
-        let tail = |l: &str| {
-            l.find(" NCCL ")
-                .map_or(l.to_string(), |i| l[i..].to_string())
-        };
-        let first = lines.first().map(|l| tail(l)).unwrap_or_default();
+        let first = lines.first().cloned().unwrap_or_default();
         let rank = logs
             .iter()
-            .find(|(_, ls)| ls.iter().any(|x| tail(x) == first))
+            .find(|(_, ls)| ls.contains(&first))
             .map_or(0, |(r, _)| *r);
         d.last_logs = vec![(rank, lines)];
         return;
@@ -1193,6 +1355,12 @@ pub fn run_on(
                 .cloned()
                 .unwrap_or_else(|| "not started".into()),
             advertised: None,
+            state: staged.failure.as_ref().and_then(|f| {
+                f.states
+                    .iter()
+                    .find(|(pr, _)| *pr == r)
+                    .map(|(_, p)| p.clone())
+            }),
         })
         .collect::<Vec<_>>();
     let mut diagnosis = staged.evidence.clone().unwrap_or_default();
@@ -1226,7 +1394,8 @@ pub fn run_on(
             .map(|(_, p, _)| p.clone())
     });
     let report_staged = Staged {
-        outcome: staged.outcome.clone(),
+        outcome: staged.outcome,
+        run_s: staged.run_s,
         stuck_phase,
         detected_after_s: staged.detected_after,
         ranks,
@@ -1256,12 +1425,13 @@ fn fixed_run(
     let world = (s.nodes * s.ranks_per_node) as f64;
     let correct =
         r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
-    let passed = r.outcome == "ok" && correct;
+    let passed = r.outcome == Outcome::Ok && correct;
     Fixed {
-        outcome: if passed { "pass".into() } else { r.outcome },
+        outcome: if passed { Outcome::Pass } else { r.outcome },
         allreduce_correct: correct,
         reason: r.failure.map(|f| f.to_string()),
         detected_after_s: if passed { None } else { r.detected_after },
+        run_s: r.run_s,
         evidence: if passed { None } else { r.evidence },
         transport: r.transport,
     }
@@ -1349,7 +1519,7 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
 pub fn as_expected(s: &Scenario, r: &LabReport) -> bool {
     r.staged.outcome == s.expect.outcome()
         && r.diagnosis.culprit == s.culprit
-        && r.fixed.as_ref().is_none_or(|f| f.outcome == "pass")
+        && r.fixed.as_ref().is_none_or(|f| f.outcome == Outcome::Pass)
 }
 
 #[cfg(test)]
@@ -1477,23 +1647,23 @@ mod tests {
             .collect()
     }
 
-    /// NCCL 2.28-shaped logs of a two-node run (both nodes share the host name `vm`, as the
-    /// namespaces do) name the culprit through `doctor --log`'s analyser.
+    /// NCCL 2.28-shaped logs of a two-node run (each node its own host, as the namespace
+    /// nodes are) name the culprit through `doctor --log`'s analyser.
     #[test]
     fn nccls_own_log_names_the_culprit_of_each_scenario() {
         let docker0 = logs(&[
             &[
-                "vm:101:101 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to docker0",
-                "vm:101:101 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>",
-                "vm:101:101 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>",
+                "n0:101:101 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to docker0",
+                "n0:101:101 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>",
+                "n0:101:101 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>",
             ],
             &[
-                "vm:202:202 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>",
-                "vm:202:202 [0] NCCL WARN socketPollConnect: connect to 172.17.0.1<40163> returned Connection refused, retrying (3/1000) after sleep for 30 msec",
+                "n1:202:202 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>",
+                "n1:202:202 [0] NCCL INFO socketPollConnect: connect to 172.17.0.1<40163> returned Connection refused, retrying (3/1000) after sleep for 30 msec",
             ],
         ]);
         let (c, why, lines) = nccl_culprit(1, &docker0).expect("a culprit");
-        assert_eq!(c, "unroutable-address");
+        assert_eq!(c, Culprit::UnroutableAddress);
         assert!(
             why.contains("docker0") && why.contains("172.17.0.1"),
             "{why}"
@@ -1503,32 +1673,32 @@ mod tests {
         assert_eq!(adv[&0], "172.17.0.1 (docker0)");
 
         let names = logs(&[
-            &["vm:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
+            &["n0:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
             &[
-                "vm:202:202 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
-                "vm:202:202 [0] NCCL WARN Bootstrap : no socket interface found",
+                "n1:202:202 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
+                "[2026-12-03 10:11:12] n1:202:202 [0] bootstrap.cc:114 NCCL WARN Bootstrap : no socket interface found",
             ],
         ]);
         assert_eq!(
             nccl_culprit(1, &names).expect("culprit").0,
-            "iface-not-found"
+            Culprit::IfaceNotFound
         );
 
         let dropped = logs(&[
-            &["vm:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
+            &["n0:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
             &[
-                "vm:202:202 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.2<0>",
-                "vm:202:202 [0] NCCL WARN socketPollConnect: connect to 10.77.0.1<41877> returned Connection timed out, retrying (1/1000) after sleep for 10 msec",
+                "n1:202:202 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.2<0>",
+                "n1:202:202 [0] NCCL INFO socketPollConnect: connect to 10.77.0.1<41877> returned Connection timed out, retrying (1/1000) after sleep for 10 msec",
             ],
         ]);
         assert_eq!(
             nccl_culprit(1, &dropped).expect("culprit").0,
-            "connection-dropped"
+            Culprit::ConnectionDropped
         );
 
         let healthy = logs(&[
-            &["vm:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
-            &["vm:202:202 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.2<0>"],
+            &["n0:101:101 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.1<0>"],
+            &["n1:202:202 [0] NCCL INFO Bootstrap: Using eth0:10.77.0.2<0>"],
         ]);
         assert_eq!(
             nccl_culprit(1, &healthy),

@@ -830,20 +830,23 @@ fn state_word(s: State) -> &'static str {
 /// The dumps side by side around the divergence: one row per collective, one column per
 /// rank, `✓` completed, `…` started, `·` scheduled, `—` never entered. Rows with a divergence
 /// are marked `◀`.
-pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<String> {
+pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<Row> {
     let by_rank: BTreeMap<usize, &RankTrace> = traces.iter().map(|t| (t.rank, t)).collect();
     let front = a.front.unwrap_or(0);
     let focus = a.culprit.as_ref().and_then(Culprit::seq).unwrap_or(front);
     let hi = front.max(focus);
     let lo = hi.saturating_sub(rows.saturating_sub(1) as u64).max(1);
     let width = 22;
-    let mut out = vec![format!(
-        "  seq  {}",
-        (0..a.world)
-            .map(|r| format!("{:<width$}", format!("rank {r}")))
-            .collect::<String>()
-            .trim_end()
-    )];
+    let mut out = vec![Row {
+        text: format!(
+            "  seq  {}",
+            (0..a.world)
+                .map(|r| format!("{:<width$}", format!("rank {r}")))
+                .collect::<String>()
+                .trim_end()
+        ),
+        odd: false,
+    }];
     for seq in lo..=hi {
         let mut cells = String::new();
         let mut hashes = BTreeSet::new();
@@ -874,12 +877,19 @@ pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<String> {
                     .and_then(|e| e.label.clone())
             })
             .unwrap_or_default();
-        out.push(format!(
-            "  #{seq:<4}{cells}{label}{}",
-            if odd { "  ◀" } else { "" }
-        ));
+        out.push(Row {
+            text: format!("  #{seq:<4}{cells}{label}{}", if odd { "  ◀" } else { "" }),
+            odd,
+        });
     }
     out
+}
+
+/// A row of [`table`]: its text, and whether the ranks disagree there (marked `◀`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Row {
+    pub text: String,
+    pub odd: bool,
 }
 
 /// `s` cut to `max` characters, "…" where it was cut.
@@ -989,8 +999,10 @@ mod tests {
         );
         let rows = table(&t, &a, 3);
         assert!(
-            rows.iter()
-                .any(|r| r.starts_with("  #5") && r.contains('—') && r.ends_with('◀')),
+            rows.iter().any(|r| r.odd
+                && r.text.starts_with("  #5")
+                && r.text.contains('—')
+                && r.text.ends_with('◀')),
             "{rows:#?}"
         );
     }

@@ -236,9 +236,8 @@ pub fn run(
             journal.rec.start(seq);
             journal.write()?;
             if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
-                crate::comm::log::warn(&format!(
-                    "step {step}: rank {rank} stops itself inside collective #{seq} (staged SIGSTOP)"
-                ));
+                // Staged silently, as a debugger or a job scheduler stops a process: the
+                // evidence (state T in /proc, the flight recorders) has to find it.
                 // SAFETY: raise only sends this process a signal.
                 unsafe { libc::raise(libc::SIGSTOP) };
             }

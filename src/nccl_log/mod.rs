@@ -214,13 +214,23 @@ pub struct Init {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Msg {
     /// `NCCL version 2.21.5+cuda12.4`.
-    Version { version: String },
+    Version {
+        version: String,
+    },
     /// `NCCL_SOCKET_IFNAME set by environment to docker0`.
-    EnvSet { name: String, value: String },
+    EnvSet {
+        name: String,
+        value: String,
+    },
     /// `Bootstrap: Using eth0:10.0.0.1<0>`, `NET/Socket : Using [0]eth0:10.0.0.1<0>`.
-    Using { what: UsingWhat, ifaces: Vec<Iface> },
+    Using {
+        what: UsingWhat,
+        ifaces: Vec<Iface>,
+    },
     /// `Using network Socket`.
-    UsingNetwork { name: String },
+    UsingNetwork {
+        name: String,
+    },
     Init(Init),
     Retry(Retry),
     GaveUp(GaveUp),
@@ -232,6 +242,11 @@ pub enum Msg {
     },
     /// `Bootstrap : no socket interface found`.
     NoSocketInterface,
+    /// `Net : No interface found in the same subnet as remote address 10.0.0.1<29500>`
+    /// (NCCL_COMM_ID given; src/misc/socket.cc).
+    NoSubnetInterface {
+        remote: String,
+    },
     Channel(Channel),
     /// `Error: failed to extend /dev/shm/nccl-X to 9637892 bytes, error: No space left on device (28)`
     /// (≤ 2.7: `Error while creating shared memory segment … (size N)`).
@@ -304,7 +319,8 @@ impl Msg {
                         } else {
                             ": "
                         };
-                        let list: String = ifaces.iter().map(|f| format!(" {}", f.shown())).collect();
+                        let list: String =
+                            ifaces.iter().map(|f| format!(" {}", f.shown())).collect();
                         format!("Bootstrap{sep}Using{list}")
                     }
                 }
@@ -369,12 +385,19 @@ impl Msg {
                 _ => format!("{func}: connect to {addr} failed : {error}"),
             },
             Msg::NoSocketInterface => "Bootstrap : no socket interface found".into(),
+            Msg::NoSubnetInterface { remote } => {
+                format!("Net : No interface found in the same subnet as remote address {remote}")
+            }
             Msg::Channel(c) => {
                 let ch = match c.conn {
                     Some(k) => format!("{:02}/{k}", c.channel),
                     None => format!("{:02}", c.channel),
                 };
-                let dir = c.dir.as_ref().map(|d| format!(" [{d}]")).unwrap_or_default();
+                let dir = c
+                    .dir
+                    .as_ref()
+                    .map(|d| format!(" [{d}]"))
+                    .unwrap_or_default();
                 format!(
                     "Channel {ch} : {}[{}] -> {}[{}]{dir} via {}",
                     c.from, c.from_dev, c.to, c.to_dev, c.via
@@ -384,7 +407,9 @@ impl Msg {
                 (..=7, _) => {
                     format!("Error while creating shared memory segment {path} (size {bytes})")
                 }
-                (8..=21, _) | (_, None) => format!("Error: failed to extend {path} to {bytes} bytes"),
+                (8..=21, _) | (_, None) => {
+                    format!("Error: failed to extend {path} to {bytes} bytes")
+                }
                 (_, Some((e, n))) => {
                     format!("Error: failed to extend {path} to {bytes} bytes, error: {e} ({n})")
                 }
@@ -502,7 +527,10 @@ impl Msg {
         Some(match self {
             Msg::Version { version } => {
                 let r = Release::parse(version).ok()?;
-                (format!("`NCCL version {version}`"), Releases::new(r.minor, r.minor))
+                (
+                    format!("`NCCL version {version}`"),
+                    Releases::new(r.minor, r.minor),
+                )
             }
             Msg::Using {
                 what: UsingWhat::Bootstrap,
@@ -974,6 +1002,13 @@ pub fn parse_msg(msg: &str) -> Msg {
     }
     if msg == "Bootstrap : no socket interface found" {
         return Msg::NoSocketInterface;
+    }
+    if let Some(remote) =
+        msg.strip_prefix("Net : No interface found in the same subnet as remote address ")
+    {
+        return Msg::NoSubnetInterface {
+            remote: remote.to_string(),
+        };
     }
     if let Some((name, value)) = msg.split_once(" set by environment to ")
         && !name.contains(' ')

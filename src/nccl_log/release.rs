@@ -66,7 +66,9 @@ impl Release {
         let num = |p: Option<&str>| -> Result<Option<u32>, ReleaseError> {
             match p {
                 None => Ok(None),
-                Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.len() <= 4 => {
+                Some(p)
+                    if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.len() <= 4 =>
+                {
                     p.parse().map(Some).map_err(|_| err())
                 }
                 Some(_) => Err(err()),
@@ -308,7 +310,9 @@ mod tests {
         assert_eq!(Release::parse("v2.26.6-1"), Ok(Release::new(26, 6)));
         assert_eq!(Release::parse("2.21.5+cuda12.4"), Ok(Release::new(21, 5)));
         assert_eq!(Release::parse(" 2.27 "), Ok(Release::new(27, 0)));
-        for bad in ["", "abc", "3.0", "2", "2.x", "2.6.1", "2.29.1", "2.21.5.1", "2.21.x", "2.100"] {
+        for bad in [
+            "", "abc", "3.0", "2", "2.x", "2.6.1", "2.29.1", "2.21.5.1", "2.21.x", "2.100",
+        ] {
             let e = Release::parse(bad).expect_err(bad).to_string();
             assert!(e.contains(SUPPORTED), "{e}");
         }
@@ -342,8 +346,14 @@ mod tests {
         assert!(!m(27).virbr_last_and_running_only() && m(28).virbr_last_and_running_only());
         assert_eq!(m(22).default_subsys_names(), "INIT,ENV");
         assert_eq!(m(23).default_subsys_names(), "INIT,BOOTSTRAP,ENV");
-        assert_eq!(Profile::NEWEST.site(Site::RetriesExceeded), ("misc/socket.cc", 582));
-        assert_eq!(Profile::V2_21.site(Site::ShmFailed), ("misc/shmutils.cc", 72));
+        assert_eq!(
+            Profile::NEWEST.site(Site::RetriesExceeded),
+            ("misc/socket.cc", 582)
+        );
+        assert_eq!(
+            Profile::V2_21.site(Site::ShmFailed),
+            ("misc/shmutils.cc", 72)
+        );
         assert_eq!(Profile::NEWEST.tag(), "v2.28.9-1");
     }
 }

@@ -65,6 +65,9 @@ fn samples() -> Vec<Msg> {
             error: "Network is unreachable".into(),
         },
         Msg::NoSocketInterface,
+        Msg::NoSubnetInterface {
+            remote: "10.0.0.1<29500>".into(),
+        },
         Msg::Channel(Channel {
             channel: 0,
             conn: None,

@@ -77,6 +77,8 @@ pub enum Action {
     Hint,
     /// Hang lab: blind mode on/off (scenarios numbered, the cause kept out of the story).
     Blind,
+    /// Hang lab: the next NCCL release the emulated ranks imitate.
+    NcclVersion,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
     /// Presenter mode: present the selected lesson as slides.

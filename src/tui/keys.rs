@@ -698,6 +698,27 @@ pub const BINDINGS: &[Binding] = &[
         Action::SearchStart,
         Some((1, "type a fix")),
     ),
+    b(
+        Hang,
+        &[Char('v')],
+        "emulated NCCL release",
+        Action::NcclVersion,
+        None,
+    ),
+    b(
+        Hang,
+        &[Code(KeyCode::PageDown), Ctrl('d')],
+        "scroll the evidence",
+        Action::Page(1),
+        Some((2, "scroll the evidence")),
+    ),
+    b(
+        Hang,
+        &[Code(KeyCode::PageUp), Ctrl('u')],
+        "scroll the evidence back",
+        Action::Page(-1),
+        None,
+    ),
     // Presenter mode: what a presentation clicker sends (PgDn/PgUp, →/←, Space, b/.)
     b(
         Home,

@@ -89,7 +89,8 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
             if backend == "nccl" && nccl_version.is_some() {
                 return exit2(
-                    "lab run: --nccl-version sets the release the emulated ranks imitate; with                      --backend nccl the real library speaks for itself"
+                    "lab run: --nccl-version sets the release the emulated ranks imitate; with \
+                     --backend nccl the real library speaks for itself"
                         .into(),
                 );
             }
@@ -260,7 +261,10 @@ fn emulated_release(asked: Option<crate::nccl_log::Release>) -> (crate::nccl_log
     }
     let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::IfGpu);
     match m.probe.nccl_version.as_deref().map(Release::parse) {
-        Some(Ok(r)) => (r, "the NCCL this machine has; --nccl-version to choose".into()),
+        Some(Ok(r)) => (
+            r,
+            "the NCCL this machine has; --nccl-version to choose".into(),
+        ),
         _ => (
             Profile::NEWEST.release,
             "no NCCL loaded here; --nccl-version to choose another".into(),
@@ -275,22 +279,22 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
             "\n# EMULATED cluster: {why}.\n# The nodes are processes on this host; each sees a virtual interface table mapped\n# onto loopback addresses, and connects are routed as its kernel would route them."
         );
     }
+    let run_time = r.diagnosis.trace.is_some();
     println!(
-        "\n== staged: {}{}",
-        st.outcome.to_uppercase(),
-        st.detected_after_s
-            .map(|s| format!(" (detected after {s:.1} s)"))
-            .unwrap_or_default()
+        "\n== staged: {} ({})",
+        st.outcome.name().to_uppercase(),
+        crate::lab::scenario::timing(st, run_time)
     );
     if let Some(reason) = &st.reason {
         println!("{reason}");
     }
     for rr in &st.ranks {
         println!(
-            "  rank {} (node {}): {:<40} advertised {}",
+            "  rank {} (node {}): {:<40} state {:<5} advertised {}",
             rr.rank,
             rr.node,
             rr.phase,
+            rr.state.as_deref().unwrap_or("-"),
             rr.advertised.as_deref().unwrap_or("-")
         );
     }
@@ -300,7 +304,7 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
             "\n== evidence: flight recorders lined up by collective number (✓ completed, … started, · scheduled, — never entered)"
         );
         for row in &t.table {
-            println!("{row}");
+            println!("{}", row.text);
         }
         println!(
             "  (the dumps: {}; `ringlab doctor --trace {}` reads them again)",
@@ -334,7 +338,7 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
     if let Some(f) = &r.fixed {
         println!(
             "\n== after the fix: {} (all-reduce correct: {})",
-            f.outcome.to_uppercase(),
+            f.outcome.name().to_uppercase(),
             f.allreduce_correct
         );
     }

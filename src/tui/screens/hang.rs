@@ -13,6 +13,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::lab::Event;
 use crate::lab::launch::Msg;
 use crate::lab::scenario::{self, Fix, Fixed, LabReport, Scenario};
+use crate::nccl_log::{self, Level, Profile, Release};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::theme::Theme;
 
@@ -53,7 +54,16 @@ pub struct HangState {
     /// Blind mode (`b` on the scenario list), for a class: scenarios are numbered, and the
     /// brief (what was reported) stands in for the story and title (which name the cause).
     pub blind: bool,
+    /// The NCCL release the emulated ranks imitate (`v` on the scenario list); None: the
+    /// machine's own, else the newest modelled (as `lab run` chooses).
+    pub version: Option<Release>,
+    /// The evidence panel's first line shown (PgDn/PgUp), and the most it can be (set when
+    /// drawn: only the frame knows the panel's height).
+    pub scroll: u16,
+    scroll_max: std::cell::Cell<u16>,
     board: Vec<(usize, String, Instant)>,
+    /// Per rank: the ≤ 2.23 retry lines seen (each stands for 1000 refused connects).
+    legacy_retries: std::collections::BTreeMap<usize, u64>,
     /// Per rank: the last collective it completed (a training loop's sequence number).
     seqs: std::collections::BTreeMap<usize, u64>,
     logs: Vec<String>,
@@ -80,7 +90,11 @@ impl HangState {
             root: unsafe { libc::geteuid() } == 0,
             nccl: false,
             blind: false,
+            version: None,
+            scroll: 0,
+            scroll_max: Default::default(),
             board: Vec::new(),
+            legacy_retries: Default::default(),
             seqs: Default::default(),
             logs: Vec::new(),
             run: 0,
@@ -114,6 +128,8 @@ impl HangState {
         let id = self.run;
         self.trying = fix.as_ref().map_or_else(String::new, |f| f.text.clone());
         self.board.clear();
+        self.legacy_retries.clear();
+        self.scroll = 0;
         self.seqs.clear();
         self.logs.clear();
         self.error = None;
@@ -123,9 +139,9 @@ impl HangState {
         } else {
             Stage::Staging
         };
-        let nccl = self.nccl;
+        let (nccl, version) = (self.nccl, self.version);
         std::thread::spawn(move || {
-            let msg = match run_child(&s.name, fix.as_ref(), nccl, id, &tx) {
+            let msg = match run_child(&s.name, fix.as_ref(), nccl, version, id, &tx) {
                 Ok(m) => m,
                 Err(e) if fix.is_some() => HangUpdate::Fixed(id, Err(e)),
                 Err(e) => HangUpdate::Staged(id, Err(e)),
@@ -147,21 +163,29 @@ impl HangState {
                 self.board.sort_by_key(|b| b.0);
             }
             HangUpdate::Msg(_, Msg::Log { rank, line }) => {
+                let Some(l) = nccl_log::parse_line(&line) else {
+                    return;
+                };
                 // A connect retry shows on the board: "connect to ADDR (retry k/N)". The
                 // phase's clock keeps running: a retry is not progress.
-                if let Some(k) = retry_count(&line)
+                if let nccl_log::Msg::Retry(r) = &l.msg
                     && let Some(b) = self.board.iter_mut().find(|b| b.0 == rank)
                     && b.1.starts_with("connect to ")
                 {
-                    let base = b.1.split(" (retry").next().unwrap_or(&b.1).to_string();
-                    b.1 = format!("{base} (retry {k})");
+                    let base = b.1.split(" (").next().unwrap_or(&b.1).to_string();
+                    b.1 = match r.count {
+                        Some((k, n)) => format!("{base} (retry {k}/{n})"),
+                        None => {
+                            let seen = self.legacy_retries.entry(rank).or_insert(0);
+                            *seen += 1;
+                            format!("{base} ({seen}000 refused)")
+                        }
+                    };
                 }
-                if line.contains("NCCL") {
-                    let short = line.split(" NCCL ").nth(1).unwrap_or(&line).to_string();
-                    self.logs.push(format!("[rank {rank}] {short}"));
-                    if self.logs.len() > 200 {
-                        self.logs.remove(0);
-                    }
+                self.logs
+                    .push(format!("[rank {rank}] {} {}", l.level.tag(), l.text));
+                if self.logs.len() > 200 {
+                    self.logs.remove(0);
                 }
             }
             HangUpdate::Msg(_, Msg::Event(Event::Beat { rank, done })) => {
@@ -230,6 +254,7 @@ fn run_child(
     name: &str,
     fix: Option<&Fix>,
     nccl: bool,
+    version: Option<Release>,
     id: u64,
     tx: &tokio::sync::mpsc::UnboundedSender<Background>,
 ) -> Result<HangUpdate, String> {
@@ -239,6 +264,8 @@ fn run_child(
     cmd.args(["lab", "run", name, "--events"]);
     if nccl {
         cmd.args(["--backend", "nccl"]);
+    } else if let Some(v) = version {
+        cmd.arg("--nccl-version").arg(v.to_string());
     }
     if let Some(f) = fix {
         cmd.arg("--try-fix")
@@ -278,19 +305,15 @@ fn run_child(
     let status = child.wait();
     let stderr = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
     result.unwrap_or_else(|| {
+        // The whole message: its first line says what failed, the rest why and what works.
+        let said: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        let said = said[said.len().saturating_sub(6)..].join("\n");
         Err(format!(
             "the lab ended without a result ({}): {}",
             status.map_or_else(|e| e.to_string(), |s| s.to_string()),
-            stderr.lines().last().unwrap_or("no message")
+            if said.is_empty() { "no message" } else { &said }
         ))
     })
-}
-
-/// "k/N" from an NCCL-style "…, retrying (k/N) after sleep…" log line.
-fn retry_count(line: &str) -> Option<&str> {
-    let rest = line.split("retrying (").nth(1)?;
-    let k = rest.split(')').next()?;
-    k.contains('/').then_some(k)
 }
 
 /// A typed fix: `NAME=value` assignments separated by spaces, applied to every rank.
@@ -356,6 +379,26 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             } else {
                 "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
             });
+        }
+        (Stage::Pick, Action::NcclVersion) => {
+            // The default (the machine's, else the newest), then each modelled release.
+            let at = s
+                .version
+                .and_then(|v| nccl_log::PROFILES.iter().position(|p| p.release == v));
+            s.version = match at {
+                None => nccl_log::PROFILES.first().map(|p| p.release),
+                Some(i) => nccl_log::PROFILES.get(i + 1).map(|p| p.release),
+            };
+            app.status = Some(match s.version {
+                Some(v) => format!(
+                    "emulated ranks log and retry as NCCL {v} (`lab run --nccl-version {v}`)"
+                ),
+                None => "emulated ranks imitate this machine's NCCL, else the newest modelled".into(),
+            });
+        }
+        (Stage::Diagnosed | Stage::Passed, Action::Page(d)) => {
+            let step = 8_i32.saturating_mul(d);
+            s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(s.scroll_max.get())) as u16;
         }
         (Stage::Pick, Action::Blind) => {
             s.blind = !s.blind;
@@ -461,7 +504,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     let lines = match s.stage {
         Stage::Pick => pick_lines(s, t),
         Stage::Staging | Stage::Fixing => board_lines(s, t),
-        Stage::Diagnosed | Stage::Passed => diagnosis_lines(s, t),
+        Stage::Diagnosed | Stage::Passed => return render_diagnosis(s, t, frame, body),
     };
     frame.render_widget(
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
@@ -476,7 +519,11 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
 fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(e) = &s.error {
-        out.push(Line::styled(format!(" ✗ {e}"), t.error));
+        // Every line: the first says what failed, the rest why, and what works instead.
+        for (i, l) in e.lines().enumerate() {
+            let mark = if i == 0 { "✗" } else { " " };
+            out.push(Line::styled(format!(" {mark} {l}"), t.error));
+        }
         out.push(Line::raw(""));
     }
     for (i, sc) in s.scenarios.iter().enumerate() {
@@ -514,6 +561,18 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             ),
             t.dim,
         ));
+        if !s.nccl {
+            out.push(Line::styled(
+                match s.version {
+                    Some(v) => format!(
+                        "Emulated NCCL: {} (v: another release).",
+                        Profile::nearest(v).describe(v)
+                    ),
+                    None => "Emulated NCCL: this machine's release where a GPU lets ringlab load it, else the newest modelled (v: choose one).".to_string(),
+                },
+                t.dim,
+            ));
+        }
         out.push(Line::styled(
             if s.root {
                 "The nodes are real network namespaces (running as root)."
@@ -565,10 +624,57 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     out
 }
 
-fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+/// The diagnosed screen: the evidence above (scrolls with PgDn/PgUp), and below it, always in
+/// view, the hints, the last re-run's verdict and the fix list.
+fn render_diagnosis(s: &HangState, t: &Theme, frame: &mut Frame, body: Rect) {
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .border_style(t.border);
+    let inner = block.inner(body);
+    frame.render_widget(block, body);
+    let act = Paragraph::new(action_lines(s, t)).wrap(Wrap { trim: false });
+    let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
+    // The evidence keeps a few rows; the actions take what they need of the rest, and when
+    // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
+    let act_h = act_n.min(inner.height.saturating_sub(5.min(inner.height)));
+    let [ev_area, act_area] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
+    frame.render_widget(act.scroll((act_n.saturating_sub(act_h), 0)), act_area);
+    let ev = Paragraph::new(evidence_lines(s, t)).wrap(Wrap { trim: false });
+    let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
+    if ev_n <= ev_area.height {
+        s.scroll_max.set(0);
+        frame.render_widget(ev, ev_area);
+        return;
+    }
+    // More evidence than rows: the last row says where the view is and how to move it.
+    let view = ev_area.height.saturating_sub(1);
+    let max = ev_n.saturating_sub(view);
+    s.scroll_max.set(max);
+    let top = s.scroll.min(max);
+    let [text, bar] =
+        Layout::vertical([Constraint::Length(view), Constraint::Length(1)]).areas(ev_area);
+    frame.render_widget(ev.scroll((top, 0)), text);
+    frame.render_widget(
+        Paragraph::new(Line::styled(
+            format!(
+                " ── evidence lines {}–{} of {ev_n} · PgDn/PgUp scroll ──",
+                top + 1,
+                (top + view).min(ev_n)
+            ),
+            t.dim,
+        )),
+        bar,
+    );
+}
+
+/// The evidence: the staged run (its outcome and timing, the error it ended in, each rank's
+/// phase and process state, the flight recorders or the network, the ranks' last log lines),
+/// and a failed re-run's own below it. The hints point here, so the staged evidence stays.
+fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let Some(r) = &s.report else { return out };
-    let per_node = s.scenario().map_or(1, |sc| sc.ranks_per_node);
+    let run_time = s.scenario().is_some_and(Scenario::run_time);
     if let Some(why) = &r.emulated_because {
         out.push(Line::styled(
             format!(" EMULATED cluster ({why}): nodes are processes on this host, interfaces are loopback addresses"),
@@ -577,109 +683,147 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     }
     out.push(Line::styled(
         format!(
-            " staged run: {}{}",
-            r.staged.outcome.to_uppercase(),
-            r.staged
-                .detected_after_s
-                .map(|x| format!(" after {x:.1} s"))
-                .unwrap_or_default()
+            " staged run: {} ({})",
+            r.staged.outcome.name().to_uppercase(),
+            scenario::timing(&r.staged, run_time)
         ),
         t.error,
     ));
+    if let Some(reason) = &r.staged.reason {
+        for l in reason.lines().filter(|l| !l.trim().is_empty()).take(4) {
+            out.push(Line::styled(format!("   {l}"), t.error));
+        }
+    }
     if let Some(p) = &r.staged.stuck_phase {
         out.push(Line::raw(format!(" stuck in: {p}")));
     }
-    // The evidence of the latest run: the re-run's when a fix failed, else the staged run's.
-    let rerun = s
-        .last_fix
-        .as_ref()
-        .and_then(|(text, f)| f.evidence.as_ref().map(|d| (text, d)));
-    let d = rerun.map_or(&r.diagnosis, |(_, d)| d);
-    out.push(Line::styled(
-        match rerun {
-            Some((text, _)) => format!(" evidence from the re-run with {text}"),
-            None => " evidence from the staged run".to_string(),
-        },
-        t.h2,
-    ));
+    if !r.staged.ranks.is_empty() {
+        out.push(Line::styled(
+            format!(
+                "  {:<4} {:<5} {:<32} state  R runs, S waits, T stopped",
+                "rank", "node", "phase"
+            ),
+            t.strong,
+        ));
+        for rr in &r.staged.ranks {
+            let state = rr.state.as_deref().unwrap_or("-");
+            out.push(Line::from(vec![
+                Span::raw(format!("  {:<4} {:<5} {:<32} ", rr.rank, rr.node, rr.phase)),
+                Span::styled(
+                    state.to_string(),
+                    if state == "T" || state == "gone" {
+                        t.error
+                    } else {
+                        t.base
+                    },
+                ),
+            ]));
+        }
+    }
+    out.push(Line::styled(" evidence from the staged run", t.h2));
+    out.extend(evidence_of(&r.diagnosis, t));
+    if let Some((text, f)) = &s.last_fix
+        && let Some(d) = &f.evidence
+    {
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            format!(" evidence from the re-run with {text}"),
+            t.h2,
+        ));
+        if d.culprit != scenario::Culprit::Unknown && !d.explanation.is_empty() {
+            out.push(Line::raw(format!(
+                "  what it shows: {} — {}",
+                d.culprit.title(),
+                d.explanation
+            )));
+        }
+        out.extend(evidence_of(d, t));
+    }
+    out
+}
+
+/// One run's evidence: the flight recorders (run time) or the interfaces and who reached
+/// what (start-up), then each rank's last log lines, the WARNs marked.
+fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     if let Some(tr) = &d.trace {
         out.push(Line::styled(
             "  flight recorders by collective number (✓ completed … started · scheduled — never entered)",
             t.strong,
         ));
         for row in &tr.table {
-            let st = if row.ends_with('◀') {
-                t.error
-            } else {
-                t.base
-            };
-            out.push(Line::styled(row.clone(), st));
-        }
-        out.push(Line::styled(
-            "  the ranks' last log lines (▶ the telling one):",
-            t.strong,
-        ));
-        for (rank, lines) in &d.last_logs {
-            for l in lines.iter().rev().take(2).rev() {
-                let telling = [
-                    "collective mismatch",
-                    "out of memory",
-                    "SIGSTOP",
-                    "exited",
-                    "closed the connection",
-                ]
-                .iter()
-                .any(|k| l.contains(k));
-                let text = l.split(" NCCL ").nth(1).unwrap_or(l);
-                out.push(Line::styled(
-                    format!("  {} [rank {rank}] {text}", if telling { "▶" } else { " " }),
-                    if telling { t.error } else { t.dim },
-                ));
-            }
+            out.push(Line::styled(
+                row.text.clone(),
+                if row.odd { t.error } else { t.base },
+            ));
         }
         out.push(Line::styled(
             format!("  dumps: {} (ringlab doctor --trace reads them)", tr.dir),
             t.dim,
         ));
-    }
-    // Init hangs: the network evidence (a run-time hang's is the flight recorders above).
-    let nodes = if d.trace.is_some() {
-        0
     } else {
-        d.interfaces
+        let nodes = d
+            .interfaces
             .iter()
             .map(|i| i.node)
             .max()
-            .map_or(0, |m| m + 1)
-    };
-    for n in 0..nodes {
-        let list: Vec<String> = d
-            .interfaces
-            .iter()
-            .filter(|i| i.node == n && !i.addr.contains(':'))
-            .map(|i| format!("{} {}", i.name, i.addr))
-            .collect();
-        out.push(Line::raw(format!(
-            "  node {n} interfaces: {}",
-            list.join(" · ")
-        )));
+            .map_or(0, |m| m + 1);
+        for n in 0..nodes {
+            let list: Vec<String> = d
+                .interfaces
+                .iter()
+                .filter(|i| i.node == n && !i.addr.contains(':'))
+                .map(|i| format!("{} {}", i.name, i.addr))
+                .collect();
+            out.push(Line::raw(format!(
+                "  node {n} interfaces: {}",
+                list.join(" · ")
+            )));
+        }
+        if !d.reachability.is_empty() {
+            out.push(Line::styled(
+                "  can node i reach what each rank advertised?",
+                t.strong,
+            ));
+        }
+        for x in &d.reachability {
+            let st = if x.result == "ok" { t.ok } else { t.warn };
+            out.push(Line::from(vec![
+                Span::raw(format!(
+                    "  node {} → rank {} at {:<22} ",
+                    x.from_node, x.to_rank, x.addr
+                )),
+                Span::styled(x.result.clone(), st),
+            ]));
+        }
     }
-    if d.trace.is_none() {
+    if !d.last_logs.is_empty() {
         out.push(Line::styled(
-            "  can node i reach what each rank advertised?",
+            "  each rank's last log lines (▶ a WARN, or a line that is not NCCL's):",
             t.strong,
         ));
     }
-    for x in &d.reachability {
-        let st = if x.result == "ok" { t.ok } else { t.warn };
-        out.push(Line::from(vec![
-            Span::raw(format!(
-                "  node {} → rank {} at {:<22} ",
-                x.from_node, x.to_rank, x.addr
-            )),
-            Span::styled(x.result.clone(), st),
-        ]));
+    for (rank, lines) in &d.last_logs {
+        for l in lines.iter().rev().take(3).rev() {
+            let (telling, text) = match nccl_log::parse_line(l) {
+                Some(p) => (p.level == Level::Warn, format!("{} {}", p.level.tag(), p.text)),
+                None => (true, l.trim().to_string()),
+            };
+            out.push(Line::styled(
+                format!("  {} [rank {rank}] {text}", if telling { "▶" } else { " " }),
+                if telling { t.error } else { t.dim },
+            ));
+        }
     }
+    out
+}
+
+/// Below the evidence, always in view: hints taken, the diagnosis once every hint is out,
+/// the last re-run's verdict, and the fix list (or the fix being typed).
+fn action_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let Some(r) = &s.report else { return out };
+    let per_node = s.scenario().map_or(1, |sc| sc.ranks_per_node);
     if let Some(sc) = s.scenario() {
         for h in sc.hints.iter().take(s.hints) {
             let mut spans = vec![Span::styled(" hint: ", t.accent)];
@@ -696,13 +840,20 @@ fn diagnosis_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
                 t.strong,
             ));
         }
-    }
-    if let Some((text, f)) = &s.last_fix {
-        out.extend(verdict_lines(text, f, &r.diagnosis, per_node, t));
+        if let Some((text, f)) = &s.last_fix {
+            out.extend(verdict_lines(
+                text,
+                f,
+                &r.diagnosis,
+                per_node,
+                &sc.pass_claim(),
+                t,
+            ));
+        }
     }
     if let Some(typed) = &s.typing {
         out.push(Line::styled(
-            " type a fix (NAME=value …, Enter runs it, Esc cancels, Ctrl-U clears):",
+            " type a fix: NAME=value … (Enter runs it · Esc cancels · Ctrl-U clears)",
             t.h2,
         ));
         let mut spans = vec![Span::styled(" fix> ", t.strong)];
@@ -733,13 +884,12 @@ pub fn verdict_lines(
     f: &Fixed,
     staged: &scenario::Diagnosis,
     ranks_per_node: usize,
+    claim: &str,
     t: &Theme,
 ) -> Vec<Line<'static>> {
     if f.outcome == "pass" {
         let mut out = vec![Line::styled(
-            format!(
-                " ✓ PASS with {text}: the all-reduce of ones gave the world size on every rank"
-            ),
+            format!(" ✓ PASS with {text}: {claim}"),
             t.ok,
         )];
         if let Some(tr) = &f.transport {
@@ -754,16 +904,25 @@ pub fn verdict_lines(
         }
         return out;
     }
-    let how = match f.outcome.as_str() {
-        "hang" => "still HANGS",
-        "error" => "still FAILS with an error",
-        "ok" => "completes, but the all-reduce is WRONG",
-        other => other,
+    let how = match f.outcome {
+        scenario::Outcome::Hang => "still HANGS",
+        scenario::Outcome::Error => "still FAILS with an error",
+        scenario::Outcome::Ok => "completes, but the all-reduce is WRONG",
+        scenario::Outcome::Pass => "passes",
     };
-    let after = f
-        .detected_after_s
-        .map(|x| format!(" after {x:.1} s"))
-        .unwrap_or_default();
+    // What the time measures: the watchdog counts from the last progress in a training loop
+    // (from the start at init); an error ends the run when it comes.
+    let run_time = f.evidence.as_ref().is_some_and(|d| d.trace.is_some());
+    let after = match (f.outcome, f.detected_after_s) {
+        (scenario::Outcome::Hang, Some(x)) if run_time => {
+            format!(" (the watchdog fired after {x:.1} s without progress)")
+        }
+        (scenario::Outcome::Hang, Some(x)) => format!(" (the watchdog fired after {x:.1} s)"),
+        (scenario::Outcome::Error, _) if f.run_s > 0.0 => {
+            format!(" ({:.1} s after the start)", f.run_s)
+        }
+        _ => String::new(),
+    };
     let mut out = vec![Line::styled(
         format!(" ✗ the re-run with {text} {how}{after}"),
         t.error,
@@ -776,11 +935,11 @@ pub fn verdict_lines(
     if !now.is_empty() {
         out.push(Line::raw(format!("   advertised now: {}", now.join(" · "))));
     }
-    if d.culprit != scenario::Culprit::Unknown && !d.explanation.is_empty() {
+    // The culprit's name here; its whole explanation is with the re-run's evidence above.
+    if d.culprit != scenario::Culprit::Unknown {
         out.push(Line::raw(format!(
-            "   why it still fails: {} — {}",
-            d.culprit.title(),
-            d.explanation
+            "   why it still fails: {} (the re-run's evidence is above)",
+            d.culprit.title()
         )));
     }
     let same = d.culprit == staged.culprit
@@ -832,16 +991,20 @@ mod tests {
 
     #[test]
     fn connect_retries_show_on_the_board() {
-        assert_eq!(
-            retry_count(
-                "h:1:1 [0] NCCL WARN socketProgress: connect to 172.17.0.1:4000 returned Connection refused, retrying (3/34) after sleep for 300 msec"
-            ),
-            Some("3/34")
-        );
-        assert_eq!(
-            retry_count("NCCL INFO Call to connect returned Connection refused, retrying"),
-            None
-        );
+        use crate::nccl_log::{Msg as N, Retry, Writer};
+        let w = Writer {
+            host: "n1".into(),
+            pid: 7,
+            tid: 7,
+            dev: 0,
+        };
+        let retry = |k: Option<u64>| N::Retry(Retry {
+            func: Some("socketPollConnect".into()),
+            addr: Some("172.17.0.1<4000>".into()),
+            error: "Connection refused".into(),
+            count: k.map(|k| (k, 34)),
+            sleep_ms: Some(100),
+        });
         let mut s = HangState::new();
         s.run = 1;
         s.board
@@ -850,19 +1013,25 @@ mod tests {
             crate::course::Course::embedded(),
             crate::tui::theme::Theme::color(),
         );
+        let p = Profile::NEWEST;
         for k in [1, 2] {
-            s.receive(
-                HangUpdate::Msg(
-                    1,
-                    Msg::Log {
-                        rank: 1,
-                        line: format!("x NCCL WARN connect to 172.17.0.1:4000 returned Connection refused, retrying ({k}/34)"),
-                    },
-                ),
-                &mut app,
-            );
+            let line = w.line(p, Level::Info, ("misc/socket.cc", 1), None, &retry(Some(k)));
+            s.receive(HangUpdate::Msg(1, Msg::Log { rank: 1, line }), &mut app);
         }
         assert_eq!(s.board[0].1, "connect to 172.17.0.1:4000 (retry 2/34)");
+        // A ≤ 2.23 line has no count: each stands for 1000 refused connects.
+        let old = Profile::parse("2.21.5").expect("modelled");
+        for _ in 0..3 {
+            let msg = retry(None).as_printed_by(old);
+            let line = w.line(old, Level::Info, ("misc/socket.cc", 1), None, &msg);
+            s.receive(HangUpdate::Msg(1, Msg::Log { rank: 1, line }), &mut app);
+        }
+        assert_eq!(s.board[0].1, "connect to 172.17.0.1:4000 (3000 refused)");
+        assert!(
+            s.logs.iter().all(|l| l.starts_with("[rank 1] INFO ")),
+            "{:?}",
+            s.logs
+        );
     }
 
     #[test]
