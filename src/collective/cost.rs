@@ -321,6 +321,68 @@ pub fn estimate_on(schedule: &Schedule, topo: &Topology) -> Estimate {
     }
 }
 
+/// NCCL's own model of its double binary tree all-reduce on `n` ranks (one per node): the
+/// buffer pipelined in many small chunks, so a call pays the latency of one climb up the
+/// deeper tree and one fall back down, 2·D hops ([`dtree::depth`](super::dtree::depth),
+/// ⌈log2 n⌉), plus the busiest rank's bytes of the double-tree schedule (2·m for even n: half
+/// the buffer up and twice down in the tree where it is inner, half up in the other; more for
+/// odd n, where rank 0 is inner in both) over the
+/// link's bandwidth. The same two counts NCCL's tuning table uses (src/graph/tuning.cc at
+/// v2.27.3-1: tree latency grows with 2·log2 nNodes). The step-by-step [`estimate`] of the
+/// app's own schedule is larger in latency: that schedule pipelines only the buffer's n chunks,
+/// so the first chunk's climb and fall are paid once per step, not hidden.
+pub fn dtree_pipelined_estimate(
+    n: usize,
+    m: usize,
+    link: &Link,
+) -> Result<Estimate, super::ScheduleError> {
+    use super::kinds::Algorithm;
+    let s = Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::DoubleTree,
+        n,
+        m,
+        1,
+    ))?;
+    let latency_s = if n > 1 {
+        2.0 * super::dtree::depth(n) as f64 * link.latency_us * 1e-6
+    } else {
+        0.0
+    };
+    let bandwidth_s = if link.bandwidth_gbps > 0.0 {
+        traffic(&s).max_sent() as f64 / (link.bandwidth_gbps * 1e9)
+    } else {
+        0.0
+    };
+    Ok(Estimate {
+        latency_s,
+        bandwidth_s,
+        total_s: latency_s + bandwidth_s,
+    })
+}
+
+/// The message size (bytes) below which the pipelined double tree
+/// ([`dtree_pipelined_estimate`]) beats the ring's [`estimate`] for an all-reduce on `n`
+/// ranks joined by `link`: both are a latency plus bytes × a slope, read off the two schedules
+/// at one size, and they cross where `(L_ring − L_tree) / (slope_tree − slope_ring)`. `None`
+/// when the tree never wins (no latency saved) or always does (no bandwidth lost).
+pub fn tree_ring_crossover_bytes(
+    n: usize,
+    link: &Link,
+) -> Result<Option<f64>, super::ScheduleError> {
+    use super::kinds::Algorithm;
+    // A multiple of n (and of 2n) so that every chunk is whole and both costs are linear in m.
+    let m = 2 * n.max(1) * (1 << 20);
+    let ring = estimate(
+        &Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, n, m, 1))?,
+        link,
+    );
+    let tree = dtree_pipelined_estimate(n, m, link)?;
+    let saved = ring.latency_s - tree.latency_s;
+    let lost = (tree.bandwidth_s - ring.bandwidth_s) / m as f64;
+    Ok((saved > 0.0 && lost > 0.0).then(|| saved / lost))
+}
+
 /// nccl-tests' bus bandwidth factor: all-reduce 2(n−1)/n; reduce-scatter, all-gather and
 /// all-to-all (n−1)/n (nccl-tests src/alltoall.cu, `AlltoAllGetBw`); broadcast, reduce,
 /// sendrecv 1. `n == 0` gives 0.
@@ -375,6 +437,68 @@ pub fn busbw_gbps(op: Collective, n: usize, bytes: u64, seconds: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::collective::{Algorithm, Spec};
+
+    fn link(alpha_us: f64, gbps: f64) -> Link {
+        Link {
+            name: "test",
+            latency_us: alpha_us,
+            bandwidth_gbps: gbps,
+            note: "",
+        }
+    }
+
+    /// The crossover is where N(N−1−log2 N)·α/β says (lesson 09), computed from the two
+    /// schedules: at 8 nodes, 5 µs and 25 GB/s, 4 MB, where both take 350 µs.
+    #[test]
+    fn the_tree_ring_crossover_is_read_off_both_schedules() {
+        let l = link(5.0, 25.0);
+        let x = tree_ring_crossover_bytes(8, &l).unwrap().unwrap();
+        assert!((x - 4e6).abs() < 1.0, "{x}");
+        let ring = estimate(
+            &Schedule::build(&Spec::new(
+                Collective::AllReduce,
+                Algorithm::Ring,
+                8,
+                4_000_000,
+                1,
+            ))
+            .unwrap(),
+            &l,
+        );
+        let tree = dtree_pipelined_estimate(8, 4_000_000, &l).unwrap();
+        assert!((ring.total_s * 1e6 - 350.0).abs() < 1e-6, "{ring:?}");
+        assert!((tree.total_s * 1e6 - 350.0).abs() < 1e-6, "{tree:?}");
+        // 16 nodes, 50 GB/s: 16 × 11 × 5 µs × 50 GB/s = 44 MB.
+        let x = tree_ring_crossover_bytes(16, &link(5.0, 50.0))
+            .unwrap()
+            .unwrap();
+        assert!((x - 44e6).abs() < 1.0, "{x}");
+        // No latency to save: the tree never wins.
+        assert_eq!(
+            tree_ring_crossover_bytes(8, &link(0.0, 25.0)).unwrap(),
+            None
+        );
+    }
+
+    /// 2·⌈log2 N⌉ hops and the busiest rank's 2·M, for even and odd N.
+    #[test]
+    fn the_pipelined_tree_pays_two_depths_and_twice_the_buffer() {
+        for (n, depth) in [(2, 1), (4, 2), (8, 3), (16, 4), (5, 3)] {
+            assert_eq!(crate::collective::dtree::depth(n), depth, "N = {n}");
+            let m = 2 * n * 1024;
+            let e = dtree_pipelined_estimate(n, m, &link(1.0, 1.0)).unwrap();
+            assert!((e.latency_s - 2e-6 * depth as f64).abs() < 1e-12, "N = {n}");
+            // Odd N: rank 0 is inner in both trees and sends more than 2·M.
+            let most = if n % 2 == 0 { 2.0 } else { 3.0 };
+            assert!(
+                e.bandwidth_s * 1e9 <= most * m as f64 + 1.0,
+                "N = {n}: {e:?}"
+            );
+            // Two ranks only swap halves: each sends M; from 4 on an inner rank sends ≥ 1.5·M.
+            let least = if n == 2 { 1.0 } else { 1.5 };
+            assert!(e.bandwidth_s * 1e9 >= least * m as f64, "N = {n}: {e:?}");
+        }
+    }
 
     #[test]
     fn ring_allreduce_sends_2_n_minus_1_over_n() {

@@ -85,6 +85,15 @@ pub fn dtree(n: usize, rank: usize) -> [TreeNode; 2] {
     [first, second]
 }
 
+/// The depth of the deeper of the two trees on `n` ranks (the root at 0): the number of hops a
+/// chunk climbs from the farthest leaf, and again falls back down. ⌈log2 n⌉ for the btree.
+pub fn depth(n: usize) -> usize {
+    (0..2)
+        .map(|t| shape(n, t).depth.into_iter().max().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+}
+
 /// One tree's shape: per rank its parent, its height (leaves 0) and its depth (root 0).
 struct Shape {
     parent: Vec<Option<usize>>,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::collective::{
     Algorithm, Collective, Link, Schedule, Spec, Topology, algbw_gbps, busbw_factor, busbw_gbps,
-    estimate, estimate_on, traffic,
+    dtree_pipelined_estimate, estimate, estimate_on, traffic, tree_ring_crossover_bytes,
 };
 
 /// Parameter values by name (`N`, `M`, …).
@@ -121,13 +121,30 @@ pub const COMPUTATIONS: &[Computation] = &[
               ALPHA microseconds per step and BW GB/s per link",
         run: |v| {
             let s = schedule(v, Collective::AllReduce, Algorithm::Ring, 1)?;
-            let link = Link {
-                name: "quiz",
-                latency_us: non_negative(v, "ALPHA")?,
-                bandwidth_gbps: positive(v, "BW")?,
-                note: "",
-            };
-            Ok(estimate(&s, &link).total_s * 1e6)
+            Ok(estimate(&s, &quiz_link(v)?).total_s * 1e6)
+        },
+    },
+    Computation {
+        name: "dtree_allreduce_time_us",
+        params: &["N", "M", "ALPHA", "BW"],
+        doc: "NCCL's model of its pipelined double binary tree all-reduce, in microseconds: \
+              2 x depth latencies of ALPHA us plus the busiest rank's bytes (about 2M) at BW GB/s",
+        run: |v| {
+            let e = dtree_pipelined_estimate(int(v, "N")?, int(v, "M")?, &quiz_link(v)?)
+                .map_err(|e| e.to_string())?;
+            Ok(e.total_s * 1e6)
+        },
+    },
+    Computation {
+        name: "tree_ring_crossover_bytes",
+        params: &["N", "ALPHA", "BW"],
+        doc: "the all-reduce size in bytes below which the pipelined double tree beats the ring \
+              on N ranks, ALPHA us per hop, BW GB/s links (alpha-beta model)",
+        run: |v| {
+            let n = int(v, "N")?;
+            tree_ring_crossover_bytes(n, &quiz_link(v)?)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("on N = {n} ranks the tree never beats the ring"))
         },
     },
     Computation {
@@ -236,6 +253,16 @@ fn int(v: &Values, name: &str) -> Result<usize, String> {
     Ok(x as usize)
 }
 
+/// The link of an alpha-beta item: ALPHA microseconds per step, BW GB/s.
+fn quiz_link(v: &Values) -> Result<Link, String> {
+    Ok(Link {
+        name: "quiz",
+        latency_us: non_negative(v, "ALPHA")?,
+        bandwidth_gbps: positive(v, "BW")?,
+        note: "",
+    })
+}
+
 fn positive(v: &Values, name: &str) -> Result<f64, String> {
     let x = get(v, name)?;
     if x > 0.0 {
@@ -305,6 +332,41 @@ mod tests {
             run("naive_allreduce_root_bytes", &[("N", 4.0), ("M", 1000.0)]),
             3000.0
         );
+    }
+
+    /// Lesson 09's numbers, from the code: the crossover key of `inside-nccl-crossover` (4 MB at
+    /// 8 nodes, 5 µs, 25 GB/s), the 44 MB of its 16-node illustration, and the 189 µs (ring) and
+    /// 82 µs (tree) of a 1 MiB all-reduce there.
+    #[test]
+    fn lesson_09s_tree_ring_figures_are_the_cost_models() {
+        let x = run(
+            "tree_ring_crossover_bytes",
+            &[("N", 8.0), ("ALPHA", 5.0), ("BW", 25.0)],
+        );
+        assert!((x - 4e6).abs() < 1.0, "{x}");
+        let x = run(
+            "tree_ring_crossover_bytes",
+            &[("N", 16.0), ("ALPHA", 5.0), ("BW", 50.0)],
+        );
+        assert!((x - 44e6).abs() < 1.0, "{x}");
+        let mib = [("N", 16.0), ("M", 1048576.0), ("ALPHA", 5.0), ("BW", 50.0)];
+        let ring = run("ring_allreduce_time_us", &mib);
+        let tree = run("dtree_allreduce_time_us", &mib);
+        assert_eq!((ring.round(), tree.round()), (189.0, 82.0), "{ring} {tree}");
+        let lesson = include_str!("../../lessons/09-inside-nccl.md");
+        for figure in [
+            "= 44$ MB",
+            "ring needs about 189 µs",
+            "the tree about 82 µs",
+        ] {
+            assert!(lesson.contains(figure), "lesson 09 says {figure:?}");
+        }
+        let e = (find("tree_ring_crossover_bytes").expect("known").run)(&vals(&[
+            ("N", 8.0),
+            ("ALPHA", 0.0),
+            ("BW", 25.0),
+        ]));
+        assert!(e.is_err_and(|e| e.contains("never beats")));
     }
 
     /// 2 nodes × 8 GPUs, M = 16e6 B: flat ring 30 steps × (5 µs + 1e6 B / 50 GB/s) = 750 µs;
