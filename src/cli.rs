@@ -163,9 +163,12 @@ pub struct RingArgs {
     /// Element type: u8 i8 i32 u32 i64 u64 f16 bf16 f32 f64 (nccl-tests names work too).
     #[arg(long, default_value = "f32")]
     pub dtype: Dtype,
-    /// Algorithm: ring, naive or tree.
-    #[arg(long, default_value = "ring")]
-    pub algo: Algorithm,
+    /// Algorithm: ring, naive, tree, double-tree (NCCL's pair of trees, pipelined;
+    /// all-reduce only) or two-level (a hierarchical all-reduce over nodes × GPUs, as in Horovod
+    /// and BlueConnect: not an NCCL algorithm; all-reduce only) [default: ring]. Not for
+    /// all-to-all and sendrecv, which have one schedule.
+    #[arg(long)]
+    pub algo: Option<Algorithm>,
     /// Collective: all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv,
     /// all-to-all [default: all-reduce].
     #[arg(long, value_name = "COLLECTIVE")]
@@ -185,7 +188,7 @@ impl RingArgs {
     pub fn params(&self) -> RingParams {
         RingParams {
             op: self.coll.or(self.op).unwrap_or(Collective::AllReduce),
-            algo: self.algo,
+            algo: self.algo.unwrap_or(Algorithm::Ring),
             ranks: self.ranks as usize,
             bytes: self.bytes,
             dtype: self.dtype,
@@ -516,6 +519,39 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
             params.root,
             params.ranks,
             params.ranks - 1
+        );
+    }
+    if let Some(algo) = args.algo
+        && matches!(params.op, Collective::AllToAll | Collective::SendRecv)
+    {
+        anyhow::bail!(
+            "--algo {algo} does not apply to {}: it is a set of point-to-point sends with one schedule (NCCL orders a group's sends in rounds); leave --algo out",
+            params.op
+        );
+    }
+    if let Some(algo) = args.algo
+        && !algo.supports(params.op)
+    {
+        anyhow::bail!(
+            "--algo {algo} is an all-reduce algorithm: use --coll all-reduce, or another --algo for {}",
+            params.op
+        );
+    }
+    let size = params.dtype.size() as u64;
+    if params.bytes < size {
+        anyhow::bail!(
+            "--bytes {} is less than one {} element ({size} B): give at least {size}, or --dtype u8",
+            params.bytes,
+            params.dtype
+        );
+    }
+    if !params.bytes.is_multiple_of(size) {
+        eprintln!(
+            "ringlab: note: --bytes {} is not a whole number of {} elements ({size} B each): using {} B ({} elements)",
+            params.bytes,
+            params.dtype,
+            params.count() as u64 * size,
+            params.count()
         );
     }
     let spec = params.spec().map_err(anyhow::Error::msg)?;

@@ -83,7 +83,13 @@ fn computed_table_renders_in_the_ring_lesson() {
         },
     );
     let text = plain_lines(&rendered).join("\n");
-    assert!(text.contains("computed from the schedule module"), "{text}");
+    // The caption (it may wrap) says what the table shows and where it comes from.
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("computed from the schedule module"), "{text}");
+    assert!(
+        flat.contains("all-reduce of "),
+        "the caption names the collective: {text}"
+    );
     assert!(text.contains("1.750"), "{text}");
     assert!(text.contains("1.969"), "{text}");
 }

@@ -57,3 +57,50 @@ fn default_is_all_reduce() {
     let out = ring(&["--json"]);
     assert!(collective(&out).contains("all-reduce"));
 }
+
+/// A message smaller than one element is refused, not drawn as M = 0; a partial element is
+/// dropped with a note saying what was used.
+#[test]
+fn bytes_are_whole_elements_or_refused() {
+    let out = ring(&["--bytes", "3", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--bytes 3") && err.contains("f32"), "{err}");
+    assert!(out.stdout.is_empty());
+
+    let out = ring(&["--bytes", "1001", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["bytes"], 1000, "{v}");
+    assert!(err.contains("using 1000 B (250 elements)"), "{err}");
+
+    // u8 takes any whole byte count, silently.
+    let out = ring(&["--bytes", "1001", "--dtype", "u8", "--json"]);
+    assert!(out.status.success() && out.stderr.is_empty());
+}
+
+/// `--algo` is refused where it does not apply instead of being relabelled.
+#[test]
+fn algo_is_refused_where_it_does_not_apply() {
+    for (coll, algo) in [
+        ("all-to-all", "tree"),
+        ("sendrecv", "ring"),
+        ("broadcast", "double-tree"),
+    ] {
+        let out = ring(&["--coll", coll, "--algo", algo, "--json"]);
+        assert_eq!(out.status.code(), Some(2), "{coll} {algo}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("--algo {algo}")), "{err}");
+    }
+    // Without --algo, all-to-all runs its one schedule.
+    assert!(ring(&["--coll", "all-to-all", "--json"]).status.success());
+    // --help lists every algorithm.
+    let help = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["ring", "--help"])
+        .output()
+        .expect("help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for a in ringlab::collective::Algorithm::ALL {
+        assert!(help.contains(a.name()), "{a:?} missing from --help");
+    }
+}

@@ -43,7 +43,7 @@ fn ring_view_reduce_scatter_step_2_120x40() {
     app::update(&mut app, Action::Step(1));
     app::update(&mut app, Action::Step(1));
     let f = frame(&app);
-    assert!(f.contains("reduce-scatter step 2 of 3"), "{f}");
+    assert!(f.contains("reduce-scatter s = 1 (step 2 of 3)"), "{f}");
     insta::assert_snapshot!(f);
 }
 
@@ -52,7 +52,7 @@ fn ring_view_done_80x24_compact() {
     let mut app = app_with_ring(RingParams::default(), 80, 24);
     app::update(&mut app, Action::Bottom);
     let f = frame(&app);
-    assert!(f.contains("all-gather step 3 of 3"), "{f}");
+    assert!(f.contains("all-gather s = 2 (step 3 of 3)"), "{f}");
     insta::assert_snapshot!(f);
 }
 

@@ -47,6 +47,24 @@ fn header(column: &str) -> &'static str {
     }
 }
 
+/// What a table shows, for its caption: "all-reduce of 1 MiB (f32), ring vs tree".
+pub fn caption(t: &TableBlock) -> String {
+    let op =
+        t.op.parse::<Collective>()
+            .map_or_else(|_| t.op.clone(), |c| c.name().to_string());
+    let bytes = parse_size(&t.bytes).map_or_else(|_| t.bytes.clone(), format_bytes);
+    let algos = algos(t);
+    let point_to_point = matches!(
+        t.op.parse::<Collective>(),
+        Ok(Collective::AllToAll | Collective::SendRecv)
+    );
+    if point_to_point {
+        format!("{op} of {bytes} ({})", t.dtype)
+    } else {
+        format!("{op} of {bytes} ({}), {}", t.dtype, algos.join(" vs "))
+    }
+}
+
 /// The header and the rows of a table block, or why it cannot be computed. With more than
 /// one algorithm, every column but `ranks` repeats once per algorithm, named after it.
 /// Check a table's parameters without building any schedule (what `ringlab check` and lesson

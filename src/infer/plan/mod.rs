@@ -18,6 +18,25 @@ pub use text::shell_lines;
 
 /// vLLM's default `--gpu-memory-utilization`: the share of GPU memory it may use.
 pub const GPU_MEMORY_UTILIZATION: f64 = 0.9;
+
+/// What `nvidia-smi` reports for a GPU sold as "80 GB" (an H100 80GB HBM3): 81559 MiB,
+/// 85 520 809 984 B (lesson 05). The planner's one figure for an 80 GB GPU.
+pub const GPU_80GB_MIB: u64 = 81_559;
+
+/// The bytes of a GPU sold as `gb` GB: the 80 GB class as `nvidia-smi` reports it
+/// ([`GPU_80GB_MIB`]), any other size as `gb` × 10⁹ B.
+pub fn gpu_memory_bytes(gb: f64) -> u64 {
+    if gb == 80.0 {
+        GPU_80GB_MIB << 20
+    } else {
+        (gb * 1e9) as u64
+    }
+}
+
+/// The share of one GPU vLLM may fill by default: [`GPU_MEMORY_UTILIZATION`] × its bytes.
+pub fn gpu_budget_bytes(gb: f64) -> u64 {
+    (gpu_memory_bytes(gb) as f64 * GPU_MEMORY_UTILIZATION) as u64
+}
 /// Planner limits.
 pub const MAX_NODES: usize = 64;
 pub const MAX_GPUS_PER_NODE: usize = 16;
@@ -347,8 +366,8 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     // Memory.
     let bpp = input.dtype.size() as u64;
     let weight_bytes = m.weight_bytes(bpp);
-    let gpu_bytes = (input.gpu_mem_gb * 1e9) as u64;
-    let budget_bytes = (gpu_bytes as f64 * GPU_MEMORY_UTILIZATION) as u64;
+    let gpu_bytes = gpu_memory_bytes(input.gpu_mem_gb);
+    let budget_bytes = gpu_budget_bytes(input.gpu_mem_gb);
     let per_gpu_bytes = weight_bytes.div_ceil(gpus_used as u64);
     let known = m.params > 0;
     let fits = known.then_some(per_gpu_bytes <= budget_bytes);
@@ -597,6 +616,36 @@ mod tests {
 
     fn input(model: &str, nodes: usize, gpn: usize) -> PlanInput {
         PlanInput::new(find_model(model).expect("preset"), nodes, gpn)
+    }
+
+    /// Lesson 05's budget and its 405B table are the planner's: 0.9 × 81559 MiB ≈ 77.0 GB, and
+    /// per GPU 101.5 / 50.7 / 25.4 GB on 1, 2 and 4 nodes of 8, with 26.2 and 51.6 GB left.
+    #[test]
+    fn lesson_05s_budget_and_405b_table_are_the_planners() {
+        let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
+        let lesson = include_str!("../../../lessons/05-vllm-launch.md");
+        assert_eq!(gpu_memory_bytes(80.0), 85_520_809_984);
+        let budget = gb(gpu_budget_bytes(80.0));
+        assert_eq!(budget, "77.0 GB");
+        assert!(lesson.contains(&format!("fits in {budget}?")), "{budget}");
+        for (nodes, per_gpu, left) in [
+            (1, "101.5 GB", None),
+            (2, "50.7 GB", Some("26.2 GB")),
+            (4, "25.4 GB", Some("51.6 GB")),
+        ] {
+            let p = plan(&input("llama-3.1-405b", nodes, 8)).expect("plan");
+            assert_eq!(gb(p.memory.per_gpu_bytes), per_gpu, "{nodes} nodes");
+            assert_eq!(p.memory.fits, Some(left.is_some()), "{nodes} nodes");
+            let row = lesson
+                .lines()
+                .find(|l| l.starts_with(&format!("| {nodes} node")))
+                .expect("a table row");
+            assert!(row.contains(per_gpu), "{row}");
+            if let Some(left) = left {
+                assert_eq!(gb(p.memory.headroom_bytes as u64), left, "{nodes} nodes");
+                assert!(row.contains(&format!("yes, {left} left")), "{row}");
+            }
+        }
     }
 
     #[test]

@@ -577,7 +577,9 @@ impl<'o> Renderer<'o> {
         let first = self.out.lines.len();
         match Block::parse(kind, body) {
             Ok(Block::Table(t)) => match crate::course::table::rows(&t) {
-                Ok((head, rows)) => self.computed_table(head, rows),
+                Ok((head, rows)) => {
+                    self.computed_table(head, rows, &crate::course::table::caption(&t))
+                }
                 Err(e) => self.boxed(kind.name(), &e, self.theme.error),
             },
             Ok(block) => {
@@ -598,7 +600,12 @@ impl<'o> Renderer<'o> {
 
     /// A ```` ```table ```` block: drawn like any Markdown table (numbers right-aligned), with a
     /// dim caption saying where the numbers come from.
-    pub(super) fn computed_table(&mut self, head: Vec<String>, rows: Vec<Vec<String>>) {
+    pub(super) fn computed_table(
+        &mut self,
+        head: Vec<String>,
+        rows: Vec<Vec<String>>,
+        caption: &str,
+    ) {
         let cell = |text: String, style: Style| vec![Frag::Text(text, style)];
         let mut grid = vec![
             head.into_iter()
@@ -618,7 +625,7 @@ impl<'o> Renderer<'o> {
         });
         self.end_table();
         let caption = [Frag::Text(
-            "computed from the schedule module".to_string(),
+            format!("{caption}: computed from the schedule module"),
             self.theme.dim,
         )];
         for line in wrap(&caption, self.avail()) {

@@ -231,7 +231,7 @@ impl RingState {
         SPEEDS_MS[self.speed.min(SPEEDS_MS.len() - 1)]
     }
 
-    /// "reduce-scatter step 2 of 3" for the step just applied, or what comes first.
+    /// "reduce-scatter s = 1 (step 2 of 3)" for the step just applied, or what comes first.
     pub fn phase_text(&self) -> String {
         let n = self.schedule.len();
         if n == 0 {
@@ -244,17 +244,28 @@ impl RingState {
             };
         }
         match self.schedule.phase_position(self.step - 1) {
-            Some((p, i, k)) => format!("{p} step {i} of {k}  ·  step {} of {n} overall", self.step),
+            // s counts from 0 within the phase, as lesson 02's rules do; "i of k" from 1.
+            Some((p, i, k)) => format!(
+                "{p} s = {} (step {i} of {k})  ·  step {} of {n} overall",
+                i - 1,
+                self.step
+            ),
             None => String::new(),
         }
     }
 
     pub fn title(&self) -> String {
         let p = &self.params;
+        // All-to-all and send/recv have one schedule whatever the algorithm: no label for it.
+        let algo = match (p.op, p.algo) {
+            (Collective::AllToAll | Collective::SendRecv, _) => "point-to-point".to_string(),
+            (_, Algorithm::TwoLevel) => "two-level (hierarchical, not an NCCL algorithm)".into(),
+            (_, a) => a.name().to_string(),
+        };
         format!(
             "{} · {} · N = {} · M = {} ({} × {})",
             p.op.name(),
-            p.algo.name(),
+            algo,
             p.ranks,
             format_bytes(p.count() as u64 * p.dtype.size() as u64),
             p.count(),
@@ -277,9 +288,11 @@ fn plural(n: usize) -> &'static str {
 /// Every algorithm that has a schedule for this collective, on the same N and M, with its time
 /// on every link choice (each schedule is built once).
 pub fn compare(spec: &Spec) -> Vec<Compare> {
+    let point_to_point = matches!(spec.op, Collective::AllToAll | Collective::SendRecv);
     Algorithm::ALL
         .iter()
         .filter(|a| a.supports(spec.op))
+        .filter(|&&a| !point_to_point || a == spec.algo)
         .filter_map(|&algo| {
             let s = Schedule::build(&Spec { algo, ..*spec }).ok()?;
             let t = traffic(&s);
@@ -360,6 +373,12 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
                     "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
                 ));
             }
+        }
+        Action::CycleAlgo if matches!(s.params.op, Collective::AllToAll | Collective::SendRecv) => {
+            app.status = Some(format!(
+                "{}: one schedule of point-to-point sends, whatever the algorithm",
+                s.params.op
+            ));
         }
         Action::CycleAlgo => {
             // The next algorithm with a schedule for this collective.
