@@ -12,7 +12,7 @@
 //! | bootstrap line (src/bootstrap.cc) | `Bootstrap : Using [0]eth0:…` | `Bootstrap : Using eth0:…` | same | `Bootstrap: Using eth0:…` | same | same | same |
 //! | connect retry (src/misc/socket.cc; ≤2.7 src/include/socket.h) | 20 000 × 1 ms, INFO every 1000 | same | same | 34 tries, sleep 100 ms × k, INFO each, no address | same | with `connect to ADDR` | same |
 //! | WARN timestamp (src/debug.cc, NCCL_DEBUG_TIMESTAMP_LEVELS) | no | no | no | no | `[%F %T] ` | same | same |
-//! | default NCCL_DEBUG_SUBSYS (src/debug.cc) | INIT | INIT,ENV | INIT,BOOTSTRAP,ENV | same | same | same | same |
+//! | default NCCL_DEBUG_SUBSYS (src/debug.cc; INIT to 2.16, INIT,ENV from 2.17: v2.16.2-1, v2.17.1-1) | INIT | INIT to 2.16, then INIT,ENV | INIT,BOOTSTRAP,ENV | same | same | same | same |
 //! | interface filter (src/misc/socket.cc) | docker*, lo last | same | same | same | same | same | also virbr*; IFF_RUNNING only |
 //! | banner at INFO (src/init.cc showVersion) | bare on stdout | bare to 2.21, an INFO line from 2.22 | INFO line | same | same | same | same |
 //!
@@ -207,8 +207,8 @@ impl Profile {
     pub fn default_subsys(self) -> u64 {
         use super::subsys::*;
         match self.minor() {
-            ..=7 => INIT,
-            8..=22 => INIT | ENV,
+            ..=16 => INIT,
+            17..=22 => INIT | ENV,
             _ => INIT | BOOTSTRAP | ENV,
         }
     }
@@ -216,8 +216,8 @@ impl Profile {
     /// The default NCCL_DEBUG_SUBSYS, in NCCL's words.
     pub fn default_subsys_names(self) -> &'static str {
         match self.minor() {
-            ..=7 => "INIT",
-            8..=22 => "INIT,ENV",
+            ..=16 => "INIT",
+            17..=22 => "INIT,ENV",
             _ => "INIT,BOOTSTRAP,ENV",
         }
     }
@@ -345,6 +345,9 @@ mod tests {
         assert!(!m(25).timestamps_warn() && m(26).timestamps_warn());
         assert!(!m(27).virbr_last_and_running_only() && m(28).virbr_last_and_running_only());
         assert_eq!(m(22).default_subsys_names(), "INIT,ENV");
+        // INIT alone to 2.16, INIT,ENV from 2.17 (src/debug.cc at v2.16.2-1 and v2.17.1-1).
+        assert_eq!(Profile::at(17, 1).default_subsys_names(), "INIT,ENV");
+        assert_eq!(Profile::at(16, 2).default_subsys_names(), "INIT");
         assert_eq!(m(23).default_subsys_names(), "INIT,BOOTSTRAP,ENV");
         assert_eq!(
             Profile::NEWEST.site(Site::RetriesExceeded),
