@@ -147,6 +147,37 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
     };
     let t = ts.iter().find(|t| t.dst == r);
     let reduced = t.is_some_and(|t| t.reduce);
+    // A receiver of several chunks at once (naive, tree) is described as a whole: what every
+    // chunk it received holds now, not one of them.
+    if op != Collective::AllToAll {
+        let mut got: Vec<usize> = ts
+            .iter()
+            .filter(|t| t.dst == r)
+            .flat_map(|t| schedule.chunks_of(t))
+            .collect();
+        got.sort_unstable();
+        got.dedup();
+        if got.len() > 1 {
+            let counts: Vec<u32> = got.iter().map(|&c| after.count(r as usize, c)).collect();
+            let which = if got.len() == n {
+                "every chunk".to_string()
+            } else {
+                format!("each of its {} chunks", got.len())
+            };
+            let full = counts.iter().all(|&x| x as usize == n);
+            return match (reduced, full) {
+                (true, true) => format!(": R{r} now holds the full sum of {which} (Σ{n})"),
+                (true, false) if counts.iter().all(|&x| x == counts[0]) => {
+                    format!(": R{r} now holds Σ{} of {which}", counts[0])
+                }
+                (true, false) => format!(": R{r} now holds partial sums of {which}"),
+                (false, true) if op.is_reducing() => {
+                    format!(": R{r} now has {which} finished (Σ{n})")
+                }
+                (false, _) => format!(": R{r} now has {which}"),
+            };
+        }
+    }
     if reduced {
         if k as usize == n {
             format!(": R{r} now holds the full sum Σ{k} of c{c}")
@@ -233,7 +264,12 @@ mod tests {
         let c = caption(&s, 0).expect("caption");
         assert!(c.contains("R1, R2 and R3 send"), "{c}");
         assert!(c.contains("to R0, which adds them to its own"), "{c}");
+        assert!(
+            c.contains("R0 now holds the full sum of every chunk (Σ4)"),
+            "{c}"
+        );
         let b = caption(&s, 1).expect("caption");
+        assert!(b.contains("now has every chunk finished (Σ4)"), "{b}");
         assert!(
             b.contains("R0 sends 4 chunks to R1, R2 and R3, which store them"),
             "{b}"
