@@ -282,12 +282,18 @@ pub(super) fn accent(mark: char, name: &str, arg: &[Item]) -> String {
 /// `^x` / `^(…)`.
 pub(super) fn script(sup: bool, arg: &[Item]) -> String {
     let body = render_inline(arg, true);
+    let mark = if sup { '^' } else { '_' };
+    // A word label (`T_{\text{ring}}`, `N_{nodes}`) is written `T_ring` whatever its letters:
+    // Unicode has subscripts for some letters and not others, so `T_tree` and `T_ring` would
+    // otherwise come out one as ₜᵣₑₑ and the other as _(ring).
+    if body.chars().count() >= 2 && body.chars().all(char::is_alphabetic) {
+        return format!("{mark}{body}");
+    }
     let map = if sup { superscript } else { subscript };
     let mapped: Option<String> = body.chars().map(map).collect();
     match mapped {
         Some(m) if !m.is_empty() => m,
         _ => {
-            let mark = if sup { '^' } else { '_' };
             if body.chars().count() == 1 {
                 format!("{mark}{body}")
             } else {

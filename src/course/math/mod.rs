@@ -79,6 +79,10 @@ mod tests {
         assert_eq!(inline("x^q"), "x^q");
         assert_eq!(inline(r"e^{-\alpha t}"), "e^(−αt)");
         assert_eq!(inline("a_{i,j}"), "a_(i,j)");
+        // Word labels render one way, whichever letters Unicode has subscripts for.
+        assert_eq!(inline(r"T_{\text{ring}}"), "T_ring");
+        assert_eq!(inline(r"T_{\text{tree}}"), "T_tree");
+        assert_eq!(inline("N_{nodes}"), "N_nodes");
     }
 
     #[test]
