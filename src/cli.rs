@@ -522,7 +522,7 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
         );
     }
     if let Some(algo) = args.algo
-        && matches!(params.op, Collective::AllToAll | Collective::SendRecv)
+        && params.op.is_point_to_point()
     {
         anyhow::bail!(
             "--algo {algo} does not apply to {}: it is a set of point-to-point sends with one schedule (NCCL orders a group's sends in rounds); leave --algo out",

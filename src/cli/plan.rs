@@ -128,7 +128,7 @@ pub struct PlanArgs {
     /// Network interface the nodes reach each other on.
     #[arg(long, default_value = "eth0", value_name = "NAME")]
     pub iface: String,
-    /// Memory of one GPU in GB, as sold (80 is taken as nvidia-smi's 81559 MiB; others as GB × 10^9 B).
+    /// Memory of one GPU in GB, as sold (the 80 GB class is taken as nvidia-smi reports it; other sizes as GB × 10^9 B).
     #[arg(long, default_value_t = 80.0, value_name = "GB")]
     pub gpu_mem: f64,
     /// Link inside a node: nvlink or pcie.

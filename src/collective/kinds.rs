@@ -124,6 +124,12 @@ impl Collective {
         )
     }
 
+    /// True for the point-to-point patterns (send/recv, all-to-all): one schedule of sends,
+    /// whatever the algorithm.
+    pub fn is_point_to_point(self) -> bool {
+        matches!(self, Collective::SendRecv | Collective::AllToAll)
+    }
+
     /// True when the collective has a root rank (broadcast, reduce).
     pub fn has_root(self) -> bool {
         matches!(self, Collective::Broadcast | Collective::Reduce)
@@ -196,10 +202,9 @@ impl Algorithm {
     pub fn supports(self, op: Collective) -> bool {
         match self {
             Algorithm::Ring | Algorithm::Naive | Algorithm::Tree => true,
-            Algorithm::DoubleTree | Algorithm::TwoLevel => matches!(
-                op,
-                Collective::AllReduce | Collective::SendRecv | Collective::AllToAll
-            ),
+            Algorithm::DoubleTree | Algorithm::TwoLevel => {
+                op == Collective::AllReduce || op.is_point_to_point()
+            }
         }
     }
 }

@@ -358,6 +358,7 @@ mod tests {
             "= 44$ MB",
             "ring needs about 189 µs",
             "the tree about 82 µs",
+            "8 × 4 × 125 000 B = 4 MB, where both take 350 µs",
         ] {
             assert!(lesson.contains(figure), "lesson 09 says {figure:?}");
         }
@@ -387,6 +388,20 @@ mod tests {
         let two = run("two_level_allreduce_time_us", &p);
         assert!((two - 140.2222).abs() < 1e-3, "{two}");
         assert_eq!(run("two_level_nic_bytes_per_rank", &p), 2e6);
+        // Lesson 09's two-level quiz states the flat ring's time and the two links in words.
+        let lesson = include_str!("../../lessons/09-inside-nccl.md");
+        assert!(lesson.contains(&format!("takes {} us for 16 MB on 2 x 8", flat.round())));
+        let t = Topology::nvlink_ib(8);
+        let (nv, ib) = (t.intra, t.inter);
+        for link in [
+            format!(
+                "({} us, {} GB/s per step)",
+                nv.latency_us, nv.bandwidth_gbps
+            ),
+            format!("({} us, {} GB/s)", ib.latency_us, ib.bandwidth_gbps),
+        ] {
+            assert!(lesson.contains(&link), "lesson 09 says {link:?}");
+        }
     }
 
     #[test]

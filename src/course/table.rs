@@ -49,19 +49,13 @@ fn header(column: &str) -> &'static str {
 
 /// What a table shows, for its caption: "all-reduce of 1 MiB (f32), ring vs tree".
 pub fn caption(t: &TableBlock) -> String {
-    let op =
-        t.op.parse::<Collective>()
-            .map_or_else(|_| t.op.clone(), |c| c.name().to_string());
+    let op = t.op.parse::<Collective>().ok();
+    let name = op.map_or_else(|| t.op.clone(), |c| c.name().to_string());
     let bytes = parse_size(&t.bytes).map_or_else(|_| t.bytes.clone(), format_bytes);
-    let algos = algos(t);
-    let point_to_point = matches!(
-        t.op.parse::<Collective>(),
-        Ok(Collective::AllToAll | Collective::SendRecv)
-    );
-    if point_to_point {
-        format!("{op} of {bytes} ({})", t.dtype)
+    if op.is_some_and(Collective::is_point_to_point) {
+        format!("{name} of {bytes} ({})", t.dtype)
     } else {
-        format!("{op} of {bytes} ({}), {}", t.dtype, algos.join(" vs "))
+        format!("{name} of {bytes} ({}), {}", t.dtype, algos(t).join(" vs "))
     }
 }
 

@@ -42,17 +42,7 @@ impl Kind {
     }
 }
 
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl PartialEq<&str> for Kind {
-    fn eq(&self, other: &&str) -> bool {
-        self.name() == *other
-    }
-}
+named!(Kind);
 
 /// One misconfiguration found in the logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -165,17 +165,7 @@ impl Outcome {
     }
 }
 
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl PartialEq<&str> for Outcome {
-    fn eq(&self, other: &&str) -> bool {
-        self.name() == *other
-    }
-}
+named!(Outcome);
 
 impl Scenario {
     /// A run-time hang (a training loop that stops mid-run), not one at start-up.

@@ -19,18 +19,17 @@ pub use text::shell_lines;
 /// vLLM's default `--gpu-memory-utilization`: the share of GPU memory it may use.
 pub const GPU_MEMORY_UTILIZATION: f64 = 0.9;
 
-/// What `nvidia-smi` reports for a GPU sold as "80 GB" (an H100 80GB HBM3): 81559 MiB,
-/// 85 520 809 984 B (lesson 05). The planner's one figure for an 80 GB GPU.
-pub const GPU_80GB_MIB: u64 = 81_559;
+/// GPU sizes as sold (GB) and what `nvidia-smi` reports for them (MiB), where checked: an
+/// H100 80GB HBM3 shows 81559 MiB, 85 520 809 984 B (lesson 05). The planner's one figure.
+pub const REPORTED_MIB: &[(f64, u64)] = &[(80.0, 81_559)];
 
-/// The bytes of a GPU sold as `gb` GB: the 80 GB class as `nvidia-smi` reports it
-/// ([`GPU_80GB_MIB`]), any other size as `gb` × 10⁹ B.
+/// The bytes of a GPU sold as `gb` GB: what `nvidia-smi` reports ([`REPORTED_MIB`]) where
+/// known, else `gb` × 10⁹ B.
 pub fn gpu_memory_bytes(gb: f64) -> u64 {
-    if gb == 80.0 {
-        GPU_80GB_MIB << 20
-    } else {
-        (gb * 1e9) as u64
-    }
+    REPORTED_MIB
+        .iter()
+        .find(|&&(sold, _)| sold == gb)
+        .map_or((gb * 1e9) as u64, |&(_, mib)| mib << 20)
 }
 
 /// The share of one GPU vLLM may fill by default: [`GPU_MEMORY_UTILIZATION`] × its bytes.

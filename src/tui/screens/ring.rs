@@ -257,10 +257,10 @@ impl RingState {
     pub fn title(&self) -> String {
         let p = &self.params;
         // All-to-all and send/recv have one schedule whatever the algorithm: no label for it.
-        let algo = match (p.op, p.algo) {
-            (Collective::AllToAll | Collective::SendRecv, _) => "point-to-point".to_string(),
-            (_, Algorithm::TwoLevel) => "two-level (hierarchical, not an NCCL algorithm)".into(),
-            (_, a) => a.name().to_string(),
+        let algo = match p.algo {
+            _ if p.op.is_point_to_point() => "point-to-point",
+            Algorithm::TwoLevel => "two-level (hierarchical, not an NCCL algorithm)",
+            a => a.name(),
         };
         format!(
             "{} · {} · N = {} · M = {} ({} × {})",
@@ -288,11 +288,10 @@ fn plural(n: usize) -> &'static str {
 /// Every algorithm that has a schedule for this collective, on the same N and M, with its time
 /// on every link choice (each schedule is built once).
 pub fn compare(spec: &Spec) -> Vec<Compare> {
-    let point_to_point = matches!(spec.op, Collective::AllToAll | Collective::SendRecv);
     Algorithm::ALL
         .iter()
         .filter(|a| a.supports(spec.op))
-        .filter(|&&a| !point_to_point || a == spec.algo)
+        .filter(|&&a| !spec.op.is_point_to_point() || a == spec.algo)
         .filter_map(|&algo| {
             let s = Schedule::build(&Spec { algo, ..*spec }).ok()?;
             let t = traffic(&s);
@@ -374,7 +373,7 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
                 ));
             }
         }
-        Action::CycleAlgo if matches!(s.params.op, Collective::AllToAll | Collective::SendRecv) => {
+        Action::CycleAlgo if s.params.op.is_point_to_point() => {
             app.status = Some(format!(
                 "{}: one schedule of point-to-point sends, whatever the algorithm",
                 s.params.op
