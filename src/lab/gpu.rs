@@ -408,16 +408,15 @@ pub fn rank_env(job: &super::Job, rank: usize) -> Vec<(String, String)> {
 /// 2.23 `AllReduce: 1048576 Bytes -> Algo 1 proto 2 time 12.5`, 2.21–2.22 the same without the
 /// collective's name. Returns (bytes, algorithm, protocol).
 pub fn tuning_line(line: &str) -> Option<(u64, String, String)> {
-    let at = line.find(" Bytes -> Algo ")?;
-    let bytes: u64 = line[..at].rsplit([' ', ':']).next()?.parse().ok()?;
-    let mut rest = line[at + " Bytes -> Algo ".len()..].split_whitespace();
-    let algo = rest.next()?;
-    if rest.next()? != "proto" {
+    // The line's shape is nccl_log's to know; here only the names.
+    let crate::nccl_log::Msg::Tuning {
+        bytes, algo, proto, ..
+    } = crate::nccl_log::parse_line(line)?.msg
+    else {
         return None;
-    }
-    let proto = rest.next()?;
+    };
     // Before 2.24 the names were numbers (src/include/devcomm.h).
-    let algo = match algo {
+    let algo = match algo.as_str() {
         "0" => "TREE",
         "1" => "RING",
         "2" => "COLLNET_DIRECT",
@@ -427,7 +426,7 @@ pub fn tuning_line(line: &str) -> Option<(u64, String, String)> {
         "6" => "PAT",
         a => a,
     };
-    let proto = match proto {
+    let proto = match proto.as_str() {
         "0" => "LL",
         "1" => "LL128",
         "2" => "SIMPLE",
