@@ -30,9 +30,12 @@ fn staged_log(scenario: &str, version: &str) -> Vec<String> {
             lines.push(line.to_string());
         }
     }
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         !lines.is_empty(),
-        "{scenario} {version}: no log lines; stderr: {}",
+        "{scenario} {version}: no log lines ({}); stdout: {}; stderr: {}",
+        out.status,
+        stdout.lines().rev().take(12).collect::<Vec<_>>().join("\n"),
         String::from_utf8_lossy(&out.stderr)
     );
     lines

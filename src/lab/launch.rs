@@ -191,6 +191,10 @@ fn master(l: &Launch) -> Result<SocketAddr, LaunchError> {
         })
 }
 
+/// How long a rank may take to say its first word before the watchdog counts it as hung,
+/// whatever the job's timeout: starting a process on a loaded machine can take a second or more.
+const START_GRACE: Duration = Duration::from_secs(10);
+
 struct Ranks {
     children: Vec<(usize, Child)>,
     pgid: i32,
@@ -814,7 +818,19 @@ fn watch(
             return Err(LaunchError::Setup("cancelled".into()));
         }
         let now = Instant::now();
-        if let Some((rank, s)) = st.iter().find(|(_, s)| !s.done && now - s.last > l.timeout) {
+        // A rank that has not said its first word is still starting (exec, loading, a busy
+        // machine): that is not a hang until START_GRACE has passed as well.
+        let patience = |s: &RankState| {
+            if s.phase == "starting" {
+                l.timeout.max(START_GRACE)
+            } else {
+                l.timeout
+            }
+        };
+        if let Some((rank, s)) = st
+            .iter()
+            .find(|(_, s)| !s.done && now - s.last > patience(s))
+        {
             // Everyone waits on a stopped rank: name it rather than the first that waits.
             let stopped = st.iter().find(|(r, s)| {
                 !s.done
@@ -833,7 +849,7 @@ fn watch(
                 ),
                 None => format!(
                     "HANG: rank {rank} made no progress for {} s (stuck in {}); killed the job",
-                    l.timeout.as_secs(),
+                    patience(s).as_secs(),
                     s.phase
                 ),
             };
