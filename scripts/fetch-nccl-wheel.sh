@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetch the real libnccl.so.2 of the nvidia-nccl-cu13 wheel from PyPI into target/nccl-wheel,
-# for the test that loads it without a GPU (tests/gpu_backend.rs). Only the library and the
+# for the test that loads it without a GPU (tests/it/gpu_backend.rs). Only the library and the
 # version are kept. Never fails the caller: without network the test says it was skipped.
 #
 #   scripts/fetch-nccl-wheel.sh [PACKAGE]     (default nvidia-nccl-cu13)

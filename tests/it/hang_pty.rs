@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use expectrl::Session;
 use ringlab::lab::scenario::{self, Scenario};
 
-/// One lab at a time: as root each stages the same namespaces (rlab-*).
+/// One lab at a time: as root each stages namespaces (rlab-*), and `lab cleanup` elsewhere
+/// would take them down.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    crate::common::clusters()
 }
 
 struct Term {

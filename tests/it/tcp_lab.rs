@@ -251,6 +251,8 @@ fn transports_are_chosen_and_logged_like_nccl() {
 /// removes those of ranks that died before that point (and only those).
 #[test]
 fn shared_memory_segments_never_outlive_the_job() {
+    // It ends with `lab cleanup`, which also takes clusters down.
+    let _clusters = crate::common::clusters();
     let segments_of = |pids: &[u32]| -> Vec<String> {
         std::fs::read_dir("/dev/shm")
             .map(|d| {

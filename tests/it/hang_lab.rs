@@ -13,12 +13,10 @@ fn ringlab(args: &[&str]) -> Output {
         .expect("run ringlab")
 }
 
-/// The tests in this file build clusters; one at a time keeps their checks about leftovers
-/// meaningful.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// The tests in this file build clusters; one at a time (with every other module's) keeps
+/// their checks about leftovers meaningful.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    crate::common::clusters()
 }
 
 fn is_root() -> bool {
@@ -145,11 +143,17 @@ fn every_scenario_hangs_as_staged_and_passes_with_its_fix() {
     );
 }
 
+/// The tag of the emulated-cluster test's processes.
+const EMULATED: &str = "hang_lab-emulated";
+
 /// The emulated cluster: the same scenarios, expectations and fixes, for any user.
 #[test]
 fn every_scenario_behaves_the_same_on_the_emulated_cluster() {
     for name in scenario_names() {
-        let out = ringlab(&["lab", "run", &name, "--fix", "--json", "--mode", "emulated"]);
+        let out = crate::common::tag(&mut Command::new(env!("CARGO_BIN_EXE_ringlab")), EMULATED)
+            .args(["lab", "run", &name, "--fix", "--json", "--mode", "emulated"])
+            .output()
+            .expect("run ringlab");
         let text = String::from_utf8_lossy(&out.stdout);
         let v: serde_json::Value =
             serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{name}: {e}: {text}"));
@@ -180,22 +184,8 @@ fn every_scenario_behaves_the_same_on_the_emulated_cluster() {
             .map_or(2, |s| s.nodes);
         assert!(docker0 >= nodes, "{name}: {v:#}");
     }
-    let ranks = Command::new("pgrep")
-        .args(["-f", "ringlab __rank"])
-        .output()
-        .expect("pgrep");
-    // Other tests may run their own ranks; only this test's scenarios are over, so look for
-    // ranks carrying an emulated view.
-    let leftovers: Vec<String> = String::from_utf8_lossy(&ranks.stdout)
-        .split_whitespace()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| {
-                e.split(|&b| b == 0)
-                    .any(|kv| kv.starts_with(b"RINGLAB_VNET="))
-            })
-        })
-        .map(str::to_string)
-        .collect();
+    // Other tests run their own ranks: count this test's.
+    let leftovers = crate::common::tagged(EMULATED, "__rank");
     assert!(leftovers.is_empty(), "emulated ranks left: {leftovers:?}");
 }
 
@@ -277,7 +267,8 @@ fn killing_the_launcher_leaves_no_namespace_or_process() {
     if !is_root() {
         return;
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+    let tag = "hang_lab-kill-launcher";
+    let mut child = crate::common::tag(&mut Command::new(env!("CARGO_BIN_EXE_ringlab")), tag)
         .args(["lab", "run", "lo-across-nodes", "--timeout", "30"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -296,15 +287,8 @@ fn killing_the_launcher_leaves_no_namespace_or_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(holders().is_empty(), "holders outlived the launcher");
-    let ranks = Command::new("pgrep")
-        .args(["-f", "ringlab __rank"])
-        .output()
-        .expect("pgrep");
-    assert!(
-        ranks.stdout.is_empty(),
-        "ranks outlived the launcher: {}",
-        String::from_utf8_lossy(&ranks.stdout)
-    );
+    let ranks = crate::common::tagged(tag, "__rank");
+    assert!(ranks.is_empty(), "ranks outlived the launcher: {ranks:?}");
 }
 
 #[test]
@@ -333,6 +317,8 @@ fn cleanup_is_safe_to_run_any_time() {
     assert!(out.status.success());
 }
 
+const TUI_TAG: &str = "hang_lab-ctrl-c";
+
 #[test]
 fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
     let _one_at_a_time = serial();
@@ -343,8 +329,9 @@ fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
     let home = std::env::temp_dir().join(format!("ringlab-hang-pty-{}", std::process::id()));
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(format!(
-        "stty rows 34 cols 110; RINGLAB_HOME={} exec {bin}",
-        home.display()
+        "stty rows 34 cols 110; RINGLAB_HOME={} {} exec {bin}",
+        home.display(),
+        crate::common::tag_assignment(TUI_TAG)
     ));
     let mut p = expectrl::Session::spawn(cmd).expect("pty");
     p.set_expect_timeout(Some(Duration::from_secs(20)));
@@ -364,11 +351,8 @@ fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(holders().is_empty(), "namespace holders outlived the app");
-    let ranks = Command::new("pgrep")
-        .args(["-f", "ringlab __rank"])
-        .output()
-        .expect("pgrep");
-    assert!(ranks.stdout.is_empty(), "ranks outlived the app");
+    let ranks = crate::common::tagged(TUI_TAG, "__rank");
+    assert!(ranks.is_empty(), "ranks outlived the app: {ranks:?}");
 }
 
 /// An unprivileged user gets real namespaces: `lab run` re-runs itself inside a user namespace
