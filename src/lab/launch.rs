@@ -195,6 +195,9 @@ fn master(l: &Launch) -> Result<SocketAddr, LaunchError> {
 /// whatever the job's timeout: starting a process on a loaded machine can take a second or more.
 const START_GRACE: Duration = Duration::from_secs(10);
 
+/// A rank's phase until its first message: the watchdog gives it [`START_GRACE`].
+const STARTING: &str = "starting";
+
 struct Ranks {
     children: Vec<(usize, Child)>,
     pgid: i32,
@@ -643,7 +646,7 @@ fn watch(
                 RankState {
                     failed: false,
                     eof: false,
-                    phase: "starting".into(),
+                    phase: STARTING.into(),
                     last: Instant::now(),
                     done: false,
                     exited: None,
@@ -821,7 +824,7 @@ fn watch(
         // A rank that has not said its first word is still starting (exec, loading, a busy
         // machine): that is not a hang until START_GRACE has passed as well.
         let patience = |s: &RankState| {
-            if s.phase == "starting" {
+            if s.phase == STARTING {
                 l.timeout.max(START_GRACE)
             } else {
                 l.timeout
