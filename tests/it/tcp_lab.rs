@@ -537,30 +537,46 @@ fn rank_of(pid: u32) -> Option<usize> {
 fn a_long_healthy_row_is_not_a_hang_but_a_stopped_rank_is_named() {
     // Seconds of 4 MiB all-reduces per placement against a 1 s watchdog: the ranks report
     // progress as iterations complete, so the watchdog sees a live job.
-    let iters = 250;
-    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
-        .args([
-            "bench",
-            "--backend",
-            "tcp",
-            "-b",
-            "4M",
-            "-e",
-            "4M",
-            "--json",
-        ])
-        .args([
-            "-n",
-            &iters.to_string(),
-            "-w",
-            "0",
-            "-c",
-            "0",
-            "--timeout",
-            "1",
-        ])
-        .output()
-        .expect("run");
+    let row_of = |iters: usize| {
+        Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "-b",
+                "4M",
+                "-e",
+                "4M",
+                "--json",
+            ])
+            .args([
+                "-n",
+                &iters.to_string(),
+                "-w",
+                "0",
+                "-c",
+                "0",
+                "--timeout",
+                "1",
+            ])
+            .output()
+            .expect("run")
+    };
+    // How long one all-reduce takes on this machine now, so that the row lasts about 3 s
+    // however fast or loaded it is.
+    let probe = row_of(20);
+    let per_iter_us = serde_json::from_str::<serde_json::Value>(
+        String::from_utf8_lossy(&probe.stdout)
+            .lines()
+            .next()
+            .unwrap_or("{}"),
+    )
+    .ok()
+    .and_then(|v| v["time_us"].as_f64())
+    .unwrap_or(4000.0)
+    .max(1.0);
+    let iters = ((3e6 / per_iter_us) as usize).clamp(250, 20_000);
+    let out = row_of(iters);
     assert!(
         out.status.success(),
         "a healthy run was called a hang: {}",
