@@ -179,6 +179,11 @@ pub struct RingArgs {
     /// Root rank for broadcast and reduce.
     #[arg(long, default_value_t = 0)]
     pub root: usize,
+    /// GPUs per node: the node shape of the two-level all-reduce and of the "nodes" link
+    /// choice (must divide --ranks) [default: N/p nodes' worth, p = N's smallest prime factor:
+    /// 8 → 2 × 4, 9 → 3 × 3, a prime N → N × 1].
+    #[arg(long, value_name = "G", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub gpus_per_node: Option<u64>,
     /// Print the schedule and its byte counts as JSON instead of opening the screen.
     #[arg(long)]
     pub json: bool,
@@ -193,6 +198,7 @@ impl RingArgs {
             bytes: self.bytes,
             dtype: self.dtype,
             root: self.root,
+            gpus_per_node: self.gpus_per_node.unwrap_or(0) as usize,
         }
     }
 }
@@ -554,8 +560,23 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
             params.count()
         );
     }
+    if let Some(g) = args.gpus_per_node
+        && !(params.ranks as u64).is_multiple_of(g)
+    {
+        anyhow::bail!(
+            "--gpus-per-node {g} does not divide --ranks {}: every node holds the same number of GPUs (try {})",
+            params.ranks,
+            divisors(params.ranks)
+        );
+    }
     let spec = params.spec().map_err(anyhow::Error::msg)?;
     let schedule = Schedule::build(&spec)?;
+    if args.gpus_per_node.is_none()
+        && params.algo == Algorithm::TwoLevel
+        && let Some(note) = crate::collective::node_shape_note(params.ranks)
+    {
+        eprintln!("ringlab: note: {note}");
+    }
     if args.json {
         let mut out = io::BufWriter::new(io::stdout().lock());
         serde_json::to_writer(&mut out, &report(&schedule, params.dtype))?;
@@ -567,6 +588,15 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
     app.open_ring(params).map_err(anyhow::Error::msg)?;
     app.launched_here();
     run_tui(app)
+}
+
+/// The divisors of `n` in words ("1, 2, 3, 6"): the node sizes `--gpus-per-node` accepts.
+fn divisors(n: usize) -> String {
+    (1..=n)
+        .filter(|d| n.is_multiple_of(*d))
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Tell (on stderr, never failing the check) about review history whose items are gone.

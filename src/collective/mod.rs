@@ -50,5 +50,6 @@ pub use report::{Report, report};
 pub use schedule::{
     MAX_BUFFER_BYTES, MAX_RANKS, MAX_TRANSFERS, Phase, Schedule, ScheduleError, Spec, Step,
     Transfer, block_range, chunk_of, chunk_range, default_gpus_per_node, defined_range,
+    node_shape_note,
 };
 pub use simulate::{Element, SimError, count_wrong, reference, replay, simulate};

@@ -3,7 +3,8 @@
 //! Shape (offset/len in elements, bytes = count × element size):
 //! `{"op","algo","ranks","bytes","dtype","steps":[{"index","phase","transfers":[{"src","dst",
 //! "offset","len","reduce"}]}],"per_rank":[{"rank","bytes_sent","bytes_received"}],
-//! "total_bytes_sent","max_link_bytes","busbw_factor"}`.
+//! "total_bytes_sent","max_link_bytes","busbw_factor"}`, and `"gpus_per_node"` for the
+//! two-level all-reduce (the node shape it was built for).
 
 use serde::Serialize;
 
@@ -34,6 +35,9 @@ pub struct Report<'a> {
     pub max_link_bytes: u64,
     /// nccl-tests' busbw factor for this collective and rank count.
     pub busbw_factor: f64,
+    /// GPUs per node of the two-level all-reduce (absent for every other algorithm).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<usize>,
 }
 
 /// Builds the report. `dtype` only names the type: byte counts use the schedule's `elem_size`,
@@ -52,6 +56,7 @@ pub fn report(schedule: &Schedule, dtype: Dtype) -> Report<'_> {
         total_bytes_sent: t.total_bytes_sent,
         max_link_bytes: t.max_link_bytes,
         busbw_factor: busbw_factor(spec.op, spec.ranks),
+        gpus_per_node: (spec.algo == super::kinds::Algorithm::TwoLevel).then(|| spec.node_size()),
     }
 }
 

@@ -140,6 +140,29 @@ pub fn default_gpus_per_node(ranks: usize) -> usize {
     ranks / p
 }
 
+/// What [`default_gpus_per_node`] did, in words, when that is not the obvious two nodes of
+/// N/2 (an odd N): "9 ranks: 3 nodes of 3 GPUs …", or for a prime N that every node holds
+/// one GPU and the two-level all-reduce is a flat ring. `None` for N < 2 and for even N.
+pub fn node_shape_note(ranks: usize) -> Option<String> {
+    if ranks < 2 || ranks.is_multiple_of(2) {
+        return None;
+    }
+    let g = default_gpus_per_node(ranks);
+    let nodes = ranks / g;
+    Some(if g == 1 {
+        format!(
+            "{ranks} ranks is prime: {nodes} nodes of 1 GPU, so the two-level all-reduce has no \
+             inside-node phase and is a ring over nodes; set GPUs per node (--gpus-per-node) for \
+             another shape"
+        )
+    } else {
+        format!(
+            "{ranks} ranks: {nodes} nodes of {g} GPUs (as many nodes as N's smallest prime \
+             factor); set GPUs per node (--gpus-per-node) for another shape"
+        )
+    })
+}
+
 /// One point-to-point move of a contiguous element range of `len` elements: read at `offset` on
 /// `src`, written at `offset` on `dst` (at `dst_offset` instead where given: all-to-all only).
 /// The destination overwrites its range (`reduce == false`) or combines into it (`reduce == true`).

@@ -75,6 +75,20 @@ mod tests {
     }
 
     #[test]
+    fn odd_node_shapes_are_said_in_words() {
+        use crate::collective::node_shape_note;
+        assert_eq!(node_shape_note(8), None);
+        assert_eq!(node_shape_note(1), None);
+        let nine = node_shape_note(9).unwrap();
+        assert!(nine.contains("3 nodes of 3 GPUs"), "{nine}");
+        let seven = node_shape_note(7).unwrap();
+        assert!(seven.contains("7 nodes of 1 GPU"), "{seven}");
+        assert!(seven.contains("ring over nodes"), "{seven}");
+        let fifteen = node_shape_note(15).unwrap();
+        assert!(fifteen.contains("3 nodes of 5 GPUs"), "{fifteen}");
+    }
+
+    #[test]
     fn two_nodes_of_four_take_2x3_plus_2x1_steps() {
         let s = two_level(8, 4, 16);
         assert_eq!(s.len(), 8);

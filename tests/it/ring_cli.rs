@@ -104,3 +104,67 @@ fn algo_is_refused_where_it_does_not_apply() {
         assert!(help.contains(a.name()), "{a:?} missing from --help");
     }
 }
+
+#[test]
+fn gpus_per_node_sets_the_two_level_shape_or_is_refused() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = ring(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let base = ["--ranks", "8", "--algo", "two-level", "--json"];
+    // Default 8 = 2 nodes × 4: reduce-scatter 3 + across 2×1 + all-gather 3 = 8 steps.
+    let default = json(&base);
+    assert_eq!(default["gpus_per_node"], 4);
+    assert_eq!(default["steps"].as_array().map(Vec::len), Some(8));
+    // 4 nodes × 2: 1 + 2×3 + 1 = 8 steps too, but the across phase is a 4-node ring.
+    let mut four = base.to_vec();
+    four.extend(["--gpus-per-node", "2"]);
+    let four = json(&four);
+    assert_eq!(four["gpus_per_node"], 2);
+    assert_ne!(
+        four["steps"], default["steps"],
+        "another shape, another schedule"
+    );
+    // One node of 8: the across phase is empty.
+    let mut one = base.to_vec();
+    one.extend(["--gpus-per-node", "8"]);
+    assert_eq!(json(&one)["gpus_per_node"], 8);
+
+    // A shape that does not divide N is refused, naming the flag and what would work.
+    let out = ring(&[
+        "--ranks",
+        "8",
+        "--algo",
+        "two-level",
+        "--gpus-per-node",
+        "3",
+        "--json",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--gpus-per-node 3 does not divide --ranks 8"),
+        "{err}"
+    );
+    assert!(err.contains("1, 2, 4, 8"), "{err}");
+
+    // An odd N without a shape says what it chose.
+    let out = ring(&["--ranks", "7", "--algo", "two-level", "--json"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("7 nodes of 1 GPU"), "{err}");
+    let out = ring(&["--ranks", "9", "--algo", "two-level", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("3 nodes of 3 GPUs"), "{err}");
+    // Other algorithms carry no node shape in their JSON.
+    assert!(
+        json(&["--ranks", "8", "--json"])
+            .get("gpus_per_node")
+            .is_none()
+    );
+}

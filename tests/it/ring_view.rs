@@ -181,3 +181,36 @@ fn changing_the_link_rebuilds_no_schedule() {
     };
     assert_ne!(time_row(&shown), time_row(&after), "{after}");
 }
+
+#[test]
+fn a_node_shape_is_kept_while_it_divides_n_and_an_odd_n_says_what_it_chose() {
+    let params = RingParams {
+        algo: Algorithm::TwoLevel,
+        ranks: 8,
+        gpus_per_node: 2,
+        ..RingParams::default()
+    };
+    let mut app = app_with_ring(params, 120, 40);
+    assert_eq!(ring(&app).schedule.spec().node_size(), 2);
+    // 8 → 9: 2 does not divide 9, so the default shape (3 × 3) takes over, and says so.
+    app::update(&mut app, Action::Ranks(1));
+    assert_eq!(ring(&app).params.ranks, 9);
+    assert_eq!(ring(&app).params.gpus_per_node, 0);
+    assert_eq!(ring(&app).schedule.spec().node_size(), 3);
+    let status = app.status.clone().unwrap_or_default();
+    assert!(status.contains("3 nodes of 3 GPUs"), "{status}");
+    // 9 → 10 (default 2 × 5) and an even N needs no note.
+    app::update(&mut app, Action::Ranks(1));
+    assert_eq!(ring(&app).schedule.spec().node_size(), 5);
+    // A shape that does not divide N is refused when the view opens.
+    let course = Course::from_sources(Origin::Embedded, Vec::<SourceFile>::new());
+    let mut app = App::new(course, Theme::color());
+    let bad = RingParams {
+        algo: Algorithm::TwoLevel,
+        ranks: 8,
+        gpus_per_node: 3,
+        ..RingParams::default()
+    };
+    let err = app.open_ring(bad).expect_err("3 does not divide 8");
+    assert!(err.contains("does not divide"), "{err}");
+}

@@ -27,6 +27,9 @@ pub struct RingParams {
     pub dtype: Dtype,
     /// Root of broadcast/reduce (and the hub of naive, the top of tree).
     pub root: usize,
+    /// GPUs per node for the two-level all-reduce and the nodes link choice; 0 = the
+    /// default shape ([`crate::collective::default_gpus_per_node`]).
+    pub gpus_per_node: usize,
 }
 
 impl Default for RingParams {
@@ -38,6 +41,7 @@ impl Default for RingParams {
             bytes: 1 << 20,
             dtype: Dtype::F32,
             root: 0,
+            gpus_per_node: 0,
         }
     }
 }
@@ -53,6 +57,7 @@ impl RingParams {
             bytes: s.bytes,
             dtype: s.dtype,
             root: 0,
+            gpus_per_node: 0,
         };
         // `resolve` has checked what `validate` would.
         Ok(p)
@@ -72,8 +77,15 @@ impl RingParams {
     }
 
     pub fn spec(&self) -> Result<Spec, String> {
+        if self.gpus_per_node > 0 && !self.ranks.is_multiple_of(self.gpus_per_node) {
+            return Err(format!(
+                "{} GPUs per node does not divide {} ranks: every node holds the same number of GPUs",
+                self.gpus_per_node, self.ranks
+            ));
+        }
         Ok(Spec {
             root: self.root,
+            gpus_per_node: self.gpus_per_node,
             ..Spec::new(
                 self.op,
                 self.algo,
@@ -196,9 +208,20 @@ impl RingState {
                 next.narrate = self.narrate;
                 next.seek(0);
                 *self = next;
+                if let Some(note) = self.node_note() {
+                    app.status = Some(note);
+                }
             }
             Err(e) => app.status = Some(e),
         }
+    }
+
+    /// What the view chose for the node shape when the learner did not (two-level only):
+    /// see [`crate::collective::node_shape_note`].
+    pub fn node_note(&self) -> Option<String> {
+        (self.params.gpus_per_node == 0 && self.params.algo == Algorithm::TwoLevel)
+            .then(|| crate::collective::node_shape_note(self.params.ranks))
+            .flatten()
     }
 
     /// Jump to the state after `step` steps (clamped), recomputing it from the schedule.
@@ -359,14 +382,27 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         Action::Ranks(d) => {
             let ranks = next_ranks(s.params.ranks, d > 0);
             let root = s.params.root.min(ranks - 1);
+            let kept = s.params.gpus_per_node;
+            let gpus_per_node = if kept > 0 && ranks.is_multiple_of(kept) {
+                kept
+            } else {
+                0
+            };
             s.rebuild(
                 RingParams {
                     ranks,
                     root,
+                    gpus_per_node,
                     ..s.params
                 },
                 app,
             );
+            if kept != gpus_per_node && s.node_note().is_none() {
+                app.status = Some(format!(
+                    "N = {ranks}: {kept} GPUs per node no longer divides it; nodes of {} now",
+                    s.schedule.spec().node_size()
+                ));
+            }
             if ranks > MAX_DRAWN {
                 app.status = Some(format!(
                     "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
