@@ -229,6 +229,28 @@ pub struct TcpComm {
     send_slice: usize,
     /// Each schedule's plan, built on first use.
     plans: std::collections::HashMap<crate::collective::Spec, Plan>,
+    /// Channel lines a release with runtime connection (2.22+) prints at the first
+    /// collective, not at init ([`connected`]).
+    deferred: Vec<Msg>,
+}
+
+/// A connection's channel line, where the emulated release prints it: at once (up to 2.21,
+/// connections are made during init) or, from 2.22 (`NCCL_RUNTIME_CONNECT`, default 1), kept
+/// in `deferred` for the first collective, after `Init COMPLETE`
+/// ([`crate::nccl_log::Profile::runtime_connect`]).
+fn connected(deferred: &mut Vec<Msg>, line: Msg) {
+    let profile = log::profile();
+    let at_init = !profile.runtime_connect() || env_is("NCCL_RUNTIME_CONNECT", "0");
+    if at_init {
+        log::info_msg(&line);
+    } else {
+        deferred.push(line);
+    }
+}
+
+/// Is `name` set to exactly `value`?
+fn env_is(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.trim() == value)
 }
 
 /// The address this rank listens on, as NCCL's `Using` lines show it. NCCL logs the choice
@@ -403,7 +425,8 @@ impl TcpComm {
         phase("accept");
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
         phase("transports");
-        let (shm, transports) = connect_shm(env, &mut peers, partners)?;
+        let mut deferred = Vec::new();
+        let (shm, transports) = connect_shm(env, &mut peers, partners, &mut deferred)?;
         phase("warm up connections");
         // Only sockets that will carry a collective's bytes need their windows opened.
         let net: Vec<Option<TcpStream>> = peers
@@ -431,6 +454,7 @@ impl TcpComm {
             spin: pinned || env.local_world <= cores,
             send_slice: send_slice(),
             plans: std::collections::HashMap::new(),
+            deferred,
         })
     }
 
@@ -502,6 +526,10 @@ impl TcpComm {
         dtype: Dtype,
         op: Op,
     ) -> Result<(), CommError> {
+        // A release with runtime connection logs its connections at the first collective.
+        for line in self.deferred.drain(..) {
+            log::info_msg(&line);
+        }
         let spec = schedule.spec();
         // A reduction reads elements of the dtype's size: a schedule of another element size
         // would cut them apart.
@@ -736,6 +764,7 @@ fn connect_shm(
     env: &RankEnv,
     peers: &mut [Option<TcpStream>],
     partners: &[usize],
+    deferred: &mut Vec<Msg>,
 ) -> Result<(Option<ShmLinks>, Vec<Option<Transport>>), CommError> {
     use super::shm::{Locality, Pipe, Segment, fifo_size, segment_len};
     let rank = env.rank;
@@ -763,32 +792,41 @@ fn connect_shm(
             .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
         let t = if here.shm_with(&theirs.locality) {
             local.push(p);
-            log::info_msg(&channel(
-                rank,
-                env.local_rank,
-                p,
-                theirs.dev,
-                None,
-                "SHM/direct/direct",
-            ));
+            connected(
+                deferred,
+                channel(
+                    rank,
+                    env.local_rank,
+                    p,
+                    theirs.dev,
+                    None,
+                    "SHM/direct/direct",
+                ),
+            );
             Transport::Shm
         } else {
-            log::info_msg(&channel(
-                rank,
-                env.local_rank,
-                p,
-                theirs.dev,
-                Some("send"),
-                "NET/Socket/0",
-            ));
-            log::info_msg(&channel(
-                p,
-                theirs.dev,
-                rank,
-                env.local_rank,
-                Some("receive"),
-                "NET/Socket/0",
-            ));
+            connected(
+                deferred,
+                channel(
+                    rank,
+                    env.local_rank,
+                    p,
+                    theirs.dev,
+                    Some("send"),
+                    "NET/Socket/0",
+                ),
+            );
+            connected(
+                deferred,
+                channel(
+                    p,
+                    theirs.dev,
+                    rank,
+                    env.local_rank,
+                    Some("receive"),
+                    "NET/Socket/0",
+                ),
+            );
             Transport::Net
         };
         transports[p] = Some(t);

@@ -222,6 +222,14 @@ impl Profile {
         }
     }
 
+    /// From 2.22 ring, tree and NVLS connections are made at the first collective that uses
+    /// them (`NCCL_RUNTIME_CONNECT`, default 1, where every rank has cuMem), so their
+    /// `Channel … via …` lines come after `Init COMPLETE`; up to 2.21 they come during init
+    /// (src/init.cc at v2.22.3-1, `comm->runtimeConn`, against v2.21.5-1).
+    pub fn runtime_connect(self) -> bool {
+        self.minor() >= 22
+    }
+
     /// Up to 2.21 the banner is printed bare, on stdout (printf); from 2.22 at NCCL_DEBUG=INFO
     /// it is an INFO line like the others (src/init.cc showVersion at v2.21.5-1 vs v2.22.3-1).
     pub fn banner_is_info_line(self) -> bool {

@@ -721,3 +721,57 @@ fn a_stranger_on_the_store_is_dropped_and_logged_at_warn() {
         "{err}"
     );
 }
+
+/// From NCCL 2.22 ring connections are made at the first collective (runtime connect), so
+/// the emulated channel lines come after `Init COMPLETE`; up to 2.21, and with
+/// NCCL_RUNTIME_CONNECT=0, during init, before it.
+#[test]
+fn channel_lines_come_where_the_release_makes_its_connections() {
+    let log_of = |env: &[(&str, &str)]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "--nproc-per-node",
+                "2",
+                "-b",
+                "64K",
+                "-e",
+                "64K",
+                "-n",
+                "1",
+                "-w",
+                "0",
+            ])
+            .env("NCCL_DEBUG", "INFO")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run ringlab");
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{log}");
+        log
+    };
+    // Rank 0's lines: where its first channel line stands against its Init COMPLETE.
+    let order = |log: &str| -> (usize, usize) {
+        let lines: Vec<&str> = log.lines().collect();
+        let channel = lines
+            .iter()
+            .position(|l| l.contains("Channel 00 : 0[0] -> 1[1] via SHM"))
+            .unwrap_or_else(|| panic!("no channel line: {log}"));
+        let complete = lines
+            .iter()
+            .position(|l| l.contains("rank 0 nranks 2") && l.contains("Init COMPLETE"))
+            .unwrap_or_else(|| panic!("no Init COMPLETE: {log}"));
+        (channel, complete)
+    };
+    let (ch, done) = order(&log_of(&[("RINGLAB_NCCL_VERSION", "2.28.9")]));
+    assert!(ch > done, "2.28.9 connects at the first collective");
+    let (ch, done) = order(&log_of(&[("RINGLAB_NCCL_VERSION", "2.21.5")]));
+    assert!(ch < done, "2.21.5 connects during init");
+    let (ch, done) = order(&log_of(&[
+        ("RINGLAB_NCCL_VERSION", "2.28.9"),
+        ("NCCL_RUNTIME_CONNECT", "0"),
+    ]));
+    assert!(ch < done, "NCCL_RUNTIME_CONNECT=0 connects during init");
+}
