@@ -20,6 +20,7 @@ pub mod course;
 pub mod infer;
 pub mod lab;
 pub mod nccl_log;
+pub mod private;
 pub mod study;
 pub mod tui;
 pub mod units;

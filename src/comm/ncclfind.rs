@@ -42,27 +42,13 @@ pub struct Found {
 pub struct PrivateDir(pub PathBuf);
 
 impl PrivateDir {
-    /// A new `ringlab-nccl-XXXXXX` in the temporary directory.
+    /// A new private `ringlab-nccl-…` in the temporary directory ([`crate::private::fresh_dir`]).
     pub fn new() -> Result<Self, String> {
-        let template = std::env::temp_dir().join("ringlab-nccl-XXXXXX");
-        let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())
-            .map_err(|_| "the temporary directory's path holds a NUL byte".to_string())?
-            .into_bytes_with_nul();
-        // SAFETY: bytes is a NUL-terminated, writable template ending in XXXXXX.
-        let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
-        if p.is_null() {
-            return Err(format!(
-                "making a private directory in {}: {}",
-                std::env::temp_dir().display(),
-                std::io::Error::last_os_error()
-            ));
-        }
-        bytes.pop();
-        Ok(Self(PathBuf::from(std::ffi::OsString::from_vec(bytes))))
+        crate::private::fresh_dir(&std::env::temp_dir(), "ringlab-nccl-")
+            .map(Self)
+            .map_err(|e| e.to_string())
     }
 }
-
-use std::os::unix::ffi::OsStringExt;
 
 impl Drop for PrivateDir {
     fn drop(&mut self) {
@@ -315,32 +301,86 @@ pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
 }
 
 /// Is `group` the user's own private group (the user-private-group convention: the user's
-/// primary group, named after the user, with no other members listed)? A shared primary
-/// group such as `users` is not.
+/// primary group, named after the user), with nobody else in it: no other member listed in the
+/// group database and no other user whose primary group it is (a second account made with
+/// the same gid can write wherever the group can)? A shared primary group such as `users` is
+/// not.
 fn private_group(group: u32, uid: u32, gid: u32) -> bool {
     if group != gid {
         return false;
     }
-    // SAFETY: getgrgid/getpwuid return pointers into static storage, read at once; this runs
-    // in the launcher before it starts any thread that calls them.
-    unsafe {
-        let gr = libc::getgrgid(group);
-        let pw = libc::getpwuid(uid);
-        if gr.is_null() || pw.is_null() {
-            return false;
-        }
-        let gname = std::ffi::CStr::from_ptr((*gr).gr_name);
-        let uname = std::ffi::CStr::from_ptr((*pw).pw_name);
-        let mut members = (*gr).gr_mem;
-        let mut others = false;
-        while !members.is_null() && !(*members).is_null() {
-            if std::ffi::CStr::from_ptr(*members) != uname {
-                others = true;
+    let db = UserDb::read();
+    group_is_private(group, uid, &db)
+}
+
+/// What [`private_group`] needs of the user and group databases.
+#[derive(Debug, Default, Clone)]
+pub struct UserDb {
+    /// (user name, uid, primary gid) of every account.
+    pub users: Vec<(String, u32, u32)>,
+    /// (group name, gid, listed members) of every group.
+    pub groups: Vec<(String, u32, Vec<String>)>,
+}
+
+impl UserDb {
+    /// Every account and group this machine knows (NSS: files, and LDAP or SSSD where they
+    /// enumerate).
+    pub fn read() -> Self {
+        let mut db = UserDb::default();
+        // SAFETY: the *ent iterators return pointers into static storage, read at once and
+        // copied; this runs in the launcher before it starts any thread that uses them.
+        unsafe {
+            libc::setpwent();
+            loop {
+                let pw = libc::getpwent();
+                if pw.is_null() {
+                    break;
+                }
+                let name = std::ffi::CStr::from_ptr((*pw).pw_name)
+                    .to_string_lossy()
+                    .into_owned();
+                db.users.push((name, (*pw).pw_uid, (*pw).pw_gid));
             }
-            members = members.add(1);
+            libc::endpwent();
+            libc::setgrent();
+            loop {
+                let gr = libc::getgrent();
+                if gr.is_null() {
+                    break;
+                }
+                let name = std::ffi::CStr::from_ptr((*gr).gr_name)
+                    .to_string_lossy()
+                    .into_owned();
+                let mut members = Vec::new();
+                let mut m = (*gr).gr_mem;
+                while !m.is_null() && !(*m).is_null() {
+                    members.push(std::ffi::CStr::from_ptr(*m).to_string_lossy().into_owned());
+                    m = m.add(1);
+                }
+                db.groups.push((name, (*gr).gr_gid, members));
+            }
+            libc::endgrent();
         }
-        gname == uname && !others
+        db
     }
+}
+
+/// [`private_group`] over a given database: `group` is named after user `uid`, and every
+/// account that belongs to it (by primary gid or as a listed member) is that user.
+pub fn group_is_private(group: u32, uid: u32, db: &UserDb) -> bool {
+    let Some((me, _, _)) = db.users.iter().find(|(_, u, _)| *u == uid) else {
+        return false;
+    };
+    let Some((gname, _, members)) = db.groups.iter().find(|(_, g, _)| *g == group) else {
+        return false;
+    };
+    gname == me
+        && members.iter().all(|m| m == me)
+        && db
+            .users
+            .iter()
+            .filter(|(_, _, g)| *g == group)
+            .all(|(_, u, _)| *u == uid)
 }
 
 /// Can someone other than `uid` and root change what gets loaded through `path`? Both the path
@@ -567,6 +607,43 @@ pub fn ld_library_path(found: &Found, current: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn db(users: &[(&str, u32, u32)], groups: &[(&str, u32, &[&str])]) -> UserDb {
+        UserDb {
+            users: users
+                .iter()
+                .map(|(n, u, g)| (n.to_string(), *u, *g))
+                .collect(),
+            groups: groups
+                .iter()
+                .map(|(n, g, m)| (n.to_string(), *g, m.iter().map(|x| x.to_string()).collect()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_private_group_has_nobody_else_in_it() {
+        // alice's own group, nobody else: private.
+        let alone = db(
+            &[("alice", 1000, 1000), ("bob", 1001, 1001)],
+            &[("alice", 1000, &[])],
+        );
+        assert!(group_is_private(1000, 1000, &alone));
+        // bob was made with alice's gid as his primary group: he can write where it can.
+        let by_primary = db(
+            &[("alice", 1000, 1000), ("mallory", 1002, 1000)],
+            &[("alice", 1000, &[])],
+        );
+        assert!(!group_is_private(1000, 1000, &by_primary));
+        // listed as a member in /etc/group.
+        let by_member = db(&[("alice", 1000, 1000)], &[("alice", 1000, &["mallory"])]);
+        assert!(!group_is_private(1000, 1000, &by_member));
+        // alice listed in her own group is still alone; a shared group is not hers.
+        let listed_self = db(&[("alice", 1000, 1000)], &[("alice", 1000, &["alice"])]);
+        assert!(group_is_private(1000, 1000, &listed_self));
+        let users = db(&[("alice", 1000, 100)], &[("users", 100, &[])]);
+        assert!(!group_is_private(100, 1000, &users));
+    }
 
     fn tree() -> PathBuf {
         let d = std::env::temp_dir().join(format!(

@@ -502,17 +502,21 @@ impl Cluster {
 
     /// The emulated cluster: K nodes as processes on this host, each with a virtual interface
     /// table on loopback addresses (see [`crate::comm::vnet`]). `why` says why it is emulated.
-    pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Self {
+    pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Result<Self, String> {
         Self::emulated_with_shm(k, fabric_names, why, None)
     }
 
-    /// [`Cluster::emulated`], each node with a /dev/shm budget of `shm` where given.
+    /// [`Cluster::emulated`], each node with a /dev/shm budget of `shm` where given: a fresh
+    /// private folder per node in the temporary folder ([`crate::private::fresh_dir`]), so
+    /// nobody else can read the ranks' segments, swap them or hold the budget's lock. Fails
+    /// (naming the folder) where such a folder cannot be made: a node without its budget would
+    /// quietly stage no trap.
     pub fn emulated_with_shm(
         k: usize,
         fabric_names: &[String],
         why: &str,
         shm: Option<&str>,
-    ) -> Self {
+    ) -> Result<Self, String> {
         let net = VNet::build(k, fabric_names);
         let nodes = (0..k)
             .map(|i| Node {
@@ -529,20 +533,18 @@ impl Cluster {
             })
             .collect();
         let limit = shm.and_then(|s| crate::units::parse_size(s).ok());
-        let emu_shm: Vec<EmuShm> = match limit {
-            Some(limit) => (0..k)
-                .filter_map(|i| {
-                    let dir = std::env::temp_dir()
-                        .join(format!("{PREFIX}shm-{}-n{i}", std::process::id()));
-                    std::fs::create_dir_all(&dir).ok()?;
-                    Some(EmuShm {
-                        dir,
-                        limit: Some(limit),
-                    })
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let mut emu_shm: Vec<EmuShm> = Vec::new();
+        if let Some(limit) = limit {
+            for i in 0..k {
+                let dir =
+                    crate::private::fresh_dir(&std::env::temp_dir(), &format!("{PREFIX}shm-n{i}-"))
+                        .map_err(|e| format!("node {i}'s emulated /dev/shm: {e}"))?;
+                emu_shm.push(EmuShm {
+                    dir,
+                    limit: Some(limit),
+                });
+            }
+        }
         let mut commands = vec![format!(
             "# EMULATED cluster ({why}): no namespaces; each node's interfaces are loopback addresses"
         )];
@@ -552,14 +554,14 @@ impl Cluster {
                 "# each node's /dev/shm: a folder of its own with a {size} budget (a real tmpfs needs a mount namespace)"
             ));
         }
-        Self {
+        Ok(Self {
             nodes,
             commands,
             holders: Vec::new(),
             vnet: Some(net),
             emulated_because: Some(why.to_string()),
             emu_shm,
-        }
+        })
     }
 
     /// "netns" or "emulated".

@@ -917,7 +917,6 @@ fn interface_rows(c: &Cluster) -> Vec<IfaceRow> {
 /// there is one (memory: the ranks rewrite their recorder three times per collective, which on
 /// a disk file system costs more than the collective), else the temporary folder.
 fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
     let shm = std::path::Path::new("/dev/shm");
     let base = if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
     {
@@ -925,15 +924,8 @@ fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
     } else {
         std::env::temp_dir()
     };
-    let mut rnd = [0u8; 6];
-    getrandom::fill(&mut rnd).map_err(|e| e.to_string())?;
-    let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
-    let dir = base.join(format!("ringlab-trace-{scenario}-{tag}"));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("making {}: {e}", dir.display()))?;
-    Ok(dir)
+    crate::private::fresh_dir(&base, &format!("ringlab-trace-{scenario}-"))
+        .map_err(|e| e.to_string())
 }
 
 /// Flight-recorder folders this user's earlier labs left (a failed run keeps its dumps for
@@ -1312,15 +1304,15 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
     let shm = s.stage_shm.as_deref();
     let emulate = |why: &str| Cluster::emulated_with_shm(s.nodes, &s.fabric, why, shm);
     match mode {
-        Mode::Emulated => Ok(emulate("asked for with --mode emulated")),
+        Mode::Emulated => emulate("asked for with --mode emulated"),
         Mode::Netns => {
             netns().map_err(|e| format!("{e}, or pass --mode emulated"))?;
             Cluster::create_with_shm(s.nodes, &s.fabric, shm).map_err(|e| e.to_string())
         }
         Mode::Auto => match netns() {
-            Ok(()) => Ok(Cluster::create_with_shm(s.nodes, &s.fabric, shm)
-                .unwrap_or_else(|e| emulate(&e.to_string()))),
-            Err(e) => Ok(emulate(&e)),
+            Ok(()) => Cluster::create_with_shm(s.nodes, &s.fabric, shm)
+                .or_else(|e| emulate(&e.to_string())),
+            Err(e) => emulate(&e),
         },
     }
 }

@@ -178,7 +178,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 }
             }
             let cluster = match why_emulated {
-                Some(why) => Ok(cluster::Cluster::emulated(s.nodes, &s.fabric, &why)),
+                Some(why) => cluster::Cluster::emulated(s.nodes, &s.fabric, &why),
                 None => scenario::cluster_for(&s, *mode),
             };
             let cluster = match cluster {

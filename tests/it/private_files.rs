@@ -1,0 +1,189 @@
+//! Nothing another user can reach: a lab run in a shared temporary folder that a stranger has
+//! filled beforehand with every name the labs could have used by name (the emulated /dev/shm
+//! folders older builds made as `rlab-shm-<pid>-n<i>`, for the next PIDs) uses none of them:
+//! not as 0777 folders, not as folders of another user (as root), not as links to a victim's
+//! folder. The run still fails as staged and passes with its fix, every planted name is as it
+//! was, and the victim's folder is untouched.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Every entry of `dir` with its type, mode and owner (the test's picture of "as it was").
+fn picture(dir: &Path) -> Vec<(String, bool, u32, u32, usize)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .flatten()
+        .map(|e| {
+            let m = std::fs::symlink_metadata(e.path()).expect("lstat");
+            let inside = if m.is_dir() {
+                std::fs::read_dir(e.path()).map_or(0, |d| d.count())
+            } else {
+                0
+            };
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                m.file_type().is_symlink(),
+                m.mode(),
+                m.uid(),
+                inside,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_lab_run_uses_no_name_a_stranger_planted() {
+    let _one_at_a_time = crate::common::clusters();
+    let shared = tempfile::tempdir().expect("tempdir");
+    // A /tmp of our own: everyone may write, the sticky bit keeps names to their owners.
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777))
+        .expect("chmod 1777");
+    let victim = tempfile::tempdir().expect("victim");
+    std::fs::write(victim.path().join("keep.txt"), b"the victim's data\n").expect("victim file");
+    let nobody = 65534;
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1);
+    for pid in last..last + 400 {
+        for node in 0..2 {
+            let name = shared.path().join(format!("rlab-shm-{pid}-n{node}"));
+            if pid % 2 == 0 {
+                std::os::unix::fs::symlink(victim.path(), &name).expect("plant a link");
+            } else {
+                std::fs::create_dir(&name).expect("plant a folder");
+                std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o777))
+                    .expect("chmod 0777");
+                if is_root() {
+                    // As another user would leave it.
+                    std::os::unix::fs::chown(&name, Some(nobody), Some(nobody)).expect("chown");
+                }
+            }
+        }
+    }
+    let before = picture(shared.path());
+    let victim_before = picture(victim.path());
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringlab"));
+    cmd.args([
+        "lab",
+        "run",
+        "small-dev-shm",
+        "--mode",
+        "emulated",
+        "--fix",
+        "--json",
+    ])
+    .env("TMPDIR", shared.path());
+    crate::common::tag(&mut cmd, "private-files");
+    let out = cmd.output().expect("run ringlab");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(v["staged"]["outcome"], "error", "{v:#}");
+    assert_eq!(v["diagnosis"]["culprit"], "shm-full", "{v:#}");
+    assert_eq!(v["fixed"]["outcome"], "pass", "{v:#}");
+
+    assert_eq!(
+        picture(shared.path()),
+        before,
+        "every planted name is as it was, and the run left nothing behind"
+    );
+    assert_eq!(picture(victim.path()), victim_before);
+    assert_eq!(
+        std::fs::read(victim.path().join("keep.txt")).expect("victim"),
+        b"the victim's data\n"
+    );
+}
+
+/// Accounts made for one test and removed after it, whatever happens.
+struct Accounts(Vec<&'static str>, Vec<&'static str>);
+
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        for u in &self.0 {
+            let _ = Command::new("userdel").arg(u).output();
+        }
+        for g in &self.1 {
+            let _ = Command::new("groupdel").arg(g).output();
+        }
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd).args(args).output().expect(cmd);
+    assert!(out.status.success(), "{cmd} {args:?}: {out:?}");
+}
+
+/// The NCCL loader's trust rule reads who really is in a group: a folder writable by the
+/// user's own group is trusted only while nobody else is in it, by primary gid (an account
+/// made with that gid) or as a listed member. Needs root to make accounts (CI runs as root);
+/// without it, the rule is tested on a made-up database in src/comm/ncclfind.rs and here on
+/// this machine's real one for the current user.
+#[test]
+fn the_trust_rule_sees_every_member_of_a_private_group() {
+    use ringlab::comm::ncclfind::{UserDb, group_is_private};
+    let have = |c: &str| Command::new(c).arg("--help").output().is_ok();
+    if !is_root() || !have("useradd") || !have("groupadd") {
+        // SAFETY: getuid/getgid have no preconditions.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let db = UserDb::read();
+        assert!(
+            db.users.iter().any(|(_, u, _)| *u == uid),
+            "this user is in the database"
+        );
+        // Whatever the answer, it agrees with the database's members of the group.
+        let others = db.users.iter().any(|(_, u, g)| *g == gid && *u != uid);
+        if others {
+            assert!(!group_is_private(gid, uid, &db));
+        }
+        eprintln!("not root or no useradd: the account-making half is skipped");
+        return;
+    }
+    let _accounts = Accounts(
+        vec!["rlabt-mallory", "rlabt-eve", "rlabt-alice"],
+        vec!["rlabt-alice"],
+    );
+    run("groupadd", &["rlabt-alice"]);
+    run("useradd", &["-M", "-N", "-g", "rlabt-alice", "rlabt-alice"]);
+    let id = |name: &str| -> (u32, u32) {
+        let db = UserDb::read();
+        let (_, u, g) = db
+            .users
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .expect("made")
+            .clone();
+        (u, g)
+    };
+    let (alice, group) = id("rlabt-alice");
+    assert!(
+        group_is_private(group, alice, &UserDb::read()),
+        "alone in her group"
+    );
+    // Another account whose primary group is alice's.
+    run(
+        "useradd",
+        &["-M", "-N", "-g", "rlabt-alice", "rlabt-mallory"],
+    );
+    assert!(
+        !group_is_private(group, alice, &UserDb::read()),
+        "by primary gid"
+    );
+    run("userdel", &["rlabt-mallory"]);
+    assert!(group_is_private(group, alice, &UserDb::read()));
+    // Another account listed as a member in /etc/group.
+    run("useradd", &["-M", "-N", "-G", "rlabt-alice", "rlabt-eve"]);
+    assert!(
+        !group_is_private(group, alice, &UserDb::read()),
+        "by /etc/group"
+    );
+}
