@@ -409,8 +409,12 @@ fn check_labs(paths: &[&PathBuf]) -> anyhow::Result<ExitCode> {
         for f in files {
             count += 1;
             let name = f.display().to_string();
-            let text = match crate::files::regular_file(&f)
-                .and_then(|()| std::fs::read_to_string(&f).map_err(|e| e.to_string()))
+            let text = match crate::files::read_bounded(
+                &f,
+                crate::files::MAX_LESSON_BYTES,
+                "scenario file",
+            )
+            .and_then(|b| String::from_utf8(b).map_err(|_| format!("{name} is not UTF-8 text")))
             {
                 Ok(t) => t,
                 Err(e) => {

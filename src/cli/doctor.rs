@@ -37,17 +37,13 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     }
     let mut files = Vec::with_capacity(args.logs.len());
     for p in &args.logs {
-        if let Err(e) = crate::files::regular_file(p) {
-            eprintln!("ringlab doctor: {e}");
-            return Ok(ExitCode::from(2));
-        }
-        match std::fs::read(p) {
+        match crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log") {
             Ok(bytes) => files.push((
                 p.display().to_string(),
                 String::from_utf8_lossy(&bytes).into_owned(),
             )),
             Err(e) => {
-                eprintln!("ringlab doctor: cannot read {}: {e}", p.display());
+                eprintln!("ringlab doctor: {e}");
                 return Ok(ExitCode::from(2));
             }
         }

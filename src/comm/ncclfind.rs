@@ -34,6 +34,70 @@ pub struct Found {
     pub how: String,
     /// The private link directory, removed when the last copy of this is dropped.
     pub private: Option<Arc<PrivateDir>>,
+    /// The library, opened once and checked through its descriptor; the link in `dir` is
+    /// `/proc/self/fd/N` for this descriptor, which every child inherits, so a rank loads the
+    /// very file that was checked even if the name is swapped meanwhile.
+    pub held: Option<Held>,
+}
+
+/// An open, checked library file whose descriptor children inherit (not close-on-exec).
+#[derive(Debug, Clone)]
+pub struct Held(pub Arc<std::fs::File>);
+
+impl Held {
+    /// The descriptor number children find it at.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.0.as_raw_fd()
+    }
+
+    /// What the link names: `/proc/self/fd/N`.
+    pub fn link_target(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd()))
+    }
+
+    fn inode(&self) -> Option<(u64, u64)> {
+        self.0.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        self.inode() == other.inode()
+    }
+}
+
+impl Eq for Held {}
+
+/// Open `real` (a path with no link left in it) once, without following a link in its last
+/// part, and check what was opened: a regular file that passes [`entry_problem`]. The
+/// descriptor is then made inheritable. Errors say why.
+fn open_checked(real: &Path, uid: u32, gid: u32) -> Result<Held, String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(real)
+        .map_err(|e| format!("opening {}: {e}", real.display()))?;
+    let m = f
+        .metadata()
+        .map_err(|e| format!("reading {}: {e}", real.display()))?;
+    if !m.is_file() {
+        return Err(format!("{} is not a regular file", real.display()));
+    }
+    if let Some(why) = entry_problem(real, &m, uid, gid) {
+        return Err(why);
+    }
+    // SAFETY: F_SETFD on a descriptor this function owns; 0 clears FD_CLOEXEC only.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFD, 0) } != 0 {
+        return Err(format!(
+            "keeping {} open for the ranks: {}",
+            real.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(Held(Arc::new(f)))
 }
 
 /// A directory made for this process alone (mkdtemp: mode 0700, an unpredictable name,
@@ -451,26 +515,21 @@ pub fn find_in(places: &[Place], link: &LinkAt) -> Result<Found, FindError> {
     })
 }
 
-fn use_lib(lib: &Path, plain: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
+fn use_lib(lib: &Path, _plain: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
     let (uid, gid) = me();
+    let refuse = |why: String| FindError::Untrusted {
+        lib: lib.to_path_buf(),
+        how: how.to_string(),
+        why,
+    };
     if let Some(why) = untrusted(lib, uid, gid) {
-        return Err(FindError::Untrusted {
-            lib: lib.to_path_buf(),
-            how: how.to_string(),
-            why,
-        });
-    }
-    let dir = lib.parent().unwrap_or(Path::new("/")).to_path_buf();
-    if plain {
-        return Ok(Found {
-            lib: lib.to_path_buf(),
-            dir,
-            linked: false,
-            how: how.to_string(),
-            private: None,
-        });
+        return Err(refuse(why));
     }
     let real = std::fs::canonicalize(lib).unwrap_or(lib.to_path_buf());
+    // The file checked is the file loaded: open it once, check the open file, and let the
+    // ranks load that descriptor. (The path was checked above; between that check and this
+    // open the name could point elsewhere, which the checks on the open file catch.)
+    let held = open_checked(&real, uid, gid).map_err(refuse)?;
     let (dir, private) = match link_at {
         LinkAt::Dir(d) => (d.clone(), None),
         LinkAt::Private => {
@@ -482,7 +541,7 @@ fn use_lib(lib: &Path, plain: bool, how: &str, link_at: &LinkAt) -> Result<Found
             (p.0.clone(), Some(Arc::new(p)))
         }
     };
-    link(&real, &dir).map_err(|err| FindError::Link {
+    link(&held.link_target(), &dir).map_err(|err| FindError::Link {
         lib: real.clone(),
         dir: dir.clone(),
         err,
@@ -493,6 +552,7 @@ fn use_lib(lib: &Path, plain: bool, how: &str, link_at: &LinkAt) -> Result<Found
         linked: true,
         how: how.to_string(),
         private,
+        held: Some(held),
     })
 }
 
@@ -550,8 +610,8 @@ fn versioned_lib(dir: &Path) -> Option<PathBuf> {
     v.pop()
 }
 
-/// Make `dir/libnccl.so` point at `lib`. The directory must be ours, not a symlink, and
-/// private (0700).
+/// Make `dir/libnccl.so` point at `lib` (a held descriptor's `/proc/self/fd/N`). The
+/// directory must be ours, not a symlink, and private (0700).
 fn link(lib: &Path, dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
     let (uid, _) = me();
@@ -678,10 +738,15 @@ mod tests {
         assert_eq!(f.dir, link_dir);
         assert!(f.how.contains("pip wheel"), "{f:?}");
         let link = link_dir.join("libnccl.so");
+        // The link names the held descriptor, which is the library's file.
+        let held = f.held.as_ref().expect("held");
         assert_eq!(
             std::fs::read_link(&link).expect("a link"),
-            std::fs::canonicalize(lib_dir.join("libnccl.so.2")).expect("canon")
+            held.link_target()
         );
+        let m = std::fs::metadata(lib_dir.join("libnccl.so.2")).expect("lib");
+        let through = std::fs::metadata(&link).expect("through the link");
+        assert_eq!((through.dev(), through.ino()), (m.dev(), m.ino()));
         assert_eq!(
             std::fs::read(&link).expect("through the link"),
             b"\x7fELF fake"
@@ -699,7 +764,7 @@ mod tests {
     }
 
     #[test]
-    fn a_plain_libnccl_so_is_used_where_it_is() {
+    fn a_plain_libnccl_so_is_loaded_through_its_descriptor_too() {
         let root = tree();
         std::fs::write(root.join("libnccl.so"), b"x").expect("write");
         let f = find_in(
@@ -707,10 +772,68 @@ mod tests {
             &LinkAt::Dir(root.join("links")),
         )
         .expect("found");
-        assert!(!f.linked);
-        assert_eq!(f.dir, root);
+        assert!(f.linked);
+        assert_eq!(f.dir, root.join("links"));
         assert_eq!(f.how, "LD_LIBRARY_PATH");
-        assert!(!root.join("links").exists(), "no link made");
+        assert_eq!(
+            std::fs::read(root.join("links/libnccl.so")).expect("through the link"),
+            b"x"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The file checked is the file loaded: while another thread swaps the library's name
+    /// between a trusted file and a world-writable one a thousand times, every search either
+    /// refuses (it opened the writable one) or hands the ranks the trusted one.
+    #[test]
+    fn a_library_swapped_between_check_and_load_is_never_the_one_loaded() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tree();
+        let lib = root.join("libnccl.so.2");
+        let good = root.join("good");
+        let evil = root.join("evil");
+        let stop = Arc::new(AtomicBool::new(false));
+        std::fs::write(&lib, b"trusted").expect("write");
+        let flipper = {
+            let (lib, good, evil, stop) = (lib.clone(), good.clone(), evil.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut flips = 0;
+                while !stop.load(Ordering::Relaxed) || flips < 1000 {
+                    // Two files take turns under the library's name: the trusted one and one
+                    // anybody could have written.
+                    let bad = flips % 2 == 0;
+                    let (src, body, mode) = if bad {
+                        (&evil, &b"evil!!!"[..], 0o666)
+                    } else {
+                        (&good, &b"trusted"[..], 0o644)
+                    };
+                    std::fs::write(src, body).expect("write");
+                    std::fs::set_permissions(src, std::fs::Permissions::from_mode(mode))
+                        .expect("chmod");
+                    std::fs::rename(src, &lib).expect("swap");
+                    flips += 1;
+                }
+                flips
+            })
+        };
+        let places = ld_places(&root.display().to_string());
+        let (mut refused, mut loaded) = (0, 0);
+        for _ in 0..1000 {
+            match find_in(&places, &LinkAt::Private) {
+                Ok(f) => {
+                    loaded += 1;
+                    let got = std::fs::read(f.dir.join("libnccl.so")).expect("through the link");
+                    assert_eq!(got, b"trusted", "the ranks would load what was not checked");
+                }
+                Err(FindError::Untrusted { .. }) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let flips = flipper.join().expect("flipper");
+        assert!(flips >= 1000, "{flips}");
+        assert_eq!(refused + loaded, 1000);
         let _ = std::fs::remove_dir_all(&root);
     }
 

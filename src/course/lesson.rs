@@ -314,14 +314,11 @@ pub fn read_dir_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
 }
 
 pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
-    crate::files::regular_file(path).map_err(|e| LoadError::Io {
-        path: path.display().to_string(),
-        source: std::io::Error::other(e),
-    })?;
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_LESSON_BYTES, "lesson file")
+        .map_err(|e| LoadError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
     Ok(SourceFile {
         path: path.display().to_string(),
         text: String::from_utf8_lossy(&bytes).into_owned(),

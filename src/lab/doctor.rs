@@ -1003,21 +1003,31 @@ fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
         // the first `via NET/Socket` connection of that process.
         let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
         let mut fell: BTreeSet<&str> = BTreeSet::new();
+        // One pass each, per process (file, pid): its `Using network Socket` lines in line
+        // order, and its first socket connection. (A search per "No device found" line was
+        // quadratic in a long log.)
+        let mut socket_by: BTreeMap<(&str, u32), Vec<&Line>> = BTreeMap::new();
+        for s in &socket {
+            socket_by.entry((s.file, s.pid)).or_default().push(s);
+        }
+        let mut first_socket_conn: BTreeMap<(&str, u32), &Line> = BTreeMap::new();
+        for c in lines {
+            if matches!(parse_transport(c.m), Some((Transport::NetSocket, _))) {
+                first_socket_conn.entry((c.file, c.pid)).or_insert(c);
+            }
+        }
         for ib in &no_ib {
-            let Some(s) = socket
-                .iter()
-                .find(|s| s.file == ib.file && s.no > ib.no && s.pid == ib.pid)
-            else {
+            let key = (ib.file, ib.pid);
+            let Some(s) = socket_by.get(&key).and_then(|v| {
+                // The first line after this one (lines of one file are in order).
+                v.get(v.partition_point(|s| s.no <= ib.no)).copied()
+            }) else {
                 continue;
             };
             evidence.insert(ib.evidence());
             evidence.insert(s.evidence());
             fell.insert(ib.host);
-            if let Some(c) = lines.iter().find(|c| {
-                c.file == ib.file
-                    && c.pid == ib.pid
-                    && matches!(parse_transport(c.m), Some((Transport::NetSocket, _)))
-            }) {
+            if let Some(c) = first_socket_conn.get(&key) {
                 evidence.insert(c.evidence());
             }
         }

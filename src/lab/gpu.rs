@@ -472,6 +472,7 @@ mod tests {
                 linked: true,
                 how: "system library directory".into(),
                 private: None,
+                held: None,
             }),
             all_nccl: vec![("/usr/lib/libnccl.so.2".into(), "system".into())],
         }

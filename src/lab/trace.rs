@@ -349,8 +349,7 @@ fn read_file(f: &Path) -> Result<RankTrace, TraceError> {
         file: name.clone(),
         message,
     };
-    let bytes = crate::files::regular_file(f)
-        .and_then(|()| std::fs::read(f).map_err(|e| e.to_string()))
+    let bytes = crate::files::read_bounded(f, crate::files::MAX_DUMP_BYTES, "flight-recorder dump")
         .map_err(err)?;
     // A pickle starts with its PROTO opcode; anything else is read as JSON.
     if bytes.first() == Some(&0x80) {

@@ -429,6 +429,18 @@ struct SchemaOnly {
 pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError> {
     remove_stale_temps(dir);
     let path = dir.join(FILE_NAME);
+    if let Ok(m) = fs::metadata(&path)
+        && m.len() > crate::files::MAX_PROGRESS_BYTES
+    {
+        return quarantine(
+            &path,
+            format!(
+                "is {} bytes, over the {} a progress file may be",
+                m.len(),
+                crate::units::format_bytes(crate::files::MAX_PROGRESS_BYTES)
+            ),
+        );
+    }
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -512,8 +524,9 @@ pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), Str
 /// Unlike [`load`] it never moves the file.
 pub fn read_file(path: &Path) -> Result<Progress, String> {
     let shown = path.display();
-    crate::files::regular_file(path)?;
-    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let bytes =
+        crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
     if let Some(s) = value.get("schema").and_then(serde_json::Value::as_u64)

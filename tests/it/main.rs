@@ -25,6 +25,7 @@ mod private_files;
 mod progress_durability;
 mod pty;
 mod quiz;
+mod resource_bounds;
 mod ring_cli;
 mod ring_view;
 mod study_pty;
