@@ -232,6 +232,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            // `ring --json | head -c 10`: serde_json wraps the write's error.
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -286,7 +290,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Loopback(ref args)) => lab::loopback(args),
         Some(Command::Completions { shell }) => {
             let mut cmd = visible(&Cli::command());
-            clap_complete::generate(shell, &mut cmd, "ringlab", &mut io::stdout());
+            // Into memory first: clap_complete panics on a failed write (`| head`); a failed
+            // write of the buffer is an error `main` reads as a closed pipe.
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "ringlab", &mut buf);
+            let mut out = io::stdout().lock();
+            out.write_all(&buf)?;
+            out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
     }

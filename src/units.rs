@@ -200,6 +200,12 @@ pub fn parse_size(input: &str) -> Result<u64, String> {
                     other.describe()
                 )));
             }
+            // Only the units a size takes (unit_scale's own list names rates and times too).
+            Err(e) if e.starts_with("unknown unit") => {
+                return Err(bad(&format!(
+                    "unknown unit “{unit}”: use B, KB, MB, GB, KiB, MiB, GiB (K, M, G alone are binary)"
+                )));
+            }
             Err(e) => return Err(bad(&e)),
         }
     };

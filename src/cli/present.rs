@@ -17,6 +17,9 @@ pub struct PresentArgs {
     /// Record the presentation as an asciicast v2 file (asciinema's player and `agg` read it).
     #[arg(long, value_name = "FILE.cast", conflicts_with = "notes")]
     pub record: Option<PathBuf>,
+    /// Replace an existing --record FILE (without it an existing file is kept and nothing runs).
+    #[arg(long, requires = "record")]
+    pub force: bool,
     /// Be the notes terminal: follow the running presenter's slides (run it in a second window).
     #[arg(long)]
     pub notes: bool,
@@ -48,6 +51,16 @@ pub fn present(lessons: &Option<PathBuf>, args: &PresentArgs) -> anyhow::Result<
                 ..Default::default()
             },
         ));
+    }
+    if let Some(file) = &args.record
+        && !args.force
+        && std::fs::symlink_metadata(file).is_ok()
+    {
+        eprintln!(
+            "ringlab: {} exists: kept; pass --force to replace it, or record to another file",
+            file.display()
+        );
+        return Ok(ExitCode::from(2));
     }
     let entry = match &args.lesson {
         Some(id) => match app.course.position_of(id) {

@@ -96,12 +96,10 @@ pub struct Course {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read lessons from {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The reason is part of the message, not a separate source, so that a chain printed
+    /// with its causes says it once.
+    #[error("cannot read lessons from {path}: {err}")]
+    Io { path: String, err: std::io::Error },
     #[error("{path}: no lessons (*.md) found")]
     Empty { path: String },
 }
@@ -300,9 +298,9 @@ pub const DRILLS_DIR: &str = "drills";
 
 /// Top-level `*.md` files of a folder, sorted by name.
 pub fn read_dir_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
-    let io = |source| LoadError::Io {
+    let io = |err| LoadError::Io {
         path: dir.display().to_string(),
-        source,
+        err,
     };
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io)?
@@ -315,9 +313,13 @@ pub fn read_dir_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
 
 pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
     let bytes = crate::files::read_bounded(path, crate::files::MAX_LESSON_BYTES, "lesson file")
-        .map_err(|e| LoadError::Io {
-            path: path.display().to_string(),
-            source: std::io::Error::other(e),
+        .map_err(|e| {
+            // read_bounded names the file; the variant names it too.
+            let shown = format!("cannot read {}: ", path.display());
+            LoadError::Io {
+                path: path.display().to_string(),
+                err: std::io::Error::other(e.strip_prefix(&shown).unwrap_or(&e).to_string()),
+            }
         })?;
     Ok(SourceFile {
         path: path.display().to_string(),

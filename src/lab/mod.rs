@@ -218,6 +218,30 @@ pub fn counts(coll: Collective, size: u64, elem: usize, ranks: usize) -> (usize,
             let per = elems / ranks.max(1);
             (per * ranks, per as u64)
         }
+        // nccl-tests' alltoall.cu (AlltoAllGetCollByteCount): the count is per peer, cut down
+        // to whole 16-byte units, and the row shows that per-peer count.
+        Collective::AllToAll => {
+            let unit = (16 / elem.max(1)).max(1);
+            let per = elems / ranks.max(1) / unit * unit;
+            (per * ranks, per as u64)
+        }
         _ => (elems, elems as u64),
+    }
+}
+
+#[cfg(test)]
+mod counts_tests {
+    use super::counts;
+    use crate::collective::Collective;
+
+    #[test]
+    fn rows_count_elements_as_nccl_tests_prints_them() {
+        // 64 KiB of f32 on 4 ranks: all-reduce 16384, all-gather 4096 per rank.
+        assert_eq!(counts(Collective::AllReduce, 65536, 4, 4), (16384, 16384));
+        assert_eq!(counts(Collective::AllGather, 65536, 4, 4), (16384, 4096));
+        // all-to-all: per peer, in whole 16-byte units (nccl-tests' alltoall.cu).
+        assert_eq!(counts(Collective::AllToAll, 65536, 4, 4), (16384, 4096));
+        assert_eq!(counts(Collective::AllToAll, 1000, 4, 3), (240, 80));
+        assert_eq!(counts(Collective::AllToAll, 1000, 1, 3), (960, 320));
     }
 }

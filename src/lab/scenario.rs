@@ -396,6 +396,7 @@ pub struct ScenarioError {
 pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
+    let watchdog = watchdog_from_env();
     let mut files: Vec<_> = LABS
         .files()
         .filter(|f| f.path().extension().is_some_and(|e| e == "toml"))
@@ -404,11 +405,39 @@ pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
     for f in files {
         let file = format!("labs/{}", f.path().display());
         match parse(&String::from_utf8_lossy(f.contents())) {
-            Ok(s) => ok.push(s),
+            Ok(mut s) => {
+                if let Some(Ok(t)) = watchdog {
+                    s.timeout = t;
+                }
+                ok.push(s)
+            }
             Err(message) => bad.push(ScenarioError { file, message }),
         }
     }
+    if let Some(Err(e)) = watchdog {
+        bad.push(ScenarioError {
+            file: WATCHDOG_ENV.into(),
+            message: e,
+        });
+    }
     (ok, bad)
+}
+
+/// Seconds without progress before every scenario's watchdog fires, instead of each
+/// scenario's own (6 s for most): shorter waits for a demo or the test suite, longer on a slow
+/// machine. `lab run --timeout` still wins for one run.
+pub const WATCHDOG_ENV: &str = "RINGLAB_LAB_TIMEOUT";
+
+/// [`WATCHDOG_ENV`], if set: whole seconds 1..=3600, else an error naming the variable.
+fn watchdog_from_env() -> Option<Result<u64, String>> {
+    let v = std::env::var(WATCHDOG_ENV).ok()?;
+    Some(
+        v.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|t| (1..=3600).contains(t))
+            .ok_or_else(|| format!("`{v}` is not a watchdog time: give whole seconds, 1 to 3600")),
+    )
 }
 
 pub fn parse(text: &str) -> Result<Scenario, String> {

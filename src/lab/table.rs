@@ -15,14 +15,14 @@ pub fn header(title: &str) -> String {
 pub fn transport_line(transport: &str) -> String {
     let why = match transport {
         "SHM" => "shared memory between the ranks of this node",
-        "NET" => "sockets (other nodes, or NCCL_SHM_DISABLE=1)",
+        "NET" => "sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1",
         "SHM+NET" => "shared memory within a node, sockets across nodes",
         _ => "",
     };
     if why.is_empty() {
         format!("#  Transport: {transport}")
     } else {
-        format!("#  Transport: {transport} ({why})")
+        format!("#  Transport: {transport}, {why}")
     }
 }
 

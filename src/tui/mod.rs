@@ -29,7 +29,8 @@ pub use app::{Action, App};
 pub enum TuiError {
     #[error(
         "ringlab's screens need a terminal, but stdout is not a TTY.\n\
-         Run it in a terminal, or use a non-interactive command: `ringlab check`, `ringlab ring --json`."
+         Run it in a terminal, or use a non-interactive command: `ringlab check`, `ringlab ring --json`, \
+         `ringlab stats --json`, `ringlab quiz --list`, `ringlab tp --json`."
     )]
     NotATerminal,
     #[error("terminal error: {0}")]

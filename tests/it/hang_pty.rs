@@ -34,6 +34,11 @@ fn size(rows: u16, cols: u16) -> (NonZeroU16, NonZeroU16) {
 
 impl Term {
     fn start(rows: u16, cols: u16) -> Self {
+        Self::start_with(rows, cols, &[])
+    }
+
+    /// [`Term::start`] with extra environment for ringlab.
+    fn start_with(rows: u16, cols: u16, env: &[(&str, &str)]) -> Self {
         let home = tempfile::tempdir().expect("tempdir");
         let bin = env!("CARGO_BIN_EXE_ringlab");
         let mut cmd = Command::new("sh");
@@ -42,6 +47,7 @@ impl Term {
                 "stty rows {rows} cols {cols}; exec {bin} </dev/tty"
             ))
             .env("RINGLAB_HOME", home.path())
+            .envs(env.iter().copied())
             .env_remove("NO_COLOR");
         let session = Session::spawn(cmd).expect("spawn in a pty");
         let (r, c) = size(rows, cols);
@@ -156,7 +162,8 @@ fn the_fix_list_stays_in_view_after_a_wrong_fix_at_80x24_and_120x40() {
     let _one_at_a_time = serial();
     let list = run_time_scenarios();
     assert!(list.len() >= 4, "{} run-time scenarios", list.len());
-    let mut t = Term::start(40, 120);
+    // What is tested is the layout after a wrong fix, not the watchdog's wait: 2 s.
+    let mut t = Term::start_with(40, 120, &[("RINGLAB_LAB_TIMEOUT", "2")]);
     t.open_hang_lab();
     let mut at = 0;
     for (pos, s) in &list {

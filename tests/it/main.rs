@@ -3,6 +3,7 @@
 //! `common` holds what several modules share: the cluster lock and process tags.
 
 mod check;
+mod cli_words;
 mod collective_props;
 mod common;
 mod completions;

@@ -170,7 +170,7 @@ fn the_table_looks_like_nccl_tests() {
     assert_eq!(rows[0][8], "0");
     assert_eq!(rows[0][12], "0");
     assert!(
-        text.contains("#  Transport: SHM (shared memory between the ranks of this node)"),
+        text.contains("#  Transport: SHM, shared memory between the ranks of this node"),
         "{text}"
     );
 }

@@ -56,9 +56,19 @@ pub struct BenchArgs {
     /// `-g N`), the quickest sweep on one machine.
     #[arg(long)]
     pub single_process: bool,
+    /// nccl-tests' -g (GPUs per process): refused with ringlab's way to say it.
+    #[arg(short = 'g', long = "ngpus", hide = true, value_name = "N")]
+    pub ngpus: Option<String>,
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Some(g) = &args.ngpus {
+        return exit2(format!(
+            "-g {g} is nccl-tests' GPUs per process; ringlab starts one process per rank: use \
+             --nproc-per-node {g} (one GPU each with --backend nccl), or --single-process \
+             --nproc-per-node {g} for one process driving {g} GPUs as `-g {g}` does"
+        ));
+    }
     let mut p = match plan(&args.gpu) {
         Ok(p) => p,
         Err(e) => return exit2(e),
@@ -127,7 +137,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let algo_label = prepared.as_ref().map_or(job.algo.name(), |x| x.algo_label);
     let mut out = io::stdout().lock();
     let title = format!(
-        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {backend}, nThread 1 nGpus {} iters {} warmup {} check {}",
+        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {}, nThread 1 nGpus {} iters {} warmup {} check {}",
         job.coll.nccl_name(),
         if algo_label == "nccl" {
             "algorithm: NCCL's choice"
@@ -136,6 +146,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         },
         world,
         l.nnodes,
+        // "tcp" names how ranks find each other, not how bytes move (that is the Transport
+        // line below): say what the ranks are.
+        if backend == "tcp" {
+            "tcp (ranks are CPU processes)"
+        } else {
+            backend
+        },
         if devices > 0 {
             devices
         } else {

@@ -40,13 +40,20 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return exit2(e),
     };
     let mut values: Vec<(usize, f64)> = Vec::new();
+    let mut transports: std::collections::BTreeMap<usize, String> = Default::default();
     let mut tuning = Tuning::default();
     let result = launch::run(&job, &l, |msg| {
         forward_log(msg, &mut tuning);
-        if let Msg::Event(Event::Value { rank, value }) = msg {
-            values.push((*rank, *value));
+        match msg {
+            Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
+            Msg::Event(Event::Transport { rank, transport }) => {
+                transports.insert(*rank, transport.clone());
+            }
+            _ => {}
         }
     });
+    // How the bytes moved, as bench says it (NCCL ranks report none: their log says it).
+    let transport = crate::comm::tcp::combine_transports(transports.values().map(String::as_str));
     drop(prepared);
     if let Err(e) = result {
         return fail(e);
@@ -60,11 +67,17 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
             .collect();
         println!(
             "{}",
-            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks, "ranks_per_gpu": job.ranks_per_gpu})
+            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks, "ranks_per_gpu": job.ranks_per_gpu, "transport": transport})
         );
     } else {
         for (r, v) in &values {
             println!("rank {r}: all_reduce(ones) = {v}  (expect {world})");
+        }
+        if let Some(t) = &transport {
+            println!(
+                "{}",
+                crate::lab::table::transport_line(t).trim_start_matches("# ")
+            );
         }
         println!("{}: world size {world}", if pass { "PASS" } else { "FAIL" });
     }
