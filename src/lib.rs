@@ -44,6 +44,19 @@ pub mod files {
     /// The largest progress file (a year of daily reviews of every item is under 1 MiB).
     pub const MAX_PROGRESS_BYTES: u64 = 16 << 20;
 
+    /// Create `path`, or replace the regular file there (truncating it), but never write
+    /// through a symbolic link planted at that name: a link is an error (ELOOP, "Too many
+    /// levels of symbolic links"), which callers report with the path.
+    pub fn create_replacing(path: &Path) -> std::io::Result<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    }
+
     /// `path`'s bytes, at most `limit` of them: anything larger, or anything but a regular
     /// file, is an error naming the file, its size and the limit for `what`. The size is
     /// checked before reading and again while reading (a file that grows meanwhile).

@@ -127,14 +127,13 @@ fn sanity_script(out: Option<&Path>, force: bool) -> anyhow::Result<ExitCode> {
             SANITY_FILE.to_string()
         }
         Some(path) => {
-            let mut options = OpenOptions::new();
-            options.write(true);
-            if force {
-                options.create(true).truncate(true);
+            let opened = if force {
+                // Replaces a file, never writes through a link planted at the name.
+                crate::files::create_replacing(path)
             } else {
-                options.create_new(true);
-            }
-            let mut f = match options.open(path) {
+                OpenOptions::new().write(true).create_new(true).open(path)
+            };
+            let mut f = match opened {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => anyhow::bail!(
                     "{} already exists; not overwriting it (pass --force to replace it)",

@@ -20,7 +20,7 @@ pub struct Recorder {
 impl Recorder {
     /// Create `path` and write the header for a `width` × `height` terminal.
     pub fn create(path: &Path, width: u16, height: u16) -> io::Result<Self> {
-        let file = File::create(path).map_err(|e| {
+        let file = crate::files::create_replacing(path).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("cannot write the recording {}: {e}", path.display()),

@@ -92,10 +92,56 @@ fn a_lab_run_uses_no_name_a_stranger_planted() {
     assert_eq!(v["diagnosis"]["culprit"], "shm-full", "{v:#}");
     assert_eq!(v["fixed"]["outcome"], "pass", "{v:#}");
 
+    // A run-time hang: its flight recorders go to a fresh private folder.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringlab"));
+    cmd.args([
+        "lab",
+        "run",
+        "skipped-collective",
+        "--mode",
+        "emulated",
+        "--fix",
+        "--json",
+    ])
+    .env("TMPDIR", shared.path());
+    crate::common::tag(&mut cmd, "private-files");
+    let out = cmd.output().expect("run ringlab");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["fixed"]["outcome"], "pass", "{v:#}");
+
     assert_eq!(
         picture(shared.path()),
         before,
-        "every planted name is as it was, and the run left nothing behind"
+        "every planted name is as it was, and the runs left nothing behind"
+    );
+
+    // Files the user names: a link planted where the export or a recording would go is
+    // refused, not written through (only --force replaces, and then the link itself).
+    let script = shared.path().join("sanity.py");
+    std::os::unix::fs::symlink(victim.path().join("keep.txt"), &script).expect("plant");
+    let cast = shared.path().join("talk.cast");
+    std::os::unix::fs::symlink(victim.path().join("keep.txt"), &cast).expect("plant");
+    let before = picture(shared.path());
+    let export = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "export",
+            "sanity-script",
+            "--out",
+            &script.display().to_string(),
+        ])
+        .output()
+        .expect("run ringlab");
+    assert!(!export.status.success(), "{export:?}");
+    let record = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["present", "--record", &cast.display().to_string()])
+        .output()
+        .expect("run ringlab");
+    assert!(!record.status.success(), "{record:?}");
+    assert_eq!(
+        picture(shared.path()),
+        before,
+        "the planted links are untouched"
     );
     assert_eq!(picture(victim.path()), victim_before);
     assert_eq!(
