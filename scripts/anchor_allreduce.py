@@ -45,6 +45,17 @@ def main():
     dist.init_process_group("nccl", device_id=dev)
     n = dist.get_world_size()
     assert n >= 2, "an all-reduce of one rank moves nothing"
+    dist.all_reduce(torch.ones(1, device=dev))  # NCCL is loaded and initialised by now
+
+    def mapped_libnccl():
+        # The libnccl file this process really mapped (the comparison needs ringlab's too).
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "libnccl" in line:
+                    return line.split()[-1]
+        return None
+
+    libnccl = mapped_libnccl()
     s = a.b
     while s <= a.e:
         count = max(s // 4, 1)
@@ -68,6 +79,7 @@ def main():
                 "size": count * 4, "time_us": t * 1e6, "algbw_gbps": algbw,
                 "busbw_gbps": algbw * 2 * (n - 1) / n, "correct": ok,
                 "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                "libnccl": libnccl,
             }), flush=True)
         s *= a.f
     dist.destroy_process_group()

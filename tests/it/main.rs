@@ -15,6 +15,7 @@ mod export;
 mod export_sanity_run;
 mod fuzz_parsers;
 mod gpu_backend;
+mod gpu_check_script;
 mod hang_lab;
 mod hang_pty;
 mod lessons_render;
