@@ -51,23 +51,42 @@ fn a_dry_run_and_a_hanging_step_each_end_with_a_result_and_the_logs() {
     let out = dir.path().join("dry");
     let run = script(&out, &[]).output().expect("run the script");
     let s = result_matches(&out, &run);
-    for name in ["env", "doctor", "doctor-json", "sanity-1", "sanity-2-shared", "bench-sweep"] {
-        assert!(s.lines().any(|l| l.starts_with(name)), "{name} has its line:\n{s}");
+    for name in [
+        "env",
+        "doctor",
+        "doctor-json",
+        "sanity-1",
+        "sanity-2-shared",
+        "bench-sweep",
+    ] {
+        assert!(
+            s.lines().any(|l| l.starts_with(name)),
+            "{name} has its line:\n{s}"
+        );
     }
     let files = packed(&out);
     assert!(files.iter().any(|f| f.ends_with("doctor.out")), "{files:?}");
 
     // A step that never ends is stopped at its cap; every other step still reports.
     let out = dir.path().join("hang");
-    let run = script(&out, &[("GPU_CHECK_HANG", "doctor"), ("GPU_CHECK_STEP_CAP", "2")])
-        .output()
-        .expect("run the script");
+    let run = script(
+        &out,
+        &[("GPU_CHECK_HANG", "doctor"), ("GPU_CHECK_STEP_CAP", "2")],
+    )
+    .output()
+    .expect("run the script");
     let s = result_matches(&out, &run);
     assert!(s.contains("RESULT: FAIL"), "{s}");
-    let doctor = s.lines().find(|l| l.starts_with("doctor ")).expect("doctor line");
+    let doctor = s
+        .lines()
+        .find(|l| l.starts_with("doctor "))
+        .expect("doctor line");
     assert!(doctor.contains("TIMEOUT after 2s"), "{s}");
     for name in ["env", "doctor-json", "sanity-1", "sanity-2-shared"] {
-        assert!(s.lines().any(|l| l.starts_with(name)), "{name} after the hang:\n{s}");
+        assert!(
+            s.lines().any(|l| l.starts_with(name)),
+            "{name} after the hang:\n{s}"
+        );
     }
     assert!(!packed(&out).is_empty());
 }
@@ -76,9 +95,12 @@ fn a_dry_run_and_a_hanging_step_each_end_with_a_result_and_the_logs() {
 fn a_term_in_the_middle_still_brings_back_the_summary_and_the_logs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("term");
-    let mut child = script(&out, &[("GPU_CHECK_HANG", "doctor"), ("GPU_CHECK_STEP_CAP", "60")])
-        .spawn()
-        .expect("start the script");
+    let mut child = script(
+        &out,
+        &[("GPU_CHECK_HANG", "doctor"), ("GPU_CHECK_STEP_CAP", "60")],
+    )
+    .spawn()
+    .expect("start the script");
     // Wait until it is inside the hanging step.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(out.join("summary.txt")).is_ok_and(|s| s.contains("env ")) {
