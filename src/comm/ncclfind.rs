@@ -72,7 +72,7 @@ impl Eq for Held {}
 /// Open `real` (a path with no link left in it) once, without following a link in its last
 /// part, and check what was opened: a regular file that passes [`entry_problem`]. The
 /// descriptor is then made inheritable. Errors say why.
-fn open_checked(real: &Path, uid: u32, gid: u32) -> Result<Held, String> {
+fn open_checked(real: &Path, uid: u32, gid: u32, strict: bool) -> Result<Held, String> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -86,7 +86,7 @@ fn open_checked(real: &Path, uid: u32, gid: u32) -> Result<Held, String> {
     if !m.is_file() {
         return Err(format!("{} is not a regular file", real.display()));
     }
-    if let Some(why) = entry_problem(real, &m, uid, gid) {
+    if strict && let Some(why) = entry_problem(real, &m, uid, gid) {
         return Err(why);
     }
     // SAFETY: F_SETFD on a descriptor this function owns; 0 clears FD_CLOEXEC only.
@@ -506,8 +506,8 @@ pub fn all_in(places: &[Place]) -> Vec<(PathBuf, String)> {
 /// is refused, not skipped.
 pub fn find_in(places: &[Place], link: &LinkAt) -> Result<Found, FindError> {
     for p in places {
-        if let Some((lib, plain)) = lib_in(&p.dir) {
-            return use_lib(&lib, plain, &p.how, link);
+        if let Some((lib, _)) = lib_in(&p.dir) {
+            return use_lib(&lib, false, &p.how, link);
         }
     }
     Err(FindError::NotFound {
@@ -515,21 +515,34 @@ pub fn find_in(places: &[Place], link: &LinkAt) -> Result<Found, FindError> {
     })
 }
 
-fn use_lib(lib: &Path, _plain: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
+/// Use `lib`. A library the search found must pass the trust rule; one the user named
+/// (`explicit`, RINGLAB_NCCL_LIB) is their choice: where the rule would refuse it (a venv owned
+/// by another account on a shared GPU box, even for root) it is loaded with a warning that
+/// says why, naming the owner.
+fn use_lib(lib: &Path, explicit: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
     let (uid, gid) = me();
     let refuse = |why: String| FindError::Untrusted {
         lib: lib.to_path_buf(),
         how: how.to_string(),
         why,
     };
+    let mut strict = true;
     if let Some(why) = untrusted(lib, uid, gid) {
-        return Err(refuse(why));
+        if !explicit {
+            return Err(refuse(why));
+        }
+        eprintln!(
+            "ringlab: warning: {OVERRIDE}={}: {why}; loading it anyway because you named it \
+             (the search would refuse it: loading a library runs its code)",
+            lib.display()
+        );
+        strict = false;
     }
     let real = std::fs::canonicalize(lib).unwrap_or(lib.to_path_buf());
     // The file checked is the file loaded: open it once, check the open file, and let the
     // ranks load that descriptor. (The path was checked above; between that check and this
     // open the name could point elsewhere, which the checks on the open file catch.)
-    let held = open_checked(&real, uid, gid).map_err(refuse)?;
+    let held = open_checked(&real, uid, gid, strict).map_err(refuse)?;
     let (dir, private) = match link_at {
         LinkAt::Dir(d) => (d.clone(), None),
         LinkAt::Private => {
@@ -580,7 +593,7 @@ pub fn find_override(lib: &Path, link: &LinkAt) -> Result<Found, FindError> {
     match std::fs::metadata(lib) {
         Err(e) => Err(bad(&e.to_string())),
         Ok(m) if !m.is_file() => Err(bad("not a regular file")),
-        Ok(_) => use_lib(lib, name == "libnccl.so", OVERRIDE, link),
+        Ok(_) => use_lib(lib, true, OVERRIDE, link),
     }
 }
 
@@ -997,6 +1010,27 @@ mod tests {
         } else {
             eprintln!("not root: the other-owner case needs chown; checked the permission cases");
         }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The search refuses a library others could have written; the same file named in
+    /// RINGLAB_NCCL_LIB is the user's choice: loaded (through its descriptor), with a warning.
+    #[test]
+    fn an_explicit_library_the_search_would_refuse_is_loaded_with_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tree();
+        let lib = root.join("libnccl.so.2");
+        std::fs::write(&lib, b"shared box").expect("write");
+        std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let link = LinkAt::Dir(root.join("l"));
+        let e = find_in(&ld_places(&root.display().to_string()), &link).expect_err("search");
+        assert!(matches!(e, FindError::Untrusted { .. }), "{e}");
+        let f = find_override(&lib, &link).expect("named, so loaded");
+        assert_eq!(f.how, OVERRIDE);
+        assert_eq!(
+            std::fs::read(f.dir.join("libnccl.so")).expect("through the link"),
+            b"shared box"
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 
