@@ -116,6 +116,20 @@ impl Collective {
         }
     }
 
+    /// The NCCL call that runs it, as NCCL's own messages name it: `ncclAllReduce`; all-to-all
+    /// and send/recv are groups of `ncclSend`/`ncclRecv`.
+    pub fn nccl_api(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "ncclAllReduce",
+            Collective::ReduceScatter => "ncclReduceScatter",
+            Collective::AllGather => "ncclAllGather",
+            Collective::Broadcast => "ncclBroadcast",
+            Collective::Reduce => "ncclReduce",
+            Collective::SendRecv => "ncclSend/ncclRecv",
+            Collective::AllToAll => "ncclSend/ncclRecv (all-to-all)",
+        }
+    }
+
     /// True when the collective combines data with an [`Op`] (all-reduce, reduce-scatter, reduce).
     pub fn is_reducing(self) -> bool {
         matches!(

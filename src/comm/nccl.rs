@@ -554,8 +554,7 @@ impl NcclRank {
                 }
             }
         };
-        r.map(|_| ())
-            .map_err(nerr(&format!("nccl{}", coll.nccl_name()), comm))?;
+        r.map(|_| ()).map_err(nerr(coll.nccl_api(), comm))?;
         self.since_mark.0 += count * es;
         self.since_mark.1 += 1;
         if self.since_mark.0 >= MARK_BYTES || self.since_mark.1 >= MARK_CALLS {
@@ -775,6 +774,13 @@ mod tests {
             error_text("ncclGroupEnd", "ncclInvalidUsage", 5, "", ""),
             "ncclGroupEnd failed: ncclInvalidUsage (5)"
         );
+        // Errors name the call as NCCL's API spells it, for every collective.
+        use crate::collective::Collective;
+        for c in Collective::ALL {
+            let api = c.nccl_api();
+            assert!(api.starts_with("nccl") && !api.contains('_'), "{api}");
+        }
+        assert_eq!(Collective::ReduceScatter.nccl_api(), "ncclReduceScatter");
     }
 
     #[test]

@@ -752,8 +752,10 @@ fn watch(
                                 (
                                     FailKind::Hang,
                                     format!(
-                                        "HANG: rank {rank} gave up waiting during {} and aborted its communicator: {message}",
-                                        s.phase
+                                        "HANG: rank {rank} gave up waiting during {} and aborted its communicator: {}",
+                                        s.phase,
+                                        // The rank's own text says HANG already.
+                                        message.strip_prefix("HANG: ").unwrap_or(message)
                                     ),
                                 )
                             } else {
