@@ -198,7 +198,9 @@ fn need_libs() -> Result<(), String> {
 /// A new NCCL unique id (rank 0 makes it; NCCL's bootstrap root then lives in this process).
 pub fn new_id() -> Result<[u8; 128], String> {
     need_libs()?;
-    let id = nres::get_uniqueid().map_err(|e| format!("ncclGetUniqueId: {e:?}"))?;
+    // NCCL's own reason (`no socket interface found` …), not cudarc's bare "NcclError".
+    let id =
+        nres::get_uniqueid().map_err(|e| describe("ncclGetUniqueId", e.0, std::ptr::null_mut()))?;
     Ok(id.internal.map(|c| c as u8))
 }
 

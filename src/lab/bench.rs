@@ -286,8 +286,17 @@ impl Collector {
             root,
             in_place: *in_place,
             time_us: t,
-            algbw_gbps: algbw_gbps(*size, secs),
-            busbw_gbps: busbw_gbps(self.job.coll, self.ranks, *size, secs),
+            // A placement that did not run has no bandwidth either (N/A).
+            algbw_gbps: if t.is_finite() {
+                algbw_gbps(*size, secs)
+            } else {
+                f64::NAN
+            },
+            busbw_gbps: if t.is_finite() {
+                busbw_gbps(self.job.coll, self.ranks, *size, secs)
+            } else {
+                f64::NAN
+            },
             wrong: w,
             transport: self.transport(),
         };
@@ -296,10 +305,17 @@ impl Collector {
     }
 
     pub fn summary(&self) -> Summary {
-        let n = self.rows.len().max(1) as f64;
+        // Rows that did not run (N/A: NaN) count in neither the sum nor the number.
+        let ran: Vec<f64> = self
+            .rows
+            .iter()
+            .map(|r| r.busbw_gbps)
+            .filter(|b| b.is_finite())
+            .collect();
+        let n = ran.len().max(1) as f64;
         Summary {
             summary: true,
-            avg_busbw_gbps: self.rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / n,
+            avg_busbw_gbps: ran.iter().sum::<f64>() / n,
             wrong_total: self.rows.iter().map(|r| r.wrong).sum(),
             ranks: self.ranks,
             backend: self.backend,

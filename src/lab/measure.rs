@@ -125,6 +125,12 @@ pub fn check_for(job: &Job, ranks: usize, rank: usize) -> Check {
 }
 
 /// The phase a rank reports while it times one size and placement.
+/// Whether the in-place placement of `job` runs: everywhere but all-to-all on NCCL, which
+/// refuses one buffer for both sides (the row shows N/A).
+pub fn in_place_runs(job: &Job) -> bool {
+    !(job.coll == Collective::AllToAll && job.backend == super::Backend::Nccl)
+}
+
 pub fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
     format!(
         "{} {} B ({})",
@@ -249,6 +255,19 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
         let poison = host_buf(bytes, POISON)?;
         rig.barrier(&format!("size{k}"))?;
         for in_place in [false, true] {
+            if in_place && !in_place_runs(job) {
+                // NCCL has no in-place all-to-all (its sends and receives of one block would
+                // race): the row says N/A instead of aborting the sweep.
+                emit(Event::Row {
+                    rank: me,
+                    size,
+                    count: shown,
+                    in_place,
+                    time_us: f64::NAN,
+                    wrong: 0,
+                });
+                continue;
+            }
             emit(Event::Phase {
                 rank: me,
                 phase: placement_label(job, size, in_place),

@@ -163,6 +163,8 @@ pub enum Event {
         size: u64,
         count: u64,
         in_place: bool,
+        /// NaN for a placement that did not run (N/A); JSON carries it as null.
+        #[serde(deserialize_with = "nan_if_null")]
         time_us: f64,
         wrong: u64,
     },
@@ -207,6 +209,11 @@ impl Event {
             | Self::Error { rank, .. } => *rank,
         }
     }
+}
+
+/// A number, or NaN where the JSON says null (serde_json writes a NaN as null).
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Elements in each rank's buffer for a size, and the count nccl-tests prints: for all-gather

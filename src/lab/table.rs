@@ -27,7 +27,9 @@ pub fn transport_line(transport: &str) -> String {
 }
 
 fn time(us: f64) -> String {
-    if us >= 10000.0 {
+    if !us.is_finite() {
+        format!("{:>7}", "N/A")
+    } else if us >= 10000.0 {
         format!("{us:7.0}")
     } else if us >= 100.0 {
         format!("{us:7.1}")
@@ -36,28 +38,48 @@ fn time(us: f64) -> String {
     }
 }
 
-/// One table line from the out-of-place and in-place rows of a size.
+/// One table line from the out-of-place and in-place rows of a size; a placement that did not
+/// run (its time is NaN) reads N/A, as nccl-tests prints what it did not measure.
 pub fn line(out: &Row, inp: &Row) -> String {
+    let gb = |v: f64| {
+        if v.is_finite() {
+            format!("{v:>6.2}")
+        } else {
+            format!("{:>6}", "N/A")
+        }
+    };
+    let wrong = |r: &Row| {
+        if r.time_us.is_finite() {
+            format!("{:>5}", r.wrong)
+        } else {
+            format!("{:>5}", "N/A")
+        }
+    };
     format!(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:>6.2}  {:>6.2}  {:>5}  {}  {:>6.2}  {:>6.2}  {:>5}",
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}  {}  {}  {}  {}  {}  {}",
         out.size,
         out.count,
         out.dtype,
         out.redop,
         out.root,
         time(out.time_us),
-        out.algbw_gbps,
-        out.busbw_gbps,
-        out.wrong,
+        gb(out.algbw_gbps),
+        gb(out.busbw_gbps),
+        wrong(out),
         time(inp.time_us),
-        inp.algbw_gbps,
-        inp.busbw_gbps,
-        inp.wrong
+        gb(inp.algbw_gbps),
+        gb(inp.busbw_gbps),
+        wrong(inp)
     )
 }
 
 /// The line for a size that did not finish: where the row would be, what stopped it.
 pub fn failed_line(size: u64, kind: &str, reason: &str) -> String {
+    // The reason may already start with the kind ("HANG: rank 1 …"): say it once.
+    let reason = reason
+        .strip_prefix(kind)
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(reason);
     format!("{size:>12}  {kind}: {reason}")
 }
 
@@ -105,6 +127,21 @@ mod tests {
                 "1024", "256", "float", "sum", "-1", "23.21", "0.04", "0.04", "0", "23.21", "0.04",
                 "0.04", "0"
             ]
+        );
+        // A placement that did not run (NCCL's in-place all-to-all) reads N/A, not NaN or 0.
+        let na = Row {
+            time_us: f64::NAN,
+            algbw_gbps: f64::NAN,
+            busbw_gbps: f64::NAN,
+            ..row(true)
+        };
+        let l = line(&row(false), &na);
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(cols[9..], ["N/A", "N/A", "N/A", "N/A"], "{l}");
+        // A failed size says its kind once.
+        assert_eq!(
+            failed_line(1024, "HANG", "HANG: rank 1 gave up"),
+            "        1024  HANG: rank 1 gave up"
         );
     }
 

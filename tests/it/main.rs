@@ -16,6 +16,7 @@ mod export_sanity_run;
 mod fuzz_parsers;
 mod gpu_backend;
 mod gpu_check_script;
+mod gpu_standin;
 mod hang_lab;
 mod hang_pty;
 mod lessons_render;

@@ -94,6 +94,24 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                         .into(),
                 );
             }
+            // The run-time scenarios run ringlab's own training loop (its header check and
+            // flight recorder are the lesson): say so instead of quietly running TCP ranks.
+            if backend == "nccl" && s.train.is_some() {
+                let nic: Vec<String> = scenario::all()
+                    .0
+                    .into_iter()
+                    .filter(|x| x.train.is_none())
+                    .map(|x| x.name)
+                    .collect();
+                return exit2(format!(
+                    "lab run {}: a run-time hang in ringlab's own training loop (its ranks, \
+                     header check and flight recorder are what the scenario teaches); \
+                     --backend nccl runs the NIC scenarios on real NCCL: {}. Run this one \
+                     without --backend nccl",
+                    s.name,
+                    nic.join(", ")
+                ));
+            }
             // NCCL: its GPUs and library first, before anything is staged.
             let gpu_machine = if backend == "nccl" {
                 let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
