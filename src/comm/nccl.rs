@@ -672,20 +672,28 @@ pub fn check_bufs(
     send_len: usize,
     recv_len: usize,
 ) -> Result<(), String> {
+    let api = coll.nccl_api();
     let need = count
         .checked_mul(es)
-        .ok_or_else(|| format!("{}: {count} × {es} B overflows", coll.nccl_name()))?;
+        .ok_or_else(|| format!("{api}: {count} × {es} B overflows"))?;
     if send_len < need || recv_len < need {
         return Err(format!(
-            "{}: {count} × {es} B needs buffers of {need} B (send {send_len} B, receive {recv_len} B)",
-            coll.nccl_name()
+            "{api}: {count} × {es} B needs buffers of {need} B (send {send_len} B, receive {recv_len} B)"
+        ));
+    }
+    // NCCL takes one per-rank count from every rank (recvcount, sendcount): a count that does
+    // not split evenly gives ranks different chunks, and NCCL would read or write past the
+    // end of the larger ones.
+    if matches!(coll, Collective::ReduceScatter | Collective::AllGather)
+        && !count.is_multiple_of(world.max(1))
+    {
+        return Err(format!(
+            "{api}: {count} elements do not split evenly over {world} ranks (NCCL takes the same \
+             count from every rank): use a multiple of {world}"
         ));
     }
     if coll.has_root() && root >= world {
-        return Err(format!(
-            "{}: root {root} is not a rank of {world}",
-            coll.nccl_name()
-        ));
+        return Err(format!("{api}: root {root} is not a rank of {world}"));
     }
     Ok(())
 }
@@ -802,6 +810,14 @@ mod tests {
         let e = check_bufs(Collective::Broadcast, 4, 4, 2, 2, 16, 16).expect_err("root");
         assert!(e.contains("root 2"), "{e}");
         assert!(check_bufs(Collective::AllGather, 4, 4, 2, 9, 16, 16).is_ok());
+        // A reduce-scatter or all-gather count must split evenly: 10 over 3 ranks would give
+        // one rank a chunk of 4 and NCCL 4 × 3 = 12 elements to read from each.
+        for c in [Collective::ReduceScatter, Collective::AllGather] {
+            let e = check_bufs(c, 10, 4, 3, 0, 40, 40).expect_err("uneven");
+            assert!(e.contains("do not split evenly over 3 ranks"), "{e}");
+            assert!(e.starts_with(c.nccl_api()), "{e}");
+            assert!(check_bufs(c, 12, 4, 3, 0, 48, 48).is_ok());
+        }
     }
 
     #[test]
