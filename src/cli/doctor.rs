@@ -265,7 +265,7 @@ fn render_machine(r: &MachineReport) -> String {
             if let Some(d) = &r.nccl_linked_in {
                 let _ = writeln!(
                     s,
-                    "  only libnccl.so.2 there: each run makes a private folder with a libnccl.so link for the ranks' LD_LIBRARY_PATH (this one: {d}, removed on exit)"
+                    "  each run opens it once, checks the open file and gives the ranks that descriptor: a private folder's libnccl.so links to it, first on their LD_LIBRARY_PATH (this one: {d}, removed on exit)"
                 );
             }
             match &p.nccl_version {
