@@ -95,7 +95,7 @@ fn bench(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, Vec<serde_
         "-b",
         "1K",
         "-e",
-        "64K",
+        "8K",
         "-f",
         "8",
         "-n",
@@ -137,8 +137,9 @@ fn sanity_runs_on_every_placement() {
     }
 }
 
-/// Every collective at 2 and 3 ranks on a reduced type × op grid, both placements checked:
-/// 0 wrong, and every size has both rows (all-to-all's in-place one as N/A).
+/// Every collective on a reduced type × op grid at 2 ranks, and each collective's first
+/// combination at 3 ranks (uneven neighbours, a middle rank), both placements checked: 0 wrong,
+/// and every size has both rows (all-to-all's in-place one as N/A).
 #[test]
 fn every_collective_is_exact_at_two_and_three_ranks() {
     let Some(d) = dir() else { return };
@@ -157,8 +158,13 @@ fn every_collective_is_exact_at_two_and_three_ranks() {
     ];
     for ranks in ["2", "3"] {
         for (coll, types, ops) in grid {
-            for t in *types {
-                for o in *ops {
+            let (types, ops) = if ranks == "3" {
+                (&types[..1], &ops[..1])
+            } else {
+                (*types, *ops)
+            };
+            for t in types {
+                for o in ops {
                     let (out, rows) = bench(
                         d,
                         &["--nproc-per-node", ranks, "--coll", coll, "-d", t, "-o", o],
@@ -168,7 +174,7 @@ fn every_collective_is_exact_at_two_and_three_ranks() {
                     assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out));
                     assert_eq!(wrong_total(&rows), Some(0), "{what}: {}", text(&out));
                     let sized: Vec<_> = rows.iter().filter(|r| r["size"].is_u64()).collect();
-                    assert_eq!(sized.len(), 6, "{what}: three sizes × two placements");
+                    assert_eq!(sized.len(), 4, "{what}: two sizes × two placements");
                     for r in sized {
                         let in_place = r["in_place"] == true;
                         if *coll == "all-to-all" && in_place {
