@@ -627,23 +627,9 @@ fn versioned_lib(dir: &Path) -> Option<PathBuf> {
 /// directory must be ours, not a symlink, and private (0700).
 fn link(lib: &Path, dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
-    let (uid, _) = me();
     match std::fs::symlink_metadata(dir) {
-        Ok(m) => {
-            if !m.is_dir() || m.uid() != uid {
-                return Err(format!(
-                    "{} exists and is not a directory owned by uid {uid}",
-                    dir.display()
-                ));
-            }
-            if m.mode() & 0o077 != 0 {
-                return Err(format!(
-                    "{} is open to other users (mode {:o}); it must be 0700",
-                    dir.display(),
-                    m.mode() & 0o7777
-                ));
-            }
-        }
+        // One rule for a private folder: ours, a real folder, closed to others (0700).
+        Ok(_) => crate::private::check_private_dir(dir).map_err(|e| e.to_string())?,
         Err(_) => std::fs::DirBuilder::new()
             .mode(0o700)
             .recursive(true)

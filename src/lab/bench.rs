@@ -273,6 +273,15 @@ impl Collector {
         let (times, w, count) = self.pending.remove(&(*size, *in_place))?;
         let t = self.average.of(&times);
         let secs = t * 1e-6;
+        // A placement that did not run (N/A: NaN time) has no bandwidth either.
+        let (algbw, busbw) = if t.is_finite() {
+            (
+                algbw_gbps(*size, secs),
+                busbw_gbps(self.job.coll, self.ranks, *size, secs),
+            )
+        } else {
+            (f64::NAN, f64::NAN)
+        };
         let (redop, root) = redop_and_root(&self.job);
         let row = Row {
             coll: self.job.coll,
@@ -286,17 +295,8 @@ impl Collector {
             root,
             in_place: *in_place,
             time_us: t,
-            // A placement that did not run has no bandwidth either (N/A).
-            algbw_gbps: if t.is_finite() {
-                algbw_gbps(*size, secs)
-            } else {
-                f64::NAN
-            },
-            busbw_gbps: if t.is_finite() {
-                busbw_gbps(self.job.coll, self.ranks, *size, secs)
-            } else {
-                f64::NAN
-            },
+            algbw_gbps: algbw,
+            busbw_gbps: busbw,
             wrong: w,
             transport: self.transport(),
         };
