@@ -439,8 +439,10 @@ impl NcclRank {
     }
 
     /// Enqueue one collective of `count` elements (the whole array, as in nccl-tests' size
-    /// column) on this rank's stream. The buffers are checked against what NCCL will read
-    /// and write before anything is enqueued.
+    /// column) on this rank's stream, `shift` bytes into both buffers (nccl-tests' per-iteration
+    /// shift). The buffers are checked against what NCCL will read and write before anything
+    /// is enqueued.
+    #[allow(clippy::too_many_arguments)]
     pub fn enqueue(
         &mut self,
         coll: Collective,
@@ -448,6 +450,7 @@ impl NcclRank {
         root: usize,
         dtype: Dtype,
         count: usize,
+        shift: usize,
         bufs: Bufs<'_>,
     ) -> Result<(), String> {
         let es = dtype.size();
@@ -459,6 +462,17 @@ impl NcclRank {
             Bufs::InPlace(b) => (b.len(), b.len()),
             Bufs::OutOfPlace(s, r) => (s.len(), r.len()),
         };
+        if !shift.is_multiple_of(es) {
+            return Err(format!(
+                "{}: a shift of {shift} B is not a whole number of {es}-byte elements",
+                coll.nccl_api()
+            ));
+        }
+        // What is left of each buffer past the shift must hold the call.
+        let (send_len, recv_len) = (
+            send_len.saturating_sub(shift),
+            recv_len.saturating_sub(shift),
+        );
         check_bufs(coll, count, es, self.world, root, send_len, recv_len)?;
         if coll == Collective::AllToAll && matches!(bufs, Bufs::InPlace(_)) {
             return Err(
@@ -482,7 +496,7 @@ impl NcclRank {
                 (sp, rp, (g1, Some(g2)))
             }
         };
-        let at = |base: u64, elems: usize| (base + (elems * es) as u64) as *mut c_void;
+        let at = |base: u64, elems: usize| (base + (shift + elems * es) as u64) as *mut c_void;
         let comm = self.comm;
         let root = root as i32;
         // SAFETY: the pointers address live device buffers of at least count × es bytes

@@ -16,7 +16,7 @@ pub use crate::units::sweep as sizes;
 pub struct Row {
     pub coll: Collective,
     pub backend: &'static str,
-    pub algo: &'static str,
+    pub algo: String,
     pub ranks: usize,
     pub size: u64,
     pub count: u64,
@@ -32,6 +32,10 @@ pub struct Row {
     /// How the bytes travelled (`SHM`, `NET`, `SHM+NET`), as the ranks reported it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
+    /// Several ranks took turns on one GPU (`--ranks-per-gpu`): the bytes crossed host
+    /// memory, so the row is not the GPUs' interconnect bandwidth.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared_gpu: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -197,7 +201,7 @@ pub struct Collector {
     local_ranks: usize,
     backend: &'static str,
     /// What the algorithm column says (the schedule's name; "nccl" when NCCL chooses).
-    algo: &'static str,
+    algo: String,
     average: Average,
     pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
@@ -212,7 +216,7 @@ impl Collector {
             job: job.clone(),
             ranks,
             backend,
-            algo: job.algo.name(),
+            algo: job.algo.name().to_string(),
             average: Average::default(),
             pending: BTreeMap::new(),
             rows: Vec::new(),
@@ -225,17 +229,26 @@ impl Collector {
         self
     }
 
-    pub fn with_algo(mut self, algo: &'static str) -> Self {
-        self.algo = algo;
+    pub fn with_algo(mut self, algo: impl Into<String>) -> Self {
+        self.algo = algo.into();
         self
+    }
+
+    /// The bytes a row of sweep size `size` moves ([`super::row_bytes`]): its size column.
+    fn row_bytes(&self, size: u64) -> u64 {
+        super::row_bytes(self.job.coll, size, self.job.dtype.size(), self.ranks)
     }
 
     /// The first size of the sweep that has not got both its rows: where a failed job stopped.
     pub fn unfinished_size(&self) -> Option<u64> {
         self.job.sizes.iter().copied().find(|&size| {
-            [false, true]
-                .iter()
-                .any(|&ip| !self.rows.iter().any(|r| r.size == size && r.in_place == ip))
+            let bytes = self.row_bytes(size);
+            [false, true].iter().any(|&ip| {
+                !self
+                    .rows
+                    .iter()
+                    .any(|r| r.size == bytes && r.in_place == ip)
+            })
         })
     }
 
@@ -273,11 +286,14 @@ impl Collector {
         let (times, w, count) = self.pending.remove(&(*size, *in_place))?;
         let t = self.average.of(&times);
         let secs = t * 1e-6;
+        // The size nccl-tests prints and divides by: the bytes the row really moved, after
+        // its count was cut to whole 16-byte units per rank.
+        let bytes = self.row_bytes(*size);
         // A placement that did not run (N/A: NaN time) has no bandwidth either.
         let (algbw, busbw) = if t.is_finite() {
             (
-                algbw_gbps(*size, secs),
-                busbw_gbps(self.job.coll, self.ranks, *size, secs),
+                algbw_gbps(bytes, secs),
+                busbw_gbps(self.job.coll, self.ranks, bytes, secs),
             )
         } else {
             (f64::NAN, f64::NAN)
@@ -286,9 +302,9 @@ impl Collector {
         let row = Row {
             coll: self.job.coll,
             backend: self.backend,
-            algo: self.algo,
+            algo: self.algo.clone(),
             ranks: self.ranks,
-            size: *size,
+            size: bytes,
             count,
             dtype: self.job.dtype.nccl_name(),
             redop,
@@ -299,6 +315,7 @@ impl Collector {
             busbw_gbps: busbw,
             wrong: w,
             transport: self.transport(),
+            shared_gpu: self.job.backend == super::Backend::Nccl && self.job.ranks_per_gpu > 1,
         };
         self.rows.push(row.clone());
         Some(row)
@@ -352,6 +369,39 @@ mod tests {
         assert_eq!(max.wrong, 1, "#wrong adds up over ranks");
         assert_eq!(Average::from_flag(1), Some(Average::Mean));
         assert_eq!(Average::from_flag(4), None);
+    }
+
+    #[test]
+    fn a_row_shows_and_divides_by_the_bytes_it_really_moved() {
+        let job = Job {
+            coll: Collective::AllGather,
+            sizes: vec![1000],
+            ..Job::sanity()
+        };
+        let mut c = Collector::new(&job, 3, 1, "tcp");
+        assert!(c.unfinished_size().is_some());
+        let ev = |in_place| Event::Row {
+            rank: 0,
+            size: 1000,
+            count: 80,
+            in_place,
+            time_us: 1.0,
+            wrong: 0,
+        };
+        let row = c.feed(&ev(false)).expect("one local rank");
+        // 1000 B of float on 3 ranks: 83 per rank cut to 80 (whole 16-byte units), 960 B.
+        assert_eq!(row.size, 960);
+        assert!(
+            (row.algbw_gbps - 960.0 / 1e9 / 1e-6).abs() < 1e-9,
+            "{row:?}"
+        );
+        assert!(!row.shared_gpu);
+        c.feed(&ev(true)).expect("in place");
+        assert_eq!(
+            c.unfinished_size(),
+            None,
+            "both rows of the sweep's size are in"
+        );
     }
 
     #[test]

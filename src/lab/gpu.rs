@@ -284,8 +284,9 @@ pub struct Prepared {
     pub machine: Machine,
     /// Lines to show before the run (shared GPU, one rank).
     pub notes: Vec<String>,
-    /// What the table's algorithm column says: NCCL's choice unless forced.
-    pub algo_label: &'static str,
+    /// What the table's algorithm column says: NCCL's choice unless forced by `--algo` or
+    /// by an NCCL_ALGO the ranks inherit (`NCCL_ALGO=…`).
+    pub algo_label: String,
 }
 
 /// Ranks that must share each of `gpus` GPUs for `ranks` ranks on one machine (at least 1).
@@ -362,6 +363,16 @@ pub fn prepare(
     } else {
         l.world()
     };
+    // The sweep's buffers must fit the smallest GPU a rank lands on, K ranks sharing each.
+    let smallest = m
+        .probe
+        .gpus
+        .iter()
+        .map(|g| g.memory_bytes)
+        .filter(|&b| b > 0)
+        .min()
+        .unwrap_or(0);
+    super::bench::check_gpu_memory(job, world, k, smallest)?;
     if world == 1 {
         notes.push(
             "1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
@@ -371,6 +382,20 @@ pub fn prepare(
         );
     }
     let forced = nccl_algo(job.coll, ask.algo)?;
+    // An NCCL_ALGO already in the environment reaches every rank: the table must not call
+    // that NCCL's own choice.
+    let inherited = std::env::var("NCCL_ALGO")
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    if forced.is_none()
+        && let Some(v) = &inherited
+    {
+        notes.push(format!(
+            "NCCL_ALGO={v} is set in this environment and every rank inherits it: NCCL is not \
+             choosing freely (unset it, or use --algo ring|tree)"
+        ));
+    }
     l.env.extend(m.rank_env());
     if let Some(a) = forced {
         l.env.push(("NCCL_ALGO".into(), a.into()));
@@ -382,12 +407,19 @@ pub fn prepare(
     Ok(Prepared {
         machine: m,
         notes,
-        algo_label: match forced {
-            Some("Tree") => "tree",
-            Some(_) => "ring",
-            None => "nccl",
-        },
+        algo_label: algo_label(forced, inherited.as_deref()),
     })
+}
+
+/// The algorithm column of an NCCL run: `--algo` wins (it is passed as NCCL_ALGO), then an
+/// NCCL_ALGO the ranks inherit, shown as such, else NCCL's own choice ("nccl").
+pub fn algo_label(forced: Option<&str>, inherited: Option<&str>) -> String {
+    match (forced, inherited) {
+        (Some("Tree"), _) => "tree".into(),
+        (Some(_), _) => "ring".into(),
+        (None, Some(v)) => format!("NCCL_ALGO={v}"),
+        (None, None) => "nccl".into(),
+    }
 }
 
 /// The per-rank environment of an NCCL job: ranks that share a GPU each get a host id of
@@ -517,6 +549,15 @@ mod tests {
         if std::env::var_os("NCCL_DEBUG").is_none() {
             assert!(env.contains(&("NCCL_DEBUG".into(), "WARN".into())));
         }
+    }
+
+    #[test]
+    fn an_inherited_nccl_algo_is_shown_and_algo_wins_over_it() {
+        assert_eq!(algo_label(None, None), "nccl");
+        assert_eq!(algo_label(None, Some("Tree")), "NCCL_ALGO=Tree");
+        assert_eq!(algo_label(None, Some("^nvls")), "NCCL_ALGO=^nvls");
+        assert_eq!(algo_label(Some("Ring"), Some("Tree")), "ring");
+        assert_eq!(algo_label(Some("Tree"), None), "tree");
     }
 
     #[test]

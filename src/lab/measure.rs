@@ -22,7 +22,7 @@ use std::fmt;
 use std::time::Instant;
 
 use super::pattern::{self, Check};
-use super::{Event, Job, counts};
+use super::{Event, Job, counts, iteration_shift, row_bytes};
 use crate::collective::{Algorithm, Collective, Dtype, Op, chunk_range};
 
 /// Which of a rank's two buffers.
@@ -76,6 +76,9 @@ pub struct Call {
     pub count: usize,
     /// In place: the receive buffer is input and output (at the rank's chunk for all-gather).
     pub in_place: bool,
+    /// Where in both buffers this call's array starts, in bytes (nccl-tests' per-iteration
+    /// shift, [`super::iteration_shift`]); staging, the checked run and the download use 0.
+    pub shift: usize,
 }
 
 /// nccl-tests' per-collective hooks, for one process of a job.
@@ -88,7 +91,8 @@ pub trait Rig {
     }
     /// The ranks whose buffers this process holds: one, or every GPU in single-process mode.
     fn ranks(&self) -> std::ops::Range<usize>;
-    /// Give every local rank a send and a receive buffer of at least `bytes`.
+    /// Give every local rank a send and a receive buffer of at least `bytes` (a rig may keep
+    /// larger buffers it already has).
     fn alloc(&mut self, bytes: usize) -> Result<(), Fault>;
     /// Copy `data` into local rank `slot`'s buffer at byte `offset`.
     fn upload(
@@ -235,6 +239,14 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
         last: Instant::now(),
     };
     let es = job.dtype.size();
+    // Buffers sized for the sweep's real top row (after rounding), as nccl-tests allocates
+    // them once: every smaller row's iterations walk through them.
+    let top = job
+        .sizes
+        .iter()
+        .map(|&s| row_bytes(job.coll, s, es, world) as usize)
+        .max()
+        .unwrap_or(0);
     for (k, &size) in job.sizes.iter().enumerate() {
         let (count, shown) = counts(job.coll, size, es, world);
         let bytes = count * es;
@@ -242,7 +254,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             rank: me,
             phase: format!("{} {size} B: preparing buffers", job.coll.name()),
         });
-        rig.alloc(bytes)?;
+        rig.alloc(top.max(bytes))?;
         let checks: Vec<Check> = local.clone().map(|r| check_for(job, world, r)).collect();
         let inputs: Vec<Vec<u8>> = checks
             .iter()
@@ -280,6 +292,12 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                 root: job.root,
                 count,
                 in_place,
+                shift: 0,
+            };
+            // Iteration i of the warm-up and of the timed loop runs at nccl-tests' shift.
+            let at = |i: usize| Call {
+                shift: iteration_shift(bytes, top, i),
+                ..call
             };
             stage(rig, &call, &inputs, &poison, false)?;
             // nccl-tests' BenchTime: one untimed collective to completion, then a barrier, so
@@ -290,15 +308,15 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             // The warm-up comes after the barrier (nccl-tests runs it once before all sizes):
             // a rank that has just slept in the store's barrier, and its vCPU, need a few
             // collectives to be back at speed, and those must not be timed.
-            for _ in 0..job.warmup {
-                rig.launch(&call)?;
+            for i in 0..job.warmup {
+                rig.launch(&at(i))?;
                 heart.tick(emit);
             }
             rig.complete(&mut || heart.beat(emit))?;
             let iters = job.iters.max(1);
             let t0 = Instant::now();
-            for _ in 0..iters {
-                rig.launch(&call)?;
+            for i in 0..iters {
+                rig.launch(&at(i))?;
                 heart.tick(emit);
             }
             rig.complete(&mut || heart.beat(emit))?;
@@ -371,6 +389,7 @@ fn sanity_inner(rig: &mut dyn Rig, emit: &mut dyn FnMut(Event)) -> Result<(), Fa
         root: 0,
         count: n,
         in_place: true,
+        shift: 0,
     })?;
     rig.complete(&mut || {})?;
     let mut got = vec![0u8; n * 4];
@@ -402,6 +421,8 @@ mod tests {
         lazy: bool,
         aborted: bool,
         log: Vec<String>,
+        /// (count, shift) of every launch.
+        shifts: Vec<(usize, usize)>,
     }
 
     impl Fake {
@@ -414,6 +435,7 @@ mod tests {
                 lazy: false,
                 aborted: false,
                 log: Vec::new(),
+                shifts: Vec::new(),
             }
         }
     }
@@ -448,6 +470,7 @@ mod tests {
         fn launch(&mut self, c: &Call) -> Result<(), Fault> {
             self.launches += 1;
             self.log.push("launch".into());
+            self.shifts.push((c.count, c.shift));
             if self.fail_at == Some(self.launches) {
                 return Err(Fault::Error(
                     "ncclAllReduce failed: ncclUnhandledCudaError (1)".into(),
@@ -463,14 +486,15 @@ mod tests {
                 .iter()
                 .map(|(s, r)| {
                     let src = if c.in_place { r } else { s };
-                    src[..c.count * 4]
+                    src[c.shift..c.shift + c.count * 4]
                         .chunks_exact(4)
                         .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
                         .collect::<Vec<f32>>()
                 })
                 .collect();
             for (rank, (_, r)) in self.bufs.iter_mut().enumerate() {
-                let out: &mut [f32] = bytemuck::cast_slice_mut(&mut r[..c.count * 4]);
+                let out: &mut [f32] =
+                    bytemuck::cast_slice_mut(&mut r[c.shift..c.shift + c.count * 4]);
                 for (i, o) in out.iter_mut().enumerate() {
                     if let Some(v) =
                         expected_at(c.op, c.coll, n, c.root, c.count, rank, i, |r, i| ins[r][i])
@@ -530,6 +554,31 @@ mod tests {
                 assert_eq!(wrong, 0, "{coll:?}");
             }
         }
+    }
+
+    #[test]
+    fn small_rows_walk_the_top_rows_buffers_and_the_checked_run_starts_at_zero() {
+        let mut rig = Fake::new(2);
+        let j = Job {
+            sizes: vec![1024, 4096],
+            iters: 5,
+            warmup: 1,
+            ..job(Collective::AllReduce)
+        };
+        let (r, rows) = rows(&mut rig, &j);
+        r.expect("runs");
+        assert_eq!(rows.len(), 4);
+        // Both placements of 1 KiB: the untimed run at 0, warm-up 0, timed 0, 1K, 2K, 3K, 0,
+        // then the checked run at 0 (nccl-tests' iter 0); the 4 KiB row never moves.
+        let row_1k = [0, 0, 0, 1024, 2048, 3072, 0, 0];
+        let want: Vec<(usize, usize)> = row_1k
+            .iter()
+            .chain(row_1k.iter())
+            .map(|&s| (256, s))
+            .chain(std::iter::repeat_n((1024, 0), 16))
+            .collect();
+        assert_eq!(rig.shifts, want);
+        assert!(rig.bufs[0].0.len() >= 4096, "buffers sized for the top row");
     }
 
     #[test]

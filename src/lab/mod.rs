@@ -221,19 +221,33 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
 pub fn counts(coll: Collective, size: u64, elem: usize, ranks: usize) -> (usize, u64) {
     let elems = (size / elem.max(1) as u64) as usize;
     match coll {
-        Collective::AllGather | Collective::ReduceScatter => {
-            let per = elems / ranks.max(1);
-            (per * ranks, per as u64)
-        }
-        // nccl-tests' alltoall.cu (AlltoAllGetCollByteCount): the count is per peer, cut down
-        // to whole 16-byte units, and the row shows that per-peer count.
-        Collective::AllToAll => {
+        // nccl-tests' all_gather.cu, reduce_scatter.cu and alltoall.cu (*GetCollByteCount):
+        // the count is per rank (per peer for all-to-all), cut down to whole 16-byte units,
+        // and the row shows that count.
+        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
             let unit = (16 / elem.max(1)).max(1);
             let per = elems / ranks.max(1) / unit * unit;
             (per * ranks, per as u64)
         }
         _ => (elems, elems as u64),
     }
+}
+
+/// The bytes a row of `size` really moves per rank buffer, after [`counts`]' rounding: the size
+/// nccl-tests prints (max(sendBytes, expectedBytes)) and computes algbw from.
+pub fn row_bytes(coll: Collective, size: u64, elem: usize, ranks: usize) -> u64 {
+    (counts(coll, size, elem, ranks).0 * elem.max(1)) as u64
+}
+
+/// nccl-tests' per-iteration shift (common.cu `startColl`): iteration `iter` of a row of
+/// `bytes` starts `bytes × (iter mod ⌊top / bytes⌋)` into buffers sized for the sweep's top
+/// row, so back-to-back iterations of a small size do not reuse the same cached bytes.
+pub fn iteration_shift(bytes: usize, top: usize, iter: usize) -> usize {
+    if bytes == 0 {
+        return 0;
+    }
+    let steps = (top / bytes).max(1);
+    bytes * (iter % steps)
 }
 
 #[cfg(test)]
@@ -250,5 +264,28 @@ mod counts_tests {
         assert_eq!(counts(Collective::AllToAll, 65536, 4, 4), (16384, 4096));
         assert_eq!(counts(Collective::AllToAll, 1000, 4, 3), (240, 80));
         assert_eq!(counts(Collective::AllToAll, 1000, 1, 3), (960, 320));
+        // all-gather and reduce-scatter round the same way: 1000 B of u8 on 3 ranks is 320
+        // per rank (333 cut to whole 16-byte units), a 960-byte row.
+        assert_eq!(counts(Collective::AllGather, 1000, 1, 3), (960, 320));
+        assert_eq!(counts(Collective::ReduceScatter, 1000, 8, 3), (120, 40));
+        assert_eq!(super::row_bytes(Collective::ReduceScatter, 1000, 8, 3), 960);
+        assert_eq!(super::row_bytes(Collective::AllReduce, 1000, 8, 3), 1000);
+    }
+
+    #[test]
+    fn iterations_walk_through_the_top_rows_buffer_as_nccl_tests_does() {
+        use super::iteration_shift as shift;
+        // 1 KiB rows in a 4 KiB buffer: offsets 0, 1K, 2K, 3K, then round again.
+        let got: Vec<usize> = (0..6).map(|i| shift(1024, 4096, i)).collect();
+        assert_eq!(got, vec![0, 1024, 2048, 3072, 0, 1024]);
+        // The top row itself, and an empty row, never move.
+        assert_eq!(shift(4096, 4096, 3), 0);
+        assert_eq!(shift(0, 4096, 3), 0);
+        // A shifted row always fits the buffer.
+        for bytes in [1usize, 3, 1000, 1024, 4095] {
+            for i in 0..50 {
+                assert!(shift(bytes, 4096, i) + bytes <= 4096, "{bytes} at {i}");
+            }
+        }
     }
 }

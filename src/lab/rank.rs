@@ -210,7 +210,11 @@ impl measure::Rig for TcpRig<'_> {
         r..r + 1
     }
     fn alloc(&mut self, bytes: usize) -> Result<(), Fault> {
-        // Free the last size's buffers first, then ask; a refusal is a report, not an abort.
+        // Buffers sized for the sweep's top row serve every row; otherwise free the old ones
+        // first, then ask: a refusal is a report, not an abort.
+        if self.send.bytes().len() >= bytes && self.recv.bytes().len() >= bytes {
+            return Ok(());
+        }
         self.send = AlignedBuf::default();
         self.recv = AlignedBuf::default();
         self.send = AlignedBuf::try_zeroed(bytes).map_err(error)?;
@@ -250,17 +254,30 @@ impl measure::Rig for TcpRig<'_> {
         let Some(schedule) = &self.schedule else {
             return Err(error("no schedule"));
         };
+        // The call's array: `count` elements at the iteration's shift.
+        let span = c.shift..c.shift + c.count * c.dtype.size();
+        let overrun = |len: usize| {
+            error(format!(
+                "{} bytes at {} overrun a {len}-byte buffer",
+                span.len(),
+                span.start
+            ))
+        };
+        let rlen = self.recv.bytes().len();
+        let recv = self
+            .recv
+            .bytes_mut()
+            .get_mut(span.clone())
+            .ok_or_else(|| overrun(rlen))?;
         if c.in_place {
-            self.comm
-                .run(schedule, self.recv.bytes_mut(), c.dtype, c.op)
+            self.comm.run(schedule, recv, c.dtype, c.op)
         } else {
-            self.comm.run_from(
-                schedule,
-                self.send.bytes(),
-                self.recv.bytes_mut(),
-                c.dtype,
-                c.op,
-            )
+            let send = self
+                .send
+                .bytes()
+                .get(span.clone())
+                .ok_or_else(|| overrun(self.send.bytes().len()))?;
+            self.comm.run_from(schedule, send, recv, c.dtype, c.op)
         }
         .map_err(error)
     }
@@ -419,7 +436,7 @@ impl measure::Rig for NcclRig<'_> {
                 } else {
                     Bufs::OutOfPlace(s, r)
                 };
-                g.enqueue(c.coll, c.op, c.root, c.dtype, c.count, b)
+                g.enqueue(c.coll, c.op, c.root, c.dtype, c.count, c.shift, b)
             };
         if self.bufs.len() != self.gs.len() {
             return Err(error("launch before the buffers were allocated"));

@@ -105,7 +105,7 @@ mod tests {
         let row = |in_place| Row {
             coll: Collective::AllReduce,
             backend: "tcp",
-            algo: "ring",
+            algo: "ring".into(),
             ranks: 2,
             size: 1024,
             count: 256,
@@ -118,6 +118,7 @@ mod tests {
             busbw_gbps: 0.04,
             wrong: 0,
             transport: None,
+            shared_gpu: false,
         };
         let l = line(&row(false), &row(true));
         let cols: Vec<&str> = l.split_whitespace().collect();

@@ -134,7 +134,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         Ok(x) => x,
         Err(e) => return exit2(e),
     };
-    let algo_label = prepared.as_ref().map_or(job.algo.name(), |x| x.algo_label);
+    let algo_label = prepared
+        .as_ref()
+        .map_or(job.algo.name().to_string(), |x| x.algo_label.clone());
     let mut out = io::stdout().lock();
     let title = format!(
         "ringlab bench: {} ({}), {} ranks on {} node(s), backend {}, nThread 1 nGpus {} iters {} warmup {} check {}",
@@ -142,7 +144,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         if algo_label == "nccl" {
             "algorithm: NCCL's choice"
         } else {
-            algo_label
+            &algo_label
         },
         world,
         l.nnodes,

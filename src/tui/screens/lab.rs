@@ -720,7 +720,7 @@ mod tests {
         Row {
             coll: Collective::AllReduce,
             backend: "tcp",
-            algo: "ring",
+            algo: "ring".into(),
             ranks: 2,
             size: 1 << 20,
             count: 1 << 18,
@@ -733,6 +733,7 @@ mod tests {
             busbw_gbps: busbw,
             wrong,
             transport: Some("SHM".into()),
+            shared_gpu: false,
         }
     }
 
