@@ -7,14 +7,21 @@
 //!
 //! Buffers follow nccl-tests: a collective of `count` elements runs on device buffers, in place
 //! (`recvbuff == sendbuff`, with the rank's chunk offset for reduce-scatter and all-gather) or
-//! out of place; iterations are launched back to back on one stream and timed with CUDA events
-//! created with timing enabled (cudarc's `record_event(None)` would disable timing).
+//! out of place; iterations are launched back to back on one stream (the measurement loop
+//! times them with the host's clock, as nccl-tests does).
+//!
+//! NCCL itself is called through [`api`], not cudarc's wrappers: every result is read as the
+//! C `int` it is (a newer NCCL may return a code that cudarc's `ncclResult_t` enum lacks, and
+//! such a value in a Rust enum is undefined behaviour), and optional entry points
+//! (`ncclCommInitRankConfig`, `ncclGetLastError`, `ncclCommFinalize`) are looked up rather than
+//! assumed.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
-use cudarc::nccl::{result as nres, sys as nsys};
+use cudarc::nccl::sys as nsys;
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Dtype, Op};
@@ -60,6 +67,185 @@ pub fn driver_present() -> bool {
 pub fn nccl_present() -> bool {
     // SAFETY: only tries to dlopen the library and closes it again.
     unsafe { cudarc::nccl::sys::is_culib_present() }
+}
+
+/// NCCL's C entry points, loaded once from the library cudarc opened, each result an `int`.
+pub mod api {
+    use super::nsys;
+    use std::ffi::{c_char, c_int, c_void};
+    use std::sync::OnceLock;
+
+    /// An `ncclResult_t` as the C int it is.
+    pub type Code = c_int;
+    pub const SUCCESS: Code = 0;
+    pub const IN_PROGRESS: Code = 7;
+    type Comm = nsys::ncclComm_t;
+    type Stream = nsys::cudaStream_t;
+    type Id = nsys::ncclUniqueId;
+
+    /// The fields every `ncclConfig_t` since NCCL 2.14 starts with, in nccl.h's order. NCCL
+    /// copies min(`size`, its own sizeof) bytes over its defaults and resets every field newer
+    /// than `version`, so this struct, with `version` 2.14.0, is the same request to any
+    /// release from 2.14 on (2.14-2.16 read no further; 2.17+ take their defaults for the rest).
+    #[repr(C)]
+    pub struct Config14 {
+        size: usize,
+        magic: u32,
+        version: u32,
+        blocking: c_int,
+        /// Tail padding, zeroed: a 2.17+ NCCL would read it as cgaClusterSize were `version` newer.
+        pad: c_int,
+    }
+
+    impl Config14 {
+        /// ncclConfig_t's magic (NCCL_CONFIG_INITIALIZER).
+        pub const MAGIC: u32 = 0xcafe_beef;
+        /// NCCL_VERSION(2, 14, 0): the layout above.
+        pub const VERSION: u32 = 21400;
+
+        /// A non-blocking communicator: init returns at once (ncclInProgress) and is polled.
+        pub fn nonblocking() -> Self {
+            Self {
+                size: std::mem::size_of::<Self>(),
+                magic: Self::MAGIC,
+                version: Self::VERSION,
+                blocking: 0,
+                pad: 0,
+            }
+        }
+    }
+
+    type Op7 =
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Code;
+
+    /// NCCL's functions; the optional ones are None in releases without them.
+    pub struct Api {
+        pub get_unique_id: unsafe extern "C" fn(*mut Id) -> Code,
+        pub comm_init_rank: unsafe extern "C" fn(*mut Comm, c_int, Id, c_int) -> Code,
+        /// NCCL >= 2.14.
+        pub comm_init_rank_config:
+            Option<unsafe extern "C" fn(*mut Comm, c_int, Id, c_int, *mut Config14) -> Code>,
+        pub comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Code,
+        /// NCCL >= 2.14.
+        pub comm_finalize: Option<unsafe extern "C" fn(Comm) -> Code>,
+        pub comm_destroy: unsafe extern "C" fn(Comm) -> Code,
+        pub comm_abort: unsafe extern "C" fn(Comm) -> Code,
+        pub comm_get_async_error: unsafe extern "C" fn(Comm, *mut Code) -> Code,
+        pub get_error_string: unsafe extern "C" fn(Code) -> *const c_char,
+        /// NCCL >= 2.13.
+        pub get_last_error: Option<unsafe extern "C" fn(Comm) -> *const c_char>,
+        pub group_start: unsafe extern "C" fn() -> Code,
+        pub group_end: unsafe extern "C" fn() -> Code,
+        /// (send, recv, count, type, op, comm, stream)
+        pub all_reduce: Op7,
+        /// (send, recv, recvcount, type, op, comm, stream)
+        pub reduce_scatter: Op7,
+        /// (send, recv, count, type, root, comm, stream)
+        pub broadcast: Op7,
+        pub reduce: unsafe extern "C" fn(
+            *const c_void,
+            *mut c_void,
+            usize,
+            c_int,
+            c_int,
+            c_int,
+            Comm,
+            Stream,
+        ) -> Code,
+        pub all_gather:
+            unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> Code,
+        pub send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> Code,
+        pub recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Code,
+    }
+
+    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+
+    /// The loaded library's functions (loaded once; an error where NCCL cannot be loaded or
+    /// lacks a function every supported release has).
+    pub fn get() -> Result<&'static Api, String> {
+        API.get_or_init(load).as_ref().map_err(Clone::clone)
+    }
+
+    fn load() -> Result<Api, String> {
+        if !super::nccl_present() {
+            return Err("libnccl.so cannot be loaded".into());
+        }
+        // SAFETY: the library loads (checked above, so cudarc's culib does not panic); each
+        // symbol is the C function of that name in nccl.h, with the signature of its field.
+        unsafe {
+            let lib = nsys::culib();
+            macro_rules! need {
+                ($name:literal) => {
+                    *lib.get($name.as_bytes())
+                        .map_err(|e| format!("libnccl has no {}: {e}", $name))?
+                };
+            }
+            macro_rules! may {
+                ($name:literal) => {
+                    lib.get($name.as_bytes()).ok().map(|s| *s)
+                };
+            }
+            Ok(Api {
+                get_unique_id: need!("ncclGetUniqueId"),
+                comm_init_rank: need!("ncclCommInitRank"),
+                comm_init_rank_config: may!("ncclCommInitRankConfig"),
+                comm_init_all: need!("ncclCommInitAll"),
+                comm_finalize: may!("ncclCommFinalize"),
+                comm_destroy: need!("ncclCommDestroy"),
+                comm_abort: need!("ncclCommAbort"),
+                comm_get_async_error: need!("ncclCommGetAsyncError"),
+                get_error_string: need!("ncclGetErrorString"),
+                get_last_error: may!("ncclGetLastError"),
+                group_start: need!("ncclGroupStart"),
+                group_end: need!("ncclGroupEnd"),
+                all_reduce: need!("ncclAllReduce"),
+                reduce_scatter: need!("ncclReduceScatter"),
+                broadcast: need!("ncclBroadcast"),
+                reduce: need!("ncclReduce"),
+                all_gather: need!("ncclAllGather"),
+                send: need!("ncclSend"),
+                recv: need!("ncclRecv"),
+            })
+        }
+    }
+
+    /// ncclGetVersion alone (the probe's question, answered even by a library that lacks
+    /// the rest of the API).
+    pub fn version() -> Result<c_int, String> {
+        if !super::nccl_present() {
+            return Err("libnccl.so cannot be loaded".into());
+        }
+        // SAFETY: the library loads (checked); ncclGetVersion(int*) is in every release, and
+        // v is a valid out pointer.
+        unsafe {
+            let f: unsafe extern "C" fn(*mut c_int) -> Code = *nsys::culib()
+                .get(b"ncclGetVersion")
+                .map_err(|e| format!("libnccl has no ncclGetVersion: {e}"))?;
+            let mut v: c_int = 0;
+            match f(&mut v) {
+                SUCCESS => Ok(v),
+                r => Err(code_name(r)),
+            }
+        }
+    }
+
+    /// ncclResult_t's name for a code (nccl.h), or what it is when this build does not know it.
+    pub fn code_name(code: Code) -> String {
+        match code {
+            0 => "ncclSuccess",
+            1 => "ncclUnhandledCudaError",
+            2 => "ncclSystemError",
+            3 => "ncclInternalError",
+            4 => "ncclInvalidArgument",
+            5 => "ncclInvalidUsage",
+            6 => "ncclRemoteError",
+            7 => "ncclInProgress",
+            // ncclNumResults up to 2.29; 2.30 names it ncclTimeout.
+            8 => "ncclTimeout",
+            _ => "an ncclResult_t this build does not know",
+        }
+        .to_string()
+    }
 }
 
 /// NCCL_VERSION_CODE (major*10000 + minor*100 + patch since 2.9) as "2.21.5".
@@ -150,9 +336,9 @@ pub fn probe(nccl_asked: bool) -> Probe {
     }
     p.nccl_lib = nccl_present();
     if p.nccl_lib {
-        match nres::get_nccl_version() {
+        match api::version() {
             Ok(code) => p.nccl_version = Some(version_string(code)),
-            Err(e) => p.errors.push(format!("ncclGetVersion failed: {e:?}")),
+            Err(e) => p.errors.push(format!("ncclGetVersion failed: {e}")),
         }
     }
     p
@@ -198,9 +384,15 @@ fn need_libs() -> Result<(), String> {
 /// A new NCCL unique id (rank 0 makes it; NCCL's bootstrap root then lives in this process).
 pub fn new_id() -> Result<[u8; 128], String> {
     need_libs()?;
-    // NCCL's own reason (`no socket interface found` …), not cudarc's bare "NcclError".
-    let id =
-        nres::get_uniqueid().map_err(|e| describe("ncclGetUniqueId", e.0, std::ptr::null_mut()))?;
+    let a = api::get()?;
+    let mut id = nsys::ncclUniqueId { internal: [0; 128] };
+    // SAFETY: id is a valid out pointer. NCCL's own reason (`no socket interface found` …) is
+    // read on failure.
+    check(
+        "ncclGetUniqueId",
+        unsafe { (a.get_unique_id)(&mut id) },
+        std::ptr::null_mut(),
+    )?;
     Ok(id.internal.map(|c| c as u8))
 }
 
@@ -268,6 +460,11 @@ pub struct NcclRank {
     world: usize,
     /// ncclCommAbort ran: the communicator is gone and must not be destroyed.
     aborted: bool,
+    /// Made non-blocking (ncclCommInitRankConfig, blocking = 0): a call may return
+    /// ncclInProgress, and the communicator is then polled until it settles.
+    nonblocking: bool,
+    /// How long such a settle, or the init, may take before it counts as a hang.
+    allowance: Duration,
     /// Progress marks: an event recorded after every so many launched bytes or calls, so a
     /// long wait can tell a slow run (marks completing) from a stuck one (none completing).
     marks: std::collections::VecDeque<cudarc::driver::CudaEvent>,
@@ -297,30 +494,32 @@ fn c_text(p: *const std::ffi::c_char) -> String {
 /// What an NCCL failure says, in NCCL's own words: the ncclResult_t name and number,
 /// ncclGetErrorString, and ncclGetLastError (the reason NCCL logged last; `comm` may be null).
 /// cudarc's own error prints only "NcclError".
-fn describe(what: &str, code: nsys::ncclResult_t, comm: nsys::ncclComm_t) -> String {
-    // SAFETY: plain queries on a loaded library (callers got `code` from it); ncclGetLastError
-    // (NCCL >= 2.13) is called only when the library has it, since cudarc panics on a missing
-    // symbol.
-    let (text, last) = unsafe {
-        let has_last = nsys::culib()
-            .get::<unsafe extern "C" fn(nsys::ncclComm_t) -> *const std::ffi::c_char>(
-                b"ncclGetLastError",
+fn describe(what: &str, code: api::Code, comm: nsys::ncclComm_t) -> String {
+    let (text, last) = match api::get() {
+        // SAFETY: plain queries on the loaded library (ncclGetErrorString answers any code,
+        // "unknown result code" for one it lacks); ncclGetLastError only where it exists.
+        Ok(a) => unsafe {
+            (
+                c_text((a.get_error_string)(code)),
+                a.get_last_error.map_or(String::new(), |f| c_text(f(comm))),
             )
-            .is_ok();
-        (
-            c_text(nsys::ncclGetErrorString(code)),
-            if has_last {
-                c_text(nsys::ncclGetLastError(comm))
-            } else {
-                String::new()
-            },
-        )
+        },
+        Err(e) => (e, String::new()),
     };
-    error_text(what, &format!("{code:?}"), code as u32, &text, &last)
+    error_text(what, &api::code_name(code), code, &text, &last)
+}
+
+/// Ok for ncclSuccess, else the failure in NCCL's words.
+fn check(what: &str, code: api::Code, comm: nsys::ncclComm_t) -> Result<(), String> {
+    if code == api::SUCCESS {
+        Ok(())
+    } else {
+        Err(describe(what, code, comm))
+    }
 }
 
 /// The message for a failed NCCL call, from its parts.
-pub fn error_text(what: &str, name: &str, code: u32, text: &str, last: &str) -> String {
+pub fn error_text(what: &str, name: &str, code: i32, text: &str, last: &str) -> String {
     let mut s = format!("{what} failed: {name} ({code})");
     if !text.is_empty() {
         s.push_str(&format!(": {text}"));
@@ -331,28 +530,122 @@ pub fn error_text(what: &str, name: &str, code: u32, text: &str, last: &str) -> 
     s
 }
 
-fn nerr(what: &str, comm: nsys::ncclComm_t) -> impl FnOnce(nres::NcclError) -> String + '_ {
-    move |e| describe(what, e.0, comm)
+/// Poll a non-blocking communicator until it leaves ncclInProgress (NCCL's rule: no other call
+/// on it before then). Err(Timeout) after `allowance`, Err(Error) on an error; either way the
+/// caller aborts it.
+fn settle(
+    a: &api::Api,
+    comm: nsys::ncclComm_t,
+    what: &str,
+    allowance: Duration,
+) -> Result<(), WaitFault> {
+    let t0 = Instant::now();
+    loop {
+        let mut state: api::Code = api::IN_PROGRESS;
+        // SAFETY: comm is a live communicator (not aborted); state is a valid out pointer.
+        let r = unsafe { (a.comm_get_async_error)(comm, &mut state) };
+        if r != api::SUCCESS {
+            return Err(WaitFault::Error(describe("ncclCommGetAsyncError", r, comm)));
+        }
+        match state {
+            api::SUCCESS => return Ok(()),
+            api::IN_PROGRESS => {}
+            e => return Err(WaitFault::Error(describe(what, e, comm))),
+        }
+        if t0.elapsed() > allowance {
+            // SAFETY: as above; NCCL's last word on where it stands.
+            let last = a
+                .get_last_error
+                .map_or(String::new(), |f| unsafe { c_text(f(comm)) });
+            return Err(WaitFault::Timeout(format!(
+                "{what} still in progress after {} s{}",
+                allowance.as_secs(),
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (NCCL's last error: {last})")
+                }
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
+/// The phase a rank reports while it creates its CUDA context: the launcher's watchdog gives
+/// it [`CUDA_INIT_GRACE`] (a first context on a big GPU can take seconds), and counts the
+/// job's own timeout only from the next phase on.
+pub const CUDA_INIT: &str = "cuda init";
+pub const CUDA_INIT_GRACE: Duration = Duration::from_secs(90);
+
 impl NcclRank {
-    /// Open GPU `device` and join the communicator `id` as `rank` of `world`
-    /// (ncclCommInitRank: blocks until every rank has joined; the launcher's watchdog ends a
-    /// hung init).
-    pub fn init(device: usize, rank: usize, world: usize, id: &[u8; 128]) -> Result<Self, String> {
-        need_libs()?;
-        let ctx = CudaContext::new(device).map_err(derr(&format!("opening GPU {device}")))?;
+    /// Open GPU `device` and join the communicator `id` as `rank` of `world`. `phase` hears
+    /// `cuda init on GPU d` before the CUDA context and `nccl init on GPU d` after it.
+    ///
+    /// Where NCCL has ncclCommInitRankConfig (2.14+) the communicator is made non-blocking and
+    /// its init polled: an init still running after `allowance` (a peer that never joins, a
+    /// bootstrap dialing nowhere) is aborted by this rank with NCCL's last error in hand,
+    /// rather than killed from outside. Older releases block in ncclCommInitRank.
+    pub fn init(
+        device: usize,
+        rank: usize,
+        world: usize,
+        id: &[u8; 128],
+        allowance: Duration,
+        phase: &dyn Fn(&str),
+    ) -> Result<Self, WaitFault> {
+        need_libs().map_err(WaitFault::Error)?;
+        let a = api::get().map_err(WaitFault::Error)?;
+        phase(&format!("{CUDA_INIT} on GPU {device}"));
+        let ctx = CudaContext::new(device)
+            .map_err(derr(&format!("opening GPU {device}")))
+            .map_err(WaitFault::Error)?;
         // One stream orders everything; cudarc's per-buffer event tracking would only add work.
         // SAFETY: all work of this rank goes to `stream`, so no cross-stream tracking is needed.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(derr("creating a stream"))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(derr("creating a stream"))
+            .map_err(WaitFault::Error)?;
+        phase(&format!("nccl init on GPU {device}"));
         let uid = nsys::ncclUniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };
         let mut comm: nsys::ncclComm_t = std::ptr::null_mut();
-        // SAFETY: comm is a valid out pointer; the id came from ncclGetUniqueId on rank 0.
-        unsafe { nres::comm_init_rank(&mut comm, world as i32, uid, rank as i32) }
-            .map_err(nerr("ncclCommInitRank", std::ptr::null_mut()))?;
+        let nonblocking = a.comm_init_rank_config.is_some();
+        match a.comm_init_rank_config {
+            Some(f) => {
+                let what = "ncclCommInitRankConfig";
+                let mut cfg = api::Config14::nonblocking();
+                // SAFETY: comm and cfg are valid pointers; the id came from ncclGetUniqueId.
+                let r = unsafe { f(&mut comm, world as c_int, uid, rank as c_int, &mut cfg) };
+                let done = match r {
+                    api::SUCCESS | api::IN_PROGRESS if !comm.is_null() => {
+                        settle(a, comm, what, allowance)
+                    }
+                    _ => Err(WaitFault::Error(describe(what, r, comm))),
+                };
+                if let Err(e) = done {
+                    if !comm.is_null() {
+                        // SAFETY: NCCL allows an abort of a communicator whose init is in
+                        // progress or failed (it stops and joins its init thread).
+                        unsafe { (a.comm_abort)(comm) };
+                    }
+                    return Err(match e {
+                        WaitFault::Timeout(m) => WaitFault::Timeout(format!(
+                            "rank {rank}: {m}; aborted the communicator (a peer that never \
+                             joined, or a bootstrap that cannot reach the root?)"
+                        )),
+                        other => other,
+                    });
+                }
+            }
+            None => {
+                // SAFETY: comm is a valid out pointer; the id came from ncclGetUniqueId.
+                let r =
+                    unsafe { (a.comm_init_rank)(&mut comm, world as c_int, uid, rank as c_int) };
+                check("ncclCommInitRank", r, std::ptr::null_mut()).map_err(WaitFault::Error)?;
+            }
+        }
         Ok(Self {
             ctx,
             stream,
@@ -360,6 +653,8 @@ impl NcclRank {
             rank,
             world,
             aborted: false,
+            nonblocking,
+            allowance,
             marks: Default::default(),
             since_mark: (0, 0),
         })
@@ -378,11 +673,13 @@ impl NcclRank {
             let stream = ctx.new_stream().map_err(derr("creating a stream"))?;
             parts.push((ctx, stream));
         }
+        let a = api::get()?;
         let mut comms: Vec<nsys::ncclComm_t> = vec![std::ptr::null_mut(); devices];
-        let ordinals: Vec<i32> = (0..devices as i32).collect();
+        let ordinals: Vec<c_int> = (0..devices as c_int).collect();
         // SAFETY: comms has room for `devices` communicators; ordinals lists as many devices.
-        unsafe { nres::comm_init_all(comms.as_mut_ptr(), devices as i32, ordinals.as_ptr()) }
-            .map_err(nerr("ncclCommInitAll", std::ptr::null_mut()))?;
+        let r =
+            unsafe { (a.comm_init_all)(comms.as_mut_ptr(), devices as c_int, ordinals.as_ptr()) };
+        check("ncclCommInitAll", r, std::ptr::null_mut())?;
         Ok(parts
             .into_iter()
             .zip(comms)
@@ -394,6 +691,9 @@ impl NcclRank {
                 rank,
                 world: devices,
                 aborted: false,
+                // ncclCommInitAll has no config: blocking communicators.
+                nonblocking: false,
+                allowance: Duration::from_secs(60),
                 marks: Default::default(),
                 since_mark: (0, 0),
             })
@@ -481,7 +781,9 @@ impl NcclRank {
                     .into(),
             );
         }
-        let ty = nccl_type(dtype);
+        let a = api::get()?;
+        let ty = nccl_type(dtype) as c_int;
+        let rop = nccl_op(op) as c_int;
         let stream = self.stream.cu_stream() as nsys::cudaStream_t;
         // The device pointers and the guards that keep their buffers' tracking alive until
         // the call has been enqueued.
@@ -498,31 +800,37 @@ impl NcclRank {
         };
         let at = |base: u64, elems: usize| (base + (shift + elems * es) as u64) as *mut c_void;
         let comm = self.comm;
-        let root = root as i32;
-        // SAFETY: the pointers address live device buffers of at least count × es bytes
+        let root = root as c_int;
+        // The first failing code of a grouped run, the group always closed.
+        let grouped = |calls: &mut dyn FnMut() -> api::Code| -> api::Code {
+            // SAFETY: plain group brackets on the loaded library.
+            let start = unsafe { (a.group_start)() };
+            if start != api::SUCCESS {
+                return start;
+            }
+            let r = calls();
+            // SAFETY: as above.
+            let end = unsafe { (a.group_end)() };
+            if r != api::SUCCESS { r } else { end }
+        };
+        // SAFETY: the pointers address live device buffers holding the call past the shift
         // (checked above), the communicator is initialised, and the stream belongs to this
         // rank's context. In-place send/recv passes one buffer as both, as nccl-tests does.
         let r = unsafe {
             match coll {
-                Collective::AllReduce => nres::all_reduce(
-                    at(send, 0),
-                    at(recv, 0),
-                    count,
-                    ty,
-                    nccl_op(op),
-                    comm,
-                    stream,
-                ),
-                Collective::ReduceScatter => nres::reduce_scatter(
+                Collective::AllReduce => {
+                    (a.all_reduce)(at(send, 0), at(recv, 0), count, ty, rop, comm, stream)
+                }
+                Collective::ReduceScatter => (a.reduce_scatter)(
                     at(send, 0),
                     at(recv, mine.start),
                     mine.len(),
                     ty,
-                    nccl_op(op),
+                    rop,
                     comm,
                     stream,
                 ),
-                Collective::AllGather => nres::all_gather(
+                Collective::AllGather => (a.all_gather)(
                     at(send, mine.start),
                     at(recv, 0),
                     mine.len(),
@@ -531,46 +839,55 @@ impl NcclRank {
                     stream,
                 ),
                 Collective::Broadcast => {
-                    nres::broadcast(at(send, 0), at(recv, 0), count, ty, root, comm, stream)
+                    (a.broadcast)(at(send, 0), at(recv, 0), count, ty, root, comm, stream)
                 }
-                Collective::Reduce => nres::reduce(
-                    at(send, 0),
-                    at(recv, 0),
-                    count,
-                    ty,
-                    nccl_op(op),
-                    root,
-                    comm,
-                    stream,
-                ),
+                Collective::Reduce => {
+                    (a.reduce)(at(send, 0), at(recv, 0), count, ty, rop, root, comm, stream)
+                }
                 Collective::AllToAll => {
                     // nccl-tests' send/recv form (src/alltoall.cu): block p goes to rank p,
                     // rank p's block for us lands in block p.
                     let b = count / self.world.max(1);
-                    nres::group_start().and_then(|_| {
-                        let calls = (0..self.world).try_for_each(|p| {
-                            nres::send(at(send, p * b), b, ty, p as i32, comm, stream)?;
-                            nres::recv(at(recv, p * b), b, ty, p as i32, comm, stream).map(|_| ())
-                        });
-                        let end = nres::group_end();
-                        calls.and(end)
+                    let w = self.world;
+                    grouped(&mut || {
+                        for p in 0..w {
+                            let s = (a.send)(at(send, p * b), b, ty, p as c_int, comm, stream);
+                            if s != api::SUCCESS {
+                                return s;
+                            }
+                            let r = (a.recv)(at(recv, p * b), b, ty, p as c_int, comm, stream);
+                            if r != api::SUCCESS {
+                                return r;
+                            }
+                        }
+                        api::SUCCESS
                     })
                 }
                 Collective::SendRecv => {
                     let w = self.world;
-                    let to = ((self.rank + 1) % w) as i32;
-                    let from = ((self.rank + w - 1) % w) as i32;
-                    // The group is always closed, even when a call inside it failed.
-                    nres::group_start().and_then(|_| {
-                        let calls = nres::send(at(send, 0), count, ty, to, comm, stream)
-                            .and_then(|_| nres::recv(at(recv, 0), count, ty, from, comm, stream));
-                        let end = nres::group_end();
-                        calls.and(end)
+                    let to = ((self.rank + 1) % w) as c_int;
+                    let from = ((self.rank + w - 1) % w) as c_int;
+                    grouped(&mut || {
+                        let s = (a.send)(at(send, 0), count, ty, to, comm, stream);
+                        if s != api::SUCCESS {
+                            return s;
+                        }
+                        (a.recv)(at(recv, 0), count, ty, from, comm, stream)
                     })
                 }
             }
         };
-        r.map(|_| ()).map_err(nerr(coll.nccl_api(), comm))?;
+        match r {
+            api::SUCCESS => {}
+            // A non-blocking communicator may still be connecting (NCCL >= 2.22 connects at
+            // the first collective): it must settle before the next call.
+            api::IN_PROGRESS if self.nonblocking => {
+                settle(a, comm, coll.nccl_api(), self.allowance).map_err(|e| match e {
+                    WaitFault::Error(m) | WaitFault::Timeout(m) => m,
+                })?
+            }
+            code => return Err(describe(coll.nccl_api(), code, comm)),
+        }
         self.since_mark.0 += count * es;
         self.since_mark.1 += 1;
         if self.since_mark.0 >= MARK_BYTES || self.since_mark.1 >= MARK_CALLS {
@@ -599,6 +916,7 @@ impl NcclRank {
         on_progress: &mut dyn FnMut(),
     ) -> Result<(), WaitFault> {
         use cudarc::driver::sys::{CUresult, cuStreamQuery};
+        let a = api::get().map_err(WaitFault::Error)?;
         // Queries act on the current context: make it this rank's (single-process mode drives
         // several GPUs from one thread).
         self.ctx
@@ -629,14 +947,11 @@ impl NcclRank {
                     )));
                 }
             }
-            let mut async_err = nsys::ncclResult_t::ncclSuccess;
+            let mut async_err: api::Code = api::SUCCESS;
             // SAFETY: comm is initialised and not aborted; async_err is a valid out pointer.
-            let r = unsafe { nsys::ncclCommGetAsyncError(self.comm, &mut async_err) };
+            let r = unsafe { (a.comm_get_async_error)(self.comm, &mut async_err) };
             for code in [r, async_err] {
-                if !matches!(
-                    code,
-                    nsys::ncclResult_t::ncclSuccess | nsys::ncclResult_t::ncclInProgress
-                ) {
+                if !matches!(code, api::SUCCESS | api::IN_PROGRESS) {
                     return Err(WaitFault::Error(describe(
                         "NCCL (asynchronous error)",
                         code,
@@ -667,8 +982,10 @@ impl NcclRank {
     pub fn abort(&mut self) {
         if !self.aborted {
             self.aborted = true;
-            // SAFETY: the communicator was initialised and is aborted once.
-            let _ = unsafe { nres::comm_abort(self.comm) };
+            if let Ok(a) = api::get() {
+                // SAFETY: the communicator was initialised and is aborted once.
+                let _ = unsafe { (a.comm_abort)(self.comm) };
+            }
         }
     }
 }
@@ -714,9 +1031,20 @@ pub fn check_bufs(
 
 /// Run `f` between ncclGroupStart and ncclGroupEnd (one thread, several communicators).
 pub fn group<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    nres::group_start().map_err(nerr("ncclGroupStart", std::ptr::null_mut()))?;
+    let a = api::get()?;
+    // SAFETY: plain group brackets on the loaded library.
+    check(
+        "ncclGroupStart",
+        unsafe { (a.group_start)() },
+        std::ptr::null_mut(),
+    )?;
     let r = f();
-    let end = nres::group_end().map_err(nerr("ncclGroupEnd", std::ptr::null_mut()));
+    // SAFETY: as above; the group is closed even when a call inside it failed.
+    let end = check(
+        "ncclGroupEnd",
+        unsafe { (a.group_end)() },
+        std::ptr::null_mut(),
+    );
     let v = r?;
     end?;
     Ok(v)
@@ -729,12 +1057,25 @@ impl Drop for NcclRank {
         }
         // Destroy only a communicator with nothing pending; one still busy after a while is
         // aborted instead (ncclCommDestroy would block on it).
-        if self
-            .wait(std::time::Duration::from_secs(10), &mut || {})
-            .is_ok()
-        {
+        let Ok(a) = api::get() else {
+            return;
+        };
+        let quiet = self.wait(Duration::from_secs(10), &mut || {}).is_ok();
+        // A non-blocking communicator is finalized first and polled until that is done
+        // (ncclCommFinalize may return ncclInProgress); only then destroyed.
+        let finalized = quiet
+            && match (self.nonblocking, a.comm_finalize) {
+                (true, Some(f)) => {
+                    // SAFETY: the communicator is initialised, idle and not aborted.
+                    let r = unsafe { f(self.comm) };
+                    matches!(r, api::SUCCESS | api::IN_PROGRESS)
+                        && settle(a, self.comm, "ncclCommFinalize", Duration::from_secs(10)).is_ok()
+                }
+                _ => true,
+            };
+        if finalized {
             // SAFETY: the communicator was initialised and is destroyed once.
-            let _ = unsafe { nres::comm_destroy(self.comm) };
+            let _ = unsafe { (a.comm_destroy)(self.comm) };
         } else {
             self.abort();
         }

@@ -828,6 +828,10 @@ fn watch(
         let patience = |s: &RankState| {
             if s.phase == STARTING {
                 l.timeout.max(START_GRACE)
+            } else if s.phase.starts_with(crate::comm::nccl::CUDA_INIT) {
+                // Creating a CUDA context is not NCCL's init: a big GPU's first one can take
+                // seconds, and the scenario's short watchdog is for what comes after.
+                l.timeout.max(crate::comm::nccl::CUDA_INIT_GRACE)
             } else {
                 l.timeout
             }

@@ -87,18 +87,36 @@ pub fn main() -> ExitCode {
             emit(&Event::Done { rank });
             ExitCode::SUCCESS
         }
-        Err(fault) => {
-            emit(&Event::Error {
-                rank,
-                message: fault.message().to_string(),
-                hang: fault.is_hang(),
-            });
+        Err(Failed::Reported) => ExitCode::from(1),
+        Err(Failed::Fault(fault)) => {
+            report(rank, &fault);
             ExitCode::from(1)
         }
     }
 }
 
-fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
+/// How a rank's run failed: a fault still to report, or one reported already (before the
+/// rig's teardown, which can block behind a kernel that never completes).
+enum Failed {
+    Fault(Fault),
+    Reported,
+}
+
+impl From<Fault> for Failed {
+    fn from(f: Fault) -> Self {
+        Self::Fault(f)
+    }
+}
+
+fn report(rank: usize, fault: &Fault) {
+    emit(&Event::Error {
+        rank,
+        message: fault.message().to_string(),
+        hang: fault.is_hang(),
+    });
+}
+
+fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
     let rank = env.rank;
     let phase = |p: &str| {
         emit(&Event::Phase {
@@ -114,7 +132,9 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
             .train
             .as_ref()
             .ok_or_else(|| error("a training job without its loop (job.train)"))?;
-        return super::train::run(env, job, spec, &mut store, phase, &mut out);
+        return Ok(super::train::run(
+            env, job, spec, &mut store, phase, &mut out,
+        )?);
     }
     let mut rig: Box<dyn Rig + '_> = match job.backend {
         super::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
@@ -124,12 +144,21 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Fault> {
     if let Some(transport) = rig.transport() {
         emit(&Event::Transport { rank, transport });
     }
-    match job.kind {
+    let result = match job.kind {
         JobKind::Sanity => measure::sanity(rig.as_mut(), &mut out),
         JobKind::Bench => measure::bench(rig.as_mut(), job, &mut out),
         JobKind::Train => Err(error("a training job runs before any rig")),
-    }?;
-    rig.finish()
+    }
+    .and_then(|()| rig.finish());
+    if let Err(fault) = result {
+        // The report goes out while the rig still stands: tearing down CUDA (streams, the
+        // context) can wait on a kernel that never completes, and the report must not wait
+        // with it.
+        report(rank, &fault);
+        drop(rig);
+        return Err(Failed::Reported);
+    }
+    Ok(())
 }
 
 fn error(e: impl std::fmt::Display) -> Fault {
@@ -372,8 +401,13 @@ impl<'s> NcclRig<'s> {
             nccl::id_from_hex(&hex).map_err(error)?
         };
         let gpu = gpu_of(env.local_rank, job.ranks_per_gpu);
-        phase(&format!("nccl init on GPU {gpu}"));
-        let g = NcclRank::init(gpu, rank, world, &id).map_err(error)?;
+        // Phases "cuda init on GPU g" (the launcher's watchdog allows a slow first context)
+        // and "nccl init on GPU g" (the job's timeout; this rank aborts a stuck init itself
+        // after its own patience, with NCCL's state in its report).
+        let g = NcclRank::init(gpu, rank, world, &id, patience, &phase).map_err(|w| match w {
+            nccl::WaitFault::Error(m) => Fault::Error(m),
+            nccl::WaitFault::Timeout(m) => Fault::Hang(m),
+        })?;
         Ok(Self {
             gs: vec![g],
             bufs: Vec::new(),

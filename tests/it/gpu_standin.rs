@@ -307,12 +307,118 @@ fn faults_read_as_nccl_tests_and_the_watchdog_say() {
             "--timeout",
             "4",
         ],
-        &[("STANDIN_GPUS", "2"), ("STANDIN_CUDA_STUCK", "2")],
+        // L3: the context's last release waits for the stuck kernel, as a real teardown may:
+        // the rank's report must already be out by then.
+        &[
+            ("STANDIN_GPUS", "2"),
+            ("STANDIN_CUDA_STUCK", "2"),
+            ("STANDIN_CUDA_RELEASE_WAITS", "1"),
+        ],
     );
     let t = text(&out);
     assert_ne!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("HANG"), "{t}");
+    assert!(
+        t.contains("HANG: rank")
+            && t.contains("gave up waiting")
+            && t.contains("aborted its communicator"),
+        "the rank's own report, sent before CUDA's teardown: {t}"
+    );
+    assert!(!t.contains("killed the job"), "{t}");
     assert!(!t.contains("HANG: HANG") && !t.contains("panicked"), "{t}");
+}
+
+/// M1 and L16: creating the CUDA context has an allowance of its own, so a slow first context
+/// does not eat the job's short watchdog; and an NCCL init that never completes (a rank that
+/// never joins) is aborted by each rank itself after its patience, through a non-blocking
+/// communicator, with NCCL's state in the report, not killed from outside.
+#[test]
+fn init_has_its_own_allowance_and_a_stuck_init_is_aborted_by_the_ranks() {
+    let Some(d) = dir() else { return };
+    let sanity = |timeout: &str, env: &[(&str, &str)]| {
+        ringlab(
+            d,
+            &[
+                "sanity",
+                "--backend",
+                "nccl",
+                "--nproc-per-node",
+                "2",
+                "--timeout",
+                timeout,
+                "--json",
+            ],
+            env,
+        )
+    };
+    let out = sanity(
+        "2",
+        &[("STANDIN_GPUS", "2"), ("STANDIN_CUDA_CTX_DELAY_MS", "3000")],
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(
+        v["pass"],
+        true,
+        "a 3 s CUDA context under --timeout 2: {}",
+        text(&out)
+    );
+
+    let out = sanity(
+        "4",
+        &[("STANDIN_GPUS", "2"), ("STANDIN_NCCL_INIT_STUCK", "1")],
+    );
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("ncclCommInitRankConfig still in progress after 3 s"),
+        "the rank's own patience (3/4 of --timeout) ends the init: {t}"
+    );
+    assert!(
+        t.contains("aborted the communicator") && t.contains("HANG"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("killed the job"),
+        "the rank, not the launcher, calls it: {t}"
+    );
+    assert!(!t.contains("panicked"), "{t}");
+}
+
+/// L14: NCCL's result codes are read as the C int they are: a code newer than the ones this
+/// build knows is reported by number, with NCCL's own text, never as an enum value it is not.
+#[test]
+fn an_unknown_result_code_is_reported_by_number() {
+    let Some(d) = dir() else { return };
+    let out = ringlab(
+        d,
+        &[
+            "bench",
+            "--backend",
+            "nccl",
+            "--nproc-per-node",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ],
+        &[
+            ("STANDIN_GPUS", "2"),
+            ("STANDIN_NCCL_FAIL_AT", "2"),
+            ("STANDIN_NCCL_FAIL_CODE", "42"),
+        ],
+    );
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("ncclAllReduce failed: an ncclResult_t this build does not know (42): unknown result code"),
+        "{t}"
+    );
+    assert!(!t.contains("panicked"), "{t}");
 }
 
 #[test]

@@ -72,6 +72,8 @@ static int g_stuck_at, g_stuck_dev = -1, g_fault_at, g_fault_dev = -1;
 static int g_trace;
 static int g_p2p = 1;
 static int g_pools = 1;
+static long g_ctx_delay_ms; /* a primary context takes this long to create, the first time */
+static int g_release_waits; /* the last release of a primary context waits for its streams */
 static _Atomic int g_sticky; /* a sticky error (a faulted kernel), 0 if none */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -98,6 +100,8 @@ static void configure(void) {
     g_trace = (int)env_long("STANDIN_TRACE", 0);
     g_p2p = (int)env_long("STANDIN_P2P", 1);
     g_pools = (int)env_long("STANDIN_CUDA_POOLS", 1);
+    g_ctx_delay_ms = env_long("STANDIN_CUDA_CTX_DELAY_MS", 0);
+    g_release_waits = (int)env_long("STANDIN_CUDA_RELEASE_WAITS", 0);
 }
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -650,6 +654,8 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(void **pctx, CUdevice dev) {
     CHECK_READY();
     CHECK_DEV(dev);
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    /* A big GPU's first context can take seconds (STANDIN_CUDA_CTX_DELAY_MS). */
+    if (g_ctx_delay_ms > 0 && !g_ctx[dev].retained) usleep((useconds_t)g_ctx_delay_ms * 1000);
     pthread_mutex_lock(&g_mu);
     struct ctx *c = &g_ctx[dev];
     c->magic = CTX_MAGIC;
@@ -667,7 +673,14 @@ static CUresult primary_release(CUdevice dev) {
     pthread_mutex_lock(&g_mu);
     int was = g_ctx[dev].retained;
     if (was > 0) g_ctx[dev].retained--;
+    struct stream *list = g_streams;
     pthread_mutex_unlock(&g_mu);
+    /* STANDIN_CUDA_RELEASE_WAITS: the last release tears the context down and waits for the
+     * device's work first, so behind a kernel that never completes it never returns (a
+     * teardown a rank must not report after). */
+    if (g_release_waits && was == 1)
+        for (struct stream *s = list; s; s = s->next_all)
+            if (s->dev == dev) stream_sync(s);
     /* The context stays usable (its streams may still be draining); only the count drops. */
     return was > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }

@@ -58,6 +58,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,7 @@ static int type_is_float(int t) {
 
 static struct {
     long fail_at, fail_code, async_at, fail_rank;
+    long init_stuck; /* this rank's init never joins (-1: none) */
     int lazy;
     size_t slot_bytes, chan_bytes;
     int debug; /* 0 none, 1 VERSION, 2 WARN, 3 INFO, 4 TRACE */
@@ -198,7 +200,10 @@ static void open_log(void) {
 static void configure(void) {
     cfg.fail_at = env_long("STANDIN_NCCL_FAIL_AT", 0);
     cfg.fail_code = env_long("STANDIN_NCCL_FAIL_CODE", ncclSystemError);
-    if (cfg.fail_code < 1 || cfg.fail_code > 8) cfg.fail_code = ncclSystemError;
+    /* Any positive code: 9 and up are codes a newer NCCL may add (the caller must read them
+     * as the int they are, not as an enum that lacks them). */
+    if (cfg.fail_code < 1 || cfg.fail_code > 99) cfg.fail_code = ncclSystemError;
+    cfg.init_stuck = env_long("STANDIN_NCCL_INIT_STUCK", -1);
     cfg.async_at = env_long("STANDIN_NCCL_ASYNC_ERROR", 0);
     cfg.fail_rank = env_long("STANDIN_NCCL_FAIL_RANK", -1);
     cfg.lazy = (int)env_long("STANDIN_NCCL_LAZY", 0);
@@ -410,6 +415,14 @@ struct comm {
     int keep_map;          /* ncclCommInitAll's shared mapping: never unmapped */
     struct user_op ops[MAX_USER_OPS];
     struct comm *next_all;
+    /* A non-blocking init's handle (ncclCommInitRankConfig with blocking = 0): the caller
+     * holds it at once while a thread makes the communicator it stands for (`real`);
+     * `init_state` is ncclInProgress until then, and then the init's result. */
+    int proxy;
+    struct comm *_Atomic real;
+    _Atomic int init_state;
+    _Atomic int cancel;    /* ncclCommAbort during init: the init thread gives up */
+    _Atomic int init_done; /* the init thread has finished */
 };
 
 static struct comm *g_comms; /* every communicator ever made (structs are never freed) */
@@ -434,6 +447,20 @@ static int comm_ok(struct comm *c) {
     while (x && x != c) x = x->next_all;
     pthread_mutex_unlock(&g_comms_mu);
     return x && x->magic == COMM_MAGIC;
+}
+
+/* The communicator behind a valid handle: itself, or the one a non-blocking init made. While
+ * that init runs, or after it failed, there is none: NULL, and *rc says what NCCL answers
+ * (ncclCommEnsureReady: ncclInvalidArgument). */
+static struct comm *fwd(struct comm *c, ncclResult_t *rc) {
+    *rc = ncclSuccess;
+    if (!c->proxy) return c;
+    int st = atomic_load(&c->init_state);
+    if (st != ncclSuccess) {
+        *rc = ncclInvalidArgument;
+        return NULL;
+    }
+    return atomic_load(&c->real);
 }
 
 static void comm_unref(struct comm *c) {
@@ -1235,6 +1262,14 @@ static ncclResult_t call(int kind, const void *send, void *recv, size_t count, i
         WARN("%s : invalid communicator %p", name, (void *)c);
         return fail_call(ncclInvalidArgument);
     }
+    ncclResult_t fr;
+    struct comm *handle = c;
+    if (!(c = fwd(handle, &fr))) {
+        WARN("%s : communicator %p is not ready (its non-blocking init %s)", name, (void *)handle,
+             atomic_load(&handle->init_state) == ncclInProgress ? "is still in progress"
+                                                                 : "failed");
+        return fail_call(fr);
+    }
     t_dev = c->dev;
     if (atomic_load(&c->finished)) {
         WARN("%s : communicator %p was destroyed or aborted", name, (void *)c);
@@ -1412,6 +1447,12 @@ EXPORT ncclResult_t ncclRecv(void *r, size_t count, int dtype, int peer, struct 
 EXPORT ncclResult_t ncclRedOpCreatePreMulSum(int *op, void *scalar, int dtype, int residence,
                                              struct comm *c) {
     setup();
+    if (comm_ok(c) && c->proxy) {
+        ncclResult_t fr;
+        struct comm *r = fwd(c, &fr);
+        if (!r) return fr;
+        c = r;
+    }
     if (!comm_ok(c) || !op || !scalar || dtype < 0 || dtype >= ncclNumTypes ||
         type_size(dtype) == 0 || dtype == ncclFloat8e4m3 || dtype == ncclFloat8e5m2) {
         WARN("ncclRedOpCreatePreMulSum : invalid argument");
@@ -1442,6 +1483,12 @@ EXPORT ncclResult_t ncclRedOpCreatePreMulSum(int *op, void *scalar, int dtype, i
 
 EXPORT ncclResult_t ncclRedOpDestroy(int op, struct comm *c) {
     setup();
+    if (comm_ok(c) && c->proxy) {
+        ncclResult_t fr;
+        struct comm *r = fwd(c, &fr);
+        if (!r) return fr;
+        c = r;
+    }
     if (!comm_ok(c) || op < ncclNumOps || op >= ncclNumOps + MAX_USER_OPS ||
         !c->ops[op - ncclNumOps].used) {
         WARN("ncclRedOpDestroy : operation %d is not a user-defined operation", op);
@@ -1479,6 +1526,7 @@ EXPORT const char *ncclGetErrorString(ncclResult_t r) {
  * stream's worker, is that communicator's last error. */
 EXPORT const char *ncclGetLastError(struct comm *c) {
     setup();
+    if (c && comm_ok(c) && c->proxy) c = atomic_load(&c->real);
     if (c && comm_ok(c) && atomic_load(&c->async_err) > 0) return c->async_msg;
     return t_last;
 }
@@ -1489,6 +1537,16 @@ EXPORT ncclResult_t ncclCommGetAsyncError(struct comm *c, ncclResult_t *err) {
     if (!comm_ok(c)) {
         WARN("ncclCommGetAsyncError : invalid communicator %p", (void *)c);
         return ncclInvalidArgument;
+    }
+    if (c->proxy) {
+        /* A non-blocking init: in progress, failed, or done (then the communicator's own). */
+        int st = atomic_load(&c->init_state);
+        struct comm *real = atomic_load(&c->real);
+        if (st != ncclSuccess || !real) {
+            *err = (ncclResult_t)st;
+            return ncclSuccess;
+        }
+        c = real;
     }
     int e = atomic_load(&c->async_err);
     *err = e > 0 ? (ncclResult_t)e : ncclSuccess;
@@ -2008,7 +2066,10 @@ static int current_device(void) {
     return d < 0 ? 0 : d; /* the runtime's default device */
 }
 
-static ncclResult_t init_rank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
+/* Join the communicator of `id` on device `dev`. `cancel`, when set by ncclCommAbort during a
+ * non-blocking init, makes the wait for the other ranks give up. */
+static ncclResult_t init_rank(struct comm **out, int nranks, ncclUniqueId id, int rank, int dev,
+                              _Atomic int *cancel) {
     setup();
     if (!out) return ncclInvalidArgument;
     *out = NULL;
@@ -2016,7 +2077,6 @@ static ncclResult_t init_rank(struct comm **out, int nranks, ncclUniqueId id, in
         WARN("standin: the CUDA stand-in (libcuda.so.1 with standin_cuda_*) is not loaded");
         return ncclSystemError;
     }
-    int dev = current_device();
     t_dev = dev;
     banner();
     if (nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
@@ -2091,6 +2151,16 @@ static ncclResult_t init_rank(struct comm **out, int nranks, ncclUniqueId id, in
         WARN("standin: mmap /dev/shm%s (%zu bytes): %s", name, total, strerror(errno));
         return ncclSystemError;
     }
+    if (cfg.init_stuck == rank) {
+        /* A rank whose init never gets to join (STANDIN_NCCL_INIT_STUCK): the others wait for
+         * it, as behind a peer stuck in CUDA or in its bootstrap. */
+        WARN("standin: rank %d is stuck in init (STANDIN_NCCL_INIT_STUCK=%ld)", rank,
+             cfg.init_stuck);
+        while (!(cancel && atomic_load(cancel))) usleep(20000);
+        munmap(base, total);
+        WARN("standin: rank %d: init aborted (ncclCommAbort)", rank);
+        return ncclInvalidUsage;
+    }
     struct comm *c = comm_new(base, total, rank, nranks, dev);
     if (!c) {
         munmap(base, total);
@@ -2116,7 +2186,14 @@ static ncclResult_t init_rank(struct comm **out, int nranks, ncclUniqueId id, in
             comm_unref(c);
             return ncclRemoteError;
         }
-        futex_wait(&c->hdr->joined, j, 200);
+        if (cancel && atomic_load(cancel)) {
+            WARN("standin: rank %d: init aborted (ncclCommAbort) with %u of %d ranks joined",
+                 rank, j, nranks);
+            atomic_store(&c->finished, 1);
+            comm_unref(c);
+            return ncclInvalidUsage;
+        }
+        futex_wait(&c->hdr->joined, j, 50);
     }
     if ((r = after_join(c))) {
         /* Every rank sees the same duplicate: all fail, as in NCCL. */
@@ -2130,15 +2207,90 @@ static ncclResult_t init_rank(struct comm **out, int nranks, ncclUniqueId id, in
 }
 
 EXPORT ncclResult_t ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId id, int rank) {
-    return init_rank(out, nranks, id, rank);
+    setup();
+    return init_rank(out, nranks, id, rank, have_cuda() ? current_device() : 0, NULL);
 }
 
-struct ncclConfig_v; /* the config is read by nobody here: blocking init, defaults */
+/* The fields of ncclConfig_t every release since 2.14 has, in its order (nccl.h). NCCL copies
+ * min(size, its own sizeof) bytes over its defaults and resets fields newer than `version`. */
+struct config14 {
+    size_t size;
+    unsigned int magic, version;
+    int blocking;
+};
+#define CONFIG_MAGIC 0xcafebeefu
+#define CONFIG_UNDEF_INT INT_MIN
+
+struct init_job {
+    struct comm *proxy;
+    int nranks, rank, dev;
+    ncclUniqueId id;
+};
+
+static void *init_main(void *arg) {
+    struct init_job *j = arg;
+    struct comm *real = NULL;
+    t_dev = j->dev;
+    ncclResult_t r = init_rank(&real, j->nranks, j->id, j->rank, j->dev, &j->proxy->cancel);
+    atomic_store(&j->proxy->real, real);
+    atomic_store(&j->proxy->init_state, (int)r);
+    atomic_store(&j->proxy->init_done, 1);
+    free(j);
+    return NULL;
+}
 
 EXPORT ncclResult_t ncclCommInitRankConfig(struct comm **out, int nranks, ncclUniqueId id,
-                                           int rank, struct ncclConfig_v *config) {
-    (void)config;
-    return init_rank(out, nranks, id, rank);
+                                           int rank, struct config14 *config) {
+    setup();
+    if (!out) return ncclInvalidArgument;
+    *out = NULL;
+    int blocking = 1;
+    if (config) {
+        if (config->size < offsetof(struct config14, blocking) + sizeof(int) ||
+            config->magic != CONFIG_MAGIC) {
+            WARN("ncclCommInitRankConfig : invalid config (size %zu, magic 0x%x): build it from "
+                 "NCCL_CONFIG_INITIALIZER",
+                 config->size, config->magic);
+            return ncclInvalidArgument;
+        }
+        if (config->blocking != CONFIG_UNDEF_INT) blocking = config->blocking;
+    }
+    const char *env = getenv("NCCL_COMM_BLOCKING");
+    if (env && *env) blocking = atoi(env) != 0;
+    int dev = have_cuda() ? current_device() : 0;
+    if (blocking) return init_rank(out, nranks, id, rank, dev, NULL);
+    if (!have_cuda()) {
+        WARN("standin: the CUDA stand-in (libcuda.so.1 with standin_cuda_*) is not loaded");
+        return ncclSystemError;
+    }
+    if (nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
+        WARN("Invalid rank requested : %d/%d", rank, nranks);
+        return ncclInvalidArgument;
+    }
+    /* As NCCL: the handle at once, in progress; the work on a thread of its own. */
+    struct comm *p = comm_new(NULL, 0, rank, nranks, dev);
+    struct init_job *j = calloc(1, sizeof *j);
+    if (!p || !j) {
+        free(j);
+        return ncclSystemError;
+    }
+    p->proxy = 1;
+    atomic_store(&p->init_state, ncclInProgress);
+    *j = (struct init_job){p, nranks, rank, dev, id};
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&th, &at, init_main, j);
+    pthread_attr_destroy(&at);
+    if (e) {
+        WARN("standin: pthread_create: %s", strerror(e));
+        free(j);
+        p->magic = 0;
+        return ncclSystemError;
+    }
+    *out = p;
+    return (ncclResult_t)atomic_load(&p->init_state);
 }
 
 EXPORT ncclResult_t ncclCommInitAll(struct comm **comms, int ndev, const int *devlist) {
@@ -2216,6 +2368,18 @@ EXPORT ncclResult_t ncclCommAbort(struct comm *c) {
         WARN("ncclCommAbort : invalid communicator %p", (void *)c);
         return ncclInvalidArgument;
     }
+    if (c->proxy) {
+        /* NCCL flags the init thread, joins it and ignores its error; here the thread is given
+         * up to 2 s (a dial in the bootstrap does not see the flag) and then left behind. */
+        if (atomic_exchange(&c->finished, 1)) {
+            WARN("ncclCommAbort : communicator %p was already destroyed or aborted", (void *)c);
+            return ncclInvalidUsage;
+        }
+        atomic_store(&c->cancel, 1);
+        for (int i = 0; i < 100 && !atomic_load(&c->init_done); i++) usleep(20000);
+        struct comm *real = atomic_load(&c->real);
+        return real ? ncclCommAbort(real) : ncclSuccess;
+    }
     if (atomic_exchange(&c->finished, 1)) {
         WARN("ncclCommAbort : communicator %p was already destroyed or aborted", (void *)c);
         return ncclInvalidUsage;
@@ -2232,6 +2396,13 @@ EXPORT ncclResult_t ncclCommAbort(struct comm *c) {
 EXPORT ncclResult_t ncclCommFinalize(struct comm *c) {
     setup();
     if (!comm_ok(c)) return ncclInvalidArgument;
+    if (c->proxy) {
+        ncclResult_t fr;
+        if (!fwd(c, &fr)) {
+            WARN("ncclCommFinalize : communicator %p is not ready", (void *)c);
+            return fr;
+        }
+    }
     return ncclSuccess;
 }
 
@@ -2246,6 +2417,15 @@ EXPORT ncclResult_t ncclCommDestroy(struct comm *c) {
     if (atomic_exchange(&c->finished, 1)) {
         WARN("ncclCommDestroy : communicator %p was already destroyed or aborted", (void *)c);
         return ncclInvalidUsage;
+    }
+    if (c->proxy) {
+        ncclResult_t fr;
+        struct comm *real = fwd(c, &fr);
+        if (!real) {
+            WARN("ncclCommDestroy : communicator %p is not ready (abort it instead)", (void *)c);
+            return fr;
+        }
+        return ncclCommDestroy(real);
     }
     comm_unref(c);
     return ncclSuccess;
