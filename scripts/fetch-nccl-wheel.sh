@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# Fetch the real libnccl.so.2 of the nvidia-nccl-cu13 wheel from PyPI into target/nccl-wheel,
-# for the test that loads it without a GPU (tests/it/gpu_backend.rs). Only the library and the
-# version are kept. Never fails the caller: without network the test says it was skipped.
+# Fetch the real libnccl.so.2 of an nvidia-nccl wheel from PyPI into target/nccl-wheel, for
+# the test that loads it without a GPU (tests/it/gpu_backend.rs): ncclGetVersion, and every
+# entry point ringlab resolves. Only the library and the version are kept. Never fails the
+# caller: without network the test says it was skipped.
 #
-#   scripts/fetch-nccl-wheel.sh [PACKAGE]     (default nvidia-nccl-cu13)
+# Pinned to NCCL 2.28.9, the release the emulation, the stand-ins and the FFI review target
+# (the cu13 wheels on PyPI start at 2.32, so the pin is the cu12 wheel; the library's C API is
+# the same).
+#
+#   scripts/fetch-nccl-wheel.sh [REQUIREMENT]     (default nvidia-nccl-cu12==2.28.9)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PKG="${1:-nvidia-nccl-cu13}"
+PKG="${1:-nvidia-nccl-cu12==2.28.9}"
+WANT="${PKG##*==}"
+[ "$WANT" = "$PKG" ] && WANT=""
 DEST=target/nccl-wheel
-if [ -s "$DEST/nvidia/nccl/lib/libnccl.so.2" ] && [ -s "$DEST/VERSION" ]; then
+if [ -s "$DEST/nvidia/nccl/lib/libnccl.so.2" ] && [ -s "$DEST/VERSION" ] &&
+   { [ -z "$WANT" ] || [ "$(cat "$DEST/VERSION")" = "$WANT" ]; }; then
   echo "nccl wheel: have $(cat "$DEST/VERSION") in $DEST"
   exit 0
 fi
+rm -rf "$DEST"
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then
   echo "nccl wheel: no python3 to fetch it with; the wheel test will be skipped" >&2
@@ -20,7 +29,7 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 if ! timeout 600 "$PY" -m pip download --quiet --no-deps --only-binary=:all: \
-    --platform manylinux_2_27_x86_64 --python-version 3.11 -d "$TMP" "$PKG" >&2; then
+    --platform manylinux_2_18_x86_64 --platform manylinux_2_27_x86_64 --python-version 3.11 -d "$TMP" "$PKG" >&2; then
   echo "nccl wheel: could not download $PKG; the wheel test will be skipped" >&2
   exit 0
 fi

@@ -337,7 +337,13 @@ pub fn probe(nccl_asked: bool) -> Probe {
     p.nccl_lib = nccl_present();
     if p.nccl_lib {
         match api::version() {
-            Ok(code) => p.nccl_version = Some(version_string(code)),
+            Ok(code) => {
+                p.nccl_version = Some(version_string(code));
+                // Every entry point a rank will call must resolve: say now, not mid-run.
+                if let Err(e) = api::get() {
+                    p.errors.push(e);
+                }
+            }
             Err(e) => p.errors.push(format!("ncclGetVersion failed: {e}")),
         }
     }
@@ -890,6 +896,14 @@ impl NcclRank {
         }
         self.since_mark.0 += count * es;
         self.since_mark.1 += 1;
+        Ok(())
+    }
+
+    /// Record a progress mark on the stream when one is due. Call it after the launch, outside
+    /// any group: inside ncclGroupStart/End the collective is not on the stream yet (NCCL
+    /// launches at the outermost ncclGroupEnd), so a mark recorded there would complete before
+    /// the work it stands for.
+    pub fn mark_progress(&mut self) -> Result<(), String> {
         if self.since_mark.0 >= MARK_BYTES || self.since_mark.1 >= MARK_CALLS {
             self.since_mark = (0, 0);
             use cudarc::driver::sys::CUevent_flags;

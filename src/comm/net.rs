@@ -82,6 +82,20 @@ impl Retrier {
         }
     }
 
+    /// NCCL ≥ 2.24's schedule for `tries` and `sleep_ms`: the sleep before each try k is
+    /// sleep_ms × k. Returns (the whole wait before NCCL gives up, tries made within `window`).
+    pub fn counted_schedule(tries: u64, sleep_ms: u64, window: Duration) -> (Duration, u64) {
+        let total = Duration::from_millis(sleep_ms * tries * (tries + 1) / 2);
+        let mut waited = 0u64;
+        let within = (1..=tries)
+            .take_while(|k| {
+                waited += sleep_ms * k;
+                Duration::from_millis(waited) <= window
+            })
+            .count() as u64;
+        (total, within)
+    }
+
     /// This process's policy: its profile and the two variables.
     pub fn from_env() -> Self {
         Self::new(

@@ -376,7 +376,12 @@ impl<'s> NcclRig<'s> {
         use crate::comm::nccl::{self, NcclRank};
         let patience = Duration::from_secs(job.timeout_s.max(1));
         if job.devices > 0 {
-            phase(&format!("nccl init on {} GPUs (one process)", job.devices));
+            // Contexts and ncclCommInitAll in one call: the CUDA-init allowance covers both.
+            phase(&format!(
+                "{} and ncclCommInitAll on {} GPUs (one process)",
+                nccl::CUDA_INIT,
+                job.devices
+            ));
             let gs = NcclRank::all(job.devices).map_err(error)?;
             return Ok(Self {
                 gs,
@@ -485,7 +490,12 @@ impl measure::Rig for NcclRig<'_> {
                     .try_for_each(|(g, b)| one(g, b))
             })
         }
-        .map_err(error)
+        .map_err(error)?;
+        // Progress marks after the group has launched the work, never inside it.
+        self.gs
+            .iter_mut()
+            .try_for_each(|g| g.mark_progress())
+            .map_err(error)
     }
     fn complete(&mut self, on_progress: &mut dyn FnMut()) -> Result<(), Fault> {
         use crate::comm::nccl::WaitFault;

@@ -288,9 +288,11 @@ pub struct NcclLab {
 }
 
 impl NcclLab {
-    /// NCCL's own log, and its connect retries shortened so that the lab's watchdog, not
-    /// NCCL's ~60 s of retries (34 with a growing 100 ms sleep, NCCL ≥ 2.24), calls the hang
-    /// while NCCL is still dialing; INIT, BOOTSTRAP and NET lines are the evidence.
+    /// NCCL's own log, and its connect retries made finer and longer (NCCL ≥ 2.24 sleeps
+    /// RETRY_SLEEP_MSEC × k before try k): by default 34 tries, about 60 s in all, after which
+    /// NCCL gives up on its own; here 1000 tries at 10 ms × k, 109 of them in the first minute
+    /// and about 83 minutes in all, so that the lab's watchdog, not NCCL's give-up, calls the
+    /// hang while NCCL is still dialing; INIT, BOOTSTRAP and NET lines are the evidence.
     pub fn lab_env() -> Vec<(String, String)> {
         [
             ("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,NET"),
@@ -1535,6 +1537,30 @@ pub fn as_expected(s: &Scenario, r: &LabReport) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_nccl_labs_retries_outlast_the_watchdog_as_the_docs_say() {
+        use crate::comm::net::Retrier;
+        let env = NcclLab::lab_env();
+        let get = |k: &str| -> u64 {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or_else(|| panic!("{k} in {env:?}"))
+        };
+        let minute = Duration::from_secs(60);
+        let (total, first_minute) = Retrier::counted_schedule(
+            get("NCCL_SOCKET_RETRY_CNT"),
+            get("NCCL_SOCKET_RETRY_SLEEP_MSEC"),
+            minute,
+        );
+        // README and NcclLab::lab_env: 109 tries in the first minute, about 83 minutes in all.
+        assert_eq!(first_minute, 109);
+        assert_eq!(total.as_secs() / 60, 83);
+        // NCCL's default: 34 tries, about 60 s, after which it gives up by itself.
+        let (default_total, _) = Retrier::counted_schedule(34, 100, minute);
+        assert_eq!(default_total.as_millis(), 59_500);
+    }
     use super::*;
 
     #[test]

@@ -384,6 +384,51 @@ fn init_has_its_own_allowance_and_a_stuck_init_is_aborted_by_the_ranks() {
     assert!(!t.contains("panicked"), "{t}");
 }
 
+/// L9: in single-process mode every GPU's collective is launched inside one group, and NCCL
+/// puts the work on the streams only at ncclGroupEnd: a progress mark (an event recorded on
+/// the stream) must come after that, or it completes before the work it stands for.
+#[test]
+fn progress_marks_come_after_the_group_that_launches_the_work() {
+    let Some(d) = dir() else { return };
+    let out = ringlab(
+        d,
+        &[
+            "bench",
+            "--backend",
+            "nccl",
+            "--single-process",
+            "--nproc-per-node",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-n",
+            "300",
+            "-w",
+            "0",
+        ],
+        &[("STANDIN_GPUS", "2"), ("STANDIN_TRACE", "1")],
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let (mut open, mut marks) = (0i32, 0);
+    for line in t.lines() {
+        if line.contains("ncclGroupStart (") {
+            open += 1;
+        } else if line.contains("ncclGroupEnd (") {
+            open -= 1;
+        } else if line.contains("cuEventRecord(") {
+            marks += 1;
+            assert_eq!(open, 0, "a progress mark recorded inside a group: {line}");
+        }
+    }
+    assert!(
+        marks > 0,
+        "300 calls make at least one mark (one per 256): {t}"
+    );
+}
+
 /// L14: NCCL's result codes are read as the C int they are: a code newer than the ones this
 /// build knows is reported by number, with NCCL's own text, never as an enum value it is not.
 #[test]
