@@ -241,7 +241,57 @@ fn shared_gpus_and_a_single_process_are_exact_too() {
         let (out, rows) = bench(d, args, &[("STANDIN_GPUS", gpus)]);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
         assert_eq!(wrong_total(&rows), Some(0), "{args:?}: {}", text(&out));
+        // L12: the rows of ranks that share a GPU say so in JSON too.
+        let shared = args.contains(&"--ranks-per-gpu");
+        for r in rows.iter().filter(|r| r["summary"] != true) {
+            assert_eq!(r["shared_gpu"] == true, shared, "{args:?}: {r}");
+        }
     }
+}
+
+/// L6 and L10: a sweep that does not fit the GPU is refused before anything starts, with the
+/// numbers; an NCCL_ALGO the ranks inherit is shown as such, not as NCCL's own choice.
+#[test]
+fn gpu_memory_is_checked_and_an_inherited_nccl_algo_is_shown() {
+    let Some(d) = dir() else { return };
+    let out = ringlab(
+        d,
+        &[
+            "bench",
+            "--backend",
+            "nccl",
+            "--nproc-per-node",
+            "2",
+            "-b",
+            "1G",
+            "-e",
+            "1G",
+        ],
+        &[("STANDIN_GPUS", "2"), ("STANDIN_GPU_MEM_GB", "1")],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("2.0 GiB of GPU memory per rank") && t.contains("the GPU has 1.0 GiB"),
+        "{t}"
+    );
+
+    let (out, rows) = bench(
+        d,
+        &["--nproc-per-node", "2"],
+        &[("STANDIN_GPUS", "2"), ("NCCL_ALGO", "Tree")],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("NCCL_ALGO=Tree is set in this environment"),
+        "{t}"
+    );
+    let row = rows
+        .iter()
+        .find(|r| r["summary"] != true)
+        .unwrap_or_else(|| panic!("no rows: {t}"));
+    assert_eq!(row["algo"], "NCCL_ALGO=Tree", "{row}");
 }
 
 /// What the checks are for: a NCCL that moves nothing is caught by #wrong, an error from NCCL
