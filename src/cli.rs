@@ -86,10 +86,14 @@ pub enum Command {
     Bench(lab::BenchArgs),
     /// The classic NCCL sanity check: an all-reduce of ones must equal the world size.
     Sanity(lab::SanityArgs),
-    /// Read NCCL_DEBUG=INFO logs and name known misconfigurations, with evidence and fixes.
+    /// This machine's report (GPUs, NCCL, interfaces), or NCCL logs and flight recorders read
+    /// for known misconfigurations, with evidence and fixes.
     ///
-    /// Example: ringlab doctor --log node0.log node1.log. Exits 0 when nothing is found, 1 on
-    /// findings, 2 when a file cannot be read.
+    /// `ringlab doctor` alone reports the machine: the GPUs and driver, the NCCL a rank would
+    /// load (and any other in reach), the network interfaces and what NCCL_SOCKET_IFNAME would
+    /// pick. `--log node0.log node1.log` reads NCCL_DEBUG=INFO logs; `--trace DIR` lines up
+    /// flight recorders. Exits 0 when nothing is found, 1 on findings, 2 when a file cannot be
+    /// read.
     Doctor(doctor::DoctorArgs),
     /// Files to take to a real cluster, e.g. `export sanity-script --out nccl_sanity.py`.
     Export {

@@ -959,14 +959,19 @@ fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
         .map_err(|e| e.to_string())
 }
 
+/// How long a flight-recorder folder must be untouched before `lab cleanup` takes it: a
+/// running lab rewrites its folder at every collective.
+pub const TRACE_DIR_QUIET: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Flight-recorder folders this user's earlier labs left (a failed run keeps its dumps for
-/// `doctor --trace`), untouched for two minutes (a running lab rewrites its folder at every
-/// collective). Returns what was removed.
-pub fn remove_old_trace_dirs() -> Vec<String> {
+/// `doctor --trace`), untouched for [`TRACE_DIR_QUIET`]. Returns what was removed, and the
+/// folders kept because they changed more recently (a lab may still be writing them).
+pub fn remove_old_trace_dirs() -> (Vec<String>, Vec<String>) {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let mut removed = Vec::new();
+    let mut kept = Vec::new();
     for base in [std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()] {
         let Ok(entries) = std::fs::read_dir(&base) else {
             continue;
@@ -977,20 +982,25 @@ pub fn remove_old_trace_dirs() -> Vec<String> {
                 .file_name()
                 .to_string_lossy()
                 .starts_with("ringlab-trace-");
-            let old = std::fs::symlink_metadata(&path).is_ok_and(|m| {
-                m.is_dir()
-                    && m.uid() == me
-                    && m.modified()
-                        .ok()
-                        .and_then(|t| t.elapsed().ok())
-                        .is_some_and(|age| age > std::time::Duration::from_secs(120))
-            });
-            if ours && old && std::fs::remove_dir_all(&path).is_ok() {
+            let Ok(m) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !ours || !m.is_dir() || m.uid() != me {
+                continue;
+            }
+            let old = m
+                .modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > TRACE_DIR_QUIET);
+            if !old {
+                kept.push(path.display().to_string());
+            } else if std::fs::remove_dir_all(&path).is_ok() {
                 removed.push(format!("flight recorders {}", path.display()));
             }
         }
     }
-    removed
+    (removed, kept)
 }
 
 /// Run time: the evidence is each rank's flight recorder. The launcher knows which processes

@@ -690,8 +690,15 @@ fn cleanup_removes_old_flight_recorders_only() {
     assert!(touched.success());
     let out = ringlab(&["lab", "cleanup"]);
     assert!(out.status.success());
-    assert!(!old.exists(), "{}", String::from_utf8_lossy(&out.stdout));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!old.exists(), "{said}");
     assert!(fresh.exists(), "a folder in use is kept");
+    // And the learner is told why it is still there.
+    assert!(
+        said.contains("kept") && said.contains(&fresh.display().to_string()),
+        "{said}"
+    );
+    assert!(!said.contains("nothing to clean up\n"), "{said}");
     let _ = std::fs::remove_dir_all(&fresh);
 }
 

@@ -40,7 +40,9 @@ pub enum HangLab {
         #[arg(long, hide = true, value_name = "JSON")]
         try_fix: Option<String>,
     },
-    /// Remove namespaces a crashed run left behind (everything named rlab-*).
+    /// Remove what crashed or finished runs left behind: namespaces named rlab-* and their
+    /// orphaned holders, shared-memory segments of dead ranks, and flight-recorder folders
+    /// untouched for 2 minutes (newer ones are kept, and listed: a lab may still be writing).
     Cleanup,
 }
 
@@ -63,15 +65,31 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
         }
         HangLab::Cleanup => {
             let mut removed = cluster::cleanup_all();
-            removed.extend(scenario::remove_old_trace_dirs());
+            let (traces, kept) = scenario::remove_old_trace_dirs();
+            removed.extend(traces);
             removed.extend(crate::comm::shm::remove_orphans(std::path::Path::new(
                 crate::comm::shm::DIR,
             )));
             if removed.is_empty() {
-                println!("nothing to clean up");
+                println!(
+                    "nothing to clean up{}",
+                    if kept.is_empty() { "" } else { " now" }
+                );
             }
             for r in removed {
                 println!("removed {r}");
+            }
+            if !kept.is_empty() {
+                println!(
+                    "kept {} flight-recorder folder(s) changed in the last {} s (a lab may still \
+                     be writing them; `ringlab doctor --trace DIR` reads them; run cleanup again \
+                     later to remove them):",
+                    kept.len(),
+                    scenario::TRACE_DIR_QUIET.as_secs()
+                );
+                for k in kept {
+                    println!("  {k}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
