@@ -70,6 +70,13 @@ impl Form {
 
     /// The column of fields with the focused one marked (▶ and the selection style).
     pub fn lines<M: FormModel>(&self, model: &M, t: &Theme) -> Vec<Line<'static>> {
+        // Labels padded to the longest plus one space, so `◀` never touches a label.
+        let w = M::FIELDS
+            .iter()
+            .map(|&f| M::label(f).chars().count())
+            .max()
+            .unwrap_or(0)
+            + 1;
         M::FIELDS
             .iter()
             .enumerate()
@@ -77,12 +84,12 @@ impl Form {
                 let (label, value) = (M::label(f), model.value(f));
                 if i == self.focus {
                     Line::from(vec![
-                        Span::styled(format!("▶ {label:<11}"), t.selection),
+                        Span::styled(format!("▶ {label:<w$}"), t.selection),
                         Span::styled(format!("◀ {value} ▶"), t.selection),
                     ])
                 } else {
                     Line::from(vec![
-                        Span::styled(format!("  {label:<11}"), t.dim),
+                        Span::styled(format!("  {label:<w$}"), t.dim),
                         Span::raw(format!("  {value}")),
                     ])
                 }
@@ -178,4 +185,40 @@ mod tests {
         row.update(&mut m, Action::Move(1));
         assert_eq!(row.focus, 0);
     }
+}
+
+/// `lines` as they fit `width` × `height` when wrapped: when they do not, the tail gives way
+/// to one dim line saying how many lines did not fit, so nothing is cut silently.
+pub fn fit_lines(
+    mut lines: Vec<Line<'static>>,
+    width: u16,
+    height: u16,
+    t: &Theme,
+) -> Vec<Line<'static>> {
+    use ratatui::widgets::{Paragraph, Wrap};
+    let rows = |l: &Line<'static>| {
+        Paragraph::new(l.clone())
+            .wrap(Wrap { trim: false })
+            .line_count(width.max(1))
+    };
+    let total: usize = lines.iter().map(rows).sum();
+    if total <= height as usize || height == 0 {
+        return lines;
+    }
+    // Room for the marker's one row.
+    let mut used = 1;
+    let keep = lines
+        .iter()
+        .take_while(|l| {
+            used += rows(l);
+            used <= height as usize
+        })
+        .count();
+    let hidden: usize = lines[keep..].iter().map(rows).sum();
+    lines.truncate(keep);
+    lines.push(Line::styled(
+        format!("… {hidden} more line(s) below"),
+        t.dim,
+    ));
+    lines
 }

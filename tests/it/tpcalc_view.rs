@@ -208,3 +208,32 @@ fn enter_in_a_lesson_opens_the_first_visible_tp_or_plan_block() {
     };
     assert_eq!((p.nodes, p.gpus_per_node, p.backend), (3, 4, Backend::Ray));
 }
+
+/// At 80x24 every check the calculator makes is on screen, even at TP 64 where several fail
+/// (the link table gives way first), and TP 1 says it has no all-reduce.
+#[test]
+fn tpcalc_checks_stay_on_screen_at_80x24() {
+    for tp in [64, 1, 5] {
+        let mut app = app_with(Vec::new(), 80, 24);
+        app.open_tpcalc("llama-3.1-70b", tp, 1)
+            .unwrap_or_else(|e| panic!("tp {tp}: {e}"));
+        let f = frame(&app);
+        let report = ringlab::infer::calculate(&ringlab::infer::TpQuery::new(
+            ringlab::infer::find_model("llama-3.1-70b").expect("preset"),
+            tp,
+            1,
+        ))
+        .expect("report");
+        for c in &report.checks {
+            let head: String = c.message.chars().take(30).collect();
+            assert!(
+                f.contains(&head),
+                "tp {tp}: check {head:?} is off screen:\n{f}"
+            );
+        }
+        if tp == 1 {
+            assert!(f.contains("none at TP 1"), "{f}");
+        }
+        insta::assert_snapshot!(format!("tpcalc_tp{tp}_80x24"), f);
+    }
+}

@@ -169,8 +169,8 @@ impl FormModel for PlannerState {
             PlanField::GpusPerNode => "GPUs/node",
             PlanField::Backend => "backend",
             PlanField::GpuMemory => "GPU memory",
-            PlanField::Intra => "inside node",
-            PlanField::Inter => "between",
+            PlanField::Intra => "intra-node",
+            PlanField::Inter => "inter-node",
         }
     }
 

@@ -13,8 +13,9 @@ use crate::tui::form::{Form, FormModel, cycle};
 use crate::tui::theme::Theme;
 use crate::units::{format_bytes, format_seconds};
 
-/// TP degrees ←/→ step through (3, 6, 7 and 12 are there to show what fails).
-pub const TP_STEPS: [usize; 11] = [1, 2, 3, 4, 6, 7, 8, 12, 16, 32, 64];
+/// TP degrees ←/→ step through: every degree up to 8 (3, 5, 6 and 7 divide few models' heads:
+/// they are there to show what fails), then 12 (across a node) and powers of two.
+pub const TP_STEPS: [usize; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64];
 /// Tokens per forward pass: decode steps and prefills.
 pub const TOKEN_STEPS: [u64; 8] = [1, 8, 32, 128, 512, 2048, 8192, 32768];
 /// GPUs per node.
@@ -93,7 +94,7 @@ impl FormModel for TpCalcState {
         match f {
             TpField::Model => "model",
             TpField::Tp => "TP degree",
-            TpField::Tokens => "tokens/pass",
+            TpField::Tokens => "tok/pass",
             TpField::GpusPerNode => "GPUs/node",
         }
     }
@@ -159,6 +160,22 @@ fn check_style(level: Level, t: &Theme) -> ratatui::style::Style {
     }
 }
 
+/// Passes per second, with as many decimals as they need (50, 6.25, 0.0244).
+fn passes(x: f64) -> String {
+    let s = if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
     let kv = |k: &str, v: String| {
         Line::from(vec![Span::styled(format!("{k:<20}"), t.dim), Span::raw(v)])
@@ -166,11 +183,16 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
     let mut out = vec![
         kv(
             "bytes/all-reduce",
-            format!(
-                "{} B ({})",
-                r.allreduce_bytes,
-                format_bytes(r.allreduce_bytes)
-            ),
+            if r.tp == 1 {
+                // One GPU holds whole layers: there is nothing to add up across GPUs.
+                "none at TP 1 (no all-reduce)".to_string()
+            } else {
+                format!(
+                    "{} B ({})",
+                    r.allreduce_bytes,
+                    format_bytes(r.allreduce_bytes)
+                )
+            },
         ),
         kv(
             "all-reduces/pass",
@@ -191,21 +213,41 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
         ),
         kv(
             "sent/GPU/second",
+            // The rate is the whole model's, not one sequence's (a pass may carry several
+            // tokens): "total" says so; passes/s follow in the line below.
             format!(
-                "{} at {} tok/s",
+                "{} at {} tok/s total",
                 crate::infer::tp::format_rate(r.sent_per_gpu_per_s),
-                r.tokens_per_s
+                r.tokens_per_s,
             ),
         ),
-        Line::raw(""),
-        Line::styled(
+        kv(
+            "passes/second",
             format!(
-                "{:<15}{:>10}{:>10}{:>11}",
-                "link", "latency", "one AR", "per pass"
+                "{} ({} tok/s ÷ {} tok/pass)",
+                passes(r.forwards_per_s),
+                r.tokens_per_s,
+                r.tokens
             ),
-            t.strong,
         ),
     ];
+    // The checks before the link table: on a short terminal the table gives way, never the
+    // verdict on the TP degree.
+    out.push(Line::raw(""));
+    for c in &r.checks {
+        out.push(Line::styled(
+            format!("{} {}", c.level.mark(), c.message),
+            check_style(c.level, t),
+        ));
+    }
+    out.push(Line::raw(""));
+    out.push(Line::styled(
+        format!(
+            "{:<15}{:>10}{:>10}{:>11}",
+            "link", "latency", "one AR", "per pass"
+        ),
+        t.strong,
+    ));
     for e in &r.estimates {
         out.push(Line::raw(format!(
             "{:<15}{:>10}{:>10}{:>11}",
@@ -219,13 +261,6 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
         "estimates: ring alpha-beta; per-step latencies assumed",
         t.dim,
     ));
-    out.push(Line::raw(""));
-    for c in &r.checks {
-        out.push(Line::styled(
-            format!("{} {}", c.level.mark(), c.message),
-            check_style(c.level, t),
-        ));
-    }
     out
 }
 
@@ -265,11 +300,14 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         Ok(r) => result_lines(r, t),
         Err(e) => vec![Line::styled(e.clone(), t.error)],
     };
+    let area = right.inner(ratatui::layout::Margin::new(1, 0));
+    // The block's title takes the first row.
+    let lines = crate::tui::form::fit_lines(lines, area.width, area.height.saturating_sub(1), t);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
             .block(Block::default().title(Span::styled(" Per GPU, from the schedule ", t.h2))),
-        right.inner(ratatui::layout::Margin::new(1, 0)),
+        area,
     );
 }
 
@@ -298,7 +336,8 @@ mod tests {
         assert_eq!(step(&TP_STEPS, 8, -1), 7);
         assert_eq!(step(&TP_STEPS, 64, 1), 64);
         assert_eq!(step(&TP_STEPS, 1, -1), 1);
-        assert_eq!(step(&TP_STEPS, 5, 1), 6, "off-list values join the list");
+        assert_eq!(step(&TP_STEPS, 10, 1), 12, "off-list values join the list");
+        assert_eq!(step(&TP_STEPS, 4, 1), 5, "5 is a step too");
     }
 
     #[test]
