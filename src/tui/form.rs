@@ -114,6 +114,42 @@ pub fn cycle(i: usize, len: usize, d: i32) -> usize {
     (i as isize + d.signum() as isize).rem_euclid(n) as usize
 }
 
+/// `lines` as they fit `width` × `height` when wrapped: when they do not, the tail gives way
+/// to one dim line saying how many lines did not fit, so nothing is cut silently.
+pub fn fit_lines(
+    mut lines: Vec<Line<'static>>,
+    width: u16,
+    height: u16,
+    t: &Theme,
+) -> Vec<Line<'static>> {
+    use ratatui::widgets::{Paragraph, Wrap};
+    let rows = |l: &Line<'static>| {
+        Paragraph::new(l.clone())
+            .wrap(Wrap { trim: false })
+            .line_count(width.max(1))
+    };
+    let total: usize = lines.iter().map(rows).sum();
+    if total <= height as usize || height == 0 {
+        return lines;
+    }
+    // Room for the marker's one row.
+    let mut used = 1;
+    let keep = lines
+        .iter()
+        .take_while(|l| {
+            used += rows(l);
+            used <= height as usize
+        })
+        .count();
+    let hidden: usize = lines[keep..].iter().map(rows).sum();
+    lines.truncate(keep);
+    lines.push(Line::styled(
+        format!("… {hidden} more line(s) below"),
+        t.dim,
+    ));
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,40 +221,4 @@ mod tests {
         row.update(&mut m, Action::Move(1));
         assert_eq!(row.focus, 0);
     }
-}
-
-/// `lines` as they fit `width` × `height` when wrapped: when they do not, the tail gives way
-/// to one dim line saying how many lines did not fit, so nothing is cut silently.
-pub fn fit_lines(
-    mut lines: Vec<Line<'static>>,
-    width: u16,
-    height: u16,
-    t: &Theme,
-) -> Vec<Line<'static>> {
-    use ratatui::widgets::{Paragraph, Wrap};
-    let rows = |l: &Line<'static>| {
-        Paragraph::new(l.clone())
-            .wrap(Wrap { trim: false })
-            .line_count(width.max(1))
-    };
-    let total: usize = lines.iter().map(rows).sum();
-    if total <= height as usize || height == 0 {
-        return lines;
-    }
-    // Room for the marker's one row.
-    let mut used = 1;
-    let keep = lines
-        .iter()
-        .take_while(|l| {
-            used += rows(l);
-            used <= height as usize
-        })
-        .count();
-    let hidden: usize = lines[keep..].iter().map(rows).sum();
-    lines.truncate(keep);
-    lines.push(Line::styled(
-        format!("… {hidden} more line(s) below"),
-        t.dim,
-    ));
-    lines
 }
