@@ -47,7 +47,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Open a lesson by id (or the course map without one).
+    /// Open a lesson by id (or the course map without one); q then returns to the shell, as
+    /// from `ring` and `drill`.
     Learn {
         /// Lesson id, e.g. `collectives`.
         lesson: Option<String>,
@@ -359,10 +360,13 @@ fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
 
 fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<ExitCode> {
     let mut app = new_app(lessons)?;
-    if let Some(id) = lesson
-        && let Err(known) = app.open_lesson(id)
-    {
-        anyhow::bail!("no lesson `{id}`; known lessons: {}", known.join(", "));
+    if let Some(id) = lesson {
+        if let Err(known) = app.open_lesson(id) {
+            anyhow::bail!("no lesson `{id}`; known lessons: {}", known.join(", "));
+        }
+        // Like `ring`, `drill` and `quiz`: q in the screen a command opened goes back to the
+        // shell it came from (links and searches still open other lessons above it).
+        app.launched_here();
     }
     run_tui(app)
 }

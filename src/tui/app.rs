@@ -36,6 +36,8 @@ pub enum Action {
     Section(i32),
     SearchStart,
     SearchStep(i32),
+    /// Lesson: Esc clears an active search; with none, it leaves like `q`.
+    ClearSearchOrBack,
     ToggleTex,
     /// Lesson: select the next (+1) or previous (-1) link within the course.
     NextLink(i32),

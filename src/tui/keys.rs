@@ -303,6 +303,13 @@ pub const BINDINGS: &[Binding] = &[
         Some((2, "search")),
     ),
     b(
+        Home,
+        &[Char('/')],
+        "search the course",
+        Action::SearchStart,
+        None,
+    ),
+    b(
         Lesson,
         &[Char('n')],
         "next match",
@@ -331,6 +338,13 @@ pub const BINDINGS: &[Binding] = &[
         None,
     ),
     b(Lesson, RELOAD, "reload lessons", Action::Reload, None),
+    b(
+        Lesson,
+        &[Code(KeyCode::Esc)],
+        "clear the search (with none: back)",
+        Action::ClearSearchOrBack,
+        None,
+    ),
     b(
         Lesson,
         &[Char('f')],

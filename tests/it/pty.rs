@@ -156,3 +156,15 @@ fn q_leaves_a_screen_opened_from_the_command_line_to_the_shell() {
     assert!(!out.contains("Course map") && !out.contains("◐"), "{out}");
     assert_restored(&out, "EXIT=0");
 }
+
+/// `ringlab learn ID` is left the same way: q goes back to the shell, not to the map.
+#[test]
+fn q_leaves_a_lesson_opened_with_learn_to_the_shell() {
+    let mut r = Run::start_with("learn collectives");
+    r.pid();
+    r.expect("The collectives");
+    r.send("q");
+    let out = r.finish();
+    assert!(!out.contains("Course map"), "{out}");
+    assert_restored(&out, "EXIT=0");
+}

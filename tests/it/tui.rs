@@ -94,6 +94,88 @@ fn search_finds_and_scrolls_to_the_match() {
     assert!(found, "needle on screen:\n{}", t.backend());
 }
 
+/// `/` on the course map searches the course: the prompt opens in the selected lesson and a
+/// word only a later lesson has takes the learner there, at the match.
+#[test]
+fn slash_on_the_map_searches_the_whole_course() {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+    let course = Course::from_dir(Path::new("lessons")).expect("the course");
+    // A word lesson 1 lacks and a later lesson has.
+    let word = "Duplicate GPU";
+    let first = course
+        .entries
+        .iter()
+        .position(|e| e.lesson.as_ref().is_some_and(|l| l.body.contains(word)))
+        .expect("some lesson mentions it");
+    assert!(first > 0, "lesson 1 must not have it for this test");
+    let mut app = App::new(course, Theme::color());
+    app::update(&mut app, Action::Resize(100, 30));
+    let slash = ringlab::tui::map_event(
+        &app,
+        &Event::Key(KeyEvent::new(KeyCode::Char('/'), KeyModifiers::NONE)),
+    )
+    .expect("/ is bound on the map");
+    app::update(&mut app, slash);
+    assert!(app.prompt_open(), "the search prompt is open");
+    for c in word.chars() {
+        app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
+    }
+    app::update(&mut app, Action::InputSubmit);
+    assert_eq!(app.stack.len(), 2);
+    let Some(app::Screen::Lesson(l)) = app.stack.last() else {
+        panic!("a lesson is open");
+    };
+    assert_eq!(l.entry, first, "the first lesson that has the word");
+    assert!(l.search.current.is_some(), "at a match");
+    assert!(
+        app.status.as_deref().is_some_and(|s| s.contains(word)),
+        "{:?}",
+        app.status
+    );
+}
+
+/// Esc with a search active clears it (as in less and vim) and stays in the lesson; a second
+/// Esc, or q, leaves.
+#[test]
+fn esc_clears_an_active_search_before_it_leaves_the_lesson() {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+    let key = |c| Event::Key(KeyEvent::new(c, KeyModifiers::NONE));
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::Resize(80, 24));
+    app::update(&mut app, Action::SearchStart);
+    for c in "needle".chars() {
+        app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
+    }
+    app::update(&mut app, Action::InputSubmit);
+    assert_eq!(app.stack.len(), 2);
+    let esc = ringlab::tui::map_event(&app, &key(KeyCode::Esc)).expect("Esc is bound");
+    app::update(&mut app, esc);
+    assert_eq!(
+        app.stack.len(),
+        2,
+        "the first Esc clears the search, not the lesson"
+    );
+    assert!(
+        app.status
+            .as_deref()
+            .is_some_and(|s| s.contains("search cleared")),
+        "{:?}",
+        app.status
+    );
+    let esc = ringlab::tui::map_event(&app, &key(KeyCode::Esc)).expect("Esc is bound");
+    app::update(&mut app, esc);
+    assert_eq!(app.stack.len(), 1, "with no search, Esc leaves");
+    // q leaves even with a search active.
+    app.open_lesson("sample").expect("lesson");
+    app::update(&mut app, Action::SearchStart);
+    app::update(&mut app, Action::Edit(InputRequest::InsertChar('n')));
+    app::update(&mut app, Action::InputSubmit);
+    let q = ringlab::tui::map_event(&app, &key(KeyCode::Char('q'))).expect("q is bound");
+    app::update(&mut app, q);
+    assert_eq!(app.stack.len(), 1);
+}
+
 #[test]
 fn help_overlay_lists_the_same_keys_as_the_hint_bar() {
     let mut app = fixture_app(Theme::color());

@@ -29,6 +29,15 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
         Action::Open if n > 0 => {
             return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
         }
+        // Search the course: the prompt opens in the selected lesson, and a query it lacks
+        // goes on to the next lesson that has it (n and N then walk the whole course).
+        Action::SearchStart if n > 0 => {
+            let mut l = LessonState::open(app, s.selected);
+            l.search.editing = true;
+            l.search.course_wide = true;
+            app.status = Some("search the course: type, then Enter".into());
+            return Outcome::Push(Screen::Lesson(Box::new(l)));
+        }
         Action::OpenHang => {
             return Outcome::Push(Screen::Hang(Box::default()));
         }

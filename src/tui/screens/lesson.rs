@@ -24,6 +24,9 @@ pub struct Search {
     /// Lines that contain the query.
     pub hits: Vec<usize>,
     pub current: Option<usize>,
+    /// Started from the course map (`/` there): a query this lesson lacks goes straight on
+    /// to the next lesson that has it.
+    pub course_wide: bool,
 }
 
 pub struct LessonState {
@@ -410,6 +413,31 @@ pub fn find(plain: &[String], query: &str) -> Vec<usize> {
         .collect()
 }
 
+/// Leave this lesson for `entry` with the same query, at its first match (`d` > 0) or its
+/// last, reading progress kept.
+fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
+    if let Some(id) = &s.id {
+        let f = s.fraction_read(app);
+        app.record_reading(id, f);
+    }
+    let query = s.search.query.clone();
+    let course_wide = s.search.course_wide;
+    *s = LessonState::open(app, entry);
+    s.search.query = query;
+    s.search.course_wide = course_wide;
+    s.search.hits = find(&s.plain, &s.search.query);
+    let at = if d > 0 {
+        0
+    } else {
+        s.search.hits.len().saturating_sub(1)
+    };
+    if let Some(&line) = s.search.hits.get(at) {
+        s.search.current = Some(at);
+        s.scroll = line.saturating_sub(2).min(s.max_scroll(app));
+    }
+    app.status = Some(s.search_summary(app));
+}
+
 pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
     let max = s.max_scroll(app);
     let page = viewport(app).saturating_sub(2).max(1) as isize;
@@ -428,6 +456,14 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
                 .then_some(0));
                 if let Some(i) = s.search.current {
                     s.scroll = s.search.hits[i].saturating_sub(2).min(max);
+                }
+                // A search from the course map goes to where the text is.
+                if s.search.hits.is_empty()
+                    && s.search.course_wide
+                    && let Some(entry) = s.next_lesson_with(app, 1)
+                {
+                    go_on_to(s, app, entry, 1);
+                    return Outcome::Stay;
                 }
                 app.status = Some(s.search_summary(app));
             }
@@ -465,24 +501,7 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
             // Past the last match (or the first, going back), the search goes on in the next
             // lesson that has the text, in course order.
             if past_end && let Some(entry) = s.next_lesson_with(app, d) {
-                if let Some(id) = &s.id {
-                    let f = s.fraction_read(app);
-                    app.record_reading(id, f);
-                }
-                let query = s.search.query.clone();
-                *s = LessonState::open(app, entry);
-                s.search.query = query;
-                s.search.hits = find(&s.plain, &s.search.query);
-                let at = if d > 0 {
-                    0
-                } else {
-                    s.search.hits.len().saturating_sub(1)
-                };
-                if let Some(&line) = s.search.hits.get(at) {
-                    s.search.current = Some(at);
-                    s.scroll = line.saturating_sub(2).min(s.max_scroll(app));
-                }
-                app.status = Some(s.search_summary(app));
+                go_on_to(s, app, entry, d);
                 return Outcome::Stay;
             }
             if n > 0 {
@@ -528,7 +547,12 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
             Some(Err(e)) => app.status = Some(e),
             None => app.status = Some("this file is not a lesson; no quiz".into()),
         },
-        Action::Back => {
+        Action::ClearSearchOrBack if !s.search.query.is_empty() => {
+            s.search = Search::default();
+            app.status = Some("search cleared (Esc or q again leaves the lesson)".into());
+            return Outcome::Stay;
+        }
+        Action::Back | Action::ClearSearchOrBack => {
             if let Some(id) = &s.id {
                 let f = s.fraction_read(app);
                 app.record_reading(id, f);
