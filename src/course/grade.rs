@@ -111,6 +111,13 @@ pub fn grade(item: &Item, inst: &Instance, input: &str) -> Verdict {
             Err(e) => Verdict::Invalid(e),
         },
         (Answer::Number(want), Kind::Numeric) => match parse_quantity(s, item.unit) {
+            // A count, a size, a rate or a time is never negative: a sign is a slip, refused
+            // rather than graded.
+            Ok(x) if x < 0.0 && *want >= 0.0 => Verdict::Invalid(format!(
+                "“{}” is negative; this answer is {}: answer with a positive number",
+                s.trim(),
+                numeric_kind(item.unit)
+            )),
             Ok(x) => verdict(within(x, *want, item.tolerance)),
             Err(e) => Verdict::Invalid(e),
         },
@@ -118,6 +125,26 @@ pub fn grade(item: &Item, inst: &Instance, input: &str) -> Verdict {
             Verdict::Invalid("recall items are graded by you: compare with the model answer".into())
         }
         _ => Verdict::Invalid("this item's answer could not be computed".into()),
+    }
+}
+
+/// What a numeric answer measures, in words.
+fn numeric_kind(unit: Option<Unit>) -> &'static str {
+    match unit {
+        Some(Unit::Bytes) => "a size",
+        Some(Unit::GbPerS) => "a bandwidth",
+        Some(Unit::Micros) => "a time",
+        None => "a count",
+    }
+}
+
+/// The input hint of a numeric item: examples in its own unit (a step count gets no bytes).
+pub fn numeric_hint(unit: Option<Unit>) -> &'static str {
+    match unit {
+        Some(Unit::Bytes) => "a size, e.g. 1.75e9, 1.75 GB, 16 KiB",
+        Some(Unit::GbPerS) => "a bandwidth in GB/s, e.g. 48.5 or 48.5 GB/s",
+        Some(Unit::Micros) => "a time, e.g. 28 µs, 0.028 ms, 28",
+        None => "a number, e.g. 14, 1,750 or 1.75e9",
     }
 }
 

@@ -119,7 +119,8 @@ impl Term {
         for _ in 0..from.abs_diff(to) {
             self.send(key);
         }
-        let title = sc.title.clone();
+        // As the list shows it: `code` marks dropped, a long title cut at its column.
+        let title: String = sc.title.replace('`', "").chars().take(40).collect();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let c = self.screen();

@@ -316,3 +316,45 @@ fn unknown_deck_and_no_terminal_are_clear_errors() {
     assert_eq!(code, 2, "{err}");
     assert!(!err.contains("panicked"));
 }
+
+/// A negative count or size is a slip, refused with a reason rather than marked wrong; and each
+/// numeric item's input hint gives examples in its own unit that the grader accepts.
+#[test]
+fn a_negative_answer_is_refused_and_hints_speak_the_items_unit() {
+    use ringlab::course::grade::numeric_hint;
+    use ringlab::course::quiz::Unit;
+    let steps =
+        item("id = \"n\"\ntype = \"numeric\"\nprompt = \"steps?\"\nanswer = 14\ntolerance = 0\n");
+    let inst = steps.instantiate(1).expect("instance");
+    match grade(&steps, &inst, "-5") {
+        Verdict::Invalid(m) => assert!(m.contains("negative") && m.contains("a count"), "{m}"),
+        v => panic!("-5 steps graded as {v:?}"),
+    }
+    assert_eq!(grade(&steps, &inst, "14"), Verdict::Correct);
+    let bytes = item(
+        "id = \"b\"\ntype = \"numeric\"\nprompt = \"bytes?\"\nanswer = 1024\ntolerance = 0\nunit = \"B\"\n",
+    );
+    let inst = bytes.instantiate(1).expect("instance");
+    assert!(matches!(
+        grade(&bytes, &inst, "-1 KiB"),
+        Verdict::Invalid(_)
+    ));
+    for unit in [
+        None,
+        Some(Unit::Bytes),
+        Some(Unit::GbPerS),
+        Some(Unit::Micros),
+    ] {
+        let hint = numeric_hint(unit);
+        let examples = hint.split("e.g. ").nth(1).expect("examples");
+        for ex in examples.split(", ").flat_map(|e| e.split(" or ")) {
+            assert!(
+                ringlab::course::grade::parse_quantity(ex, unit).is_ok(),
+                "{unit:?}: the hint's example {ex:?} is refused"
+            );
+        }
+        if unit.is_none() {
+            assert!(!hint.contains("GB") && !hint.contains("KiB"), "{hint}");
+        }
+    }
+}

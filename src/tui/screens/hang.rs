@@ -454,10 +454,11 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     };
     frame.render_widget(
         Paragraph::new(vec![
-            Line::from(vec![
-                Span::styled(" Hang lab ", t.title),
-                Span::styled(title, t.strong),
-            ]),
+            Line::from(
+                std::iter::once(Span::styled(" Hang lab ", t.title))
+                    .chain(crate::tui::markdown::inline_code(&title, t.strong, t.code))
+                    .collect::<Vec<_>>(),
+            ),
             Line::styled(format!(" {stage}"), t.accent),
         ]),
         head,
@@ -516,6 +517,16 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+/// `text` in at most `width` characters, its end replaced by `…` when it is longer.
+fn ellipsize(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
 fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(e) = &s.error {
@@ -528,7 +539,13 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     }
     for (i, sc) in s.scenarios.iter().enumerate() {
         let sel = i == s.selected;
-        let row = format!("{} {:<44}", if sel { "▶" } else { " " }, s.heading(i, sc));
+        // The title as text (its `code` marks dropped) in a 44-column field, cut with an
+        // ellipsis rather than pushed past its column.
+        let row = format!(
+            "{} {:<44}",
+            if sel { "▶" } else { " " },
+            ellipsize(&s.heading(i, sc).replace('`', ""), 44)
+        );
         // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
         let name = if s.blind {
             String::new()
@@ -988,6 +1005,27 @@ impl crate::tui::screens::View for HangState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_rows_keep_their_columns_and_show_no_code_marks() {
+        let s = HangState::new();
+        let t = crate::tui::theme::Theme::color();
+        let rows: Vec<String> = pick_lines(&s, &t)
+            .iter()
+            .map(|l| l.spans.iter().map(|sp| sp.content.as_ref()).collect())
+            .filter(|r: &String| r.contains(" lab run "))
+            .collect();
+        assert!(rows.len() >= 10, "{rows:?}");
+        for r in &rows {
+            let col = r.find(" lab run ").map(|b| r[..b].chars().count());
+            assert_eq!(col, Some(46), "the name column moved: {r:?}");
+            assert!(!r.contains('`'), "{r:?}");
+        }
+        assert!(
+            rows.iter().any(|r| r.contains('…')),
+            "a long title is cut with an ellipsis: {rows:?}"
+        );
+    }
 
     #[test]
     fn connect_retries_show_on_the_board() {

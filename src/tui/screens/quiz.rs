@@ -373,7 +373,7 @@ pub fn item_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
                 Kind::Single => "a letter or number, e.g. b",
                 Kind::Multi => "letters or numbers, e.g. a c",
                 Kind::Order => "letters first to last, e.g. c a b",
-                Kind::Numeric => "a number, e.g. 1.75e9, 1.75 GB, 16 KiB",
+                Kind::Numeric => crate::course::grade::numeric_hint(e.item.unit),
             };
             let mut line = vec![Span::styled("› ", t.key)];
             if s.answer.value() == cur.input {
