@@ -525,3 +525,91 @@ fn search_counts_matches_across_the_course_and_moves_on() {
     assert!(seen.len() >= 2, "n moved on to other lessons: {seen:?}");
     assert_eq!(app.stack.len(), 2, "one lesson screen, replaced in place");
 }
+
+/// The live lab at 80x24 and 120x40: every field on screen (the backend too), the in-place
+/// #wrong column whole, a legend that says which line is in place and a y axis with ticks;
+/// while ranks run the hint bar offers cancelling, not running; a changed field after a
+/// cancelled run clears the verdict.
+#[test]
+fn live_lab_layout_at_80x24_and_120x40() {
+    use ringlab::collective::Collective;
+    use ringlab::lab::bench::Row;
+    use ringlab::tui::screens::lab::{LabState, RunState};
+    let row = |in_place: bool, size: u64, busbw: f64, wrong: u64| Row {
+        coll: Collective::AllReduce,
+        backend: "tcp",
+        algo: "ring".into(),
+        ranks: 4,
+        size,
+        count: size / 4,
+        dtype: "float",
+        redop: "sum",
+        root: -1,
+        in_place,
+        time_us: 123.4,
+        algbw_gbps: busbw,
+        busbw_gbps: busbw,
+        wrong,
+        transport: Some("SHM".into()),
+        shared_gpu: false,
+    };
+    for (w, h) in [(80u16, 24u16), (120, 40)] {
+        let mut app = fixture_app(Theme::color());
+        let mut lab = LabState::new(Default::default());
+        for (k, size) in [1u64 << 10, 1 << 14, 1 << 18, 1 << 22]
+            .into_iter()
+            .enumerate()
+        {
+            lab.rows.push((
+                row(false, size, 1.5 * (k + 1) as f64, 0),
+                row(true, size, 1.25 * (k + 1) as f64, 7),
+            ));
+        }
+        app.stack
+            .push(ringlab::tui::app::Screen::Lab(Box::new(lab)));
+        let text = format!("{}", draw(&mut app, w, h).backend());
+        for want in [
+            "coll:",
+            "min:",
+            "max:",
+            "backend:",
+            "out-of-place",
+            "in-place",
+        ] {
+            assert!(text.contains(want), "{w}x{h}: {want} missing:\n{text}");
+        }
+        let row_line = text
+            .lines()
+            .find(|l| l.contains("4 MiB") && l.contains("123.4"))
+            .unwrap_or_else(|| panic!("{w}x{h}: no 4 MiB row:\n{text}"));
+        let (_, inp) = row_line.split_once('│').expect("two halves");
+        assert!(
+            inp.contains(" 7 "),
+            "{w}x{h}: the in-place #wrong is whole: {row_line}"
+        );
+        insta::assert_snapshot!(format!("live_lab_{w}x{h}"), text);
+    }
+    // Running: the hint bar offers to cancel, not to run.
+    let mut app = fixture_app(Theme::color());
+    let mut lab = LabState::new(Default::default());
+    lab.state = RunState::Running;
+    app.stack
+        .push(ringlab::tui::app::Screen::Lab(Box::new(lab)));
+    let text = format!("{}", draw(&mut app, 80, 24).backend());
+    let bar = text.lines().last().unwrap_or("");
+    assert!(bar.contains("cancel the run"), "{bar}");
+    assert!(
+        !bar.contains("run on real") && !bar.contains("back"),
+        "{bar}"
+    );
+    // Cancelled, then a field changes: the verdict goes.
+    let Some(ringlab::tui::app::Screen::Lab(l)) = app.stack.last_mut() else {
+        unreachable!()
+    };
+    l.state = RunState::Cancelled;
+    app::update(&mut app, Action::Adjust(1));
+    let Some(ringlab::tui::app::Screen::Lab(l)) = app.stack.last() else {
+        unreachable!()
+    };
+    assert_eq!(l.state, RunState::Idle);
+}

@@ -446,6 +446,11 @@ pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
             if let Some(e) = s.form.update(&mut s.params, action) {
                 app.status = Some(e);
             }
+            // A changed field starts a new setup: the last run's verdict (cancelled, done,
+            // failed) no longer describes it; its rows stay until the next run.
+            if matches!(action, Action::Adjust(_)) {
+                s.state = RunState::Idle;
+            }
         }
         Action::Open if !s.running() => s.start(app),
         Action::Open => app.status = Some("already running: Esc cancels".into()),
@@ -471,26 +476,35 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     } else {
         (s.params.ranks as u16 + 2).min(10)
     };
+    // Parameters, the focused one marked with ▶ and reverse video; they wrap at a field's
+    // boundary, so every field (the backend too) stays on screen at 80 columns.
+    let mut field_lines: Vec<Vec<Span<'static>>> = vec![vec![Span::styled(" Live lab ", t.title)]];
+    for (i, &f) in LabParams::FIELDS.iter().enumerate() {
+        let (name, v) = (LabParams::label(f), s.params.value(f));
+        let focus = i == s.form.focus && !s.running();
+        let pair = [
+            Span::styled(format!("{}{name}: ", if focus { "▶" } else { " " }), t.dim),
+            Span::styled(format!(" {v} "), if focus { t.selection } else { t.strong }),
+        ];
+        let w: usize = pair.iter().map(|s| s.width()).sum();
+        let line_w = |l: &Vec<Span<'static>>| l.iter().map(|s| s.width()).sum::<usize>();
+        if field_lines
+            .last()
+            .is_some_and(|l| line_w(l) + w > area.width as usize)
+        {
+            field_lines.push(vec![Span::raw("          ")]);
+        }
+        if let Some(l) = field_lines.last_mut() {
+            l.extend(pair);
+        }
+    }
+    let head_h = field_lines.len() as u16 + 2;
     let [head, mid, board] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(head_h),
         Constraint::Min(6),
         Constraint::Length(board_h),
     ])
     .areas(area);
-    // Parameters, the focused one marked with ▶ and reverse video.
-    let mut spans = vec![Span::styled(" Live lab ", t.title)];
-    for (i, &f) in LabParams::FIELDS.iter().enumerate() {
-        let (name, v) = (LabParams::label(f), s.params.value(f));
-        let focus = i == s.form.focus && !s.running();
-        spans.push(Span::styled(
-            format!("{}{name}: ", if focus { "▶" } else { " " }),
-            t.dim,
-        ));
-        spans.push(Span::styled(
-            format!(" {v} "),
-            if focus { t.selection } else { t.strong },
-        ));
-    }
     let status = match &s.state {
         RunState::Idle => Span::styled(" Enter runs · ↑↓ choose a field · ←→ change it", t.dim),
         RunState::Running => Span::styled(
@@ -512,10 +526,9 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         }
         RunState::Cancelled => Span::styled(" cancelled", t.warn),
     };
-    frame.render_widget(
-        Paragraph::new(vec![Line::from(spans), Line::from(status)]),
-        head,
-    );
+    let mut head_lines: Vec<Line> = field_lines.into_iter().map(Line::from).collect();
+    head_lines.push(Line::from(status));
+    frame.render_widget(Paragraph::new(head_lines), head);
     let board_title = match s.collector.as_ref().and_then(|c| c.transport()) {
         // How the ranks' bytes travel, as they reported it.
         Some(tr) => format!(" ranks · transport {tr} "),
@@ -533,7 +546,7 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         return;
     }
     let [table, chart] =
-        Layout::horizontal([Constraint::Min(TABLE_WIDTH), Constraint::Percentage(40)]).areas(mid);
+        Layout::horizontal([Constraint::Length(TABLE_WIDTH), Constraint::Min(20)]).areas(mid);
     frame.render_widget(
         Paragraph::new(table_lines(s, t)).block(
             Block::default()
@@ -558,8 +571,9 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
-/// Columns the table needs: size, then time, busbw and #wrong out of place and in place.
-const TABLE_WIDTH: u16 = 48;
+/// Columns the table needs: size, then time, busbw and #wrong out of place and in place (49),
+/// and one column of space before the chart's axis.
+const TABLE_WIDTH: u16 = 50;
 
 fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
@@ -602,25 +616,48 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
 
 fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
-    let pts: Vec<(f64, f64)> = s
-        .rows
-        .iter()
-        .map(|(o, _)| ((o.size as f64).log2(), o.busbw_gbps))
-        .collect();
+    // Both placements, as the table has them (N/A rows, NaN, are left out).
+    let pts = |in_place: bool| -> Vec<(f64, f64)> {
+        s.rows
+            .iter()
+            .map(|(o, i)| if in_place { i } else { o })
+            .filter(|r| r.busbw_gbps.is_finite())
+            .map(|r| ((r.size as f64).log2(), r.busbw_gbps))
+            .collect()
+    };
+    let (out_pts, in_pts) = (pts(false), pts(true));
     let (x0, x1) = (
         (s.params.minbytes as f64).log2(),
         (s.params.maxbytes as f64)
             .log2()
             .max((s.params.minbytes as f64).log2() + 1.0),
     );
-    let ymax = pts.iter().map(|p| p.1).fold(0.1, f64::max) * 1.15;
-    let style = if t.mono { Style::new() } else { t.accent };
-    let data = [Dataset::default()
-        .name("busbw out-of-place")
-        .marker(Marker::Braille)
-        .graph_type(GraphType::Line)
-        .style(style)
-        .data(&pts)];
+    let ymax = out_pts
+        .iter()
+        .chain(&in_pts)
+        .map(|p| p.1)
+        .fold(0.1, f64::max)
+        * 1.15;
+    // Told apart by colour, and without colour by their marks.
+    let (out_style, in_style) = if t.mono {
+        (Style::new(), Style::new())
+    } else {
+        (t.accent, t.ok)
+    };
+    let data = [
+        Dataset::default()
+            .name("out-of-place")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(out_style)
+            .data(&out_pts),
+        Dataset::default()
+            .name("in-place")
+            .marker(if t.mono { Marker::Dot } else { Marker::Braille })
+            .graph_type(GraphType::Line)
+            .style(in_style)
+            .data(&in_pts),
+    ];
     let lbl = |v: f64| Span::styled(format_bytes(v.exp2().round() as u64), t.dim);
     let chart = Chart::new(data.to_vec())
         .block(
@@ -636,8 +673,12 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         ]))
         .y_axis(Axis::default().bounds([0.0, ymax]).labels(vec![
             Span::styled("0", t.dim),
+            Span::styled(format!("{:.2}", ymax / 2.0), t.dim),
             Span::styled(format!("{ymax:.2}"), t.dim),
-        ]));
+        ]))
+        // The legend says which line is which whenever the chart has room for it.
+        .legend_position(Some(ratatui::widgets::LegendPosition::TopLeft))
+        .hidden_legend_constraints((Constraint::Min(0), Constraint::Min(0)));
     frame.render_widget(chart, area);
 }
 
@@ -674,13 +715,27 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     }
     if out.is_empty() {
         out.push(Line::styled(
-            " no run yet: each rank will be its own process, meeting through a rendezvous store",
+            " no run yet: each rank will be a process of its own (rendezvous: a store)",
             t.dim,
         ));
     }
     out
 }
 
+
+const RUNNING: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab, running");
+
+/// While ranks run, q and Esc cancel the run (the fields are locked, Enter does nothing).
+pub const RUNNING_KEYS: &[crate::tui::keys::Binding] = &[crate::tui::keys::bind(
+    RUNNING,
+    &[
+        crate::tui::keys::Key::Char('q'),
+        crate::tui::keys::Key::Code(crossterm::event::KeyCode::Esc),
+    ],
+    "cancel the run (the ranks are killed)",
+    Action::Back,
+    Some((1, "cancel the run")),
+)];
 
 // The screen registry's view of the live lab (see screens/mod.rs).
 impl crate::tui::screens::View for LabState {
@@ -693,7 +748,19 @@ impl crate::tui::screens::View for LabState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+        if self.running() {
+            Vec::new()
+        } else {
+            vec![crate::tui::keys::Context::Lab]
+        }
+    }
+
+    fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
         vec![crate::tui::keys::Context::Lab]
+    }
+
+    fn keys(&self) -> &'static [crate::tui::keys::Binding] {
+        if self.running() { RUNNING_KEYS } else { &[] }
     }
 
     // Elapsed times on the phase board move while ranks run.

@@ -180,10 +180,17 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         .filter(|b| b.ctx != keys::Context::Global && b.hint.is_some())
         .collect();
     local.sort_by_key(|b| b.hint.map_or(u8::MAX, |(p, _)| p));
+    // A global key every one of whose keys the screen has taken for itself (the live lab's
+    // q/Esc cancel a run) is not shown: it would promise what those keys no longer do.
+    let shadowed = |b: &keys::Binding| {
+        b.keys
+            .iter()
+            .all(|k| own.iter().any(|o| o.keys.contains(k)))
+    };
     let global: Vec<&keys::Binding> = all
         .iter()
         .copied()
-        .filter(|b| b.ctx == keys::Context::Global && b.hint.is_some())
+        .filter(|b| b.ctx == keys::Context::Global && b.hint.is_some() && !shadowed(b))
         .collect();
     // "more: ?" is two columns wider than "? help".
     let reserved: usize = global.iter().map(|b| w(b)).sum::<usize>() + 2;
