@@ -148,6 +148,18 @@ impl Bank {
         bank
     }
 
+    /// Each lesson's quiz: lesson id → the ids of the items its quiz asks on their own
+    /// (inline follow-ups ride with their item).
+    pub fn lesson_quizzes(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for e in self.entries.iter().filter(|e| e.inline_of.is_none()) {
+            if let Some(d) = self.decks.get(e.deck).filter(|d| !d.is_drill) {
+                out.entry(d.id.clone()).or_default().push(e.item.id.clone());
+            }
+        }
+        out
+    }
+
     fn add_body(&mut self, deck: usize, path: &str, body: &str, body_line: usize) {
         for b in quiz_blocks(body) {
             let Ok(mut item) = quiz::parse(&b.text) else {

@@ -170,6 +170,9 @@ pub struct MergeReport {
 pub enum LessonMark {
     New,
     Started,
+    /// Read to the end; its quiz not yet passed.
+    Read,
+    /// Read to the end and every item of its quiz passed.
     Done,
 }
 
@@ -370,12 +373,28 @@ impl Progress {
         self.items.values().map(|r| r.reviews.len()).sum()
     }
 
-    pub fn lesson_state(&self, id: &str) -> LessonMark {
+    /// Where a lesson stands: done means read to the end *and* its quiz passed (`quiz`: the
+    /// lesson's quiz item ids; a lesson without a quiz is done when read).
+    pub fn lesson_state(&self, id: &str, quiz: &[String]) -> LessonMark {
         match self.lessons.get(id) {
             None => LessonMark::New,
-            Some(p) if p.read >= DONE_FRACTION => LessonMark::Done,
+            Some(p) if p.read >= DONE_FRACTION => {
+                if quiz.iter().all(|i| self.item_passed(i)) {
+                    LessonMark::Done
+                } else {
+                    LessonMark::Read
+                }
+            }
             Some(_) => LessonMark::Started,
         }
+    }
+
+    /// An item whose last answer was right (auto-graded) or graded Good or Easy (recall).
+    pub fn item_passed(&self, id: &str) -> bool {
+        self.items
+            .get(id)
+            .and_then(ItemRecord::last_review)
+            .is_some_and(|r| r.correct.unwrap_or(r.grade >= 3))
     }
 
     /// Note that `fraction` of lesson `id` has been seen; returns true when that changed anything
@@ -741,6 +760,33 @@ fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressEr
 mod tests {
     use super::*;
 
+    /// Done means read to the end and the quiz passed: paging to the end alone is "read".
+    #[test]
+    fn a_lesson_is_done_when_read_and_its_quiz_passed() {
+        use crate::course::grade::SelfGrade;
+        let mut p = Progress::default();
+        let now = Utc::now();
+        let quiz = vec!["q1".to_string(), "q2".to_string()];
+        assert_eq!(p.lesson_state("ring", &quiz), LessonMark::New);
+        p.note_reading("ring", 1.0, now);
+        assert_eq!(p.lesson_state("ring", &quiz), LessonMark::Read);
+        p.record_review("q1", SelfGrade::Good, Some(true), "quiz", None, now);
+        p.record_review("q2", SelfGrade::Again, Some(false), "quiz", None, now);
+        assert_eq!(
+            p.lesson_state("ring", &quiz),
+            LessonMark::Read,
+            "q2 was wrong"
+        );
+        let later = now + chrono::Duration::minutes(5);
+        p.record_review("q2", SelfGrade::Good, Some(true), "quiz", None, later);
+        assert_eq!(p.lesson_state("ring", &quiz), LessonMark::Done);
+        // A self-graded recall item passes at Good or Easy, not at Hard.
+        p.record_review("q1", SelfGrade::Hard, None, "quiz", None, later);
+        assert_eq!(p.lesson_state("ring", &quiz), LessonMark::Read);
+        // No quiz: read is done.
+        assert_eq!(p.lesson_state("ring", &[]), LessonMark::Done);
+    }
+
     #[test]
     fn round_trip_and_marks() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -756,9 +802,9 @@ mod tests {
         let (q, notice) = load(dir.path()).expect("load");
         assert_eq!(notice, None);
         assert_eq!(q, p);
-        assert_eq!(q.lesson_state("collectives"), LessonMark::Started);
-        assert_eq!(q.lesson_state("ring"), LessonMark::Done);
-        assert_eq!(q.lesson_state("tp"), LessonMark::New);
+        assert_eq!(q.lesson_state("collectives", &[]), LessonMark::Started);
+        assert_eq!(q.lesson_state("ring", &[]), LessonMark::Done);
+        assert_eq!(q.lesson_state("tp", &[]), LessonMark::New);
     }
 
     #[test]
@@ -814,7 +860,7 @@ mod tests {
         fs::write(dir.path().join(FILE_NAME), v1).expect("write");
         let (mut p, notice) = load(dir.path()).expect("load");
         assert_eq!(p.schema, SCHEMA);
-        assert_eq!(p.lesson_state("collectives"), LessonMark::Started);
+        assert_eq!(p.lesson_state("collectives", &[]), LessonMark::Started);
         assert!(p.items.is_empty());
         let Some(LoadNotice::Migrated {
             from: 1,

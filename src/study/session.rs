@@ -356,10 +356,18 @@ impl Session {
         out
     }
 
-    /// Position for "3 of 9": items shown so far (distinct), and the planned total.
+    /// Position for "3 of 9": distinct items shown so far, and distinct items in the session
+    /// (shown or still queued). A missed item asked again moves neither number (the item
+    /// line says "again"); a follow-up joins the total when it is queued.
     pub fn position(&self) -> (usize, usize) {
         let shown = self.seen.len();
-        (shown, self.planned.max(shown))
+        let queued: std::collections::HashSet<usize> = self
+            .queue
+            .iter()
+            .map(|q| q.0)
+            .filter(|i| !self.seen.contains_key(i))
+            .collect();
+        (shown, shown + queued.len())
     }
 }
 
@@ -393,10 +401,14 @@ mod tests {
         s.advance(&b, t0());
         let c = s.current.as_mut().expect("back again");
         assert_eq!((c.entry, c.attempt), (0, 2));
+        // The item asked again moves neither number of "1 of 1".
+        assert_eq!(s.position(), (1, 1));
+        let c = s.current.as_mut().expect("back again");
         c.input = " 4 ".into();
         assert_eq!(s.submit(&b, t0()).map(|g| g.correct), Some(Some(true)));
         s.advance(&b, t0());
         assert!(s.finished);
+        assert_eq!(s.position(), (1, 1));
         assert_eq!(s.score(), (0, 1));
         assert_eq!(s.missed(), vec![0]);
     }

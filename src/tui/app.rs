@@ -169,11 +169,15 @@ pub struct App {
     pub progress_dir: Option<PathBuf>,
     /// Where background work sends its results (set by the event loop).
     pub bg: Option<tokio::sync::mpsc::UnboundedSender<Background>>,
+    /// Each lesson's quiz item ids (what "done" needs besides reading), kept with the course.
+    pub quizzes: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl App {
     pub fn new(course: Course, theme: Theme) -> Self {
+        let quizzes = crate::course::bank::Bank::from_course(&course).lesson_quizzes();
         Self {
+            quizzes,
             progress: Progress::default(),
             progress_dir: None,
             bg: None,
@@ -190,6 +194,11 @@ impl App {
             status_since: None,
             raw_tex: false,
         }
+    }
+
+    /// A lesson's quiz item ids (none for a lesson without a quiz).
+    pub fn quiz_of(&self, lesson: &str) -> &[String] {
+        self.quizzes.get(lesson).map_or(&[], Vec::as_slice)
     }
 
     /// Open a lesson on top of the course map. Unknown ids return the known ones.
@@ -396,6 +405,7 @@ fn reload(app: &mut App) {
     match app.course.reload() {
         Ok(c) => {
             let errors = c.entries.iter().filter(|e| e.has_errors()).count();
+            app.quizzes = crate::course::bank::Bank::from_course(&c).lesson_quizzes();
             app.course = c;
             app.status = Some(match errors {
                 0 => format!("reloaded {} lessons", app.course.entries.len()),

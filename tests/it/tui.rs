@@ -288,12 +288,12 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     ] {
         assert!(text.contains(name), "{name} listed:\n{text}");
     }
-    assert!(text.contains("▶ Pinned to docker0"), "{text}");
+    assert!(text.contains("▶  Pinned to docker0"), "{text}");
     // Blind mode (b): numbered scenarios and the brief, nothing that names the cause.
     app::update(&mut app, Action::Blind);
     let t = draw(&mut app, 100, 30);
     let blind = format!("{}", t.backend());
-    assert!(blind.contains("▶ Scenario 1"), "{blind}");
+    assert!(blind.contains("▶  Scenario 1"), "{blind}");
     assert!(blind.contains("Scenario 7"), "{blind}");
     for giveaway in ["docker0", "NCCL_SOCKET_IFNAME", "Pinned", "lo-across"] {
         assert!(

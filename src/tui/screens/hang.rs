@@ -457,6 +457,11 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
             Line::from(
                 std::iter::once(Span::styled(" Hang lab ", t.title))
                     .chain(crate::tui::markdown::inline_code(&title, t.strong, t.code))
+                    // Blind mode hides the causes: say that it is on, and how to leave it.
+                    .chain(
+                        s.blind
+                            .then(|| Span::styled("  · blind mode (b: off)", t.warn)),
+                    )
                     .collect::<Vec<_>>(),
             ),
             Line::styled(format!(" {stage}"), t.accent),
@@ -503,7 +508,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         return;
     }
     let lines = match s.stage {
-        Stage::Pick => pick_lines(s, t),
+        Stage::Pick => pick_lines(s, t, &app.progress),
         Stage::Staging | Stage::Fixing => board_lines(s, t),
         Stage::Diagnosed | Stage::Passed => return render_diagnosis(s, t, frame, body),
     };
@@ -527,7 +532,11 @@ fn ellipsize(text: &str, width: usize) -> String {
     s
 }
 
-fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+fn pick_lines(
+    s: &HangState,
+    t: &Theme,
+    progress: &crate::study::progress::Progress,
+) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(e) = &s.error {
         // Every line: the first says what failed, the rest why, and what works instead.
@@ -541,10 +550,13 @@ fn pick_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         let sel = i == s.selected;
         // The title as text (its `code` marks dropped) in a 44-column field, cut with an
         // ellipsis rather than pushed past its column.
+        // ✓: solved before (kept in progress with hints seen and attempts).
+        let solved = progress.labs.get(&sc.name).is_some_and(|r| r.solved);
         let row = format!(
-            "{} {:<44}",
+            "{}{} {:<43}",
             if sel { "▶" } else { " " },
-            ellipsize(&s.heading(i, sc).replace('`', ""), 44)
+            if solved { "✓" } else { " " },
+            ellipsize(&s.heading(i, sc).replace('`', ""), 43)
         );
         // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
         let name = if s.blind {
@@ -1007,10 +1019,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn blind_mode_says_it_is_on() {
+        use ratatui::{Terminal, backend::TestBackend};
+        let app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let mut s = HangState::new();
+        let draw = |s: &HangState| {
+            let mut term = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+            term.draw(|f| render(s, &app, f, f.area())).expect("draw");
+            format!("{}", term.backend())
+        };
+        assert!(!draw(&s).contains("blind mode (b: off)"));
+        s.blind = true;
+        let text = draw(&s);
+        assert!(text.contains("blind mode (b: off)"), "{text}");
+        assert!(!text.contains("lab run docker0"), "blind mode hides the names: {text}");
+    }
+
+    #[test]
     fn list_rows_keep_their_columns_and_show_no_code_marks() {
         let s = HangState::new();
         let t = crate::tui::theme::Theme::color();
-        let rows: Vec<String> = pick_lines(&s, &t)
+        let mut progress = crate::study::progress::Progress::default();
+        progress.labs.insert(
+            "docker0".into(),
+            crate::study::progress::LabRecord {
+                solved: true,
+                ..Default::default()
+            },
+        );
+        let rows: Vec<String> = pick_lines(&s, &t, &progress)
             .iter()
             .map(|l| l.spans.iter().map(|sp| sp.content.as_ref()).collect())
             .filter(|r: &String| r.contains(" lab run "))
@@ -1025,6 +1065,9 @@ mod tests {
             rows.iter().any(|r| r.contains('…')),
             "a long title is cut with an ellipsis: {rows:?}"
         );
+        let solved: Vec<&String> = rows.iter().filter(|r| r.contains('✓')).collect();
+        assert_eq!(solved.len(), 1, "{rows:?}");
+        assert!(solved[0].contains("lab run docker0"), "{solved:?}");
     }
 
     #[test]

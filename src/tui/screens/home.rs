@@ -110,18 +110,21 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
     Outcome::Stay
 }
 
-/// A progress mark that reads without colour: ✓ done, ◐ started, ○ new, ✗ broken.
+/// A progress mark that reads without colour: ✓ read and its quiz passed, ● read (quiz to
+/// pass), ◐ started, ○ new, ✗ broken.
 pub fn mark(app: &App, entry: &Entry) -> &'static str {
+    use crate::study::progress::LessonMark;
     if entry.has_errors() {
         return "✗";
     }
     match entry
         .lesson
         .as_ref()
-        .map(|l| app.progress.lesson_state(&l.meta.id))
+        .map(|l| app.progress.lesson_state(&l.meta.id, app.quiz_of(&l.meta.id)))
     {
-        Some(crate::study::progress::LessonMark::Done) => "✓",
-        Some(crate::study::progress::LessonMark::Started) => "◐",
+        Some(LessonMark::Done) => "✓",
+        Some(LessonMark::Read) => "●",
+        Some(LessonMark::Started) => "◐",
         _ => "○",
     }
 }
@@ -170,10 +173,8 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         lines.push(Line::styled("  no lessons found", t.warn));
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(
-        "  ✓ done  ◐ started  ○ new  ✗ has errors",
-        t.dim,
-    ));
+    lines.push(Line::styled("  ✓ read, quiz passed  ● read, quiz to do", t.dim));
+    lines.push(Line::styled("  ◐ started  ○ new  ✗ has errors", t.dim));
     let top = s
         .selected
         .saturating_sub(list.height.saturating_sub(5) as usize);
@@ -224,6 +225,19 @@ fn detail_lines(app: &App, e: &Entry) -> Vec<Line<'static>> {
                 Span::styled("Needs: ", t.strong),
                 Span::raw(needs),
             ]));
+            // Quiz mastery: what "done" still needs.
+            let quiz = app.quiz_of(&l.meta.id);
+            if !quiz.is_empty() {
+                let passed = quiz.iter().filter(|i| app.progress.item_passed(i)).count();
+                out.push(Line::from(vec![
+                    Span::styled("Quiz: ", t.strong),
+                    Span::styled(
+                        format!("{passed} of {} passed", quiz.len()),
+                        if passed == quiz.len() { t.ok } else { t.base },
+                    ),
+                    Span::styled("  (Q takes it)", t.dim),
+                ]));
+            }
             out.push(Line::raw(""));
             out.push(Line::styled("You will be able to", t.strong));
             for o in &l.meta.objectives {
