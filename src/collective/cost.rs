@@ -192,30 +192,34 @@ pub struct Link {
 }
 
 /// Link presets. Bandwidths are line rates per direction; latencies are assumed round figures.
+/// Sources: NVLink 4 on H100 SXM is 18 links, 900 GB/s in both directions together (NVIDIA's
+/// H100 datasheet), so 450 GB/s each way; PCIe 5.0 x16 is 32 GT/s × 16 lanes with 128b/130b
+/// coding, about 63 GB/s each way; InfiniBand NDR and Ethernet by their line rates. Each note
+/// fits the ring view's status line at 80 columns (see the test below).
 pub const LINK_PRESETS: [Link; 4] = [
     Link {
         name: "NVLink 4",
         latency_us: 2.0,
         bandwidth_gbps: 450.0,
-        note: "450 GB/s each way per GPU (18 links, H100, facts.md); 2 µs per step is an assumption",
+        note: "450 GB/s each way (H100 datasheet); 2 µs/step assumed",
     },
     Link {
         name: "PCIe 5 x16",
         latency_us: 3.0,
         bandwidth_gbps: 64.0,
-        note: "~64 GB/s per direction, theoretical; 3 µs per step is an assumption",
+        note: "~64 GB/s each way, theoretical; 3 µs/step assumed",
     },
     Link {
         name: "400G InfiniBand",
         latency_us: 5.0,
         bandwidth_gbps: 50.0,
-        note: "400 Gb/s = 50 GB/s line rate; 5 µs per step is an assumption",
+        note: "50 GB/s line rate; 5 µs/step assumed",
     },
     Link {
         name: "100G Ethernet",
         latency_us: 20.0,
         bandwidth_gbps: 12.5,
-        note: "100 Gb/s = 12.5 GB/s line rate; 20 µs per step (TCP) is an assumption",
+        note: "12.5 GB/s line rate; 20 µs/step (TCP) assumed",
     },
 ];
 
@@ -435,6 +439,14 @@ pub fn busbw_gbps(op: Collective, n: usize, bytes: u64, seconds: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_link_note_fits_the_status_line_at_80_columns() {
+        for l in LINK_PRESETS {
+            let status = format!("estimates for {}: {}", l.name, l.note);
+            assert!(status.chars().count() <= 78, "{status}");
+        }
+    }
     use super::*;
     use crate::collective::{Algorithm, Spec};
 

@@ -1,7 +1,7 @@
 //! Running a schedule on real numbers, and the answer it must give, computed independently.
 //!
 //! [`simulate`] replays a [`Schedule`] on per-rank buffers. [`reference`] computes the expected
-//! result straight from the definitions (facts.md), never from a schedule; [`count_wrong`] compares
+//! result straight from the definitions (NCCL's documentation of each collective), never from a schedule; [`count_wrong`] compares
 //! the two the way nccl-tests' `#wrong` column does.
 //!
 //! `Op::Avg` is a sum followed by one division by N at the end, applied to the part of each buffer
@@ -162,7 +162,7 @@ pub fn simulate<T: Element>(
 }
 
 /// The element a collective defines at index `i` of `rank`'s buffer, straight from the
-/// definitions (facts.md), given every rank's input through `input(rank, i)`; `None` where the
+/// definitions (NCCL's collective operations documentation), given every rank's input through `input(rank, i)`; `None` where the
 /// collective leaves the element undefined (outside chunk r for reduce-scatter, non-root ranks
 /// for reduce) and for out-of-range arguments (n = 0, root/rank ≥ n, i ≥ count). Streaming, so a
 /// checker never needs every rank's buffer in memory.

@@ -400,7 +400,7 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Ring,
         &[Char('+'), Char('=')],
-        "more / fewer ranks",
+        "more ranks",
         Action::Ranks(1),
         Some((2, "ranks")),
     ),

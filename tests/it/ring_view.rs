@@ -214,3 +214,22 @@ fn a_node_shape_is_kept_while_it_divides_n_and_an_odd_n_says_what_it_chose() {
     let err = app.open_ring(bad).expect_err("3 does not divide 8");
     assert!(err.contains("does not divide"), "{err}");
 }
+
+/// Before the first step the view says what comes: "first" only where more follows.
+#[test]
+fn a_single_phase_collective_is_not_said_to_come_first() {
+    for (op, want, not) in [
+        (Collective::Broadcast, "ready: broadcast, ", "comes first"),
+        (Collective::AllReduce, "comes first", "ready: all-reduce,"),
+    ] {
+        let params = RingParams {
+            op,
+            ranks: 4,
+            ..RingParams::default()
+        };
+        let app = app_with_ring(params, 120, 40);
+        let text = ring(&app).phase_text();
+        assert!(text.contains(want), "{op:?}: {text}");
+        assert!(!text.contains(not), "{op:?}: {text}");
+    }
+}

@@ -262,6 +262,8 @@ impl RingState {
         }
         if self.step == 0 {
             return match self.schedule.phase_position(0) {
+                // One phase (broadcast, all-to-all, …): nothing else comes after it.
+                Some((p, _, k)) if k == n => format!("ready: {p}, {k} step{}", plural(k)),
                 Some((p, _, k)) => format!("ready: {p} comes first ({k} step{})", plural(k)),
                 None => String::new(),
             };
@@ -459,7 +461,7 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             app.status = Some(match LINK_PRESETS.get(s.link) {
                 Some(l) => format!("estimates for {}: {}", l.name, l.note),
                 None => format!(
-                    "estimates for {}; each GPU has its own NIC, a step waits for its slowest hop",
+                    "estimates for {}: a NIC per GPU; a step waits for its slowest hop",
                     topology_label(&spec, s.link)
                 ),
             });
