@@ -32,11 +32,13 @@ const RANK_COLORS: [Color; 8] = [
 
 pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
-    let compact = area.width < 100 || area.height < 32 || s.params.ranks > MAX_DRAWN;
+    // `area` is the body above the hint bar: a 100x32 terminal gives it 31 rows and still
+    // draws the ring (the README: "below 100x32 it becomes a compact table").
+    let compact = area.width < 100 || area.height < 31 || s.params.ranks > MAX_DRAWN;
     // Two header lines and one row per algorithm that has a schedule here.
     let cmp_h = 2 + s.compare.len().max(3) as u16;
     // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
-    let head_h = if s.narrate { 5 } else { 2 };
+    let head_h = if s.narrate { 6 } else { 3 };
     let [head, body, cmp] = Layout::vertical([
         Constraint::Length(head_h),
         Constraint::Min(3),
@@ -44,6 +46,9 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     ])
     .areas(area);
     let mut head_lines = header(s, t);
+    // Who sends what in this step: the compact table has no ring to draw it on, and a dense
+    // step (all-to-all) draws its chords without labels.
+    head_lines.push(step_line(s, t, area.width as usize));
     if s.narrate {
         head_lines.push(Line::raw(""));
         head_lines.push(Line::from(Span::styled(
@@ -78,6 +83,54 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
         );
     }
     frame.render_widget(Paragraph::new(compare_lines(s, t)), cmp);
+}
+
+/// A chunk range as the ring labels it: `c3`, `c0-2`, or `all`.
+fn chunk_label(s: &RingState, tr: &crate::collective::Transfer) -> String {
+    let n = s.params.ranks;
+    let chunks = s.schedule.chunks_of(tr);
+    if chunks.len() == n {
+        "all".to_string()
+    } else if chunks.len() == 1 {
+        format!("c{}", chunks.start)
+    } else {
+        format!("c{}-{}", chunks.start, chunks.end.saturating_sub(1))
+    }
+}
+
+/// "step 2: R0→R1 c3 · R1→R2 c0 · … (+5 more)": the transfers of the step just applied (or
+/// the first, before it), cut to `width` with the count of those left out.
+fn step_line(s: &RingState, t: &Theme, width: usize) -> Line<'static> {
+    let (idx, head) = if s.step == 0 {
+        (0, " first step:".to_string())
+    } else {
+        (s.step - 1, format!(" step {}:", s.step))
+    };
+    let transfers = s
+        .schedule
+        .steps()
+        .get(idx)
+        .map(|st| st.transfers.as_slice())
+        .unwrap_or(&[]);
+    let mut text = head;
+    for (k, tr) in transfers.iter().enumerate() {
+        let sep = if k == 0 { " " } else { " · " };
+        let item = format!("{sep}R{}→R{} {}", tr.src, tr.dst, chunk_label(s, tr));
+        let rest = transfers.len() - k;
+        let tail = format!(" … (+{rest} more)");
+        if text.chars().count() + item.chars().count() + tail.chars().count() > width
+            && rest > 0
+            && k > 0
+        {
+            text.push_str(&tail);
+            return Line::styled(text, t.dim);
+        }
+        text.push_str(&item);
+    }
+    if transfers.is_empty() {
+        text.push_str(" nothing moves");
+    }
+    Line::styled(text, t.dim)
 }
 
 fn header(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
@@ -132,6 +185,10 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
     };
     let label_style = if live { t.warn } else { t.dim };
     let node_style = t.strong;
+    // Chunk labels only where they do not pile up: a chord through the middle of the circle
+    // (all-to-all's "shift by N/2", a naive hub's spokes) would print its label over the
+    // others' ("c103"); the step line under the header lists every transfer anyway.
+    let label_each = transfers.len() <= n;
     let canvas = Canvas::default()
         .block(Block::default().title(Span::styled(" ring ", t.h2)))
         .marker(Marker::Braille)
@@ -162,16 +219,11 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
                     color: line_color,
                 });
                 ctx.print(ex, ey, Span::styled(arrow(x2 - x1, y2 - y1), label_style));
-                let chunks = s.schedule.chunks_of(tr);
-                let label = if chunks.len() == n {
-                    "all".to_string()
-                } else if chunks.len() == 1 {
-                    format!("c{}", chunks.start)
-                } else {
-                    format!("c{}-{}", chunks.start, chunks.end.saturating_sub(1))
-                };
-                let (mx, my) = ((sx + ex) / 2.0, (sy + ey) / 2.0);
-                ctx.print(mx * 0.8, my * 0.8, Span::styled(label, label_style));
+                let (mx, my) = ((sx + ex) / 2.0 * 0.8, (sy + ey) / 2.0 * 0.8);
+                if label_each && mx.hypot(my) > 0.3 {
+                    let label = chunk_label(s, tr);
+                    ctx.print(mx, my, Span::styled(label, label_style));
+                }
             }
             ctx.layer();
             for r in 0..n {
