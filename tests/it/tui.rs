@@ -613,3 +613,29 @@ fn live_lab_layout_at_80x24_and_120x40() {
     };
     assert_eq!(l.state, RunState::Idle);
 }
+
+/// A status longer than the 80-column bar ends at a whole word with an ellipsis.
+#[test]
+fn a_long_status_is_cut_at_a_word_at_80_columns() {
+    let mut app = fixture_app(Theme::color());
+    app.status = Some(
+        "“ring”: match 2 of 9 here · 31 in 5 other lessons (n past the last goes on to them) and more words here"
+            .into(),
+    );
+    let text = format!("{}", draw(&mut app, 80, 24).backend());
+    let bar = text
+        .lines()
+        .last()
+        .unwrap_or("")
+        .trim_matches('"')
+        .trim_end();
+    assert!(bar.ends_with('…'), "{bar}");
+    let before = bar.trim_end_matches('…');
+    let last_word = before.rsplit(' ').next().unwrap_or("");
+    assert!(
+        "“ring”: match 2 of 9 here · 31 in 5 other lessons (n past the last goes on to them) and more words here"
+            .split(' ')
+            .any(|w| w == last_word),
+        "cut mid-word: {bar}"
+    );
+}

@@ -162,7 +162,21 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     }
     let mut spans = Vec::new();
     if let Some(s) = &app.status {
-        spans.push(Span::styled(format!("{s}  "), t.accent));
+        // A status longer than the bar ends at a word with an ellipsis, never mid-word.
+        let w = width as usize;
+        let shown = if unicode_width::UnicodeWidthStr::width(s.as_str()) + 2 <= w {
+            s.clone()
+        } else {
+            let cut = crate::tui::markdown::ellipsize(s, w.saturating_sub(1));
+            let body = cut.trim_end_matches('…');
+            let cut = match body.rfind(' ') {
+                Some(i) if i > w / 2 => format!("{}…", body[..i].trim_end()),
+                _ => cut,
+            };
+            // The status takes the whole bar until the next key; the keys come back then.
+            return Paragraph::new(Line::from(Span::styled(cut, t.accent)));
+        };
+        spans.push(Span::styled(format!("{shown}  "), t.accent));
     }
     let own = app.own_keys();
     let label = |b: &keys::Binding| match b.ctx {
