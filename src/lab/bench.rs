@@ -36,6 +36,9 @@ pub struct Row {
     /// memory, so the row is not the GPUs' interconnect bandwidth.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shared_gpu: bool,
+    /// With `-R K`: (slowest − fastest) / median of the K timings, the widest any rank saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -190,7 +193,8 @@ pub fn available_memory() -> Option<u64> {
 }
 
 /// One row still being reported: (rank, time) so far, #wrong so far, nccl-tests' count.
-type Pending = (Vec<(usize, f64)>, u64, u64);
+/// Per row: each rank's time, #wrong summed, the count, the widest spread a rank saw.
+type Pending = (Vec<(usize, f64)>, u64, u64, Option<f64>);
 
 /// Collects per-rank reports into rows: the time as `average` says (the mean over the ranks
 /// by default, as nccl-tests), #wrong the sum over ranks.
@@ -270,6 +274,7 @@ impl Collector {
             in_place,
             time_us,
             wrong,
+            spread,
         } = ev
         else {
             return None;
@@ -277,13 +282,17 @@ impl Collector {
         let e = self
             .pending
             .entry((*size, *in_place))
-            .or_insert((Vec::new(), 0, *count));
+            .or_insert((Vec::new(), 0, *count, None));
         e.0.push((*rank, *time_us));
         e.1 += wrong;
+        e.3 = match (e.3, *spread) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         if e.0.len() < self.local_ranks {
             return None;
         }
-        let (times, w, count) = self.pending.remove(&(*size, *in_place))?;
+        let (times, w, count, spread) = self.pending.remove(&(*size, *in_place))?;
         let t = self.average.of(&times);
         let secs = t * 1e-6;
         // The size nccl-tests prints and divides by: the bytes the row really moved, after
@@ -316,6 +325,7 @@ impl Collector {
             wrong: w,
             transport: self.transport(),
             shared_gpu: self.job.backend == super::Backend::Nccl && self.job.ranks_per_gpu > 1,
+            spread,
         };
         self.rows.push(row.clone());
         Some(row)
@@ -357,6 +367,7 @@ mod tests {
                 in_place: true,
                 time_us: t,
                 wrong: rank as u64,
+                spread: None,
             };
             assert!(c.feed(&row(1, 30.0)).is_none());
             c.feed(&row(0, 10.0)).expect("complete")
@@ -387,6 +398,7 @@ mod tests {
             in_place,
             time_us: 1.0,
             wrong: 0,
+            spread: None,
         };
         let row = c.feed(&ev(false)).expect("one local rank");
         // 1000 B of float on 3 ranks: 83 per rank cut to 80 (whole 16-byte units), 960 B.

@@ -277,6 +277,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                     in_place,
                     time_us: f64::NAN,
                     wrong: 0,
+                    spread: None,
                 });
                 continue;
             }
@@ -314,13 +315,18 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             }
             rig.complete(&mut || heart.beat(emit))?;
             let iters = job.iters.max(1);
-            let t0 = Instant::now();
-            for i in 0..iters {
-                rig.launch(&at(i))?;
-                heart.tick(emit);
+            // `-R K`: the timed loop K times; the row is the median, with its spread.
+            let mut runs = Vec::with_capacity(job.repeat.max(1));
+            for _ in 0..job.repeat.max(1) {
+                let t0 = Instant::now();
+                for i in 0..iters {
+                    rig.launch(&at(i))?;
+                    heart.tick(emit);
+                }
+                rig.complete(&mut || heart.beat(emit))?;
+                runs.push(t0.elapsed().as_secs_f64() * 1e6 / iters as f64);
             }
-            rig.complete(&mut || heart.beat(emit))?;
-            let time_us = t0.elapsed().as_secs_f64() * 1e6 / iters as f64;
+            let (time_us, spread) = median_and_spread(&mut runs);
             let mut wrong = 0;
             if job.check {
                 stage(rig, &call, &inputs, &poison, true)?;
@@ -339,11 +345,32 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                 in_place,
                 time_us,
                 wrong,
+                spread,
             });
         }
     }
     Ok(())
 }
+
+/// The median of `runs`, and (slowest − fastest) / median where there is more than one.
+pub fn median_and_spread(runs: &mut [f64]) -> (f64, Option<f64>) {
+    runs.sort_by(f64::total_cmp);
+    let n = runs.len();
+    if n == 0 {
+        return (f64::NAN, None);
+    }
+    let median = if n % 2 == 1 {
+        runs[n / 2]
+    } else {
+        (runs[n / 2 - 1] + runs[n / 2]) / 2.0
+    };
+    let spread = (n > 1 && median > 0.0).then(|| (runs[n - 1] - runs[0]) / median);
+    (median, spread)
+}
+
+/// A spread over which one run of a row says little: the slowest run took more than half
+/// the median longer than the fastest.
+pub const WIDE_SPREAD: f64 = 0.5;
 
 /// Elements in the sanity all-reduce of ones (float32).
 pub const SANITY_COUNT: usize = 128;
@@ -553,6 +580,34 @@ mod tests {
                 };
                 assert_eq!(wrong, 0, "{coll:?}");
             }
+        }
+    }
+
+    #[test]
+    fn repeated_rows_report_the_median_and_the_spread() {
+        assert_eq!(median_and_spread(&mut [3.0]), (3.0, None));
+        let (m, s) = median_and_spread(&mut [90.0, 904.0, 100.0, 110.0, 95.0]);
+        assert_eq!(m, 100.0);
+        assert!((s.expect("spread") - 8.14).abs() < 1e-9);
+        let (m, s) = median_and_spread(&mut [1.0, 3.0]);
+        assert_eq!((m, s), (2.0, Some(1.0)));
+        // The loop runs the timed section once per repeat.
+        let mut rig = Fake::new(2);
+        let j = Job {
+            iters: 4,
+            warmup: 0,
+            repeat: 3,
+            ..job(Collective::AllReduce)
+        };
+        let (r, rows) = rows(&mut rig, &j);
+        r.expect("runs");
+        // Per placement: the untimed run, 3 × 4 timed, the checked run.
+        assert_eq!(rig.shifts.len(), 2 * (1 + 12 + 1));
+        for row in rows {
+            let Event::Row { spread, .. } = row else {
+                unreachable!()
+            };
+            assert!(spread.is_some_and(|s| s >= 0.0), "{spread:?}");
         }
     }
 

@@ -79,6 +79,9 @@ pub struct Job {
     /// The training loop a `Train` job runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train: Option<train::TrainSpec>,
+    /// `-R K`: time each row's `iters` K times; the row shows the median and the spread.
+    #[serde(default = "one")]
+    pub repeat: usize,
 }
 
 fn one() -> usize {
@@ -137,6 +140,7 @@ impl Job {
             ranks_per_gpu: 1,
             timeout_s: default_timeout(),
             train: None,
+            repeat: 1,
         }
     }
 
@@ -167,6 +171,9 @@ pub enum Event {
         #[serde(deserialize_with = "nan_if_null")]
         time_us: f64,
         wrong: u64,
+        /// With `-R K` (K > 1): (slowest − fastest) / median of the K timings.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spread: Option<f64>,
     },
     Value {
         rank: usize,

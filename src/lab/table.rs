@@ -119,6 +119,7 @@ mod tests {
             wrong: 0,
             transport: None,
             shared_gpu: false,
+            spread: None,
         };
         let l = line(&row(false), &row(true));
         let cols: Vec<&str> = l.split_whitespace().collect();

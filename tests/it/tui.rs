@@ -552,6 +552,7 @@ fn live_lab_layout_at_80x24_and_120x40() {
         wrong,
         transport: Some("SHM".into()),
         shared_gpu: false,
+        spread: None,
     };
     for (w, h) in [(80u16, 24u16), (120, 40)] {
         let mut app = fixture_app(Theme::color());

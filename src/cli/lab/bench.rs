@@ -24,6 +24,11 @@ pub struct BenchArgs {
     /// Warm-up iterations per size (then one more untimed run and a barrier, as nccl-tests).
     #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
     pub warmup: u64,
+    /// Time each row this many times and show the median, with the spread (slowest − fastest)
+    /// / median: on a busy machine one run can be off by 3-5×, and a row whose spread is
+    /// over 50% is marked as too wide to read.
+    #[arg(short = 'R', long = "repeat", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
     /// Check results (1) or not (0).
     #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     pub check: u8,
@@ -123,6 +128,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         ranks_per_gpu: 1,
         timeout_s: args.launch.timeout,
         train: None,
+        repeat: args.repeat as usize,
     };
     if let Some(avail) = crate::lab::bench::available_memory()
         && let Err(e) =
@@ -177,6 +183,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         if let Some(n) = shared {
             writeln!(out, "# {n}")?;
         }
+        if job.repeat > 1 {
+            writeln!(
+                out,
+                "# each time: the median of {} timed runs of {} iterations; spread = (slowest - fastest) / median",
+                job.repeat, job.iters
+            )?;
+        }
     }
     let mut collector = Collector::new(&job, world, local_reports, backend)
         .with_average(Average::from_flag(args.average).unwrap_or_default())
@@ -229,15 +242,18 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 let _ = writeln!(out, "{}", table::transport_line(t));
             }
             match pending_out.take() {
-                Some(o) => writeln!(out, "{}", table::line(&o, &row)).and_then(|_| {
-                    match tuning.last.take() {
+                Some(o) => writeln!(out, "{}", table::line(&o, &row))
+                    .and_then(|_| match spread_note(&o, &row, job.repeat) {
+                        Some(n) => writeln!(out, "{n}"),
+                        None => Ok(()),
+                    })
+                    .and_then(|_| match tuning.last.take() {
                         Some((bytes, algo, proto)) => writeln!(
                             out,
                             "#   NCCL's log: {bytes} bytes -> Algo {algo} proto {proto}"
                         ),
                         None => Ok(()),
-                    }
-                }),
+                    }),
                 None => Ok(()),
             }
         };
@@ -278,4 +294,32 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Under a row timed several times (`-R`): the spread of both placements, and a warning
+/// when it is too wide for one run to mean much.
+fn spread_note(
+    o: &crate::lab::bench::Row,
+    i: &crate::lab::bench::Row,
+    repeat: usize,
+) -> Option<String> {
+    use crate::lab::measure::WIDE_SPREAD;
+    if repeat < 2 {
+        return None;
+    }
+    let pct =
+        |s: Option<f64>| s.map_or_else(|| "n/a".to_string(), |s| format!("{:.0}%", s * 100.0));
+    let wide = [o.spread, i.spread]
+        .iter()
+        .any(|s| s.is_some_and(|s| s > WIDE_SPREAD));
+    Some(format!(
+        "#   spread over {repeat} runs: out-of-place {}, in-place {}{}",
+        pct(o.spread),
+        pct(i.spread),
+        if wide {
+            " -- too wide to read: this machine is busy; compare medians, or run again"
+        } else {
+            ""
+        }
+    ))
 }

@@ -181,6 +181,7 @@ impl LabParams {
             ranks_per_gpu: 1,
             timeout_s: 60,
             train: None,
+            repeat: 1,
         })
     }
 }
@@ -801,6 +802,7 @@ mod tests {
             wrong,
             transport: Some("SHM".into()),
             shared_gpu: false,
+            spread: None,
         }
     }
 
