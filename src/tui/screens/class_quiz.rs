@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::course::bank::Bank;
 use crate::course::grade::letter;
-use crate::course::quiz::{Answer, Instance, format_number};
+use crate::course::quiz::{Answer, Instance};
 use crate::tui::app::{Action, App, Outcome};
 use crate::tui::markdown::{self, RenderOptions};
 use crate::tui::screens::lesson::text_width;
@@ -112,12 +112,8 @@ impl ClassQuizState {
             Ok(Answer::Choices(v)) | Ok(Answer::Order(v)) => {
                 v.iter().map(|&i| choice(i)).collect::<Vec<_>>().join("   ")
             }
-            Ok(Answer::Number(x)) => format!(
-                "{}{}",
-                format_number(*x),
-                item.unit
-                    .map_or(String::new(), |u| format!(" {}", u.symbol()))
-            ),
+            // The graders' one format: large byte counts glossed, "1006632960 B (960 MiB)".
+            Ok(Answer::Number(x)) => crate::course::grade::format_quantity(*x, item.unit),
             Ok(Answer::Computed(name)) => format!("computed by {name}"),
             Ok(Answer::Model(m)) => m.clone(),
             Err(e) => e.clone(),
@@ -264,5 +260,24 @@ impl crate::tui::screens::View for ClassQuizState {
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
         self.counting().then(|| std::time::Duration::from_secs(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The projector shows a byte answer as the graders write it: with its binary gloss.
+    #[test]
+    fn a_byte_answer_carries_its_binary_unit() {
+        let app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let s = ClassQuizState::open(&app, "collectives", Some("collectives-reduce-scatter-bytes"), 30)
+            .expect("the item");
+        let text = s.answer_text();
+        assert!(text.ends_with("B (") || text.contains(" B ("), "{text}");
+        assert!(text.contains("iB)"), "{text}");
     }
 }
