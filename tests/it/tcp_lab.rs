@@ -780,51 +780,23 @@ fn channel_lines_come_where_the_release_makes_its_connections() {
 /// row how wide it was (a noisy machine's single run can be off by several times).
 #[test]
 fn repeated_rows_show_their_spread() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
-        .args([
-            "bench",
-            "--nproc-per-node",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-            "-f",
-            "4",
-            "-n",
-            "5",
-            "-R",
-            "3",
-            "--json",
-        ])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{out:?}");
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|v: &serde_json::Value| v["summary"] != true)
-        .collect();
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", "--nproc-per-node", "2", "-b", "1K", "-n", "5"];
+        args.extend_from_slice(extra);
+        let out = ringlab(&args);
+        assert!(out.status.success(), "{out:?}");
+        out
+    };
+    let rows: Vec<serde_json::Value> =
+        json_lines(&bench(&["-e", "4K", "-f", "4", "-R", "3", "--json"]))
+            .into_iter()
+            .filter(|v| v["summary"] != true)
+            .collect();
     assert_eq!(rows.len(), 4);
     for r in &rows {
         assert!(r["spread"].as_f64().is_some_and(|s| s >= 0.0), "{r}");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
-        .args([
-            "bench",
-            "--nproc-per-node",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "1K",
-            "-n",
-            "5",
-            "-R",
-            "3",
-        ])
-        .output()
-        .expect("run");
+    let out = bench(&["-e", "1K", "-R", "3"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("the median of 3 timed runs"), "{text}");
     assert!(
@@ -832,20 +804,6 @@ fn repeated_rows_show_their_spread() {
         "{text}"
     );
     // Without -R nothing changes: no spread in the rows.
-    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
-        .args([
-            "bench",
-            "--nproc-per-node",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "1K",
-            "-n",
-            "5",
-            "--json",
-        ])
-        .output()
-        .expect("run");
+    let out = bench(&["-e", "1K", "--json"]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("spread"));
 }

@@ -98,21 +98,30 @@ fn chunk_label(s: &RingState, tr: &crate::collective::Transfer) -> String {
     }
 }
 
-/// "step 2: R0→R1 c3 · R1→R2 c0 · … (+5 more)": the transfers of the step just applied (or
-/// the first, before it), cut to `width` with the count of those left out.
-fn step_line(s: &RingState, t: &Theme, width: usize) -> Line<'static> {
-    let (idx, head) = if s.step == 0 {
-        (0, " first step:".to_string())
+/// The step the view shows: the one just applied (live), or before the first, the first.
+fn shown_step(s: &RingState) -> (&[crate::collective::Transfer], bool) {
+    let (idx, live) = if s.step == 0 {
+        (0, false)
     } else {
-        (s.step - 1, format!(" step {}:", s.step))
+        (s.step - 1, true)
     };
     let transfers = s
         .schedule
         .steps()
         .get(idx)
-        .map(|st| st.transfers.as_slice())
-        .unwrap_or(&[]);
-    let mut text = head;
+        .map_or(&[][..], |st| st.transfers.as_slice());
+    (transfers, live)
+}
+
+/// "step 2: R0→R1 c3 · R1→R2 c0 · … (+5 more)": the transfers of the step just applied (or
+/// the first, before it), cut to `width` with the count of those left out.
+fn step_line(s: &RingState, t: &Theme, width: usize) -> Line<'static> {
+    let (transfers, live) = shown_step(s);
+    let mut text = if live {
+        format!(" step {}:", s.step)
+    } else {
+        " first step:".to_string()
+    };
     for (k, tr) in transfers.iter().enumerate() {
         let sep = if k == 0 { " " } else { " · " };
         let item = format!("{sep}R{}→R{} {}", tr.src, tr.dst, chunk_label(s, tr));
@@ -164,18 +173,7 @@ fn arrow(dx: f64, dy: f64) -> &'static str {
 
 fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
     let n = s.params.ranks;
-    // Show what just happened; before the first step, what comes first.
-    let (idx, live) = if s.step == 0 {
-        (0, false)
-    } else {
-        (s.step - 1, true)
-    };
-    let transfers = s
-        .schedule
-        .steps()
-        .get(idx)
-        .map(|st| st.transfers.as_slice())
-        .unwrap_or(&[]);
+    let (transfers, live) = shown_step(s);
     let line_color = if t.mono {
         Color::Reset
     } else if live {
