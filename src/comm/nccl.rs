@@ -1100,6 +1100,26 @@ impl Drop for NcclRank {
 mod tests {
     use super::*;
 
+    /// The 2.14 head of ncclConfig_t as nccl.h lays it out on 64-bit Linux: size at 0, magic
+    /// at 8, version at 12, blocking at 16, 24 bytes with the padding NCCL 2.17+ would read as
+    /// cgaClusterSize (zeroed, and reset by NCCL since `version` says 2.14).
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn the_config_head_has_ncclconfig_ts_layout() {
+        let c = api::Config14::nonblocking();
+        assert_eq!(std::mem::size_of::<api::Config14>(), 24);
+        // SAFETY: reading the bytes of a plain repr(C) struct of integers.
+        let b: [u8; 24] = unsafe { std::mem::transmute(c) };
+        assert_eq!(u64::from_ne_bytes(b[0..8].try_into().expect("8")), 24);
+        assert_eq!(
+            u32::from_ne_bytes(b[8..12].try_into().expect("4")),
+            0xcafe_beef
+        );
+        assert_eq!(u32::from_ne_bytes(b[12..16].try_into().expect("4")), 21400);
+        assert_eq!(i32::from_ne_bytes(b[16..20].try_into().expect("4")), 0);
+        assert_eq!(&b[20..24], &[0, 0, 0, 0]);
+    }
+
     #[test]
     fn the_unique_id_survives_the_store_as_hex() {
         let mut id = [0u8; 128];
