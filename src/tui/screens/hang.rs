@@ -522,16 +522,6 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
-/// `text` in at most `width` characters, its end replaced by `…` when it is longer.
-fn ellipsize(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
-    s.push('…');
-    s
-}
-
 fn pick_lines(
     s: &HangState,
     t: &Theme,
@@ -556,7 +546,7 @@ fn pick_lines(
             "{}{} {:<43}",
             if sel { "▶" } else { " " },
             if solved { "✓" } else { " " },
-            ellipsize(&s.heading(i, sc).replace('`', ""), 43)
+            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 43)
         );
         // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
         let name = if s.blind {
