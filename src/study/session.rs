@@ -101,8 +101,6 @@ pub struct Session {
     pub timer: Option<u32>,
     /// Seconds left on the current answer's timer (updated by [`Session::tick`]).
     pub time_left: Option<u32>,
-    /// Items in the session at the start (for "3 of 9").
-    pub planned: usize,
     pub finished: bool,
     seen: HashMap<usize, u32>,
     rng: SplitMix,
@@ -119,7 +117,6 @@ impl Session {
         let mut s = Session {
             mode,
             title: title.into(),
-            planned: items.len(),
             queue: items.into_iter().map(|i| (i, None)).collect(),
             current: None,
             answered: Vec::new(),
