@@ -35,6 +35,9 @@ struct PlanOp {
     /// Out of place: the parts of `range` this op reads from the input rather than the output
     /// (a send of bytes no receive has written yet; a reduction that is the first write).
     fresh: Vec<Range<usize>>,
+    /// The call's header ([`super::header`]), first on its link: a send reads it from the
+    /// send stage, a receive lands aside and is checked against this rank's own.
+    header: bool,
 }
 
 /// One rank's ops for one schedule, with their dependencies (built once, reused every run).
@@ -42,6 +45,8 @@ struct PlanOp {
 pub struct Plan {
     ops: Vec<PlanOp>,
     send_stage_len: usize,
+    /// Where in the send stage the call's header waits to go out.
+    header_at: usize,
     /// Peers this rank receives reductions from, each with its own staging window.
     reduce_peers: Vec<usize>,
     /// Out of place: bytes copied from the input before anything moves (no receive writes
@@ -85,6 +90,7 @@ impl Plan {
                     deps: Vec::new(),
                     stage_at: None,
                     fresh: Vec::new(),
+                    header: false,
                 });
             }
             // Same step: a send whose bytes a receive of this step overwrites is staged first.
@@ -119,9 +125,29 @@ impl Plan {
                 l.push(i);
             }
         }
+        // Every link this call uses opens with its header, in the data's direction.
+        for (lists, send) in [(&mut sends, true), (&mut recvs, false)] {
+            for (peer, l) in lists.iter_mut().enumerate().filter(|(_, l)| !l.is_empty()) {
+                l.insert(0, ops.len());
+                ops.push(PlanOp {
+                    send,
+                    peer,
+                    step: 0,
+                    range: 0..super::header::LEN,
+                    reduce: false,
+                    deps: Vec::new(),
+                    stage_at: send.then_some(stage),
+                    fresh: Vec::new(),
+                    header: true,
+                });
+            }
+        }
+        let header_at = stage;
+        let stage = stage + super::header::LEN;
         Plan {
             ops,
             send_stage_len: stage,
+            header_at,
             reduce_peers,
             upfront,
             sends,
@@ -298,6 +324,11 @@ pub enum EngineError {
         err: io::Error,
     },
     Stuck,
+    /// A peer's header is not this rank's own: the bytes that came.
+    Mismatch {
+        peer: usize,
+        theirs: [u8; super::header::LEN],
+    },
 }
 
 /// Per-run state of one op.
@@ -329,6 +360,38 @@ pub struct Io<'a> {
     pub es: usize,
     /// The most bytes one send call hands the kernel ([`SEND_SLICE`] by default).
     pub send_slice: usize,
+    /// Single copy: the regions this rank's buffers live in and who mapped them, and the
+    /// partners' regions mapped here ([`super::p2p`]).
+    pub regions: Regions<'a>,
+}
+
+/// This rank's shared regions and its partners', for single-copy descriptors.
+#[derive(Clone, Copy, Default)]
+pub struct Regions<'a> {
+    /// (id, address range here) of each of this rank's regions.
+    pub mine: &'a [(u32, Range<usize>)],
+    /// Per peer: the ids of this rank's regions it has mapped.
+    pub mapped_by: &'a [Vec<u32>],
+    /// Per peer: its regions mapped here.
+    pub theirs: &'a [Vec<super::p2p::PeerRegion>],
+}
+
+impl Regions<'_> {
+    /// Where `len` bytes at address `at` lie for peer `p`: in one of this rank's regions it
+    /// has mapped, or (cross-memory attach) just at that address.
+    fn desc(&self, p: usize, at: usize, len: usize) -> super::p2p::Desc {
+        let mapped = self.mapped_by.get(p).map_or(&[][..], Vec::as_slice);
+        self.mine
+            .iter()
+            .find(|(id, r)| r.start <= at && at + len <= r.end && mapped.contains(id))
+            .map_or(super::p2p::Desc::Addr { addr: at, len }, |(id, r)| {
+                super::p2p::Desc::Region {
+                    id: *id,
+                    off: at - r.start,
+                    len,
+                }
+            })
+    }
 }
 
 /// The most bytes one send call hands the kernel. A send of several MiB copies them all into
@@ -344,15 +407,34 @@ pub const STAGE_WINDOW: usize = 256 << 10;
 
 /// Run the plan on `buf`: in place, or out of place from `input` (as long as `buf`, never
 /// written). `send_stage` holds `plan.send_stage_len()` bytes; `staging` holds
-/// `plan.reduce_peers() × STAGE_WINDOW`.
+/// `plan.reduce_peers() × STAGE_WINDOW`. `header` opens every link this call uses; a peer
+/// whose header differs stops the run ([`EngineError::Mismatch`]) before any of its bytes
+/// are taken.
 pub fn execute(
     plan: &Plan,
     io: &Io,
+    header: &[u8; super::header::LEN],
     input: Option<&[u8]>,
     buf: &mut [u8],
     send_stage: &mut [u8],
     staging: &mut [u8],
 ) -> Result<(), EngineError> {
+    send_stage[plan.header_at..plan.header_at + super::header::LEN].copy_from_slice(header);
+    let mut heard = vec![[0u8; super::header::LEN]; io.links.len()];
+    // Single copy: per partner, what it had read of this rank's memory before this call
+    // (every earlier call's reads are acknowledged before that call returns), and how far
+    // into its current descriptor this rank has read.
+    let mut ack_base: Vec<u64> = io
+        .links
+        .iter()
+        .map(|l| match l {
+            Link::Shm(pipe) => pipe.tx.acked(),
+            _ => 0,
+        })
+        .collect();
+    let mut desc_off = vec![0usize; io.links.len()];
+    // Both ends decide alike from the op's length (their plans agree: the header said so).
+    let single = |o: &PlanOp| !o.header && o.range.len() >= super::cma::min();
     if let Some(src) = input {
         for r in &plan.upfront {
             buf[r.clone()].copy_from_slice(&src[r.clone()]);
@@ -368,6 +450,9 @@ pub fn execute(
     };
     let n = plan.ops.len();
     let mut st = vec![State::default(); n];
+    for (s, o) in st.iter_mut().zip(&plan.ops) {
+        s.staged = o.header && o.send;
+    }
     let es = io.es.max(1);
     // Per peer: the ops in stream order (sends and receives separately).
     let peers = io.links.len().min(plan.sends.len());
@@ -436,6 +521,51 @@ pub fn execute(
                 } else {
                     lim
                 };
+                if let Link::Shm(pipe) = io.links[p]
+                    && pipe.cma_to
+                    && single(o)
+                {
+                    // Post where the ready bytes lie; the send is done when the partner has
+                    // read them all, and not before: until then they must not change.
+                    let (len, posted) = (o.range.len(), st[i].got);
+                    if ready > posted && (ready - posted >= super::cma::QUANTUM || ready == len) {
+                        let (at, n) = match o.stage_at {
+                            Some(at) => (send_stage[at + posted..].as_ptr(), ready - posted),
+                            None => {
+                                let a = o.range.start + posted;
+                                let (b, from_input) =
+                                    run_from_input(fresh(i), a, o.range.start + ready);
+                                let from: &[u8] = match input {
+                                    Some(src) if from_input => src,
+                                    _ => buf,
+                                };
+                                (from[a..b].as_ptr(), b - a)
+                            }
+                        };
+                        let n = n.min(super::cma::MAX_DESC);
+                        let d = io.regions.desc(p, at as usize, n);
+                        if pipe.tx.push_whole(&d.encode()) {
+                            pipe.peer_bell.ring();
+                            st[i].got += n;
+                            moved = true;
+                        }
+                    }
+                    let read = (pipe.tx.acked().wrapping_sub(ack_base[p]) as usize).min(len);
+                    if read > st[i].done {
+                        st[i].done = read;
+                        moved = true;
+                    }
+                    if st[i].done == len {
+                        ack_base[p] += len as u64;
+                        si[p] += 1;
+                        remaining -= 1;
+                        moved = true;
+                    } else {
+                        active_sends += 1;
+                        shm_wait = true;
+                    }
+                    continue;
+                }
                 if ready > st[i].done {
                     let fd = match io.links[p] {
                         Link::Tcp(fd) => Some(fd),
@@ -520,7 +650,114 @@ pub fn execute(
             };
             let o = &plan.ops[i];
             let len = o.range.len();
+            if o.header {
+                let slot = &mut heard[p][st[i].got..];
+                let k = match io.links[p] {
+                    Link::Shm(pipe) => {
+                        let k = pipe.rx.pop_into(slot);
+                        if k > 0 {
+                            pipe.peer_bell.ring();
+                        } else {
+                            shm_wait = true;
+                        }
+                        k
+                    }
+                    Link::Tcp(fd) => match sys_recv(fd, slot, true) {
+                        Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
+                        Ok(k) => k,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            pollfds.push(libc::pollfd {
+                                fd,
+                                events: libc::POLLIN,
+                                revents: 0,
+                            });
+                            0
+                        }
+                        Err(err) => {
+                            return Err(EngineError::Io {
+                                op: i,
+                                peer: p,
+                                err,
+                            });
+                        }
+                    },
+                    Link::None => {
+                        return Err(EngineError::Io {
+                            op: i,
+                            peer: p,
+                            err: io::ErrorKind::NotConnected.into(),
+                        });
+                    }
+                };
+                st[i].got += k;
+                st[i].done = st[i].got;
+                if k > 0 {
+                    moved = true;
+                    received = true;
+                } else {
+                    active_recvs += 1;
+                }
+                if st[i].done == len {
+                    if heard[p] != *header {
+                        return Err(EngineError::Mismatch {
+                            peer: p,
+                            theirs: heard[p],
+                        });
+                    }
+                    ri[p] += 1;
+                    remaining -= 1;
+                }
+                continue;
+            }
             let lim = limit(&st, i);
+            if let Link::Shm(pipe) = io.links[p]
+                && let Some(pid) = pipe.cma_from
+                && single(o)
+            {
+                // A reduction by cross-memory attach lands in this peer's staging window
+                // (there is one only for peers this rank reduces from).
+                let w = window(p);
+                let win = match staging.get_mut(w..w + STAGE_WINDOW) {
+                    Some(win) if o.reduce => win,
+                    _ => &mut [],
+                };
+                let theirs = io.regions.theirs.get(p).map_or(&[][..], Vec::as_slice);
+                let k = recv_cma(
+                    pipe,
+                    (pid, theirs),
+                    o,
+                    &mut st[i],
+                    &mut desc_off[p],
+                    lim,
+                    io,
+                    input,
+                    fresh(i),
+                    buf,
+                    win,
+                )
+                .map_err(|err| match err.raw_os_error() {
+                    Some(libc::ESRCH) => EngineError::Closed { op: i, peer: p },
+                    _ => EngineError::Io {
+                        op: i,
+                        peer: p,
+                        err,
+                    },
+                })?;
+                if k > 0 {
+                    pipe.peer_bell.ring();
+                    moved = true;
+                    received = true;
+                } else if st[i].done < lim {
+                    active_recvs += 1;
+                    shm_wait = true;
+                }
+                if st[i].done == len {
+                    ri[p] += 1;
+                    remaining -= 1;
+                    moved = true;
+                }
+                continue;
+            }
             if let Link::Shm(pipe) = io.links[p] {
                 let k = recv_shm(pipe, o, &mut st[i], lim, io, input, fresh(i), buf);
                 if k > 0 {
@@ -651,7 +888,23 @@ pub fn execute(
             // then (its TCP connection closes with it).
             if checked.elapsed() > LIVENESS {
                 checked = std::time::Instant::now();
-                if let Some(p) = dead_shm_peer(io.links) {
+                // A partner that has left matters only while this rank still needs it: a send
+                // still to go, or bytes still to come that its FIFO does not already hold (it
+                // may have written everything and left, its part of the collective done).
+                let needed = |p: usize| {
+                    if si[p] < sends[p].len() {
+                        return true;
+                    }
+                    let owed: usize = recvs[p][ri[p]..]
+                        .iter()
+                        .map(|&i| plan.ops[i].range.len() - st[i].got)
+                        .sum();
+                    match io.links[p] {
+                        Link::Shm(pipe) => owed > pipe.rx.pending(),
+                        _ => owed > 0,
+                    }
+                };
+                if let Some(p) = dead_shm_peer(io.links, needed) {
                     // The earliest op still open with it: where this rank is held up.
                     let op = [sends[p].get(si[p]), recvs[p].get(ri[p])]
                         .into_iter()
@@ -718,13 +971,14 @@ impl Drop for Armed {
 /// How often a rank waiting on shared memory checks that its partners are still there.
 const LIVENESS: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A shared-memory partner whose TCP connection has closed (it exited or was killed).
-fn dead_shm_peer(links: &[Link]) -> Option<usize> {
+/// A shared-memory partner this rank still `needed` whose TCP connection has closed (it exited
+/// or was killed).
+fn dead_shm_peer(links: &[Link], needed: impl Fn(usize) -> bool) -> Option<usize> {
     let mut fds: Vec<(usize, libc::pollfd)> = links
         .iter()
         .enumerate()
         .filter_map(|(p, l)| match l {
-            Link::Shm(pipe) => Some((
+            Link::Shm(pipe) if needed(p) => Some((
                 p,
                 libc::pollfd {
                     fd: pipe.fd,
@@ -815,6 +1069,108 @@ fn recv_shm(
     st.done += whole;
     st.got = st.done;
     whole
+}
+
+/// One pass of a single-copy receive: take the partner's next descriptor from the FIFO and
+/// read as much of it as the buffer allows now: out of the partner's region mapped here
+/// (copied, or reduced straight from it), or with cross-memory attach (into the buffer, or
+/// through this peer's staging window for a reduction). Acknowledges what it read; the
+/// descriptor leaves the FIFO once read whole. Returns the bytes read.
+#[allow(clippy::too_many_arguments)]
+fn recv_cma(
+    pipe: &super::shm::Pipe,
+    (pid, theirs): (libc::pid_t, &[super::p2p::PeerRegion]),
+    o: &PlanOp,
+    st: &mut State,
+    off: &mut usize,
+    lim: usize,
+    io: &Io,
+    input: Option<&[u8]>,
+    fresh: &[Range<usize>],
+    buf: &mut [u8],
+    win: &mut [u8],
+) -> io::Result<usize> {
+    use super::p2p::{DESC, Desc};
+    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+    let (a, b) = pipe.rx.peek(DESC);
+    if a.len() + b.len() < DESC {
+        return Ok(0);
+    }
+    let mut raw = [0u8; DESC];
+    raw[..a.len()].copy_from_slice(a);
+    raw[a.len()..].copy_from_slice(b);
+    let d = Desc::decode(&raw).ok_or_else(|| bad(format!("not a descriptor: {raw:02x?}")))?;
+    let len = o.range.len();
+    if d.is_empty() || *off >= d.len() || d.len() - *off > len - st.got {
+        return Err(bad(format!(
+            "a descriptor of {} bytes for a message with {} to go",
+            d.len(),
+            len - st.got
+        )));
+    }
+    let d = d.skip(*off);
+    // The partner's bytes where they lie, when its region is mapped here.
+    let mapped = |k: usize| -> io::Result<Option<&[u8]>> {
+        match d {
+            Desc::Addr { .. } => Ok(None),
+            Desc::Region { id, off, .. } => theirs
+                .iter()
+                .find(|r| r.id == id)
+                .and_then(|r| r.get(off, k))
+                .map(Some)
+                .ok_or_else(|| bad(format!("region {id} bytes {off}+{k} are not mapped here"))),
+        }
+    };
+    let k = if o.reduce {
+        let es = io.es.max(1);
+        let mut k = d.len().min(lim.saturating_sub(st.done));
+        if mapped(0)?.is_none() {
+            k = k.min(win.len());
+        }
+        let k = k / es * es;
+        if k == 0 {
+            return Ok(0);
+        }
+        let at = o.range.start + st.done;
+        if let Some(src) = input {
+            for (r, _) in runs(fresh, at, at + k).filter(|(_, f)| *f) {
+                buf[r.clone()].copy_from_slice(&src[r]);
+            }
+        }
+        let src: &[u8] = match (mapped(k)?, d) {
+            (Some(s), _) => s,
+            (None, Desc::Addr { addr, .. }) => {
+                super::cma::read(pid, &mut win[..k], addr)?;
+                &win[..k]
+            }
+            (None, Desc::Region { .. }) => return Err(bad("unmapped region".into())),
+        };
+        (io.reduce)(io.op, &mut buf[at..at + k], src);
+        st.done += k;
+        st.got = st.done;
+        k
+    } else {
+        let k = d.len().min(lim.saturating_sub(st.got));
+        if k == 0 {
+            return Ok(0);
+        }
+        let at = o.range.start + st.got;
+        match (mapped(k)?, d) {
+            (Some(s), _) => buf[at..at + k].copy_from_slice(s),
+            (None, Desc::Addr { addr, .. }) => super::cma::read(pid, &mut buf[at..at + k], addr)?,
+            (None, Desc::Region { .. }) => return Err(bad("unmapped region".into())),
+        }
+        st.got += k;
+        st.done = st.got;
+        k
+    };
+    *off += k;
+    pipe.rx.ack(k);
+    if k == d.len() {
+        pipe.rx.consume(DESC);
+        *off = 0;
+    }
+    Ok(k)
 }
 
 fn single_recv_peer(recvs: &[Vec<usize>], ri: &[usize]) -> bool {

@@ -1,12 +1,15 @@
 //! Processes and bytes on the wire: the rendezvous store, NCCL-style interface selection and
 //! logging, and the TCP backend that executes collective schedules between real processes.
 
+pub mod cma;
 pub mod engine;
+pub mod header;
 pub mod ifaces;
 pub mod log;
 pub mod nccl;
 pub mod ncclfind;
 pub mod net;
+pub mod p2p;
 pub mod reduce;
 pub mod shm;
 pub mod store;

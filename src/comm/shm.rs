@@ -287,6 +287,7 @@ impl Segment {
             Some(Fifo {
                 head: base.cast::<AtomicU64>(),
                 tail: base.add(LINE).cast::<AtomicU64>(),
+                ack: base.add(LINE + 64).cast::<AtomicU64>(),
                 data: base.add(2 * LINE),
                 cap: fifo,
             })
@@ -435,6 +436,9 @@ fn futex(word: &AtomicU32, op: i32, val: u32, timeout: Option<Duration>) {
 pub struct Fifo {
     head: *const AtomicU64,
     tail: *const AtomicU64,
+    /// Single-copy bytes the receiver has read straight out of the sender's memory (on the
+    /// receiver's line, beside `tail`): how the sender learns its buffer may change again.
+    ack: *const AtomicU64,
     data: *mut u8,
     cap: usize,
 }
@@ -451,6 +455,27 @@ impl Fifo {
         // SAFETY: as above.
         unsafe { &*self.tail }
     }
+    fn ack_word(&self) -> &AtomicU64 {
+        // SAFETY: as above.
+        unsafe { &*self.ack }
+    }
+
+    /// Sender: all of `src` or nothing (a descriptor is never split).
+    pub fn push_whole(&self, src: &[u8]) -> bool {
+        let free = self.cap - self.pending();
+        src.len() <= free && self.push(src) == src.len()
+    }
+
+    /// Receiver: `n` more bytes read from the sender's memory.
+    pub fn ack(&self, n: usize) {
+        self.ack_word().fetch_add(n as u64, Ordering::Release);
+    }
+
+    /// Sender: the single-copy bytes read so far (ever, on this FIFO).
+    pub fn acked(&self) -> u64 {
+        self.ack_word().load(Ordering::Acquire)
+    }
+
     /// Sender: copy in as much of `src` as fits; returns the bytes taken.
     pub fn push(&self, src: &[u8]) -> usize {
         let h = self.head().load(Ordering::Relaxed);
@@ -519,6 +544,11 @@ pub struct Pipe {
     pub rx: Fifo,
     pub peer_bell: Bell,
     pub fd: i32,
+    /// Single copy from the partner ([`super::cma`]): its pid, when this rank reads large
+    /// messages straight out of its memory.
+    pub cma_from: Option<libc::pid_t>,
+    /// Single copy to the partner: it reads this rank's large messages where they lie.
+    pub cma_to: bool,
 }
 
 /// What identifies a node to the transport selection: ranks with the same host and the same

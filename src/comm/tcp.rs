@@ -12,15 +12,19 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::engine::{EngineError, Io, Link, Plan, STAGE_WINDOW, execute, sys_recv, sys_send};
+use super::engine::{
+    EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute, sys_recv, sys_send,
+};
 use super::ifaces;
 use super::log;
 use super::net::{connect_retry, tune};
+use super::p2p::{PeerRegion, Region, SharedBuf};
 use super::reduce::{AlignedBuf, divide, kernel};
 use super::store::{StoreClient, StoreError};
 use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
 use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
+use std::sync::Arc;
 
 /// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
 pub const CPU_ENV: &str = "RINGLAB_CPU";
@@ -52,6 +56,9 @@ pub enum CommError {
     },
     #[error("rank {rank}: {what}")]
     Setup { rank: usize, what: String },
+    /// A peer's call is not this rank's ([`super::header`]).
+    #[error("{0}")]
+    Mismatch(String),
     #[error("buffer of {got} bytes, the schedule needs {need}")]
     BadBuffer { got: usize, need: usize },
     #[error(
@@ -185,9 +192,14 @@ pub struct RankEnv {
     pub shm: bool,
 }
 
-/// Which transport carries a peer's bytes, as NCCL names them.
+/// Which transport carries a peer's bytes, as NCCL names them, in NCCL's order of
+/// preference (src/transport.cc: P2P, SHM, NET; the first that can connect wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Transport {
+    /// Single copy: a partner on this node whose memory this rank may read, and which may read
+    /// this rank's ([`super::cma`]); small messages still go through the FIFO.
+    #[serde(rename = "P2P")]
+    P2p,
     /// Shared memory: a partner on this node.
     #[serde(rename = "SHM")]
     Shm,
@@ -199,10 +211,14 @@ pub enum Transport {
 impl Transport {
     pub fn name(self) -> &'static str {
         match self {
+            Self::P2p => "P2P",
             Self::Shm => "SHM",
             Self::Net => "NET",
         }
     }
+
+    /// Every transport, in NCCL's order.
+    pub const ALL: [Transport; 3] = [Self::P2p, Self::Shm, Self::Net];
 }
 
 /// The shared-memory side of a communicator: this rank's segment, its partners', and a pipe
@@ -232,6 +248,24 @@ pub struct TcpComm {
     /// Channel lines a release with runtime connection (2.22+) prints at the first
     /// collective, not at init ([`connected`]).
     deferred: Vec<Msg>,
+    /// Collectives called on this communicator so far: the next call's number in its header.
+    calls: u32,
+    /// This rank's regions partners may map ([`TcpComm::alloc_shared`]), kept mapped here
+    /// while they are registered, and their address ranges.
+    mine: Vec<(u32, Arc<Region>)>,
+    spans: Vec<(u32, std::ops::Range<usize>)>,
+    /// Per peer: which of this rank's regions it mapped; its regions mapped here.
+    mapped_by: Vec<Vec<u32>>,
+    theirs: Vec<Vec<PeerRegion>>,
+    next_region: u32,
+}
+
+/// A rank's buffers as it offers them to a P2P partner.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RegionOffer {
+    pid: u32,
+    /// (id, fd in the offering process, bytes).
+    regions: Vec<(u32, i32, usize)>,
 }
 
 /// A connection's channel line, where the emulated release prints it: at once (up to 2.21,
@@ -323,7 +357,18 @@ fn channel(
     dir: Option<&str>,
     via: &str,
 ) -> Msg {
-    Msg::Channel(Channel {
+    Msg::Channel(channel_of(from, from_dev, to, to_dev, dir, via))
+}
+
+fn channel_of(
+    from: usize,
+    from_dev: usize,
+    to: usize,
+    to_dev: usize,
+    dir: Option<&str>,
+    via: &str,
+) -> Channel {
+    Channel {
         channel: 0,
         conn: dir.map(|_| 0),
         from: from as u32,
@@ -332,7 +377,7 @@ fn channel(
         to_dev: to_dev.to_string(),
         dir: dir.map(str::to_string),
         via: via.into(),
-    })
+    }
 }
 
 /// A shared-memory failure as NCCL WARNs it (`Error: failed to extend … (28)`), or ringlab's text.
@@ -455,6 +500,12 @@ impl TcpComm {
             send_slice: send_slice(),
             plans: std::collections::HashMap::new(),
             deferred,
+            calls: 0,
+            mine: Vec::new(),
+            spans: Vec::new(),
+            mapped_by: vec![Vec::new(); env.world],
+            theirs: (0..env.world).map(|_| Vec::new()).collect(),
+            next_region: 0,
         })
     }
 
@@ -483,9 +534,108 @@ impl TcpComm {
         &self.transports
     }
 
-    /// The transports in use, as one word: `SHM`, `NET` or `SHM+NET` (`-` with no partner).
+    /// The transports in use, as one word: `P2P`, `SHM`, `NET`, or several joined with `+`
+    /// in NCCL's order (`P2P+NET`); `-` with no partner.
     pub fn transport_summary(&self) -> String {
         summary(&self.transports)
+    }
+
+    /// Collective buffers of `lens` bytes each that this node's P2P partners map read-only,
+    /// so a large message moves with one copy, out of the sender's buffer into the
+    /// receiver's (as NCCL's P2P transport maps a peer GPU's buffer). Every rank calls it at
+    /// the same point of the job. Buffers registered by an earlier call are forgotten (their
+    /// messages go by cross-memory attach). Where this rank has no P2P partner, or no memory
+    /// file can be made, the buffers are plain heap memory.
+    pub fn alloc_shared(&mut self, lens: &[usize]) -> Result<Vec<SharedBuf>, CommError> {
+        let rank = self.rank;
+        let setup = |what: String| CommError::Setup { rank, what };
+        self.mine.clear();
+        self.spans.clear();
+        self.mapped_by.iter_mut().for_each(Vec::clear);
+        self.theirs.iter_mut().for_each(Vec::clear);
+        let heap = |len: usize| {
+            AlignedBuf::try_zeroed(len)
+                .map(SharedBuf::Heap)
+                .map_err(|e| setup(e.clone()))
+        };
+        let p2p: Vec<usize> = (0..self.world)
+            .filter(|&p| self.transports.get(p) == Some(&Some(Transport::P2p)))
+            .collect();
+        if p2p.is_empty() {
+            return lens.iter().map(|&l| heap(l)).collect();
+        }
+        let mut made: Vec<Option<Arc<Region>>> = Vec::with_capacity(lens.len());
+        let mut offer = RegionOffer {
+            pid: std::process::id(),
+            regions: Vec::new(),
+        };
+        for &len in lens {
+            match Region::new(len) {
+                Ok(r) => {
+                    let id = self.next_region;
+                    self.next_region = self.next_region.wrapping_add(1);
+                    offer.regions.push((id, r.fd(), len));
+                    let r = Arc::new(r);
+                    self.spans.push((id, r.span()));
+                    self.mine.push((id, r.clone()));
+                    made.push(Some(r));
+                }
+                Err(e) => {
+                    log::info(&format!(
+                        "P2P: no shareable buffer of {len} bytes ({e}): large messages from it \
+                         go by cross-memory attach"
+                    ));
+                    made.push(None);
+                }
+            }
+        }
+        let frame = serde_json::to_vec(&offer).map_err(|e| setup(e.to_string()))?;
+        let replies = swap_frames(
+            rank,
+            &mut self.peers,
+            &p2p,
+            &frame,
+            "buffer offer",
+            SETUP_WAIT,
+        )?;
+        let mut acks: Vec<Vec<u8>> = Vec::with_capacity(p2p.len());
+        for (&p, r) in p2p.iter().zip(&replies) {
+            let theirs: RegionOffer = serde_json::from_slice(r)
+                .map_err(|e| setup(format!("rank {p}'s buffer offer: {e}")))?;
+            let mut ids = Vec::new();
+            for &(id, fd, len) in &theirs.regions {
+                match PeerRegion::open(theirs.pid, fd, len, id) {
+                    Ok(m) => {
+                        ids.push(id);
+                        self.theirs[p].push(m);
+                    }
+                    Err(e) => log::info(&format!(
+                        "P2P: cannot map rank {p}'s buffer ({e}): its large messages come by \
+                         cross-memory attach"
+                    )),
+                }
+            }
+            acks.push(serde_json::to_vec(&ids).map_err(|e| setup(e.to_string()))?);
+        }
+        let back = swap_frames_each(
+            rank,
+            &mut self.peers,
+            &p2p,
+            |k| &acks[k],
+            "buffer mapping",
+            SETUP_WAIT,
+        )?;
+        for (&p, b) in p2p.iter().zip(&back) {
+            self.mapped_by[p] = serde_json::from_slice(b)
+                .map_err(|e| setup(format!("rank {p}'s buffer mapping: {e}")))?;
+        }
+        made.into_iter()
+            .zip(lens)
+            .map(|(r, &len)| match r {
+                Some(r) => Ok(SharedBuf::Region(r)),
+                None => heap(len),
+            })
+            .collect()
     }
 
     /// Whether this rank busy-polls before sleeping (every local rank has a core of its own).
@@ -550,6 +700,8 @@ impl TcpComm {
             }
         }
         let reduce = kernel(dtype);
+        let header = super::header::Header::new(self.calls, spec, dtype, op);
+        self.calls = self.calls.wrapping_add(1);
         let Self {
             plans,
             peers,
@@ -589,11 +741,17 @@ impl TcpComm {
             op,
             es: spec.elem_size,
             send_slice: self.send_slice,
+            regions: Regions {
+                mine: &self.spans,
+                mapped_by: &self.mapped_by,
+                theirs: &self.theirs,
+            },
         };
         let rank = *rank;
         execute(
             plan,
             &io,
+            &header.encode(),
             input,
             buf,
             send_stage.bytes_mut(),
@@ -618,6 +776,9 @@ impl TcpComm {
                         source: err,
                     }
                 }
+                EngineError::Mismatch { peer, theirs } => {
+                    CommError::Mismatch(super::header::mismatch(rank, &header, peer, &theirs))
+                }
                 EngineError::Stuck => CommError::Io {
                     rank,
                     what: "the schedule cannot make progress (inconsistent plan)".into(),
@@ -637,27 +798,36 @@ impl TcpComm {
     }
 }
 
-/// `SHM`, `NET`, `SHM+NET`, or `-` when there is no partner.
+/// `P2P`, `SHM`, `NET`, several joined with `+` (`SHM+NET`), or `-` when there is no partner.
 pub fn summary(transports: &[Option<Transport>]) -> String {
     combine_transports(transports.iter().flatten().map(|t| t.name())).unwrap_or_else(|| "-".into())
 }
 
-/// Several ranks' transports as one: `SHM`, `NET` or `SHM+NET` (None when none reported).
+/// Several ranks' transports as one word, each named once in NCCL's order: `P2P`, `SHM`,
+/// `NET`, `P2P+NET`, … (None when none reported).
 pub fn combine_transports<'a>(each: impl Iterator<Item = &'a str>) -> Option<String> {
-    let (mut shm, mut net, mut any) = (false, false, false);
+    let mut seen = [false; Transport::ALL.len()];
+    let mut any = false;
     for t in each {
         any = true;
-        shm |= t.contains("SHM");
-        net |= t.contains("NET");
+        for part in t.split('+') {
+            if let Some(k) = Transport::ALL.iter().position(|x| x.name() == part) {
+                seen[k] = true;
+            }
+        }
     }
     any.then(|| {
-        match (shm, net) {
-            (true, true) => "SHM+NET",
-            (true, false) => "SHM",
-            (false, true) => "NET",
-            (false, false) => "-",
+        let parts: Vec<&str> = Transport::ALL
+            .iter()
+            .zip(seen)
+            .filter(|(_, s)| *s)
+            .map(|(t, _)| t.name())
+            .collect();
+        if parts.is_empty() {
+            "-".to_string()
+        } else {
+            parts.join("+")
         }
-        .to_string()
     })
 }
 
@@ -665,6 +835,9 @@ pub fn combine_transports<'a>(each: impl Iterator<Item = &'a str>) -> Option<Str
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ShmHello {
     locality: super::shm::Locality,
+    /// Single copy allowed on this side (not NCCL_P2P_DISABLE=1).
+    #[serde(default)]
+    p2p: bool,
     /// NCCL's `[dev]` in its log lines: the local rank.
     dev: usize,
 }
@@ -677,6 +850,19 @@ struct ShmOffer {
     fifo: usize,
     /// Slot k is the FIFO rank `slots[k]` writes into.
     slots: Vec<usize>,
+    /// For single copy: this process, and a word of known value in it to probe.
+    pid: u32,
+    probe_addr: usize,
+    probe_value: u64,
+}
+
+/// What a rank says once it has mapped its partners' segments and probed them.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct ShmAck {
+    /// Empty, or why a segment could not be mapped.
+    error: String,
+    /// This rank will read the partner's large messages from its memory.
+    reads: bool,
 }
 
 /// How long a partner may take to answer during transport setup.
@@ -693,10 +879,22 @@ fn swap_frames(
     what: &str,
     wait: Duration,
 ) -> Result<Vec<Vec<u8>>, CommError> {
+    swap_frames_each(rank, peers, to, |_| payload, what, wait)
+}
+
+/// [`swap_frames`] with a frame of its own for each peer (`payload(k)` for `to[k]`).
+fn swap_frames_each<'a>(
+    rank: usize,
+    peers: &mut [Option<TcpStream>],
+    to: &[usize],
+    payload: impl Fn(usize) -> &'a [u8],
+    what: &str,
+    wait: Duration,
+) -> Result<Vec<Vec<u8>>, CommError> {
     let io_err = |what: String| move |source| CommError::Io { rank, what, source };
-    for &p in to {
+    for (k, &p) in to.iter().enumerate() {
         let s = peer_mut(rank, peers, p)?;
-        super::wire::write_frame(s, payload).map_err(|e| CommError::Io {
+        super::wire::write_frame(s, payload(k)).map_err(|e| CommError::Io {
             rank,
             what: format!("sending a {what} to rank {p}"),
             source: io::Error::other(e.to_string()),
@@ -780,29 +978,30 @@ fn connect_shm(
             value: "1.".into(),
         });
     }
+    let p2p = !super::cma::disabled_by_env();
+    if !p2p {
+        log::info_msg(&Msg::EnvSet {
+            name: "NCCL_P2P_DISABLE".into(),
+            value: "1.".into(),
+        });
+    }
     let hello = serde_json::to_vec(&ShmHello {
         locality: here.clone(),
+        p2p,
         dev: env.local_rank,
     })
     .map_err(|e| setup(e.to_string()))?;
     let replies = swap_frames(rank, peers, partners, &hello, "transport hello", SETUP_WAIT)?;
     let mut local = Vec::new();
+    let (mut local_dev, mut local_p2p) = (Vec::new(), Vec::new());
     for (&p, r) in partners.iter().zip(&replies) {
         let theirs: ShmHello = serde_json::from_slice(r)
             .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
         let t = if here.shm_with(&theirs.locality) {
+            // SHM for now: single copy (P2P) once both ends have probed each other.
             local.push(p);
-            connected(
-                deferred,
-                channel(
-                    rank,
-                    env.local_rank,
-                    p,
-                    theirs.dev,
-                    None,
-                    "SHM/direct/direct",
-                ),
-            );
+            local_dev.push(theirs.dev);
+            local_p2p.push(p2p && theirs.p2p);
             Transport::Shm
         } else {
             connected(
@@ -849,6 +1048,9 @@ fn connect_shm(
         len,
         fifo,
         slots: local.clone(),
+        pid: std::process::id(),
+        probe_addr: super::cma::probe().addr,
+        probe_value: super::cma::probe().value,
     })
     .map_err(|e| setup(e.to_string()))?;
     let offers = swap_frames(
@@ -880,11 +1082,27 @@ fn connect_shm(
                     .fifo(k, fifo)
                     .ok_or_else(|| "this rank's segment is too small".to_string())?;
                 let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
+                // Single copy from p where both allow it and the kernel lets this rank read
+                // p's memory (said in the log either way).
+                let pid = libc::pid_t::try_from(offer.pid).unwrap_or(0);
+                let cma_from = local_p2p[k]
+                    .then(|| super::cma::can_read(pid, offer.probe_addr, offer.probe_value))
+                    .and_then(|r| match r {
+                        Ok(()) => Some(pid),
+                        Err(why) => {
+                            log::info(&format!(
+                                "P2P/CMA to rank {p} unavailable ({why}): using SHM"
+                            ));
+                            None
+                        }
+                    });
                 pipes[p] = Some(Pipe {
                     tx,
                     rx,
                     peer_bell: seg.bell(),
                     fd,
+                    cma_from,
+                    cma_to: false,
                 });
                 Ok(seg)
             });
@@ -902,13 +1120,21 @@ fn connect_shm(
             }
         }
     }
-    // Everyone says whether it mapped its partners' segments; then each name can go.
-    let ack = failure.clone().unwrap_or_default();
-    let acks = swap_frames(
+    // Everyone says whether it mapped its partners' segments (and will read their memory);
+    // then each name can go. One frame per partner: what this rank says to that one.
+    let mut frames = Vec::with_capacity(local.len());
+    for &p in &local {
+        let ack = ShmAck {
+            error: failure.clone().unwrap_or_default(),
+            reads: pipes[p].as_ref().is_some_and(|x| x.cma_from.is_some()),
+        };
+        frames.push(serde_json::to_vec(&ack).map_err(|e| setup(e.to_string()))?);
+    }
+    let acks = swap_frames_each(
         rank,
         peers,
         &local,
-        ack.as_bytes(),
+        |k| &frames[k],
         "shared-memory check",
         SETUP_WAIT,
     )?;
@@ -916,13 +1142,38 @@ fn connect_shm(
     if let Some(e) = failure {
         return Err(setup(e));
     }
-    for (&p, a) in local.iter().zip(&acks) {
-        if !a.is_empty() {
+    for (k, (&p, a)) in local.iter().zip(&acks).enumerate() {
+        let ack: ShmAck = serde_json::from_slice(a)
+            .map_err(|e| setup(format!("rank {p}'s shared-memory check: {e}")))?;
+        if !ack.error.is_empty() {
             return Err(setup(format!(
                 "rank {p} could not map this rank's segment: {}",
-                String::from_utf8_lossy(a)
+                ack.error
             )));
         }
+        let Some(pipe) = pipes[p].as_mut() else {
+            continue;
+        };
+        pipe.cma_to = ack.reads && local_p2p[k];
+        // P2P when single copy works both ways, as NCCL's P2P transport connects a pair;
+        // its line has a connection index, SHM's has none (src/transport/p2p.cc, shm.cc).
+        let line = if pipe.cma_to && pipe.cma_from.is_some() {
+            transports[p] = Some(Transport::P2p);
+            Msg::Channel(Channel {
+                conn: Some(0),
+                ..channel_of(rank, env.local_rank, p, local_dev[k], None, "P2P/CMA")
+            })
+        } else {
+            channel(
+                rank,
+                env.local_rank,
+                p,
+                local_dev[k],
+                None,
+                "SHM/direct/direct",
+            )
+        };
+        connected(deferred, line);
     }
     let bell = mine.bell();
     Ok((

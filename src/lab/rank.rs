@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::measure::{self, Call, Fault, Which};
 use super::{Event, Job, JobKind};
 use crate::collective::{Schedule, Spec};
-use crate::comm::reduce::AlignedBuf;
+use crate::comm::p2p::SharedBuf;
 use crate::comm::store::StoreClient;
 use crate::comm::tcp::{RankEnv, TcpComm, partners};
 use crate::comm::wire::token_from_hex;
@@ -188,8 +188,9 @@ struct TcpRig<'s> {
     /// own connections after the store's barrier.
     shape: Schedule,
     algo: crate::collective::Algorithm,
-    send: AlignedBuf,
-    recv: AlignedBuf,
+    /// In memory the node's P2P partners map, so large messages move with one copy.
+    send: SharedBuf,
+    recv: SharedBuf,
     schedule: Option<Schedule>,
 }
 
@@ -213,13 +214,13 @@ impl<'s> TcpRig<'s> {
             store,
             shape,
             algo: job.algo,
-            send: AlignedBuf::default(),
-            recv: AlignedBuf::default(),
+            send: SharedBuf::default(),
+            recv: SharedBuf::default(),
             schedule: None,
         })
     }
 
-    fn buf(&mut self, which: Which) -> &mut AlignedBuf {
+    fn buf(&mut self, which: Which) -> &mut SharedBuf {
         match which {
             Which::Send => &mut self.send,
             Which::Recv => &mut self.recv,
@@ -244,10 +245,11 @@ impl measure::Rig for TcpRig<'_> {
         if self.send.bytes().len() >= bytes && self.recv.bytes().len() >= bytes {
             return Ok(());
         }
-        self.send = AlignedBuf::default();
-        self.recv = AlignedBuf::default();
-        self.send = AlignedBuf::try_zeroed(bytes).map_err(error)?;
-        self.recv = AlignedBuf::try_zeroed(bytes).map_err(error)?;
+        self.send = SharedBuf::default();
+        self.recv = SharedBuf::default();
+        let mut bufs = self.comm.alloc_shared(&[bytes, bytes]).map_err(error)?;
+        self.recv = bufs.pop().ok_or_else(|| error("no receive buffer"))?;
+        self.send = bufs.pop().ok_or_else(|| error("no send buffer"))?;
         Ok(())
     }
     fn upload(&mut self, _: usize, which: Which, at: usize, data: &[u8]) -> Result<(), Fault> {
@@ -343,7 +345,23 @@ impl measure::Rig for TcpRig<'_> {
     fn abort(&mut self) {}
 }
 
-impl Rig for TcpRig<'_> {}
+impl Rig for TcpRig<'_> {
+    /// A closing barrier: no rank leaves (closing its connections and its segment) while a
+    /// partner is still inside the last collective, where a departure reads as a failure.
+    fn finish(&mut self) -> Result<(), Fault> {
+        phase_of(self.comm.rank(), "closing barrier");
+        self.store
+            .barrier("tcp/done", self.comm.world(), BARRIER_WAIT)
+            .map_err(error)
+    }
+}
+
+fn phase_of(rank: usize, phase: &str) {
+    emit(&Event::Phase {
+        rank,
+        phase: phase.to_string(),
+    })
+}
 
 /// NCCL, one rank per process (`gs` holds one communicator) or every GPU of the machine from
 /// this one process (nccl-tests' `-g N`: ncclCommInitAll, each collective launched on all of

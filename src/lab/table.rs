@@ -11,18 +11,34 @@ pub fn header(title: &str) -> String {
     )
 }
 
-/// The comment line that says how the bytes travelled, before the first row.
+/// The comment line that says how the bytes travelled, before the first row: each transport
+/// the ranks chose (NCCL's ladder, first that connects: P2P, SHM, NET) and what it is.
 pub fn transport_line(transport: &str) -> String {
-    let why = match transport {
-        "SHM" => "shared memory between the ranks of this node",
-        "NET" => "sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1",
-        "SHM+NET" => "shared memory within a node, sockets across nodes",
-        _ => "",
+    let what = |t: &str| match t {
+        "P2P" => Some(format!(
+            "single copy between the ranks of this node (each maps its partners' buffers; \
+             messages under {} through the shared-memory FIFO)",
+            crate::units::format_bytes(crate::comm::cma::min() as u64)
+        )),
+        "SHM" => {
+            Some("shared memory between the ranks of this node (copied in, copied out)".into())
+        }
+        "NET" => Some("sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1".into()),
+        _ => None,
     };
-    if why.is_empty() {
-        format!("#  Transport: {transport}")
-    } else {
-        format!("#  Transport: {transport}, {why}")
+    let parts: Vec<&str> = transport.split('+').collect();
+    let whys: Option<Vec<String>> = parts.iter().map(|t| what(t)).collect();
+    match whys {
+        Some(w) if parts.len() == 1 => format!("#  Transport: {transport}, {}", w[0]),
+        Some(w) => {
+            let each: Vec<String> = parts
+                .iter()
+                .zip(&w)
+                .map(|(t, w)| format!("{t}: {w}"))
+                .collect();
+            format!("#  Transport: {transport}; {}", each.join("; "))
+        }
+        None => format!("#  Transport: {transport}"),
     }
 }
 

@@ -145,7 +145,7 @@ fn sanity_says_how_the_bytes_moved() {
     let out = ringlab(&["sanity", "--backend", "tcp", "--nproc-per-node", "2"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", err(&out));
-    assert!(text.contains("Transport: SHM, shared memory"), "{text}");
+    assert!(text.contains("Transport: P2P, single copy"), "{text}");
     let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
         .args([
             "sanity",

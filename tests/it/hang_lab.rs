@@ -63,15 +63,15 @@ fn iptables_present() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// How a scenario's passing run moves its bytes: SHM between ranks of one node, NET between
-/// nodes (two nodes of two ranks: both).
+/// How a scenario's passing run moves its bytes: P2P (single copy) between ranks of one node,
+/// NET between nodes (two nodes of two ranks: both).
 fn expected_transport(name: &str) -> &'static str {
     let (all, _) = ringlab::lab::scenario::all();
     let s = all.iter().find(|s| s.name == name).expect("scenario");
     match (s.nodes > 1, s.ranks_per_node > 1) {
-        (true, true) => "SHM+NET",
+        (true, true) => "P2P+NET",
         (true, false) => "NET",
-        (false, _) => "SHM",
+        (false, _) => "P2P",
     }
 }
 
@@ -768,7 +768,7 @@ fn a_small_dev_shm_fails_init_and_only_room_fixes_it_on_shm() {
             let (outcome, transport) = if f.env.contains_key("NCCL_SHM_DISABLE") {
                 ("pass", Some("NET"))
             } else if f.ipc_host || f.shm_size.is_some() {
-                ("pass", Some("SHM"))
+                ("pass", Some("P2P"))
             } else {
                 ("error", None)
             };

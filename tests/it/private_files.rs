@@ -233,3 +233,109 @@ fn the_trust_rule_sees_every_member_of_a_private_group() {
         "by /etc/group"
     );
 }
+
+/// A rank's buffers are readable by its partners through /proc/PID/fd (the mapped regions) and
+/// process_vm_readv (cross-memory attach), and by nobody else: the kernel's ptrace rules say
+/// who. As root the test asks as another user (nobody, 65534): both are refused. Without root
+/// it tests the closest real thing it can: a rank process that is not dumpable refuses both
+/// to the same user, which is the same check (ptrace_may_access) failing on another of its
+/// conditions.
+#[test]
+fn another_user_cannot_read_a_ranks_buffers() {
+    use ringlab::comm::p2p::Region;
+    use std::ffi::CString;
+    let secret = 0x5ec7_e7ab_cdef_0123u64;
+    // The target: this process as root; a forked, non-dumpable child otherwise.
+    let root = is_root();
+    let region = Region::new(4096).expect("a region");
+    let mut buf = ringlab::comm::p2p::SharedBuf::Region(std::sync::Arc::new(region));
+    let ringlab::comm::p2p::SharedBuf::Region(r) = &buf else {
+        unreachable!("made as a region")
+    };
+    let (fd, addr) = (r.fd(), r.span().start);
+    buf.bytes_mut()[..8].copy_from_slice(&secret.to_le_bytes());
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe writes two fds into the array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let proc_path = |pid: i32| CString::new(format!("/proc/{pid}/fd/{fd}")).expect("path");
+    let parent_path = proc_path(parent);
+    // What a reader reports: bit 0 its process_vm_readv got the secret, bit 1 its open of the
+    // region's /proc entry succeeded.
+    // SAFETY: the child only makes system calls (no allocation) and ends with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork");
+    if child == 0 {
+        // SAFETY: plain system calls on memory prepared before fork; the child ends in _exit.
+        unsafe {
+            let verdict: u8 = if root {
+                // The reader: another user.
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    libc::_exit(3);
+                }
+                let mut got = 0u64;
+                let l = libc::iovec {
+                    iov_base: (&raw mut got).cast(),
+                    iov_len: 8,
+                };
+                let rv = libc::iovec {
+                    iov_base: addr as *mut libc::c_void,
+                    iov_len: 8,
+                };
+                let read = libc::process_vm_readv(parent, &l, 1, &rv, 1, 0) == 8 && got == secret;
+                let opened = libc::open(parent_path.as_ptr(), libc::O_RDONLY) >= 0;
+                u8::from(read) | (u8::from(opened) << 1)
+            } else {
+                // The target: not dumpable, then wait for the reader.
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                let b = [0xffu8];
+                libc::write(pipe[1], b.as_ptr().cast(), 1);
+                libc::sleep(30);
+                0
+            };
+            libc::write(pipe[1], [verdict].as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: the parent's copy of the write end; the child holds its own.
+    unsafe { libc::close(pipe[1]) };
+    let mut b = [0u8; 1];
+    // SAFETY: reading one byte from our pipe into a one-byte buffer.
+    let n = unsafe { libc::read(pipe[0], b.as_mut_ptr().cast(), 1) };
+    assert_eq!(
+        n, 1,
+        "the child ended without a word (as root: could not become nobody)"
+    );
+    let verdict = if root {
+        b[0]
+    } else {
+        // This process reads the non-dumpable child (its copy of the region and the secret).
+        let read = ringlab::comm::cma::can_read(child, addr, secret).is_ok();
+        let opened = std::fs::File::open(format!("/proc/{child}/fd/{fd}")).is_ok();
+        // SAFETY: our own child.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        u8::from(read) | (u8::from(opened) << 1)
+    };
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    // SAFETY: closing our own pipe end.
+    unsafe { libc::close(pipe[0]) };
+    assert_eq!(
+        verdict & 1,
+        0,
+        "process_vm_readv read a rank's memory (root: {root})"
+    );
+    assert_eq!(
+        verdict & 2,
+        0,
+        "another process opened a rank's buffer through /proc (root: {root})"
+    );
+    // And its partners (the same user, dumpable) can: the path is real, not refused to all.
+    let me = std::process::id();
+    assert!(
+        ringlab::comm::p2p::PeerRegion::open(me, fd, 4096, 0).is_ok(),
+        "the owner's own view"
+    );
+}

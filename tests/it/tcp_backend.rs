@@ -164,7 +164,7 @@ fn peer_closes_mid_step(shm: bool) {
     );
     assert_eq!(
         comm.transport_summary(),
-        if shm { "SHM" } else { "NET" },
+        if shm { "P2P" } else { "NET" },
         "{msg}"
     );
 }
@@ -208,7 +208,7 @@ fn the_engine_matches_the_definition_for_every_schedule() {
                     let e = RankEnv { rank, world, local_rank: rank, local_world: world, token, store, multi_node: false, shm };
                     let mut comm = TcpComm::init(&e, &mut sc, &partners(rank, &refs), |_| {}).expect("init");
                     let mut bad = Vec::new();
-                    let want = if shm { "SHM" } else { "NET" };
+                    let want = if shm { "P2P" } else { "NET" };
                     if comm.transport_summary() != want {
                         bad.push(format!("rank {rank}: transport {} instead of {want}", comm.transport_summary()));
                     }
@@ -376,4 +376,121 @@ fn a_dtype_of_another_size_than_the_schedule_is_refused() {
     );
     comm.run(&s, buf.bytes_mut(), Dtype::F32, Op::Sum)
         .expect("the matching dtype runs");
+}
+
+/// One call per rank, as that rank sees it.
+#[derive(Clone, Copy)]
+struct Call {
+    coll: Collective,
+    count: usize,
+    dtype: Dtype,
+}
+
+/// Three ranks (threads) make one collective each, `call(rank)`, over shared memory or the
+/// network; each returns its error text (None when its call succeeded). A rank that never
+/// returns fails the test instead of hanging it.
+fn three_calls(shm: bool, token: u8, call: fn(usize) -> Call) -> Vec<Option<String>> {
+    let token = [token; 16];
+    let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");
+    let store = server.addr();
+    let world = 3;
+    let shape = Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        world,
+        world,
+        1,
+    ))
+    .expect("shape");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for rank in 0..world {
+        let (tx, shape) = (tx.clone(), shape.clone());
+        std::thread::spawn(move || {
+            let mut sc = StoreClient::connect(store, &token, rank as u32).expect("sc");
+            let env = RankEnv {
+                shm,
+                ..env(rank, world, store, token)
+            };
+            let mut comm =
+                TcpComm::init(&env, &mut sc, &partners(rank, &[&shape]), |_| {}).expect("init");
+            let c = call(rank);
+            let s = Schedule::build(&Spec::new(
+                c.coll,
+                Algorithm::Ring,
+                world,
+                c.count,
+                c.dtype.size(),
+            ))
+            .expect("schedule");
+            let mut buf = AlignedBuf::zeroed(c.count * c.dtype.size());
+            let r = comm.run(&s, buf.bytes_mut(), c.dtype, Op::Sum);
+            let _ = tx.send((rank, r.err().map(|e| e.to_string())));
+        });
+    }
+    let mut out = vec![None; world];
+    for _ in 0..world {
+        let (rank, e) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("every rank returns: a mismatch must not hang");
+        out[rank] = e;
+    }
+    out
+}
+
+/// What differs, each rank's call, and the text that names rank 2's.
+type Case = (&'static str, fn(usize) -> Call, &'static str);
+
+/// Ranks that disagree on the size, the type or the collective fail at the first header,
+/// with both calls named, on shared memory and on the network alike.
+#[test]
+fn ranks_that_disagree_fail_with_both_calls_named() {
+    let cases: [Case; 3] = [
+        (
+            "size",
+            |r| Call {
+                coll: Collective::AllReduce,
+                count: if r == 2 { 4096 } else { 1024 },
+                dtype: Dtype::F32,
+            },
+            "of 4096 × f32",
+        ),
+        (
+            "type",
+            // The same bytes: only the header can tell.
+            |r| Call {
+                coll: Collective::AllReduce,
+                count: if r == 2 { 512 } else { 1024 },
+                dtype: if r == 2 { Dtype::F64 } else { Dtype::F32 },
+            },
+            "of 512 × f64",
+        ),
+        (
+            "collective",
+            |r| Call {
+                coll: if r == 2 {
+                    Collective::AllGather
+                } else {
+                    Collective::AllReduce
+                },
+                count: 3072,
+                dtype: Dtype::F32,
+            },
+            "all-gather (ring) of 3072 × f32",
+        ),
+    ];
+    for shm in [true, false] {
+        for (k, (what, call, theirs)) in cases.iter().enumerate() {
+            let errs = three_calls(shm, 40 + k as u8 + if shm { 10 } else { 0 }, *call);
+            let ctx = format!("{what} (shm {shm}): {errs:?}");
+            // Rank 2 sends to rank 0 in the ring: rank 0 reads its header and names both.
+            let named = errs
+                .iter()
+                .flatten()
+                .find(|e| e.contains("called different collectives"))
+                .unwrap_or_else(|| panic!("no rank named the mismatch: {ctx}"));
+            assert!(named.contains(theirs), "{ctx}");
+            assert!(named.contains("rank 2 call #0"), "{ctx}");
+            assert!(errs.iter().all(Option::is_some), "every rank fails: {ctx}");
+        }
+    }
 }

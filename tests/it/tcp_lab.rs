@@ -13,6 +13,15 @@ fn ringlab(args: &[&str]) -> Output {
         .expect("run ringlab")
 }
 
+fn ringlab_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(args)
+        .env_remove("NCCL_DEBUG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run ringlab")
+}
+
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -20,36 +29,41 @@ fn json_lines(out: &Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Runs a bench and asserts every row of both placements checked with 0 wrong.
+/// Runs a bench and asserts every row of both placements checked with 0 wrong. Single copy
+/// starts at 4 KiB here (1 MiB by default), so the 1000 B rows and most 8000 B rows go
+/// through the shared-memory FIFO and the 64000 B rows by single copy: both paths, every case.
 fn bench_clean(coll: &str, algo: &str, dtype: &str, op: &str, ranks: usize) {
     let n = ranks.to_string();
     // 1000 B .. 64000 B: element counts that do not divide by 3 or 4, and a count < N for int64.
-    let out = ringlab(&[
-        "bench",
-        "--backend",
-        "tcp",
-        "--nproc-per-node",
-        &n,
-        "-b",
-        "1000",
-        "-e",
-        "64000",
-        "-f",
-        "8",
-        "-n",
-        "2",
-        "-w",
-        "1",
-        "--coll",
-        coll,
-        "--algo",
-        algo,
-        "-d",
-        dtype,
-        "-o",
-        op,
-        "--json",
-    ]);
+    let out = ringlab_env(
+        &[("RINGLAB_P2P_MIN", "4K")],
+        &[
+            "bench",
+            "--backend",
+            "tcp",
+            "--nproc-per-node",
+            &n,
+            "-b",
+            "1000",
+            "-e",
+            "64000",
+            "-f",
+            "8",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--coll",
+            coll,
+            "--algo",
+            algo,
+            "-d",
+            dtype,
+            "-o",
+            op,
+            "--json",
+        ],
+    );
     let rows = json_lines(&out);
     let ctx = format!(
         "{coll} {algo} {dtype} {op} N={ranks}: {}",
@@ -62,7 +76,7 @@ fn bench_clean(coll: &str, algo: &str, dtype: &str, op: &str, ranks: usize) {
         assert_eq!(r["wrong"], 0, "{r} {ctx}");
         assert_eq!(r["ranks"], ranks, "{ctx}");
         // Ranks of one node move their bytes through shared memory.
-        assert_eq!(r["transport"], "SHM", "{r} {ctx}");
+        assert_eq!(r["transport"], "P2P", "{r} {ctx}");
     }
     let summary = rows.last().expect("summary");
     assert_eq!(summary["summary"], true);
@@ -170,14 +184,15 @@ fn the_table_looks_like_nccl_tests() {
     assert_eq!(rows[0][8], "0");
     assert_eq!(rows[0][12], "0");
     assert!(
-        text.contains("#  Transport: SHM, shared memory between the ranks of this node"),
+        text.contains("#  Transport: P2P, single copy between the ranks of this node"),
         "{text}"
     );
 }
 
-/// Transport selection as NCCL logs it: ranks of one node use SHM, each channel named at INFO
-/// with NCCL's line; NCCL_SHM_DISABLE=1 sends everything over the network (NET/Socket), and
-/// the bench says so in its header and its JSON.
+/// Transport selection as NCCL logs it, down NCCL's ladder: ranks of one node use P2P (single
+/// copy), each channel named at INFO with NCCL's line; NCCL_P2P_DISABLE=1 leaves SHM;
+/// NCCL_SHM_DISABLE=1 sends everything over the network (NET/Socket); the bench says which
+/// in its header and its JSON.
 #[test]
 fn transports_are_chosen_and_logged_like_nccl() {
     let run = |env: &[(&str, &str)]| {
@@ -200,8 +215,30 @@ fn transports_are_chosen_and_logged_like_nccl() {
             .output()
             .expect("run ringlab")
     };
-    let shm = run(&[("NCCL_DEBUG", "INFO")]);
+    let p2p = run(&[("NCCL_DEBUG", "INFO")]);
+    let log = String::from_utf8_lossy(&p2p.stderr);
+    assert!(p2p.status.success(), "{log}");
+    for line in [
+        "Channel 00/0 : 0[0] -> 1[1] via P2P/CMA",
+        "Channel 00/0 : 1[1] -> 0[0] via P2P/CMA",
+    ] {
+        assert!(log.contains(line), "{line}: {log}");
+    }
+    assert!(
+        !log.contains("via SHM") && !log.contains("via NET"),
+        "{log}"
+    );
+    let rows = json_lines(&p2p);
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["transport"] == "P2P"),
+        "{log}"
+    );
+    let shm = run(&[("NCCL_DEBUG", "INFO"), ("NCCL_P2P_DISABLE", "1")]);
     let log = String::from_utf8_lossy(&shm.stderr);
+    assert!(
+        log.contains("NCCL_P2P_DISABLE set by environment to 1."),
+        "{log}"
+    );
     assert!(shm.status.success(), "{log}");
     assert!(
         log.contains("Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"),
@@ -247,7 +284,8 @@ fn transports_are_chosen_and_logged_like_nccl() {
 }
 
 /// Shared-memory segments do not outlive their job: ranks unlink them once every partner has
-/// mapped them, so a launcher killed with SIGKILL mid-run leaves none, and `lab cleanup`
+/// mapped them (and their buffers are nameless memory files), so a launcher killed with
+/// SIGKILL mid-run leaves none, and `lab cleanup`
 /// removes those of ranks that died before that point (and only those).
 #[test]
 fn shared_memory_segments_never_outlive_the_job() {
@@ -291,6 +329,16 @@ fn shared_memory_segments_never_outlive_the_job() {
     // Mid-run: the segments are mapped and already unlinked.
     std::thread::sleep(Duration::from_millis(1500));
     assert!(segments_of(&kids).is_empty(), "{:?}", segments_of(&kids));
+    // Each rank maps its own two buffers and its partner's (the P2P transport's regions):
+    // anonymous memory files, with no name in /dev/shm or anywhere else to be left behind.
+    for &k in &kids {
+        let maps = std::fs::read_to_string(format!("/proc/{k}/maps")).unwrap_or_default();
+        let regions = maps.matches("/memfd:ringlab-buffer").count();
+        assert!(
+            regions >= 4,
+            "rank {k} maps {regions} buffer regions:\n{maps}"
+        );
+    }
     let _ = launcher.kill();
     let _ = launcher.wait();
     std::thread::sleep(Duration::from_millis(300));
@@ -757,7 +805,7 @@ fn channel_lines_come_where_the_release_makes_its_connections() {
         let lines: Vec<&str> = log.lines().collect();
         let channel = lines
             .iter()
-            .position(|l| l.contains("Channel 00 : 0[0] -> 1[1] via SHM"))
+            .position(|l| l.contains("Channel 00/0 : 0[0] -> 1[1] via P2P/CMA"))
             .unwrap_or_else(|| panic!("no channel line: {log}"));
         let complete = lines
             .iter()
@@ -806,4 +854,87 @@ fn repeated_rows_show_their_spread() {
     // Without -R nothing changes: no spread in the rows.
     let out = bench(&["-e", "1K", "--json"]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("spread"));
+}
+
+/// 64 ranks on a 2-core machine, several times over: no rank leaves while a partner is still
+/// in the last collective (the closing barrier), and a partner that has finished its part and
+/// left is not mistaken for a dead one. Before, about half such runs failed at the last row
+/// with "rank K closed the connection during reduce-scatter step 1".
+#[test]
+fn sixty_four_ranks_finish_together_run_after_run() {
+    for run in 0..4 {
+        let out = ringlab(&[
+            "bench",
+            "--backend",
+            "tcp",
+            "--nproc-per-node",
+            "64",
+            "-b",
+            "1K",
+            "-e",
+            "16K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "-w",
+            "0",
+            "--json",
+        ]);
+        let ctx = format!("run {run}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{ctx}");
+        let rows: Vec<_> = json_lines(&out)
+            .into_iter()
+            .filter(|r| r.get("summary").is_none())
+            .collect();
+        assert_eq!(rows.len(), 3 * 2, "{ctx}");
+        assert!(rows.iter().all(|r| r["wrong"] == 0), "{ctx}: {rows:?}");
+    }
+}
+
+/// Messages past the single-copy threshold (1 MiB) at its default: read out of the partner's
+/// mapped buffer (a copy, or a reduction straight from it) or, for bytes staged aside, by
+/// cross-memory attach; every collective exact in both placements, on 3 and 4 ranks.
+#[test]
+fn large_messages_go_by_single_copy_and_stay_exact() {
+    for (coll, ranks) in [
+        ("all-reduce", "3"),
+        ("reduce-scatter", "4"),
+        ("all-gather", "3"),
+        ("all-to-all", "4"),
+        ("broadcast", "3"),
+        ("reduce", "4"),
+    ] {
+        let out = ringlab(&[
+            "bench",
+            "--backend",
+            "tcp",
+            "--nproc-per-node",
+            ranks,
+            "-b",
+            "5M",
+            "-e",
+            "10M",
+            "-f",
+            "2",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--coll",
+            coll,
+            "--json",
+        ]);
+        let ctx = format!("{coll} N={ranks}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{ctx}");
+        let rows: Vec<_> = json_lines(&out)
+            .into_iter()
+            .filter(|r| r.get("summary").is_none())
+            .collect();
+        assert_eq!(rows.len(), 2 * 2, "{ctx}");
+        for r in &rows {
+            assert_eq!(r["wrong"], 0, "{r} {ctx}");
+            assert_eq!(r["transport"], "P2P", "{r} {ctx}");
+        }
+    }
 }

@@ -1,0 +1,299 @@
+//! The P2P transport's two ways to move a large message with one copy, as NCCL's P2P
+//! transport maps the peer GPU's buffer (CUDA IPC or cuMem handles) instead of staging it:
+//!
+//! - **Mapped buffers.** A rank's collective buffers live in an anonymous memory file
+//!   (`memfd_create(2)`, no name anywhere, gone with the last process that maps it). Its
+//!   partners on the node map it read-only through `/proc/PID/fd/N`, and copy or reduce
+//!   straight out of it at memcpy speed. A descriptor on the FIFO says which region and
+//!   where; the bytes never enter the FIFO.
+//! - **Cross-memory attach** ([`super::cma`]) for anything else large (bytes staged aside
+//!   for a same-step overwrite, a buffer the caller allocated itself): the receiver reads the
+//!   sender's memory with `process_vm_readv(2)`.
+//!
+//! Who may do either is the kernel's ptrace rule: opening another process's `/proc/PID/fd`
+//! entry needs PTRACE_MODE_READ, `process_vm_readv` PTRACE_MODE_ATTACH, both refused to
+//! another user (and to a non-dumpable process's peers without CAP_SYS_PTRACE). Nothing is
+//! assumed: each mapping and each probe is tried at setup, and a refusal falls back (to
+//! cross-memory attach, then to the FIFO), said in the log.
+
+use std::io;
+use std::sync::Arc;
+
+/// Bytes of one descriptor on the FIFO.
+pub const DESC: usize = 24;
+
+/// Where a large message's bytes lie, as the receiver will read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Desc {
+    /// At this address in the sender's memory (cross-memory attach).
+    Addr { addr: usize, len: usize },
+    /// At this offset in the sender's region `id`, which the receiver has mapped.
+    Region { id: u32, off: usize, len: usize },
+}
+
+impl Desc {
+    pub fn len(self) -> usize {
+        match self {
+            Desc::Addr { len, .. } | Desc::Region { len, .. } => len,
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same bytes from `k` on.
+    pub fn skip(self, k: usize) -> Self {
+        match self {
+            Desc::Addr { addr, len } => Desc::Addr {
+                addr: addr + k,
+                len: len - k,
+            },
+            Desc::Region { id, off, len } => Desc::Region {
+                id,
+                off: off + k,
+                len: len - k,
+            },
+        }
+    }
+
+    pub fn encode(self) -> [u8; DESC] {
+        let (kind, id, at, len) = match self {
+            Desc::Addr { addr, len } => (1u32, 0u32, addr, len),
+            Desc::Region { id, off, len } => (2, id, off, len),
+        };
+        let mut d = [0u8; DESC];
+        d[..4].copy_from_slice(&kind.to_le_bytes());
+        d[4..8].copy_from_slice(&id.to_le_bytes());
+        d[8..16].copy_from_slice(&(at as u64).to_le_bytes());
+        d[16..].copy_from_slice(&(len as u64).to_le_bytes());
+        d
+    }
+
+    pub fn decode(d: &[u8; DESC]) -> Option<Self> {
+        let w4 = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+        let w8 = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&d[i..i + 8]);
+            usize::try_from(u64::from_le_bytes(b)).ok()
+        };
+        let (at, len) = (w8(8)?, w8(16)?);
+        match w4(0) {
+            1 => Some(Desc::Addr { addr: at, len }),
+            2 => Some(Desc::Region {
+                id: w4(4),
+                off: at,
+                len,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Memory a rank's partners can map: an anonymous memory file, mapped here read-write.
+pub struct Region {
+    ptr: *mut u8,
+    len: usize,
+    fd: i32,
+}
+
+// SAFETY: plain shared memory; who writes which bytes when is the engine's protocol (a
+// partner only reads bytes a descriptor has published, and acknowledges before they change).
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// `len` bytes (at least one page), zeroed, pages populated.
+    pub fn new(len: usize) -> io::Result<Self> {
+        let size = len.max(1);
+        // SAFETY: the name is a NUL-terminated literal; flags are valid for memfd_create.
+        let fd = unsafe { libc::memfd_create(c"ringlab-buffer".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fail = |fd: i32| {
+            let e = io::Error::last_os_error();
+            // SAFETY: fd is ours and open.
+            unsafe { libc::close(fd) };
+            e
+        };
+        // SAFETY: fd is a memory file we own.
+        if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+            return Err(fail(fd));
+        }
+        // SAFETY: a fresh shared mapping of our own memory file.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(fail(fd));
+        }
+        Ok(Self {
+            ptr: p.cast(),
+            len,
+            fd,
+        })
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address range this region occupies here.
+    pub fn span(&self) -> std::ops::Range<usize> {
+        self.ptr as usize..self.ptr as usize + self.len
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: our mapping and our fd, each released once.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len.max(1));
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// A partner's region, mapped here read-only.
+pub struct PeerRegion {
+    pub id: u32,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a read-only mapping; see Region.
+unsafe impl Send for PeerRegion {}
+
+impl PeerRegion {
+    /// Map region `fd` of process `pid` (`len` bytes) through `/proc/PID/fd/FD`.
+    pub fn open(pid: u32, fd: i32, len: usize, id: u32) -> io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(format!("/proc/{pid}/fd/{fd}"))?;
+        let got = f.metadata()?.len();
+        if got < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("process {pid}'s buffer is {got} bytes, {len} announced"),
+            ));
+        }
+        // SAFETY: a fresh read-only shared mapping of the file just opened.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            id,
+            ptr: p.cast(),
+            len,
+        })
+    }
+
+    /// `len` bytes at `off`, or None when they are not all inside.
+    pub fn get(&self, off: usize, len: usize) -> Option<&[u8]> {
+        let end = off.checked_add(len)?;
+        // SAFETY: in bounds of a live read-only mapping; the sender does not change these
+        // bytes until this rank acknowledges them.
+        (end <= self.len).then(|| unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) })
+    }
+}
+
+impl Drop for PeerRegion {
+    fn drop(&mut self) {
+        // SAFETY: our mapping, released once.
+        unsafe { libc::munmap(self.ptr.cast_mut().cast(), self.len.max(1)) };
+    }
+}
+
+/// A collective buffer: in a region partners may map, or on the heap where there is no
+/// partner to share it with (or no memory file could be made).
+pub enum SharedBuf {
+    Region(Arc<Region>),
+    Heap(super::reduce::AlignedBuf),
+}
+
+impl Default for SharedBuf {
+    fn default() -> Self {
+        SharedBuf::Heap(super::reduce::AlignedBuf::default())
+    }
+}
+
+impl SharedBuf {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: a live mapping of len bytes; the communicator holds the other Arc only
+            // to keep it mapped (and its address unused) while partners may read it.
+            SharedBuf::Region(r) => unsafe { std::slice::from_raw_parts(r.ptr, r.len) },
+            SharedBuf::Heap(b) => b.bytes(),
+        }
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            // SAFETY: as above; this rank writes only through this one handle.
+            SharedBuf::Region(r) => unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) },
+            SharedBuf::Heap(b) => b.bytes_mut(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_round_trip_and_skip() {
+        for d in [
+            Desc::Addr {
+                addr: 0x7fff_0000_1000,
+                len: 65536,
+            },
+            Desc::Region {
+                id: 3,
+                off: 4096,
+                len: 262_144,
+            },
+        ] {
+            assert_eq!(Desc::decode(&d.encode()), Some(d));
+            assert_eq!(d.skip(1000).len(), d.len() - 1000);
+        }
+        assert_eq!(Desc::decode(&[0u8; DESC]), None);
+    }
+
+    /// A region mapped again through /proc (as a partner maps it) shows what was written,
+    /// and an offset outside it is refused.
+    #[test]
+    fn a_region_is_seen_through_proc_and_bounds_are_checked() {
+        let r = Arc::new(Region::new(1 << 16).expect("region"));
+        let mut buf = SharedBuf::Region(r.clone());
+        buf.bytes_mut()[100..104].copy_from_slice(&[1, 2, 3, 4]);
+        let peer = PeerRegion::open(std::process::id(), r.fd(), r.len(), 7).expect("map");
+        assert_eq!(peer.get(100, 4), Some(&[1u8, 2, 3, 4][..]));
+        assert!(peer.get((1 << 16) - 2, 4).is_none());
+        assert!(peer.get(usize::MAX, 2).is_none());
+    }
+}
