@@ -497,9 +497,15 @@ pub fn execute(
         pollfds.clear();
         let mut active_recvs = 0;
         let mut active_sends = 0;
-        for p in 0..peers {
-            // The current send to p.
-            if let Some(&i) = sends[p].get(si[p]) {
+        'peers: for p in 0..peers {
+            // The current send to p; a header sent whole is followed at once by the call's
+            // first bytes (on TCP in the same segment: the header went with MSG_MORE).
+            let mut again = true;
+            while again {
+                again = false;
+                let Some(&i) = sends[p].get(si[p]) else {
+                    continue 'peers;
+                };
                 let o = &plan.ops[i];
                 let lim = limit(&st, i);
                 if let Some(at) = o.stage_at
@@ -564,7 +570,7 @@ pub fn execute(
                         active_sends += 1;
                         shm_wait = true;
                     }
-                    continue;
+                    continue 'peers;
                 }
                 if ready > st[i].done {
                     let fd = match io.links[p] {
@@ -609,12 +615,50 @@ pub fn execute(
                             remaining -= 1;
                             moved = true;
                         }
-                        continue;
+                        continue 'peers;
                     };
-                    match sys_send(fd, data) {
-                        Ok(k) => {
+                    // The header goes out corked when the call's first bytes follow at once.
+                    let more = o.header
+                        && sends[p].get(si[p] + 1).is_some_and(|&j| {
+                            let l = limit(&st, j);
+                            if plan.ops[j].stage_at.is_some() {
+                                l == plan.ops[j].range.len()
+                            } else {
+                                l > 0
+                            }
+                        });
+                    // Better still, header and first bytes in one call (the next op reads the
+                    // buffer directly; one staged aside goes by MSG_MORE above).
+                    let next = sends[p]
+                        .get(si[p] + 1)
+                        .copied()
+                        .filter(|&j| more && plan.ops[j].stage_at.is_none() && st[j].done == 0);
+                    let second: &[u8] = match next {
+                        Some(j) => {
+                            let oj = &plan.ops[j];
+                            let a = oj.range.start;
+                            let (b, from_input) = run_from_input(fresh(j), a, a + limit(&st, j));
+                            let from: &[u8] = match input {
+                                Some(src) if from_input => src,
+                                _ => buf,
+                            };
+                            &from[a..b.min(a + io.send_slice)]
+                        }
+                        None => &[],
+                    };
+                    let sent = if second.is_empty() {
+                        sys_send_flags(fd, data, more)
+                    } else {
+                        sys_send_two(fd, data, second)
+                    };
+                    match sent {
+                        Ok(n) => {
+                            let k = n.min(data.len());
                             st[i].done += k;
-                            moved |= k > 0;
+                            if let Some(j) = next.filter(|_| n > k) {
+                                st[j].done += n - k;
+                            }
+                            moved |= n > 0;
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                         Err(err) => {
@@ -638,6 +682,7 @@ pub fn execute(
                     si[p] += 1;
                     remaining -= 1;
                     moved = true;
+                    again = o.header;
                 }
             }
         }
@@ -662,25 +707,68 @@ pub fn execute(
                         }
                         k
                     }
-                    Link::Tcp(fd) => match sys_recv(fd, slot, true) {
-                        Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
-                        Ok(k) => k,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            pollfds.push(libc::pollfd {
-                                fd,
-                                events: libc::POLLIN,
-                                revents: 0,
-                            });
-                            0
+                    Link::Tcp(fd) => {
+                        // The call's first bytes usually came in the same segment: read them
+                        // with the header, one system call (where they may land yet).
+                        let next = recvs[p].get(ri[p] + 1).copied();
+                        let (dst, extra_room): (&mut [u8], usize) = match next {
+                            Some(j) if plan.ops[j].reduce => {
+                                let w = window(p);
+                                let room = (STAGE_WINDOW - (st[j].got - st[j].done))
+                                    .min(plan.ops[j].range.len() - st[j].got);
+                                let at = w + st[j].got - st[j].done;
+                                match staging.get_mut(at..at + room) {
+                                    Some(d) => (d, room),
+                                    None => (&mut [], 0),
+                                }
+                            }
+                            Some(j) => {
+                                let room = limit(&st, j).saturating_sub(st[j].got);
+                                let at = plan.ops[j].range.start + st[j].got;
+                                (&mut buf[at..at + room], room)
+                            }
+                            None => (&mut [], 0),
+                        };
+                        // Nothing to send and one peer to hear from: spin, then block, as
+                        // for the call's bytes below.
+                        let only = !received
+                            && active_sends == 0
+                            && pollfds.is_empty()
+                            && single_recv_peer(recvs, &ri);
+                        let r = if only && io.spin {
+                            recv_two_spin_then_block(fd, slot, dst)
+                        } else {
+                            sys_recv_two(fd, slot, dst, !only)
+                        };
+                        match r {
+                            Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
+                            Ok(n) => {
+                                let k = n.min(len - st[i].got);
+                                if let Some(j) = next.filter(|_| n > k && extra_room > 0) {
+                                    st[j].got += n - k;
+                                    if !plan.ops[j].reduce {
+                                        st[j].done = st[j].got;
+                                    }
+                                }
+                                k
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                pollfds.push(libc::pollfd {
+                                    fd,
+                                    events: libc::POLLIN,
+                                    revents: 0,
+                                });
+                                0
+                            }
+                            Err(err) => {
+                                return Err(EngineError::Io {
+                                    op: i,
+                                    peer: p,
+                                    err,
+                                });
+                            }
                         }
-                        Err(err) => {
-                            return Err(EngineError::Io {
-                                op: i,
-                                peer: p,
-                                err,
-                            });
-                        }
-                    },
+                    }
                     Link::None => {
                         return Err(EngineError::Io {
                             op: i,
@@ -1202,19 +1290,101 @@ fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
 
 /// One nonblocking send (a full socket buffer is `WouldBlock`).
 pub(super) fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
+    sys_send_flags(fd, data, false)
+}
+
+/// [`sys_send`], with `more`: more bytes follow at once, so the kernel may hold these for the
+/// same segment (MSG_MORE).
+fn sys_send_flags(fd: i32, data: &[u8], more: bool) -> io::Result<usize> {
+    let more = if more { libc::MSG_MORE } else { 0 };
     // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
     let n = unsafe {
         libc::send(
             fd,
             data.as_ptr().cast(),
             data.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more,
         )
     };
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(n as usize)
+    }
+}
+
+/// One nonblocking send of `a` then `b` (writev); a full socket buffer is `WouldBlock`.
+fn sys_send_two(fd: i32, a: &[u8], b: &[u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr().cast_mut().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr().cast_mut().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: msghdr is a plain C struct for which all zero bytes is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = 2;
+    // SAFETY: both iovecs describe readable slices borrowed for the call (sendmsg does not
+    // write through them); MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// [`recv_spin_then_block`] into `a`, then `b`.
+fn recv_two_spin_then_block(fd: i32, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
+    let start = std::time::Instant::now();
+    let mut k = 0u32;
+    loop {
+        match sys_recv_two(fd, a, b, true) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            other => return other,
+        }
+        k += 1;
+        if k.is_multiple_of(16) && start.elapsed() > SPIN {
+            return sys_recv_two(fd, a, b, false);
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// One receive into `a`, then `b` (readv), nonblocking or not, retried on EINTR.
+fn sys_recv_two(fd: i32, a: &mut [u8], b: &mut [u8], nonblocking: bool) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_mut_ptr().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: msghdr is a plain C struct for which all zero bytes is a valid value (no name,
+    // no control data, no flags).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = 2;
+    loop {
+        // SAFETY: both iovecs describe writable slices borrowed for the call; msg points at
+        // them and at nothing else.
+        let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+        let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
