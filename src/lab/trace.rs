@@ -240,6 +240,268 @@ impl Recorder {
     }
 }
 
+/// The flight recorder as a running rank keeps it on disk: an append-only journal of JSON
+/// lines, `rank<r>.jsonl`. The first line says whose it is (`format`, `version`, `rank`,
+/// `world`, `capacity`); each later line is one event: a collective scheduled (`seq`, `call`,
+/// `label`, `t`), or its new state (`seq`, `state`, `t`). One `write` per event, O(1) however
+/// long the buffer, and the last event is on disk even when the process is stopped or killed
+/// the next instant. Once the file passes [`JOURNAL_COMPACT_BYTES`] it is rewritten as the
+/// buffer now stands (aside, then renamed), so it stays small. [`parse_journal`] replays it.
+pub struct JournalFile {
+    rec: Recorder,
+    path: PathBuf,
+    file: std::fs::File,
+    written: u64,
+}
+
+/// A journal longer than this is rewritten as its buffer stands.
+pub const JOURNAL_COMPACT_BYTES: u64 = 1 << 20;
+
+#[derive(Serialize, Deserialize)]
+struct JournalHead {
+    format: String,
+    version: u32,
+    rank: usize,
+    world: usize,
+    capacity: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct JournalEvent {
+    seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    call: Option<Call>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<State>,
+    t: u64,
+}
+
+impl JournalFile {
+    /// Start `path` afresh for `rec` (a journal already there is replaced).
+    pub fn create(path: &Path, rec: Recorder) -> std::io::Result<Self> {
+        let mut j = Self {
+            file: std::fs::File::create(path)?,
+            path: path.to_path_buf(),
+            rec,
+            written: 0,
+        };
+        j.compact()?;
+        Ok(j)
+    }
+
+    pub fn recorder(&self) -> &Recorder {
+        &self.rec
+    }
+
+    fn line(&mut self, v: &impl Serialize) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut text = serde_json::to_vec(v).map_err(std::io::Error::other)?;
+        text.push(b'\n');
+        self.file.write_all(&text)?;
+        self.written += text.len() as u64;
+        Ok(())
+    }
+
+    /// The whole buffer as it stands, written aside and renamed over the journal.
+    fn compact(&mut self) -> std::io::Result<()> {
+        let tmp = self.path.with_extension("jsonl.tmp");
+        let mut j = Self {
+            file: std::fs::File::create(&tmp)?,
+            path: tmp.clone(),
+            rec: self.rec.clone(),
+            written: 0,
+        };
+        j.line(&JournalHead {
+            format: FORMAT.into(),
+            version: VERSION,
+            rank: self.rec.rank,
+            world: self.rec.world,
+            capacity: self.rec.capacity,
+        })?;
+        for e in &self.rec.entries {
+            j.line(&JournalEvent {
+                seq: e.seq,
+                call: Some(e.call.clone()),
+                label: e.label.clone(),
+                state: None,
+                t: e.scheduled_ns,
+            })?;
+            for (state, t) in [
+                (State::Started, e.started_ns),
+                (State::Completed, e.completed_ns),
+            ] {
+                if let Some(t) = t {
+                    j.line(&JournalEvent {
+                        seq: e.seq,
+                        call: None,
+                        label: None,
+                        state: Some(state),
+                        t,
+                    })?;
+                }
+            }
+        }
+        std::fs::rename(&tmp, &self.path)?;
+        self.file = j.file;
+        self.written = j.written;
+        Ok(())
+    }
+
+    fn after(&mut self) -> std::io::Result<()> {
+        if self.written > JOURNAL_COMPACT_BYTES {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// [`Recorder::schedule`], journaled.
+    pub fn schedule(&mut self, call: Call, label: Option<String>) -> std::io::Result<u64> {
+        let seq = self.rec.schedule(call.clone(), label.clone());
+        let t = self.rec.entries.back().map_or(0, |e| e.scheduled_ns);
+        self.line(&JournalEvent {
+            seq,
+            call: Some(call),
+            label,
+            state: None,
+            t,
+        })?;
+        self.after()?;
+        Ok(seq)
+    }
+
+    fn set(&mut self, seq: u64, state: State) -> std::io::Result<()> {
+        self.rec.set(seq, state);
+        // The time the recorder stamped, so the journal replays to the same dump.
+        let t = self
+            .rec
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.seq == seq)
+            .and_then(|e| match state {
+                State::Started => e.started_ns,
+                State::Completed => e.completed_ns,
+                State::Scheduled => Some(e.scheduled_ns),
+            })
+            .unwrap_or_else(|| self.rec.now_ns());
+        self.line(&JournalEvent {
+            seq,
+            call: None,
+            label: None,
+            state: Some(state),
+            t,
+        })?;
+        self.after()
+    }
+
+    /// [`Recorder::start`], journaled.
+    pub fn start(&mut self, seq: u64) -> std::io::Result<()> {
+        self.set(seq, State::Started)
+    }
+
+    /// [`Recorder::complete`], journaled.
+    pub fn complete(&mut self, seq: u64) -> std::io::Result<()> {
+        self.set(seq, State::Completed)
+    }
+}
+
+/// Replay a journal ([`JournalFile`]) into the dump it stands for. A last line without its
+/// newline is an event cut off by the end of the process, and is left out; any other bad line
+/// is an error naming it.
+pub fn parse_journal(file: &str, text: &str) -> Result<RankTrace, TraceError> {
+    let err = |message: String| TraceError {
+        file: file.to_string(),
+        message,
+    };
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let n = lines.len();
+    let mut it = lines.iter().enumerate().filter(|(k, l)| {
+        // The last line, unterminated: an event the process did not finish writing.
+        !(l.trim().is_empty() || (*k + 1 == n && !complete))
+    });
+    let (_, head) = it
+        .next()
+        .ok_or_else(|| err("an empty journal: no header line".into()))?;
+    let head: JournalHead = serde_json::from_str(head)
+        .map_err(|e| err(format!("1:{}: not a journal header: {e}", e.column())))?;
+    if head.format != FORMAT {
+        return Err(err(format!(
+            "format `{}`, expected `{FORMAT}`",
+            head.format
+        )));
+    }
+    if head.version == 0 || head.version > VERSION {
+        return Err(err(format!(
+            "journal version {}; this ringlab reads version {VERSION}",
+            head.version
+        )));
+    }
+    if head.world == 0 || head.rank >= head.world {
+        return Err(err(format!("rank {} of world {}", head.rank, head.world)));
+    }
+    let mut rec = Recorder::new(head.rank, head.world, head.capacity);
+    for (k, l) in it {
+        let ev: JournalEvent = serde_json::from_str(l).map_err(|e| {
+            err(format!(
+                "{}:{}: not a journal event: {e}",
+                k + 1,
+                e.column()
+            ))
+        })?;
+        match (ev.call, ev.state) {
+            (Some(call), None) => {
+                // A compacted journal starts at the oldest collective its buffer kept.
+                if rec.next_seq == 1 && rec.entries.is_empty() && ev.seq >= 1 {
+                    rec.next_seq = ev.seq;
+                }
+                if ev.seq != rec.next_seq {
+                    return Err(err(format!(
+                        "{}: collective #{} scheduled where #{} was next",
+                        k + 1,
+                        ev.seq,
+                        rec.next_seq
+                    )));
+                }
+                rec.next_seq += 1;
+                if rec.entries.len() == rec.capacity {
+                    rec.entries.pop_front();
+                }
+                rec.entries.push_back(Entry {
+                    seq: ev.seq,
+                    call,
+                    state: State::Scheduled,
+                    label: ev.label,
+                    scheduled_ns: ev.t,
+                    started_ns: None,
+                    completed_ns: None,
+                });
+            }
+            (None, Some(state)) => {
+                if let Some(e) = rec.entries.iter_mut().rev().find(|e| e.seq == ev.seq) {
+                    e.state = state;
+                    match state {
+                        State::Started => e.started_ns = Some(ev.t),
+                        State::Completed => e.completed_ns = Some(ev.t),
+                        State::Scheduled => {}
+                    }
+                }
+            }
+            _ => {
+                return Err(err(format!(
+                    "{}: an event is either a call or a state, not both or neither",
+                    k + 1
+                )));
+            }
+        }
+    }
+    let mut t = rec.dump();
+    t.source = file.to_string();
+    Ok(t)
+}
+
 /// A dump that cannot be read, naming the file (and line and column for bad JSON).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceError {
@@ -283,7 +545,8 @@ pub fn parse(file: &str, text: &str) -> Result<RankTrace, TraceError> {
     Ok(t)
 }
 
-/// Is this file name one a folder of dumps holds: ringlab's `rank<r>.json`, PyTorch's pickles
+/// Is this file name one a folder of dumps holds: ringlab's `rank<r>.json` and its running
+/// journal `rank<r>.jsonl`, PyTorch's pickles
 /// (`*.pkl`, or `comm_lib_trace_rank_<r>` / `nccl_trace_rank_<r>` without an extension) and
 /// their JSON form?
 fn is_dump_name(f: &Path) -> bool {
@@ -291,7 +554,9 @@ fn is_dump_name(f: &Path) -> bool {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    f.extension().is_some_and(|x| x == "json" || x == "pkl") && name != "case.json"
+    f.extension()
+        .is_some_and(|x| x == "json" || x == "jsonl" || x == "pkl")
+        && name != "case.json"
         || name.starts_with("comm_lib_trace_rank_")
         || name.starts_with("nccl_trace_rank_")
 }
@@ -363,6 +628,9 @@ fn read_file(f: &Path) -> Result<RankTrace, TraceError> {
     }
     let text =
         String::from_utf8(bytes).map_err(|_| err("neither a pickle nor UTF-8 JSON".into()))?;
+    if f.extension().is_some_and(|x| x == "jsonl") {
+        return parse_journal(&name, &text);
+    }
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| err(format!("{}:{}: not JSON: {e}", e.line(), e.column())))?;
     if v.get("format").is_none() && v.get("entries").is_some() && v.get("version").is_some() {
@@ -954,6 +1222,49 @@ mod tests {
                 rec.dump()
             })
             .collect()
+    }
+
+    /// The journal replays to the recorder's own dump, across a compaction, and a last line
+    /// cut off mid-write is left out; a bad line is named.
+    #[test]
+    fn a_journal_replays_to_the_dump_and_survives_a_cut_off_line() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("rank1.jsonl");
+        let mut j = JournalFile::create(&path, Recorder::new(1, 4, 3)).expect("create");
+        for k in 0..5u64 {
+            let seq = j
+                .schedule(call(k + 1), Some(format!("step {k}")))
+                .expect("schedule");
+            j.start(seq).expect("start");
+            if k < 4 {
+                j.complete(seq).expect("complete");
+            }
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        let back = parse_journal("rank1.jsonl", &text).expect("parse");
+        let want = j.recorder().dump();
+        assert_eq!(back.entries, want.entries);
+        assert_eq!((back.rank, back.world), (1, 4));
+        assert_eq!(back.entries.len(), 3, "the capacity holds");
+        // Compacted, it reads the same.
+        j.compact().expect("compact");
+        let text2 = std::fs::read_to_string(&path).expect("read");
+        assert!(text2.len() < text.len());
+        assert_eq!(
+            parse_journal("x", &text2).expect("parse").entries,
+            want.entries
+        );
+        // A process killed mid-line: that event is missing, nothing else.
+        let cut = format!("{text}{{\"seq\":5,\"sta");
+        assert_eq!(
+            parse_journal("x", &cut).expect("parse").entries,
+            want.entries
+        );
+        // A bad line in the middle is an error naming its line.
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[2] = "{not json";
+        let e = parse_journal("rank1.jsonl", &(lines.join("\n") + "\n")).expect_err("bad");
+        assert!(e.to_string().starts_with("rank1.jsonl: 3:"), "{e}");
     }
 
     #[test]

@@ -114,29 +114,70 @@ pub fn mismatch_report(
     )
 }
 
-/// The flight recorder, kept on disk as the rank runs.
-struct Journal {
-    rec: Recorder,
-    path: Option<PathBuf>,
+/// The flight recorder, journaled on disk as the rank runs when there is a trace folder
+/// (one appended line per event, [`super::trace::JournalFile`]).
+enum Journal {
+    Memory(Recorder),
+    File(super::trace::JournalFile),
 }
 
 impl Journal {
-    fn write(&self) -> Result<(), Fault> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        let text =
-            serde_json::to_string(&self.rec.dump()).map_err(|e| Fault::Error(e.to_string()))?;
-        // Write aside and rename: a reader never sees half a dump.
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| {
-                Fault::Error(format!(
-                    "writing the flight recorder {}: {e}",
-                    path.display()
-                ))
-            })
+    fn io(path: &Path) -> impl Fn(std::io::Error) -> Fault + '_ {
+        move |e| {
+            Fault::Error(format!(
+                "writing the flight recorder {}: {e}",
+                path.display()
+            ))
+        }
+    }
+
+    fn new(rec: Recorder, path: Option<PathBuf>) -> Result<Self, Fault> {
+        match path {
+            None => Ok(Self::Memory(rec)),
+            Some(p) => super::trace::JournalFile::create(&p, rec)
+                .map(Self::File)
+                .map_err(Self::io(&p)),
+        }
+    }
+
+    fn schedule(&mut self, call: Call, label: String) -> Result<u64, Fault> {
+        match self {
+            Self::Memory(r) => Ok(r.schedule(call, Some(label))),
+            Self::File(j) => j
+                .schedule(call, Some(label))
+                .map_err(|e| Fault::Error(format!("writing the flight recorder: {e}"))),
+        }
+    }
+
+    fn start(&mut self, seq: u64) -> Result<(), Fault> {
+        match self {
+            Self::Memory(r) => {
+                r.start(seq);
+                Ok(())
+            }
+            Self::File(j) => j
+                .start(seq)
+                .map_err(|e| Fault::Error(format!("writing the flight recorder: {e}"))),
+        }
+    }
+
+    fn complete(&mut self, seq: u64) -> Result<(), Fault> {
+        match self {
+            Self::Memory(r) => {
+                r.complete(seq);
+                Ok(())
+            }
+            Self::File(j) => j
+                .complete(seq)
+                .map_err(|e| Fault::Error(format!("writing the flight recorder: {e}"))),
+        }
+    }
+
+    fn next_seq(&self) -> u64 {
+        match self {
+            Self::Memory(r) => r.next_seq(),
+            Self::File(j) => j.recorder().next_seq(),
+        }
     }
 }
 
@@ -169,15 +210,13 @@ pub fn run(
         rank,
         transport: comm.transport_summary(),
     });
-    let mut journal = Journal {
+    let mut journal = Journal::new(
         // Eight steps' worth: enough to line the ranks up around where one diverged.
-        rec: Recorder::new(rank, world, 24),
-        path: spec
-            .trace_dir
+        Recorder::new(rank, world, 24),
+        spec.trace_dir
             .as_deref()
-            .map(|d| Path::new(d).join(format!("rank{rank}.json"))),
-    };
-    journal.write()?;
+            .map(|d| Path::new(d).join(format!("rank{rank}.jsonl"))),
+    )?;
     let wait = Duration::from_secs(job.timeout_s.max(1));
     let mut schedules: std::collections::HashMap<usize, Schedule> = Default::default();
     let mut buf = AlignedBuf::default();
@@ -203,8 +242,7 @@ pub fn run(
             }
             let call = call_of(count as u64);
             let label = format!("step {step} {label}");
-            let seq = journal.rec.schedule(call.clone(), Some(label.clone()));
-            journal.write()?;
+            let seq = journal.schedule(call.clone(), label.clone())?;
             // The header check: every neighbour must be at the same collective.
             let mine = Header {
                 seq,
@@ -233,8 +271,7 @@ pub fn run(
                     )));
                 }
             }
-            journal.rec.start(seq);
-            journal.write()?;
+            journal.start(seq)?;
             if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
                 // Staged silently, as a debugger or a job scheduler stops a process: the
                 // evidence (state T in /proc, the flight recorders) has to find it.
@@ -260,15 +297,13 @@ pub fn run(
             comm.run(schedule, data, Dtype::F32, Op::Sum)
                 .map_err(|e| err(&format!("collective #{seq} ({label}): {e}")))?;
             last_value = f64::from(f32::from_le_bytes([data[0], data[1], data[2], data[3]]));
-            journal.rec.complete(seq);
-            journal.write()?;
+            journal.complete(seq)?;
         }
         emit(Event::Beat {
             rank,
-            done: journal.rec.next_seq() - 1,
+            done: journal.next_seq() - 1,
         });
     }
-    journal.write()?;
     // The sanity of the last collective: ones summed over the world.
     emit(Event::Value {
         rank,

@@ -167,5 +167,18 @@ fn the_labs_own_dumps_read_back() {
     assert_eq!(code, 1, "{d:#} {err}");
     assert_eq!(d["culprit"]["rank"], 2, "{d:#}");
     assert_eq!(d["culprit"]["kind"], "mismatch", "{d:#}");
+    // The ranks' own journals (one appended line per event) say the same without the dumps
+    // the watchdog wrote beside them.
+    for r in 0..4 {
+        assert!(
+            Path::new(dir).join(format!("rank{r}.jsonl")).is_file(),
+            "{r}"
+        );
+        let _ = std::fs::remove_file(Path::new(dir).join(format!("rank{r}.json")));
+    }
+    let (code, d, err) = doctor(&["--trace", dir, "--json"]);
+    assert_eq!(code, 1, "{d:#} {err}");
+    assert_eq!(d["culprit"]["rank"], 2, "{d:#}");
+    assert_eq!(d["culprit"]["kind"], "mismatch", "{d:#}");
     let _ = std::fs::remove_dir_all(dir);
 }
