@@ -341,6 +341,17 @@ struct State {
     staged: bool,
 }
 
+impl State {
+    /// A receive read `k` more bytes: a copy has placed them, a reduction holds them in its
+    /// staging window until they are reduced.
+    fn received(&mut self, k: usize, reduce: bool) {
+        self.got += k;
+        if !reduce {
+            self.done = self.got;
+        }
+    }
+}
+
 /// How this rank reaches one peer: a TCP socket, or (same node) a pair of shared-memory
 /// FIFOs. The schedule decides what moves; the link only where the bytes go.
 #[derive(Clone, Copy)]
@@ -745,10 +756,7 @@ pub fn execute(
                             Ok(n) => {
                                 let k = n.min(len - st[i].got);
                                 if let Some(j) = next.filter(|_| n > k && extra_room > 0) {
-                                    st[j].got += n - k;
-                                    if !plan.ops[j].reduce {
-                                        st[j].done = st[j].got;
-                                    }
+                                    st[j].received(n - k, plan.ops[j].reduce);
                                 }
                                 k
                             }
@@ -798,56 +806,43 @@ pub fn execute(
                 continue;
             }
             let lim = limit(&st, i);
-            if let Link::Shm(pipe) = io.links[p]
-                && let Some(pid) = pipe.cma_from
-                && single(o)
-            {
-                // A reduction by cross-memory attach lands in this peer's staging window
-                // (there is one only for peers this rank reduces from).
-                let w = window(p);
-                let win = match staging.get_mut(w..w + STAGE_WINDOW) {
-                    Some(win) if o.reduce => win,
-                    _ => &mut [],
-                };
-                let theirs = io.regions.theirs.get(p).map_or(&[][..], Vec::as_slice);
-                let k = recv_cma(
-                    pipe,
-                    (pid, theirs),
-                    o,
-                    &mut st[i],
-                    &mut desc_off[p],
-                    lim,
-                    io,
-                    input,
-                    fresh(i),
-                    buf,
-                    win,
-                )
-                .map_err(|err| match err.raw_os_error() {
-                    Some(libc::ESRCH) => EngineError::Closed { op: i, peer: p },
-                    _ => EngineError::Io {
-                        op: i,
-                        peer: p,
-                        err,
-                    },
-                })?;
-                if k > 0 {
-                    pipe.peer_bell.ring();
-                    moved = true;
-                    received = true;
-                } else if st[i].done < lim {
-                    active_recvs += 1;
-                    shm_wait = true;
-                }
-                if st[i].done == len {
-                    ri[p] += 1;
-                    remaining -= 1;
-                    moved = true;
-                }
-                continue;
-            }
             if let Link::Shm(pipe) = io.links[p] {
-                let k = recv_shm(pipe, o, &mut st[i], lim, io, input, fresh(i), buf);
+                // Single copy for a large message from a partner whose memory this rank
+                // reads; the FIFO for the rest.
+                let k = match pipe.cma_from {
+                    Some(pid) if single(o) => {
+                        // A reduction by cross-memory attach lands in this peer's staging window
+                        // (there is one only for peers this rank reduces from).
+                        let w = window(p);
+                        let win = match staging.get_mut(w..w + STAGE_WINDOW) {
+                            Some(win) if o.reduce => win,
+                            _ => &mut [],
+                        };
+                        let theirs = io.regions.theirs.get(p).map_or(&[][..], Vec::as_slice);
+                        recv_cma(
+                            pipe,
+                            (pid, theirs),
+                            o,
+                            &mut st[i],
+                            &mut desc_off[p],
+                            lim,
+                            io,
+                            input,
+                            fresh(i),
+                            buf,
+                            win,
+                        )
+                        .map_err(|err| match err.raw_os_error() {
+                            Some(libc::ESRCH) => EngineError::Closed { op: i, peer: p },
+                            _ => EngineError::Io {
+                                op: i,
+                                peer: p,
+                                err,
+                            },
+                        })?
+                    }
+                    _ => recv_shm(pipe, o, &mut st[i], lim, io, input, fresh(i), buf),
+                };
                 if k > 0 {
                     pipe.peer_bell.ring();
                     moved = true;
@@ -902,12 +897,9 @@ pub fn execute(
                 match r {
                     Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
                     Ok(k) => {
-                        st[i].got += k;
+                        st[i].received(k, o.reduce);
                         moved = true;
                         received = true;
-                        if !o.reduce {
-                            st[i].done = st[i].got;
-                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         pollfds.push(libc::pollfd {

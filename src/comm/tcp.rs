@@ -357,18 +357,7 @@ fn channel(
     dir: Option<&str>,
     via: &str,
 ) -> Msg {
-    Msg::Channel(channel_of(from, from_dev, to, to_dev, dir, via))
-}
-
-fn channel_of(
-    from: usize,
-    from_dev: usize,
-    to: usize,
-    to_dev: usize,
-    dir: Option<&str>,
-    via: &str,
-) -> Channel {
-    Channel {
+    Msg::Channel(Channel {
         channel: 0,
         conn: dir.map(|_| 0),
         from: from as u32,
@@ -377,7 +366,7 @@ fn channel_of(
         to_dev: to_dev.to_string(),
         dir: dir.map(str::to_string),
         via: via.into(),
-    }
+    })
 }
 
 /// A shared-memory failure as NCCL WARNs it (`Error: failed to extend … (28)`), or ringlab's text.
@@ -1157,22 +1146,15 @@ fn connect_shm(
         pipe.cma_to = ack.reads && local_p2p[k];
         // P2P when single copy works both ways, as NCCL's P2P transport connects a pair;
         // its line has a connection index, SHM's has none (src/transport/p2p.cc, shm.cc).
-        let line = if pipe.cma_to && pipe.cma_from.is_some() {
+        let p2p = pipe.cma_to && pipe.cma_from.is_some();
+        let via = if p2p { "P2P/CMA" } else { "SHM/direct/direct" };
+        let mut line = channel(rank, env.local_rank, p, local_dev[k], None, via);
+        if p2p {
             transports[p] = Some(Transport::P2p);
-            Msg::Channel(Channel {
-                conn: Some(0),
-                ..channel_of(rank, env.local_rank, p, local_dev[k], None, "P2P/CMA")
-            })
-        } else {
-            channel(
-                rank,
-                env.local_rank,
-                p,
-                local_dev[k],
-                None,
-                "SHM/direct/direct",
-            )
-        };
+            if let Msg::Channel(c) = &mut line {
+                c.conn = Some(0);
+            }
+        }
         connected(deferred, line);
     }
     let bell = mine.bell();
