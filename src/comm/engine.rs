@@ -751,31 +751,12 @@ pub fn execute(
                         } else {
                             sys_recv_two(fd, slot, dst, !only)
                         };
-                        match r {
-                            Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
-                            Ok(n) => {
-                                let k = n.min(len - st[i].got);
-                                if let Some(j) = next.filter(|_| n > k && extra_room > 0) {
-                                    st[j].received(n - k, plan.ops[j].reduce);
-                                }
-                                k
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                                pollfds.push(libc::pollfd {
-                                    fd,
-                                    events: libc::POLLIN,
-                                    revents: 0,
-                                });
-                                0
-                            }
-                            Err(err) => {
-                                return Err(EngineError::Io {
-                                    op: i,
-                                    peer: p,
-                                    err,
-                                });
-                            }
+                        let n = took(r, fd, (i, p), &mut pollfds)?;
+                        let k = n.min(len - st[i].got);
+                        if let Some(j) = next.filter(|_| n > k && extra_room > 0) {
+                            st[j].received(n - k, plan.ops[j].reduce);
                         }
+                        k
                     }
                     Link::None => {
                         return Err(EngineError::Io {
@@ -894,27 +875,11 @@ pub fn execute(
                     (true, false) => sys_recv(fd, dst, false),
                     _ => sys_recv(fd, dst, true),
                 };
-                match r {
-                    Ok(0) => return Err(EngineError::Closed { op: i, peer: p }),
-                    Ok(k) => {
-                        st[i].received(k, o.reduce);
-                        moved = true;
-                        received = true;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        pollfds.push(libc::pollfd {
-                            fd,
-                            events: libc::POLLIN,
-                            revents: 0,
-                        });
-                    }
-                    Err(err) => {
-                        return Err(EngineError::Io {
-                            op: i,
-                            peer: p,
-                            err,
-                        });
-                    }
+                let k = took(r, fd, (i, p), &mut pollfds)?;
+                if k > 0 {
+                    st[i].received(k, o.reduce);
+                    moved = true;
+                    received = true;
                 }
             }
             if o.reduce {
@@ -1251,6 +1216,29 @@ fn recv_cma(
         *off = 0;
     }
     Ok(k)
+}
+
+/// What one receive from a socket took: its bytes; 0 when it would block (the socket joins the
+/// poll); the peer's end of the stream, or any other error, stops the run at `(op, peer)`.
+fn took(
+    r: io::Result<usize>,
+    fd: i32,
+    (op, peer): (usize, usize),
+    pollfds: &mut Vec<libc::pollfd>,
+) -> Result<usize, EngineError> {
+    match r {
+        Ok(0) => Err(EngineError::Closed { op, peer }),
+        Ok(k) => Ok(k),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            pollfds.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            Ok(0)
+        }
+        Err(err) => Err(EngineError::Io { op, peer, err }),
+    }
 }
 
 fn single_recv_peer(recvs: &[Vec<usize>], ri: &[usize]) -> bool {
