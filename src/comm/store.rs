@@ -50,7 +50,11 @@ pub struct StoreServer {
 
 impl StoreServer {
     pub fn start(bind: SocketAddr, token: Token) -> io::Result<Self> {
-        let listener = Arc::new(TcpListener::bind(bind)?);
+        Self::serve(Arc::new(TcpListener::bind(bind)?), token)
+    }
+
+    /// Serve on a listener the caller already bound.
+    pub fn serve(listener: Arc<TcpListener>, token: Token) -> io::Result<Self> {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let rejected = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -46,6 +46,9 @@ pub struct Placement {
     pub utsns: Vec<Option<String>>,
     /// Where the store listens, inside node 0 (port 0: any).
     pub store_bind: SocketAddr,
+    /// A listener already bound there (the emulated cluster's, which shares this host's
+    /// ports with everything else); the store takes it instead of binding again.
+    pub store_listener: Option<std::sync::Arc<std::net::TcpListener>>,
     /// Node 0's fabric address: what the ranks dial for the store.
     pub store_ip: IpAddr,
     /// Per node: dial this address for the store instead (a wrong --master-addr).
@@ -260,10 +263,13 @@ pub fn run_with(
     if let Some(p) = &l.placement {
         let token = new_token().map_err(setup("making a job token"))?;
         let bind = p.store_bind;
-        let server = match p.netns.first() {
-            Some(node0) => super::cluster::in_netns(node0, move || StoreServer::start(bind, token))
-                .map_err(setup("entering node 0"))?,
-            None => StoreServer::start(bind, token),
+        let server = match (p.netns.first(), &p.store_listener) {
+            (_, Some(bound)) => StoreServer::serve(bound.clone(), token),
+            (Some(node0), None) => {
+                super::cluster::in_netns(node0, move || StoreServer::start(bind, token))
+                    .map_err(setup("entering node 0"))?
+            }
+            (None, None) => StoreServer::start(bind, token),
         }
         .map_err(setup("starting the rendezvous store on node 0"))?;
         let port = server.addr().port();

@@ -702,6 +702,7 @@ fn placement(s: &Scenario, c: &Cluster, fix: Option<&Fix>, port: u16, nccl: bool
         mntns: (0..s.nodes).map(|i| c.mntns_path(i)).collect(),
         utsns: (0..s.nodes).map(|i| c.utsns_path(i)).collect(),
         store_bind: SocketAddr::new(c.bind_ip(store_ip), port),
+        store_listener: None,
         store_ip,
         store_ip_for_node: (0..s.nodes)
             .map(|i| if i > 0 && use_wrong { wrong } else { None })
@@ -730,7 +731,7 @@ fn run_once(
     nccl: Option<&NcclLab>,
     on: &mut dyn FnMut(&Msg),
 ) -> RunResult {
-    let port = match store_port(c) {
+    let (port, store_listener) = match store_port(c) {
         Ok(p) => p,
         Err(e) => return RunResult::setup_error(e),
     };
@@ -764,7 +765,9 @@ fn run_once(
     // Raising the timeout is a choice a learner may try: the watchdog then waits longer.
     let timeout = s.timeout * fix.and_then(|f| f.timeout_factor).unwrap_or(1).max(1);
     l.timeout = Duration::from_secs(timeout);
-    l.placement = Some(placement(s, c, fix, port, nccl.is_some()));
+    let mut place = placement(s, c, fix, port, nccl.is_some());
+    place.store_listener = store_listener;
+    l.placement = Some(place);
     let mut job = Job::sanity();
     if let Some(n) = nccl {
         l.env.extend(n.env.iter().cloned());
@@ -1075,16 +1078,17 @@ fn train_evidence(s: &Scenario, c: &Cluster, dir: &std::path::Path, f: &Failure)
 }
 
 /// The store's port: the master port in fresh namespaces; on the emulated cluster, which
-/// shares this host's loopback with everything else, a port that is free right now.
-fn store_port(c: &Cluster) -> Result<u16, String> {
+/// shares this host's loopback with everything else (other runs, other tests), a port the
+/// kernel picks, bound here and handed to the store as it is: a port found free and released
+/// could be taken by anyone before the store binds it again.
+fn store_port(c: &Cluster) -> Result<(u16, Option<std::sync::Arc<std::net::TcpListener>>), String> {
     if c.mode() == "netns" {
-        return Ok(MASTER_PORT);
+        return Ok((MASTER_PORT, None));
     }
     let ip = c.bind_ip(IpAddr::V4(c.nodes[0].ip));
     std::net::TcpListener::bind(SocketAddr::new(ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("finding a free port on {ip}: {e}"))
+        .and_then(|l| Ok((l.local_addr()?.port(), Some(std::sync::Arc::new(l)))))
+        .map_err(|e| format!("binding the store on {ip}: {e}"))
 }
 
 /// Evidence, gathered while the ranks still wait.
