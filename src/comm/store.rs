@@ -205,6 +205,8 @@ fn serve(
         return Err(WireError::BadRole(hello.role as u8));
     }
     conn.set_read_timeout(None)?;
+    // Replies go out at once (the client waits for each one).
+    conn.set_nodelay(true)?;
     loop {
         let frame = match read_frame(&mut conn) {
             Ok(f) => f,

@@ -29,6 +29,19 @@ use std::sync::Arc;
 /// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
 pub const CPU_ENV: &str = "RINGLAB_CPU";
 
+/// Set by the launcher: how many ranks it started on this host. On a virtual cluster (the hang
+/// lab's nodes are namespaces or processes of one host) that is every node's ranks, not the
+/// node's own `local_world`, and they all share this host's CPUs.
+pub const HOST_RANKS_ENV: &str = "RINGLAB_HOST_RANKS";
+
+/// Whether a rank busy-polls before it blocks: when it has a CPU of its own (pinned), or the
+/// host has a CPU for every rank on it. Ranks that spin while more ranks than CPUs share the
+/// host take the CPU their peer needs to send what they wait for (a 4-rank, two-node training
+/// loop on 2 cores: 5.3 s spinning, 0.26 s blocking).
+fn spins(pinned: bool, host_ranks: Option<usize>, local_world: usize, cores: usize) -> bool {
+    pinned || host_ranks.unwrap_or(local_world).max(local_world) <= cores
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CommError {
     #[error("{0}")]
@@ -477,6 +490,9 @@ impl TcpComm {
         // which reads the affinity mask, would say 1).
         let pinned = std::env::var_os(CPU_ENV).is_some();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let here = std::env::var(HOST_RANKS_ENV)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok());
         Ok(Self {
             rank: env.rank,
             world: env.world,
@@ -485,7 +501,7 @@ impl TcpComm {
             transports,
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
-            spin: pinned || env.local_world <= cores,
+            spin: spins(pinned, here, env.local_world, cores),
             send_slice: send_slice(),
             plans: std::collections::HashMap::new(),
             deferred,
@@ -1270,4 +1286,23 @@ pub fn partners(rank: usize, schedules: &[&Schedule]) -> Vec<usize> {
     p.sort_unstable();
     p.dedup();
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spins;
+
+    #[test]
+    fn ranks_spin_only_when_the_host_has_a_cpu_for_each() {
+        // A two-node virtual cluster of 2 ranks per node on 2 cores: 4 ranks share 2 CPUs.
+        assert!(!spins(false, Some(4), 2, 2));
+        assert!(spins(false, Some(2), 2, 2));
+        // Without the launcher's count, the node's own ranks.
+        assert!(spins(false, None, 2, 2));
+        assert!(!spins(false, None, 3, 2));
+        // A count below the node's own is not believed.
+        assert!(!spins(false, Some(1), 3, 2));
+        // A pinned rank has its CPU.
+        assert!(spins(true, Some(64), 64, 2));
+    }
 }

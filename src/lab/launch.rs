@@ -381,13 +381,15 @@ fn spawn_and_watch(
         pgid: 0,
         shm: Vec::new(),
     };
-    let cpus = cpu_plan(job, slots.len());
+    let here = slots.len();
+    let cpus = cpu_plan(job, here);
     for (i, slot) in slots.into_iter().enumerate() {
         let rank = slot.rank;
         let mut cmd = Command::new(&exe);
         if let Some(cpu) = cpus.get(i) {
             cmd.env(CPU_ENV, cpu.to_string());
         }
+        cmd.env(crate::comm::tcp::HOST_RANKS_ENV, here.to_string());
         cmd.arg("__rank")
             .env("RINGLAB_RANK", rank.to_string())
             .env("RINGLAB_WORLD", world.to_string())
