@@ -275,12 +275,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::comm::log::init(0);
             lab::sanity(args)
         }
-        Some(Command::Rank) => Ok(crate::lab::rank::main()),
-        Some(Command::NetnsHolder { shm, hostname }) => Ok(crate::lab::cluster::holder_main(
+        Some(Command::Rank) => Ok(crate::lab::bench::rank::main()),
+        Some(Command::NetnsHolder { shm, hostname }) => Ok(crate::lab::hang::cluster::holder_main(
             shm.as_deref(),
             hostname.as_deref(),
         )),
-        Some(Command::GpuProbe { nccl }) => Ok(crate::lab::gpu::probe_main(nccl)),
+        Some(Command::GpuProbe { nccl }) => Ok(crate::lab::bench::gpu::probe_main(nccl)),
         Some(Command::Lab(ref cmd)) => lab::hang_lab(cmd),
         Some(Command::Doctor(ref args)) => doctor::doctor(args),
         Some(Command::Export { ref what }) => export::export(what),
@@ -409,7 +409,7 @@ fn check_labs(paths: &[&PathBuf]) -> anyhow::Result<ExitCode> {
     let mut count = 0;
     for p in paths {
         if !p.exists() && p.as_path() == Path::new("labs") {
-            let (ok, bad) = crate::lab::scenario::all();
+            let (ok, bad) = crate::lab::hang::scenario::all();
             count += ok.len() + bad.len();
             problems.extend(bad.into_iter().map(|e| (e.file, e.message)));
             continue;
@@ -440,7 +440,7 @@ fn check_labs(paths: &[&PathBuf]) -> anyhow::Result<ExitCode> {
                     continue;
                 }
             };
-            if let Err(e) = crate::lab::scenario::parse(&text) {
+            if let Err(e) = crate::lab::hang::scenario::parse(&text) {
                 problems.push((name, e));
             }
         }

@@ -158,7 +158,7 @@ struct MachineReport {
 
 fn machine(json: bool) -> anyhow::Result<ExitCode> {
     use crate::comm::ifaces;
-    let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
+    let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::Asked);
     let all = ifaces::list().unwrap_or_default();
     let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();
     let socket_choice = ifaces::select(&all, spec.as_deref())
@@ -337,7 +337,7 @@ fn render_machine(r: &MachineReport) -> String {
 /// `doctor --trace`: the flight recorders lined up. Exit 0 when the dumps blame nobody, 1 when
 /// they name a rank, 2 when they cannot be read.
 fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
-    use crate::lab::trace;
+    use crate::lab::hang::trace;
     let traces = match trace::read_paths(&args.traces) {
         Ok(t) => t,
         Err(e) => {

@@ -19,18 +19,9 @@ macro_rules! named {
 }
 
 pub mod bench;
-pub mod cluster;
 pub mod doctor;
 pub mod fork;
-pub mod gpu;
-pub mod launch;
-pub mod measure;
-pub mod pattern;
-pub mod rank;
-pub mod scenario;
-pub mod table;
-pub mod trace;
-pub mod train;
+pub mod hang;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +69,7 @@ pub struct Job {
     pub timeout_s: u64,
     /// The training loop a `Train` job runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub train: Option<train::TrainSpec>,
+    pub train: Option<hang::train::TrainSpec>,
     /// `-R K`: time each row's `iters` K times; the row shows the median and the spread.
     #[serde(default = "one")]
     pub repeat: usize,
@@ -145,7 +136,7 @@ impl Job {
     }
 
     /// A training loop of collectives on the TCP backend.
-    pub fn train(spec: train::TrainSpec) -> Self {
+    pub fn train(spec: hang::train::TrainSpec) -> Self {
         Self {
             kind: JobKind::Train,
             train: Some(spec),

@@ -63,7 +63,7 @@ fn doctor(file: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn every_scenario_logs_as_the_release_asked_and_the_doctor_reads_it_so() {
-    let (all, errors) = ringlab::lab::scenario::all();
+    let (all, errors) = ringlab::lab::hang::scenario::all();
     assert!(errors.is_empty(), "{errors:?}");
     assert!(all.len() >= 12, "{} scenarios", all.len());
     let dir = tempfile::tempdir().expect("tempdir");

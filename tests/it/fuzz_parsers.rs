@@ -111,7 +111,7 @@ proptest! {
     /// Scenario files (`labs/*.toml`, or one a learner writes).
     #[test]
     fn fuzz_scenario_files((_, bytes) in input(samples("labs", &[".toml"]))) {
-        let _ = ringlab::lab::scenario::parse(&String::from_utf8_lossy(&bytes));
+        let _ = ringlab::lab::hang::scenario::parse(&String::from_utf8_lossy(&bytes));
     }
 
     /// The hello every connection opens with, and the store's length-prefixed frames.
@@ -157,8 +157,8 @@ proptest! {
         let ext = if name.ends_with(".pkl") { "rank0.pkl" } else { "rank0.json" };
         let path = dir.path().join(ext);
         std::fs::write(&path, &bytes).expect("write");
-        if let Ok(traces) = ringlab::lab::trace::read_paths(&[path]) {
-            let _ = ringlab::lab::trace::analyse(&traces);
+        if let Ok(traces) = ringlab::lab::hang::trace::read_paths(&[path]) {
+            let _ = ringlab::lab::hang::trace::analyse(&traces);
         }
     }
 

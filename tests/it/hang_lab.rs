@@ -66,7 +66,7 @@ fn iptables_present() -> bool {
 /// How a scenario's passing run moves its bytes: P2P (single copy) between ranks of one node,
 /// NET between nodes (two nodes of two ranks: both).
 fn expected_transport(name: &str) -> &'static str {
-    let (all, _) = ringlab::lab::scenario::all();
+    let (all, _) = ringlab::lab::hang::scenario::all();
     let s = all.iter().find(|s| s.name == name).expect("scenario");
     match (s.nodes > 1, s.ranks_per_node > 1) {
         (true, true) => "P2P+NET",
@@ -188,7 +188,7 @@ fn every_scenario_behaves_the_same_on_the_emulated_cluster() {
         // Every node sees its own table, with the docker0 trap on each.
         let ifs = v["diagnosis"]["interfaces"].as_array().expect("interfaces");
         let docker0 = ifs.iter().filter(|i| i["name"] == "docker0").count();
-        let nodes = ringlab::lab::scenario::all()
+        let nodes = ringlab::lab::hang::scenario::all()
             .0
             .iter()
             .find(|s| s.name == name)
@@ -482,7 +482,7 @@ fn the_tui_walks_a_learner_from_hang_to_pass() {
 /// shows the error itself.
 #[test]
 fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
-    use ringlab::lab::scenario::{Diagnosis, Fixed, IfaceRow, Reach};
+    use ringlab::lab::hang::scenario::{Diagnosis, Fixed, IfaceRow, Reach};
     use ringlab::tui::screens::hang::verdict_lines;
     let _one_at_a_time = serial();
     let try_fix = |value: &str| -> Fixed {
@@ -519,7 +519,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
             addr: "172.17.0.1:4000".into(),
             result: "Connection refused".into(),
         }],
-        culprit: ringlab::lab::scenario::Culprit::UnroutableAddress,
+        culprit: ringlab::lab::hang::scenario::Culprit::UnroutableAddress,
         ..Default::default()
     };
     let theme = ringlab::tui::theme::Theme::from_env();
@@ -565,7 +565,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
 /// named, and the right fix (chosen from the list, among "more time") re-runs to PASS.
 #[test]
 fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
-    use ringlab::lab::scenario;
+    use ringlab::lab::hang::scenario;
     let _one_at_a_time = serial();
     let (all, _) = scenario::all();
     let pos = all
@@ -709,7 +709,7 @@ fn cleanup_removes_old_flight_recorders_only() {
 /// it); turning off P2P changes nothing. On namespaces (root) and on the emulated cluster.
 #[test]
 fn a_small_dev_shm_fails_init_and_only_room_fixes_it_on_shm() {
-    use ringlab::lab::scenario;
+    use ringlab::lab::hang::scenario;
     let _one_at_a_time = serial();
     let (all, _) = scenario::all();
     let s = all

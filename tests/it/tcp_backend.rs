@@ -190,7 +190,7 @@ fn combos() -> impl Iterator<Item = (Collective, Algorithm)> {
 /// FIFOs, in place and out of place, and every dtype once. Races show up as wrong elements.
 #[test]
 fn the_engine_matches_the_definition_for_every_schedule() {
-    use ringlab::lab::pattern::{self, Check};
+    use ringlab::lab::bench::pattern::{self, Check};
     // Shared memory (ranks of one node) on 2, 3 and 4 ranks, and the network path with SHM off.
     for (world, shm) in [(2usize, true), (3, true), (4, true), (3, false)] {
         let token = [world as u8 + if shm { 0 } else { 16 }; 16];

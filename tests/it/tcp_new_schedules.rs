@@ -9,7 +9,7 @@ use ringlab::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
 use ringlab::comm::reduce::AlignedBuf;
 use ringlab::comm::store::{StoreClient, StoreServer};
 use ringlab::comm::tcp::{RankEnv, TcpComm, partners};
-use ringlab::lab::pattern::{self, Check};
+use ringlab::lab::bench::pattern::{self, Check};
 
 /// Runs `body(rank, comm)` on `world` rank threads joined by real sockets for `shapes`;
 /// returns every problem the ranks report.

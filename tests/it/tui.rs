@@ -340,7 +340,7 @@ fn live_lab_offers_the_nccl_backend_as_a_field() {
 
 #[test]
 fn hang_lab_lets_the_learner_type_a_fix() {
-    use ringlab::lab::scenario::{Diagnosis, LabReport, Outcome, Staged};
+    use ringlab::lab::hang::scenario::{Diagnosis, LabReport, Outcome, Staged};
     use ringlab::tui::screens::hang::{HangState, Stage};
     let mut app = fixture_app(Theme::color());
     let mut h = HangState::new();

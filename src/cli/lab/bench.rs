@@ -303,7 +303,7 @@ fn spread_note(
     i: &crate::lab::bench::Row,
     repeat: usize,
 ) -> Option<String> {
-    use crate::lab::measure::WIDE_SPREAD;
+    use crate::lab::bench::measure::WIDE_SPREAD;
     if repeat < 2 {
         return None;
     }

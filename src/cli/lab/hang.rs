@@ -21,8 +21,8 @@ pub enum HangLab {
         json: bool,
         /// Where the cluster is built: network namespaces when this process may make them
         /// (root), else emulated on loopback addresses (auto); or insist on one.
-        #[arg(long, value_enum, default_value_t = crate::lab::scenario::Mode::Auto)]
-        mode: crate::lab::scenario::Mode,
+        #[arg(long, value_enum, default_value_t = crate::lab::hang::scenario::Mode::Auto)]
+        mode: crate::lab::hang::scenario::Mode,
         /// tcp: ringlab's own ranks (NCCL's behaviour modelled, any machine); nccl: real libnccl
         /// ranks inside the namespaces, one GPU shared where there are fewer GPUs than ranks
         /// (needs GPUs and namespaces: root, or user namespaces).
@@ -47,7 +47,7 @@ pub enum HangLab {
 }
 
 pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
-    use crate::lab::{cluster, scenario};
+    use crate::lab::hang::{cluster, scenario};
     match cmd {
         HangLab::List => {
             let (all, bad) = scenario::all();
@@ -132,7 +132,7 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
             }
             // NCCL: its GPUs and library first, before anything is staged.
             let gpu_machine = if backend == "nccl" {
-                let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::Asked);
+                let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::Asked);
                 if let Some(why) = m.nccl_unavailable() {
                     return exit2(format!("lab run --backend nccl: {why}"));
                 }
@@ -236,7 +236,10 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                 }
                 Some(m) => Some(scenario::NcclLab {
                     env: m.rank_env(),
-                    ranks_per_gpu: crate::lab::gpu::ranks_per_gpu_for(s.ranks_per_node, m.gpus()),
+                    ranks_per_gpu: crate::lab::bench::gpu::ranks_per_gpu_for(
+                        s.ranks_per_node,
+                        m.gpus(),
+                    ),
                 }),
                 None => None,
             };
@@ -295,7 +298,7 @@ fn emulated_release(asked: Option<crate::nccl_log::Release>) -> (crate::nccl_log
     if let Some(r) = asked {
         return (r, "--nccl-version".into());
     }
-    let m = crate::lab::gpu::machine(crate::lab::gpu::LoadNccl::IfGpu);
+    let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::IfGpu);
     match m.probe.nccl_version.as_deref().map(Release::parse) {
         Some(Ok(r)) => (
             r,
@@ -308,7 +311,7 @@ fn emulated_release(asked: Option<crate::nccl_log::Release>) -> (crate::nccl_log
     }
 }
 
-fn print_report(r: &crate::lab::scenario::LabReport) {
+fn print_report(r: &crate::lab::hang::scenario::LabReport) {
     let st = &r.staged;
     if let Some(why) = &r.emulated_because {
         println!(
@@ -319,7 +322,7 @@ fn print_report(r: &crate::lab::scenario::LabReport) {
     println!(
         "\n== staged: {} ({})",
         st.outcome.name().to_uppercase(),
-        crate::lab::scenario::timing(st, run_time)
+        crate::lab::hang::scenario::timing(st, run_time)
     );
     if let Some(reason) = &st.reason {
         println!("{reason}");

@@ -76,7 +76,7 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         if let Some(t) = &transport {
             println!(
                 "{}",
-                crate::lab::table::transport_line(t).trim_start_matches("# ")
+                crate::lab::bench::table::transport_line(t).trim_start_matches("# ")
             );
         }
         println!("{}: world size {world}", if pass { "PASS" } else { "FAIL" });

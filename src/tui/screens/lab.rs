@@ -16,8 +16,9 @@ use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragrap
 use crate::collective::{Algorithm, Collective, Dtype, Op};
 use crate::course::block::LabBlock;
 use crate::lab::bench::{Collector, Row, sizes};
-use crate::lab::launch::{self, Launch, Msg};
-use crate::lab::{Backend, Event, Job, JobKind, gpu};
+use crate::lab::bench::launch::{self, Launch, Msg};
+use crate::lab::bench::gpu;
+use crate::lab::{Backend, Event, Job, JobKind};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::form::{Form, FormModel, cycle};
 use crate::units::format_bytes;

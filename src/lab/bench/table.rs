@@ -1,6 +1,6 @@
 //! nccl-tests' table, so a learner can lay this output beside a real cluster's.
 
-use super::bench::{Row, Summary};
+use crate::lab::bench::{Row, Summary};
 
 pub fn header(title: &str) -> String {
     format!(

@@ -56,7 +56,7 @@ impl Holder {
     /// `hostname`: also a UTS namespace with that host name (a node's).
     fn spawn(shm: Option<&str>, hostname: Option<&str>) -> Result<Self, ClusterError> {
         use std::io::BufRead;
-        let exe = super::self_exe().map_err(|e| ClusterError::Unavailable(e.to_string()))?;
+        let exe = crate::lab::self_exe().map_err(|e| ClusterError::Unavailable(e.to_string()))?;
         let mut cmd = Command::new(exe);
         cmd.arg("__netns-holder");
         if let Some(size) = shm {
@@ -300,7 +300,7 @@ fn command(ns: Option<&str>, prog: &str, args: &[String]) -> Result<(), ClusterE
     };
     // `file` stays open until the command has run.
     if let Some(f) = &file {
-        super::fork::enter_namespaces(&mut c, vec![(f.as_raw_fd(), libc::CLONE_NEWNET)]);
+        crate::lab::fork::enter_namespaces(&mut c, vec![(f.as_raw_fd(), libc::CLONE_NEWNET)]);
     }
     let out = c.output().map_err(|e| ClusterError::Command {
         cmd: cmd.clone(),
@@ -338,7 +338,7 @@ pub fn in_user_namespace() -> bool {
 /// status, or why the kernel refused (then the caller emulates).
 pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
     use std::os::unix::process::CommandExt;
-    let exe = super::self_exe().map_err(|e| e.to_string())?;
+    let exe = crate::lab::self_exe().map_err(|e| e.to_string())?;
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // Everything the child writes is made before fork: pre_exec must not allocate.
@@ -347,7 +347,7 @@ pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
     let mut cmd = Command::new(exe);
     cmd.args(std::env::args_os().skip(1)).env(USERNS_ENV, "1");
     // The re-run dies with this process.
-    super::fork::die_with_parent(&mut cmd);
+    crate::lab::fork::die_with_parent(&mut cmd);
     // SAFETY: only async-signal-safe calls (unshare, open, write, close, socket, ioctl) on
     // memory prepared before the fork or on the child's stack.
     unsafe {

@@ -1,6 +1,13 @@
 //! `ringlab bench` as data: the sizes nccl-tests would sweep, rows aggregated across ranks,
 //! and algbw/busbw exactly as nccl-tests defines them (collective::cost).
 
+pub mod gpu;
+pub mod launch;
+pub mod measure;
+pub mod pattern;
+pub mod rank;
+pub mod table;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -106,9 +113,9 @@ impl Average {
 
 /// Buffers of the largest size one rank keeps in host memory: its send and receive buffers on
 /// TCP (on NCCL they are on the GPU), plus the measurement's host copies
-/// ([`super::measure::HOST_COPIES`]).
+/// ([`measure::HOST_COPIES`]).
 fn host_buffers(job: &Job) -> u64 {
-    let copies = super::measure::HOST_COPIES as u64;
+    let copies = measure::HOST_COPIES as u64;
     match job.backend {
         super::Backend::Tcp => 2 + copies,
         super::Backend::Nccl => copies,

@@ -9,7 +9,7 @@
 //! it would wait, or move the wrong bytes). A neighbour that never sends one is waited for
 //! until the rank's own timeout; the launcher's watchdog usually calls the hang first.
 //!
-//! Each rank keeps a flight recorder ([`super::trace::Recorder`]) and, with a trace folder,
+//! Each rank keeps a flight recorder ([`crate::lab::hang::trace::Recorder`]) and, with a trace folder,
 //! writes it to `rank<r>.json` when a collective is called, starts and completes, so its last
 //! state is there even when the process is then stopped or killed.
 
@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::measure::Fault;
-use super::trace::{Call, Recorder};
-use super::{Event, Job};
 use crate::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
 use crate::comm::reduce::AlignedBuf;
 use crate::comm::store::StoreClient;
 use crate::comm::tcp::{RankEnv, TcpComm, partners};
+use crate::lab::bench::measure::Fault;
+use crate::lab::hang::trace::{Call, Recorder};
+use crate::lab::{Event, Job};
 
 /// What the loop runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,10 +115,10 @@ pub fn mismatch_report(
 }
 
 /// The flight recorder, journaled on disk as the rank runs when there is a trace folder
-/// (one appended line per event, [`super::trace::JournalFile`]).
+/// (one appended line per event, [`crate::lab::hang::trace::JournalFile`]).
 enum Journal {
     Memory(Recorder),
-    File(super::trace::JournalFile),
+    File(crate::lab::hang::trace::JournalFile),
 }
 
 impl Journal {
@@ -134,7 +134,7 @@ impl Journal {
     fn new(rec: Recorder, path: Option<PathBuf>) -> Result<Self, Fault> {
         match path {
             None => Ok(Self::Memory(rec)),
-            Some(p) => super::trace::JournalFile::create(&p, rec)
+            Some(p) => crate::lab::hang::trace::JournalFile::create(&p, rec)
                 .map(Self::File)
                 .map_err(Self::io(&p)),
         }

@@ -6,14 +6,14 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::measure::{self, Call, Fault, Which};
-use super::{Event, Job, JobKind};
 use crate::collective::{Schedule, Spec};
 use crate::comm::p2p::SharedBuf;
 use crate::comm::store::StoreClient;
 use crate::comm::tcp::{RankEnv, TcpComm, partners};
 use crate::comm::wire::token_from_hex;
 use crate::comm::{log, tcp::CommError};
+use crate::lab::bench::measure::{self, Call, Fault, Which};
+use crate::lab::{Event, Job, JobKind};
 
 pub fn emit(ev: &Event) {
     if let Ok(mut line) = serde_json::to_vec(ev) {
@@ -70,7 +70,7 @@ fn tie_to_parent() {
 
 pub fn main() -> ExitCode {
     tie_to_parent();
-    if let Err(e) = super::launch::pin_to_planned_cpu() {
+    if let Err(e) = crate::lab::bench::launch::pin_to_planned_cpu() {
         crate::comm::log::warn(&e);
     }
     let (env, job) = match read_env() {
@@ -132,13 +132,13 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
             .train
             .as_ref()
             .ok_or_else(|| error("a training job without its loop (job.train)"))?;
-        return Ok(super::train::run(
+        return Ok(crate::lab::hang::train::run(
             env, job, spec, &mut store, phase, &mut out,
         )?);
     }
     let mut rig: Box<dyn Rig + '_> = match job.backend {
-        super::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
-        super::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
+        crate::lab::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
+        crate::lab::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
     };
     phase("init done");
     if let Some(transport) = rig.transport() {

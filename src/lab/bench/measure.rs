@@ -21,9 +21,9 @@
 use std::fmt;
 use std::time::Instant;
 
-use super::pattern::{self, Check};
-use super::{Event, Job, counts, iteration_shift, row_bytes};
 use crate::collective::{Algorithm, Collective, Dtype, Op, chunk_range};
+use crate::lab::bench::pattern::{self, Check};
+use crate::lab::{Event, Job, counts, iteration_shift, row_bytes};
 
 /// Which of a rank's two buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub struct Call {
     /// In place: the receive buffer is input and output (at the rank's chunk for all-gather).
     pub in_place: bool,
     /// Where in both buffers this call's array starts, in bytes (nccl-tests' per-iteration
-    /// shift, [`super::iteration_shift`]); staging, the checked run and the download use 0.
+    /// shift, [`crate::lab::iteration_shift`]); staging, the checked run and the download use 0.
     pub shift: usize,
 }
 
@@ -132,7 +132,7 @@ pub fn check_for(job: &Job, ranks: usize, rank: usize) -> Check {
 /// Whether the in-place placement of `job` runs: everywhere but all-to-all on NCCL, which
 /// refuses one buffer for both sides (the row shows N/A).
 pub fn in_place_runs(job: &Job) -> bool {
-    !(job.coll == Collective::AllToAll && job.backend == super::Backend::Nccl)
+    !(job.coll == Collective::AllToAll && job.backend == crate::lab::Backend::Nccl)
 }
 
 pub fn placement_label(job: &Job, size: u64, in_place: bool) -> String {

@@ -133,7 +133,7 @@ pub fn machine(load: LoadNccl) -> Machine {
 }
 
 fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> {
-    let exe = super::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
+    let exe = crate::lab::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("__gpu-probe");
     if load == LoadNccl::Asked {
@@ -192,8 +192,8 @@ pub fn probe_main(nccl_asked: bool) -> std::process::ExitCode {
 }
 
 /// The backend `--backend auto|tcp|nccl` resolves to, and a line saying which and why.
-pub fn choose(asked: &str, m: &Machine) -> Result<(super::Backend, String), String> {
-    use super::Backend;
+pub fn choose(asked: &str, m: &Machine) -> Result<(crate::lab::Backend, String), String> {
+    use crate::lab::Backend;
     match asked {
         "tcp" => Ok((Backend::Tcp, "backend tcp (asked for)".into())),
         "nccl" => match m.nccl_unavailable() {
@@ -304,8 +304,8 @@ pub const SHARED_GPU: &str = "shared GPU: the bytes cross NET/Socket through hos
 /// where there are fewer GPUs than ranks), set the ranks' environment and the algorithm.
 /// The one place the command line and the app do this.
 pub fn prepare(
-    job: &mut super::Job,
-    l: &mut super::launch::Launch,
+    job: &mut crate::lab::Job,
+    l: &mut crate::lab::bench::launch::Launch,
     m: Machine,
     ask: &GpuAsk,
 ) -> Result<Prepared, String> {
@@ -372,7 +372,7 @@ pub fn prepare(
         .filter(|&b| b > 0)
         .min()
         .unwrap_or(0);
-    super::bench::check_gpu_memory(job, world, k, smallest)?;
+    crate::lab::bench::check_gpu_memory(job, world, k, smallest)?;
     if world == 1 {
         notes.push(
             "1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
@@ -425,8 +425,8 @@ pub fn algo_label(forced: Option<&str>, inherited: Option<&str>) -> String {
 /// The per-rank environment of an NCCL job: ranks that share a GPU each get a host id of
 /// their own (NCCL_HOSTID replaces the host hash NCCL compares in its duplicate-GPU check,
 /// and ranks on different "hosts" talk over NET).
-pub fn rank_env(job: &super::Job, rank: usize) -> Vec<(String, String)> {
-    if job.backend == super::Backend::Nccl && job.ranks_per_gpu > 1 {
+pub fn rank_env(job: &crate::lab::Job, rank: usize) -> Vec<(String, String)> {
+    if job.backend == crate::lab::Backend::Nccl && job.ranks_per_gpu > 1 {
         let host = crate::comm::log::hostname();
         vec![("NCCL_HOSTID".into(), format!("{host}-ringlab-rank{rank}"))]
     } else {
@@ -470,7 +470,7 @@ pub fn tuning_line(line: &str) -> Option<(u64, String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::launch::Launch;
+    use crate::lab::bench::launch::Launch;
     use crate::lab::{Backend, Job, JobKind};
 
     fn no_gpu() -> Machine {

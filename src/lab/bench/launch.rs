@@ -10,10 +10,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{Event, Job};
 use crate::comm::ifaces;
 use crate::comm::store::StoreServer;
 use crate::comm::wire::{new_token, token_from_hex, token_hex};
+use crate::lab::{Event, Job};
 
 /// Where the job runs.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ pub struct Failure {
     /// The last log lines per rank.
     pub logs: Vec<(usize, Vec<String>)>,
     /// Each rank's process when the job failed: running, stopped (state T), or gone.
-    pub processes: Vec<(usize, super::trace::Process)>,
+    pub processes: Vec<(usize, crate::lab::hang::trace::Process)>,
     /// Each rank's state letter in /proc/PID/stat when the job failed (R, S, D, T, …), or
     /// `gone` for a process that has ended.
     pub states: Vec<(usize, String)>,
@@ -266,7 +266,7 @@ pub fn run_with(
         let server = match (p.netns.first(), &p.store_listener) {
             (_, Some(bound)) => StoreServer::serve(bound.clone(), token),
             (Some(node0), None) => {
-                super::cluster::in_netns(node0, move || StoreServer::start(bind, token))
+                crate::lab::hang::cluster::in_netns(node0, move || StoreServer::start(bind, token))
                     .map_err(setup("entering node 0"))?
             }
             (None, None) => StoreServer::start(bind, token),
@@ -373,7 +373,7 @@ fn spawn_and_watch(
     before_kill: &mut impl FnMut(&Failure, Option<&StoreServer>),
 ) -> Result<(), LaunchError> {
     let multi = l.nnodes > 1 || l.placement.is_some();
-    let exe = super::self_exe().map_err(setup("finding the ringlab binary"))?;
+    let exe = crate::lab::self_exe().map_err(setup("finding the ringlab binary"))?;
     let job_json = serde_json::to_string(job).map_err(setup("encoding the job"))?;
     let (tx, rx) = mpsc::channel::<Inner>();
     let mut ranks = Ranks {
@@ -402,7 +402,7 @@ fn spawn_and_watch(
             .env("RINGLAB_PARENT", std::process::id().to_string())
             .envs(l.env.iter().map(|(k, v)| (k, v)))
             .envs(slot.env.iter().map(|(k, v)| (k, v)))
-            .envs(super::gpu::rank_env(job, rank))
+            .envs(crate::lab::bench::gpu::rank_env(job, rank))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -427,7 +427,7 @@ fn spawn_and_watch(
             })
             .collect();
         // The files stay open across the fork (closed at exec).
-        super::fork::enter_namespaces(&mut cmd, fds);
+        crate::lab::fork::enter_namespaces(&mut cmd, fds);
         let mut child = cmd
             .spawn()
             .map_err(setup(&format!("starting rank {rank}")))?;
@@ -564,7 +564,9 @@ pub use crate::comm::tcp::CPU_ENV;
 /// balancer parts them. NCCL's ranks are left alone: NCCL sets its own affinity per GPU.
 /// `RINGLAB_PIN=0` turns it off.
 pub fn cpu_plan(job: &Job, ranks_here: usize) -> Vec<usize> {
-    if job.backend != super::Backend::Tcp || std::env::var("RINGLAB_PIN").is_ok_and(|v| v == "0") {
+    if job.backend != crate::lab::Backend::Tcp
+        || std::env::var("RINGLAB_PIN").is_ok_and(|v| v == "0")
+    {
         return Vec::new();
     }
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
@@ -670,22 +672,22 @@ fn watch(
             .map(|(r, s)| {
                 let child = ranks.children.iter().find(|(cr, _)| cr == r);
                 let p = match s.exited {
-                    Some(_) if s.failed => super::trace::Process::Running,
-                    Some(status) => super::trace::Process::Gone {
+                    Some(_) if s.failed => crate::lab::hang::trace::Process::Running,
+                    Some(status) => crate::lab::hang::trace::Process::Gone {
                         code: status.code(),
                         signal: std::os::unix::process::ExitStatusExt::signal(&status),
                     },
                     None if child.is_some_and(|(_, c)| process_stopped(c.id())) => {
-                        super::trace::Process::Stopped
+                        crate::lab::hang::trace::Process::Stopped
                     }
                     // Ended, not yet reaped: the exit the watch loop has not seen yet.
                     None if !s.failed && child.is_some_and(|(_, c)| process_ended(c.id())) => {
-                        super::trace::Process::Gone {
+                        crate::lab::hang::trace::Process::Gone {
                             code: None,
                             signal: None,
                         }
                     }
-                    None => super::trace::Process::Running,
+                    None => crate::lab::hang::trace::Process::Running,
                 };
                 (*r, p)
             })
@@ -881,6 +883,7 @@ fn watch(
 #[cfg(test)]
 mod cpu_tests {
     use super::*;
+    use crate::lab::Job;
 
     #[test]
     fn tcp_ranks_get_distinct_cpus_only_when_there_are_enough() {

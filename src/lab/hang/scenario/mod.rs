@@ -1,0 +1,418 @@
+//! The hang lab: scenarios are data (`labs/*.toml`). A scenario is staged on a virtual cluster,
+//! the sanity all-reduce runs under it, the watchdog declares the hang, evidence is gathered
+//! while the ranks still wait (interface tables, advertised addresses, a reachability matrix,
+//! last log lines), a culprit is named from that evidence, and the fix is applied and re-run.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use include_dir::{Dir, include_dir};
+use serde::{Deserialize, Serialize};
+
+use crate::lab::bench::launch::{self, Failure, Launch, LaunchError, Msg, Placement};
+use crate::lab::hang::cluster::{self, Cluster};
+use crate::lab::{Event, Job};
+use crate::nccl_log;
+
+mod evidence;
+mod report;
+mod run;
+#[cfg(test)]
+mod tests;
+
+use evidence::*;
+pub use report::*;
+pub use run::*;
+
+static LABS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/labs");
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fix {
+    pub text: String,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Give every node the right master address.
+    #[serde(default)]
+    pub master_addr: bool,
+    /// Start every rank of the world.
+    #[serde(default)]
+    pub start_all: bool,
+    /// Remove the staged firewall.
+    #[serde(default)]
+    pub open_firewall: bool,
+    /// Run-time scenarios: the code change that removes the staged fault.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remove_fault: bool,
+    /// Multiply the watchdog's timeout (the tempting non-fix for a hang).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_factor: Option<u64>,
+    /// A bigger /dev/shm for every node (`docker run --shm-size=SIZE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shm_size: Option<String>,
+    /// The host's /dev/shm for every node (`docker run --ipc=host`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipc_host: bool,
+}
+
+/// What the evidence of an init hang blames. Scenario files name the one they stage; the
+/// diagnosis names the one it found; JSON carries the kebab-case id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Culprit {
+    UnroutableAddress,
+    IfaceNotFound,
+    ConnectionDropped,
+    StoreUnreachable,
+    MissingRank,
+    /// Run time: a rank's collective #k is another call than the others' #k.
+    CallMismatch,
+    /// Run time: a rank never entered the collective the others wait in.
+    NeverEntered,
+    /// Run time: a rank is stopped or stuck inside a collective.
+    StuckRank,
+    /// Run time: a rank's process is gone.
+    RankGone,
+    /// Init: a rank could not reserve its shared-memory segment (a container's small /dev/shm).
+    ShmFull,
+    #[default]
+    Unknown,
+}
+
+impl Culprit {
+    pub const ALL: [Culprit; 11] = [
+        Culprit::UnroutableAddress,
+        Culprit::IfaceNotFound,
+        Culprit::ConnectionDropped,
+        Culprit::StoreUnreachable,
+        Culprit::MissingRank,
+        Culprit::CallMismatch,
+        Culprit::NeverEntered,
+        Culprit::StuckRank,
+        Culprit::RankGone,
+        Culprit::ShmFull,
+        Culprit::Unknown,
+    ];
+
+    /// The id in files and JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            Culprit::UnroutableAddress => "unroutable-address",
+            Culprit::IfaceNotFound => "iface-not-found",
+            Culprit::ConnectionDropped => "connection-dropped",
+            Culprit::StoreUnreachable => "store-unreachable",
+            Culprit::MissingRank => "missing-rank",
+            Culprit::CallMismatch => "call-mismatch",
+            Culprit::NeverEntered => "never-entered",
+            Culprit::StuckRank => "stuck-rank",
+            Culprit::RankGone => "rank-gone",
+            Culprit::ShmFull => "shm-full",
+            Culprit::Unknown => "unknown",
+        }
+    }
+
+    /// From an id (doctor's analyser speaks ids); anything else is Unknown.
+    pub fn from_id(id: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.id() == id)
+            .unwrap_or(Culprit::Unknown)
+    }
+
+    /// The culprit's name for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Culprit::UnroutableAddress => "an advertised address the peers cannot reach",
+            Culprit::IfaceNotFound => "the named interface does not exist on a node",
+            Culprit::ConnectionDropped => "connections silently dropped between nodes",
+            Culprit::StoreUnreachable => "a rank cannot reach the rendezvous store",
+            Culprit::MissingRank => "a rank of the world never started",
+            Culprit::CallMismatch => "a rank called a different collective at the same number",
+            Culprit::NeverEntered => "a rank never entered the collective the others wait in",
+            Culprit::StuckRank => "a rank is stopped inside a collective",
+            Culprit::RankGone => "a rank's process is gone",
+            Culprit::ShmFull => "/dev/shm too small for the ranks' shared-memory buffers",
+            Culprit::Unknown => "no known misconfiguration",
+        }
+    }
+}
+
+impl std::fmt::Display for Culprit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// How a scenario's staged run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    Hang,
+    Error,
+}
+
+/// How a run ended: `ok` (went through), `hang` (the watchdog fired), `error` (a rank or the
+/// setup failed); a fix's re-run is `pass` when it went through with the right all-reduce
+/// (`ok` there means it went through with a wrong result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Ok,
+    Pass,
+    Hang,
+    Error,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Pass => "pass",
+            Outcome::Hang => "hang",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+named!(Outcome);
+
+impl Scenario {
+    /// A run-time hang (a training loop that stops mid-run), not one at start-up.
+    pub fn run_time(&self) -> bool {
+        self.train.is_some()
+    }
+
+    /// What a passing run proved: the check its job makes.
+    pub fn pass_claim(&self) -> String {
+        match &self.train {
+            Some(t) => format!(
+                "all {} training steps ran, and the last gradient all-reduce (of ones) summed to the world size on every rank",
+                t.steps
+            ),
+            None => "the all-reduce of ones gave the world size on every rank".into(),
+        }
+    }
+}
+
+impl Expect {
+    /// The run outcome it corresponds to.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Expect::Hang => Outcome::Hang,
+            Expect::Error => Outcome::Error,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    pub title: String,
+    pub story: String,
+    /// What a report of the incident would say, without its cause or the setting behind it:
+    /// the story shown in blind mode (a class diagnosing from evidence alone).
+    pub brief: String,
+    pub nodes: usize,
+    pub ranks_per_node: usize,
+    /// Seconds without progress before the watchdog calls it a hang.
+    pub timeout: u64,
+    /// What the staged run does.
+    pub expect: Expect,
+    pub symptom: String,
+    /// The culprit the diagnosis must find.
+    pub culprit: Culprit,
+    pub hints: Vec<String>,
+    #[serde(default)]
+    pub fabric: Vec<String>,
+    #[serde(default)]
+    pub stage_env: BTreeMap<String, String>,
+    /// Nodes other than node 0 dial this address for the master.
+    #[serde(default)]
+    pub stage_master_addr: Option<IpAddr>,
+    /// Ranks started (fewer than nodes × ranks_per_node stages a missing rank).
+    #[serde(default)]
+    pub stage_start: Option<usize>,
+    /// A firewall on every node that silently drops new connections from other nodes except
+    /// to the store's port (the master port), like a cloud security group opened for 29500 only.
+    #[serde(default)]
+    pub stage_firewall: bool,
+    /// A run-time scenario: the training loop it runs (with its staged fault) instead of the
+    /// init sanity check.
+    #[serde(default)]
+    pub train: Option<crate::lab::hang::train::TrainSpec>,
+    /// Every node a container with a /dev/shm of this size (tmpfs units: `64m` is Docker's
+    /// default without --shm-size or --ipc=host).
+    #[serde(default)]
+    pub stage_shm: Option<String>,
+    pub fix: Fix,
+    /// The NCCL release the emulated ranks behave and log as (`--nccl-version`; not in the
+    /// scenario file). None: 2.28.9.
+    #[serde(skip)]
+    pub emulate: Option<crate::nccl_log::Release>,
+}
+
+/// One line of `ringlab lab run --events`: what the hang screen reads from the lab it runs
+/// in a child process. One JSON object per line, `{"msg": …}`, `{"report": …}`, `{"fixed": …}`
+/// or `{"error": "…"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamLine {
+    /// A rank's phase, value, log line or exit, as it happens.
+    Msg(Msg),
+    /// The staged run's report (the last line of a staging).
+    Report(Box<LabReport>),
+    /// A fix's re-run (the last line of `--try-fix`).
+    Fixed(Box<Fixed>),
+    /// The lab could not run.
+    Error(String),
+}
+
+impl StreamLine {
+    /// The line to print (without its newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            serde_json::json!({ "error": format!("encoding an event: {e}") }).to_string()
+        })
+    }
+}
+
+/// Where the hang lab builds its cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    /// Network namespaces where this process may make them, else the emulated cluster.
+    #[default]
+    Auto,
+    Netns,
+    Emulated,
+}
+
+/// The hang lab on real NCCL: what every rank needs besides the staged environment.
+#[derive(Debug, Clone, Default)]
+pub struct NcclLab {
+    /// The ranks' environment from `gpu::prepare` (NCCL's library path, NCCL_DEBUG_FILE).
+    pub env: Vec<(String, String)>,
+    /// Ranks of one node sharing each GPU.
+    pub ranks_per_gpu: usize,
+}
+
+impl NcclLab {
+    /// NCCL's own log, and its connect retries made finer and longer (NCCL ≥ 2.24 sleeps
+    /// RETRY_SLEEP_MSEC × k before try k): by default 34 tries, about 60 s in all, after which
+    /// NCCL gives up on its own; here 1000 tries at 10 ms × k, 109 of them in the first minute
+    /// and about 83 minutes in all, so that the lab's watchdog, not NCCL's give-up, calls the
+    /// hang while NCCL is still dialing; INIT, BOOTSTRAP and NET lines are the evidence.
+    pub fn lab_env() -> Vec<(String, String)> {
+        [
+            ("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,NET"),
+            ("NCCL_SOCKET_RETRY_CNT", "1000"),
+            ("NCCL_SOCKET_RETRY_SLEEP_MSEC", "10"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
+/// The store's port on the namespace cluster: PyTorch's default MASTER_PORT. Each run has
+/// fresh namespaces, so it is always free there.
+pub const MASTER_PORT: u16 = 29500;
+
+/// One file that did not parse, with where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub message: String,
+}
+
+/// All scenarios shipped in the binary, by name.
+pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    let watchdog = watchdog_from_env();
+    let mut files: Vec<_> = LABS
+        .files()
+        .filter(|f| f.path().extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort_by_key(|f| f.path().to_path_buf());
+    for f in files {
+        let file = format!("labs/{}", f.path().display());
+        match parse(&String::from_utf8_lossy(f.contents())) {
+            Ok(mut s) => {
+                if let Some(Ok(t)) = watchdog {
+                    s.timeout = t;
+                }
+                ok.push(s)
+            }
+            Err(message) => bad.push(ScenarioError { file, message }),
+        }
+    }
+    if let Some(Err(e)) = watchdog {
+        bad.push(ScenarioError {
+            file: WATCHDOG_ENV.into(),
+            message: e,
+        });
+    }
+    (ok, bad)
+}
+
+/// Seconds without progress before every scenario's watchdog fires, instead of each
+/// scenario's own (6 s for most): shorter waits for a demo or the test suite, longer on a slow
+/// machine. `lab run --timeout` still wins for one run.
+pub const WATCHDOG_ENV: &str = "RINGLAB_LAB_TIMEOUT";
+
+/// [`WATCHDOG_ENV`], if set: whole seconds 1..=3600, else an error naming the variable.
+fn watchdog_from_env() -> Option<Result<u64, String>> {
+    let v = std::env::var(WATCHDOG_ENV).ok()?;
+    Some(
+        v.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|t| (1..=3600).contains(t))
+            .ok_or_else(|| format!("`{v}` is not a watchdog time: give whole seconds, 1 to 3600")),
+    )
+}
+
+pub fn parse(text: &str) -> Result<Scenario, String> {
+    let s: Scenario = toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((1, 1), |sp| {
+            crate::course::block::offset_to_line_col(text, sp.start)
+        });
+        format!("{line}:{col}: {}", e.message())
+    })?;
+    // One node is a cluster only when the node itself is the trap (a container's /dev/shm).
+    let fewest = if s.stage_shm.is_some() { 1 } else { 2 };
+    if !(fewest..=8).contains(&s.nodes) {
+        return Err(format!("nodes must be {fewest}..=8, got {}", s.nodes));
+    }
+    if !(1..=8).contains(&s.ranks_per_node) {
+        return Err(format!(
+            "ranks_per_node must be 1..=8, got {}",
+            s.ranks_per_node
+        ));
+    }
+    if let Some(t) = &s.train {
+        let world = s.nodes * s.ranks_per_node;
+        if t.steps == 0 || t.tp_bytes == 0 || t.dp_bytes == 0 {
+            return Err("[train]: steps, tp_bytes and dp_bytes must be at least 1".into());
+        }
+        if let Some(f) = &t.fault
+            && (f.rank >= world || f.step == 0 || f.step > t.steps)
+        {
+            return Err(format!(
+                "[train] fault: rank {} step {} is outside the job ({world} ranks, steps 1..={})",
+                f.rank, f.step, t.steps
+            ));
+        }
+    }
+    Ok(s)
+}
+
+pub fn find(name: &str) -> Result<Scenario, String> {
+    let (all, _) = all();
+    let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+    all.into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("no scenario `{name}`; known: {}", names.join(", ")))
+}

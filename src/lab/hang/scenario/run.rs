@@ -1,0 +1,585 @@
+//! Running a scenario: the cluster it needs, one staged run under the launcher's watchdog, the
+//! fix re-run, and the flight-recorder folders they leave.
+
+use super::*;
+
+/// What one run of the sanity all-reduce on the cluster did.
+pub(super) struct RunResult {
+    outcome: Outcome,
+    /// The run's length, start to end.
+    run_s: f64,
+    failure: Option<Failure>,
+    detected_after: Option<f64>,
+    phases: BTreeMap<usize, String>,
+    values: Vec<(usize, f64)>,
+    evidence: Option<Diagnosis>,
+    /// How the ranks' bytes travelled (`SHM`, `NET`, `SHM+NET`), as they reported it.
+    transport: Option<String>,
+}
+
+/// The staged cluster (`fix` None) or the staged cluster with a fix applied.
+pub(super) fn placement(
+    s: &Scenario,
+    c: &Cluster,
+    fix: Option<&Fix>,
+    port: u16,
+    nccl: bool,
+) -> Placement {
+    let mut env: Vec<(String, String)> = vec![("NCCL_DEBUG".into(), "INFO".into())];
+    if nccl {
+        env.extend(NcclLab::lab_env());
+    } else if let Some(r) = s.emulate {
+        env.push((crate::comm::log::VERSION_ENV.into(), r.to_string()));
+    }
+    // A fix replaces the staged variables it names; what it does not mention stays staged.
+    let mut merged = s.stage_env.clone();
+    if let Some(f) = fix {
+        merged.extend(f.env.clone());
+    }
+    env.extend(merged);
+    let wrong: Option<IpAddr> = s.stage_master_addr;
+    let use_wrong = !fix.is_some_and(|f| f.master_addr);
+    let world = s.nodes * s.ranks_per_node;
+    let start = match (!fix.is_some_and(|f| f.start_all), s.stage_start) {
+        (true, Some(n)) => n,
+        _ => world,
+    };
+    let store_ip = IpAddr::V4(c.nodes[0].ip);
+    Placement {
+        nodes: s.nodes,
+        netns: (0..s.nodes).filter_map(|i| c.netns_path(i)).collect(),
+        mntns: (0..s.nodes).map(|i| c.mntns_path(i)).collect(),
+        utsns: (0..s.nodes).map(|i| c.utsns_path(i)).collect(),
+        store_bind: SocketAddr::new(c.bind_ip(store_ip), port),
+        store_listener: None,
+        store_ip,
+        store_ip_for_node: (0..s.nodes)
+            .map(|i| if i > 0 && use_wrong { wrong } else { None })
+            .collect(),
+        env_for_node: (0..s.nodes)
+            .map(|i| {
+                let mut e = env.clone();
+                e.extend(c.node_env(i));
+                if nccl {
+                    // The nodes share this host's name and boot id: without a host id of their
+                    // own NCCL would take them for one machine and skip the network.
+                    e.push(("NCCL_HOSTID".into(), format!("rlab-node{i}")));
+                }
+                e
+            })
+            .collect(),
+        ranks_per_node: s.ranks_per_node,
+        start,
+    }
+}
+
+pub(super) fn run_once(
+    s: &Scenario,
+    c: &mut Cluster,
+    fix: Option<&Fix>,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> RunResult {
+    let (port, store_listener) = match store_port(c) {
+        Ok(p) => p,
+        Err(e) => return RunResult::setup_error(e),
+    };
+    if s.stage_firewall {
+        let open = fix.is_some_and(|f| f.open_firewall);
+        for node in 0..s.nodes {
+            let r = c
+                .firewall(node, port)
+                .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) });
+            if let Err(e) = r {
+                return RunResult::setup_error(e.to_string());
+            }
+        }
+    }
+    if let Some(f) = fix {
+        let change = match (&f.shm_size, f.ipc_host) {
+            (_, true) => Some(cluster::ShmChange::Host),
+            (Some(size), false) => Some(cluster::ShmChange::Size(size)),
+            (None, false) => None,
+        };
+        for node in 0..s.nodes {
+            if let Some(ch) = change
+                && let Err(e) = c.change_shm(node, ch)
+            {
+                return RunResult::setup_error(e.to_string());
+            }
+        }
+    }
+    let c = &*c;
+    let mut l = Launch::single(s.ranks_per_node);
+    // Raising the timeout is a choice a learner may try: the watchdog then waits longer.
+    let timeout = s.timeout * fix.and_then(|f| f.timeout_factor).unwrap_or(1).max(1);
+    l.timeout = Duration::from_secs(timeout);
+    let mut place = placement(s, c, fix, port, nccl.is_some());
+    place.store_listener = store_listener;
+    l.placement = Some(place);
+    let mut job = Job::sanity();
+    if let Some(n) = nccl {
+        l.env.extend(n.env.iter().cloned());
+        job.backend = crate::lab::Backend::Nccl;
+        job.ranks_per_gpu = n.ranks_per_gpu;
+        job.timeout_s = timeout + 5;
+    }
+    // A run-time scenario runs its training loop, each rank keeping its flight recorder in a
+    // fresh folder; the right fix removes the staged fault.
+    let trace_dir = match &s.train {
+        Some(spec) => {
+            let dir = match fresh_trace_dir(&s.name) {
+                Ok(d) => d,
+                Err(e) => return RunResult::setup_error(e),
+            };
+            let mut spec = spec.clone();
+            spec.trace_dir = Some(dir.display().to_string());
+            if fix.is_some_and(|f| f.remove_fault) {
+                spec.fault = None;
+            }
+            job = Job::train(spec);
+            // The ranks' own wait for a neighbour's header outlasts the launcher's watchdog.
+            job.timeout_s = timeout + 10;
+            Some(dir)
+        }
+        None => None,
+    };
+    let started = Instant::now();
+    // A run-time hang starts when the loop stops moving, not when the job started.
+    let progress = std::cell::Cell::new(started);
+    let phases = std::cell::RefCell::new(BTreeMap::new());
+    // Every line each rank logged (NCCL's INIT/NET lines come early and would scroll out of
+    // the launcher's last lines).
+    let logs = std::cell::RefCell::new(BTreeMap::<usize, Vec<String>>::new());
+    let mut values = Vec::new();
+    let mut evidence = None;
+    let mut detected = None;
+    let mut transports: BTreeMap<usize, String> = BTreeMap::new();
+    let world = s.nodes * s.ranks_per_node;
+    let r = launch::run_with(
+        &job,
+        &l,
+        |m| {
+            match m {
+                Msg::Event(Event::Beat { .. }) => progress.set(Instant::now()),
+                Msg::Event(Event::Phase { rank, phase }) => {
+                    progress.set(Instant::now());
+                    phases.borrow_mut().insert(*rank, phase.clone());
+                }
+                Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
+                Msg::Event(Event::Transport { rank, transport }) => {
+                    transports.insert(*rank, transport.clone());
+                }
+                Msg::Event(Event::Done { rank }) => {
+                    phases.borrow_mut().insert(*rank, "done".into());
+                }
+                Msg::Log { rank, line } if nccl.is_some() => {
+                    logs.borrow_mut()
+                        .entry(*rank)
+                        .or_default()
+                        .push(line.clone());
+                }
+                _ => {}
+            }
+            on(m);
+        },
+        |f, server| {
+            // The watchdog has just fired: that is when the hang was detected, counted from
+            // the start (init) or from the last progress (a training loop).
+            let from = if trace_dir.is_some() {
+                progress.get()
+            } else {
+                started
+            };
+            detected = Some(from.elapsed().as_secs_f64());
+            let mut d = match &trace_dir {
+                Some(dir) => train_evidence(s, c, dir, f),
+                None => gather(s, c, f, server, world),
+            };
+            if nccl.is_some() && trace_dir.is_none() {
+                nccl_evidence(s, &mut d, &logs.borrow(), &phases.borrow());
+            }
+            evidence = Some(d);
+        },
+    );
+    let phases = phases.into_inner();
+    let transport = crate::comm::tcp::combine_transports(transports.values().map(String::as_str));
+    let run_s = started.elapsed().as_secs_f64();
+    let detected_after = detected.or(Some(run_s));
+    // A run that went through leaves no evidence to read: its flight recorders go.
+    if r.is_ok()
+        && let Some(dir) = &trace_dir
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    match r {
+        Ok(()) => RunResult {
+            outcome: Outcome::Ok,
+            run_s,
+            failure: None,
+            detected_after: None,
+            phases,
+            values,
+            evidence,
+            transport,
+        },
+        Err(LaunchError::Failed(f)) => {
+            let outcome = if f.kind == crate::lab::bench::launch::FailKind::Hang {
+                Outcome::Hang
+            } else {
+                Outcome::Error
+            };
+            RunResult {
+                outcome,
+                run_s,
+                failure: Some(*f),
+                detected_after,
+                phases,
+                values,
+                evidence,
+                transport,
+            }
+        }
+        Err(LaunchError::Setup(e)) => RunResult {
+            outcome: Outcome::Error,
+            run_s,
+            failure: Some(Failure {
+                kind: crate::lab::bench::launch::FailKind::Error,
+                reason: e,
+                ranks: Vec::new(),
+                logs: Vec::new(),
+                processes: Vec::new(),
+                states: Vec::new(),
+            }),
+            detected_after,
+            phases,
+            values,
+            evidence,
+            transport,
+        },
+    }
+}
+
+impl RunResult {
+    fn setup_error(reason: String) -> Self {
+        Self {
+            outcome: Outcome::Error,
+            run_s: 0.0,
+            failure: Some(Failure {
+                kind: crate::lab::bench::launch::FailKind::Error,
+                reason,
+                ranks: Vec::new(),
+                logs: Vec::new(),
+                processes: Vec::new(),
+                states: Vec::new(),
+            }),
+            detected_after: None,
+            phases: BTreeMap::new(),
+            values: Vec::new(),
+            evidence: None,
+            transport: None,
+        }
+    }
+}
+
+/// Every node's interfaces, as the evidence lists them.
+pub(super) fn interface_rows(c: &Cluster) -> Vec<IfaceRow> {
+    c.nodes
+        .iter()
+        .flat_map(|n| {
+            c.interfaces(n.index).into_iter().map(|i| IfaceRow {
+                node: n.index,
+                name: i.name,
+                addr: i.addr.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A new folder, readable only by this user, for one run's flight recorders: in /dev/shm where
+/// there is one (memory: the ranks rewrite their recorder three times per collective, which on
+/// a disk file system costs more than the collective), else the temporary folder.
+pub(super) fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
+    let shm = std::path::Path::new("/dev/shm");
+    let base = if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
+    {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    crate::private::fresh_dir(&base, &format!("ringlab-trace-{scenario}-"))
+        .map_err(|e| e.to_string())
+}
+
+/// How long a flight-recorder folder must be untouched before `lab cleanup` takes it: a
+/// running lab rewrites its folder at every collective.
+pub const TRACE_DIR_QUIET: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Flight-recorder folders this user's earlier labs left (a failed run keeps its dumps for
+/// `doctor --trace`), untouched for [`TRACE_DIR_QUIET`]. Returns what was removed, and the
+/// folders kept because they changed more recently (a lab may still be writing them).
+pub fn remove_old_trace_dirs() -> (Vec<String>, Vec<String>) {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = Vec::new();
+    let mut kept = Vec::new();
+    for base in [std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()] {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let ours = e
+                .file_name()
+                .to_string_lossy()
+                .starts_with("ringlab-trace-");
+            let Ok(m) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !ours || !m.is_dir() || m.uid() != me {
+                continue;
+            }
+            let old = m
+                .modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > TRACE_DIR_QUIET);
+            if !old {
+                kept.push(path.display().to_string());
+            } else if std::fs::remove_dir_all(&path).is_ok() {
+                removed.push(format!("flight recorders {}", path.display()));
+            }
+        }
+    }
+    (removed, kept)
+}
+
+/// The store's port: the master port in fresh namespaces; on the emulated cluster, which
+/// shares this host's loopback with everything else (other runs, other tests), a port the
+/// kernel picks, bound here and handed to the store as it is: a port found free and released
+/// could be taken by anyone before the store binds it again.
+pub(super) fn store_port(
+    c: &Cluster,
+) -> Result<(u16, Option<std::sync::Arc<std::net::TcpListener>>), String> {
+    if c.mode() == "netns" {
+        return Ok((MASTER_PORT, None));
+    }
+    let ip = c.bind_ip(IpAddr::V4(c.nodes[0].ip));
+    std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+        .and_then(|l| Ok((l.local_addr()?.port(), Some(std::sync::Arc::new(l)))))
+        .map_err(|e| format!("binding the store on {ip}: {e}"))
+}
+
+/// Build the cluster `s` needs: namespaces where they can be made (and, for a firewall, where
+/// iptables is there), else the emulated cluster, saying why.
+pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
+    let netns = || -> Result<(), String> {
+        cluster::available().map_err(|e| e.to_string())?;
+        if s.stage_firewall {
+            cluster::firewall_available()?;
+        }
+        Ok(())
+    };
+    let shm = s.stage_shm.as_deref();
+    let emulate = |why: &str| Cluster::emulated_with_shm(s.nodes, &s.fabric, why, shm);
+    match mode {
+        Mode::Emulated => emulate("asked for with --mode emulated"),
+        Mode::Netns => {
+            netns().map_err(|e| format!("{e}, or pass --mode emulated"))?;
+            Cluster::create_with_shm(s.nodes, &s.fabric, shm).map_err(|e| e.to_string())
+        }
+        Mode::Auto => match netns() {
+            Ok(()) => Cluster::create_with_shm(s.nodes, &s.fabric, shm)
+                .or_else(|e| emulate(&e.to_string())),
+            Err(e) => emulate(&e),
+        },
+    }
+}
+
+/// Stage `s` on `c` (from [`cluster_for`]), run it, diagnose; with `fix`, apply the fix and run
+/// again.
+pub fn run_on(
+    s: &Scenario,
+    mut c: Cluster,
+    fix: bool,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> LabReport {
+    let staged = run_once(s, &mut c, None, nccl, on);
+    let ranks = (0..s.nodes * s.ranks_per_node)
+        .map(|r| RankReport {
+            rank: r,
+            node: r / s.ranks_per_node,
+            phase: staged
+                .phases
+                .get(&r)
+                .cloned()
+                .unwrap_or_else(|| "not started".into()),
+            advertised: None,
+            state: staged.failure.as_ref().and_then(|f| {
+                f.states
+                    .iter()
+                    .find(|(pr, _)| *pr == r)
+                    .map(|(_, p)| p.clone())
+            }),
+        })
+        .collect::<Vec<_>>();
+    let mut diagnosis = staged.evidence.clone().unwrap_or_default();
+    let ranks = ranks
+        .into_iter()
+        .map(|mut rr| {
+            rr.advertised = diagnosis
+                .reachability
+                .iter()
+                .find(|x| x.to_rank == rr.rank)
+                .map(|x| x.addr.clone())
+                .or_else(|| {
+                    diagnosis
+                        .advertised
+                        .iter()
+                        .find(|(r, _)| *r == rr.rank)
+                        .map(|(_, a)| a.clone())
+                });
+            rr
+        })
+        .collect();
+    if diagnosis.fix.is_empty() {
+        diagnosis.fix = s.fix.text.clone();
+    }
+    // The most telling stuck phase: a rank dialing someone, else the first stuck rank's.
+    let stuck_phase = staged.failure.as_ref().and_then(|f| {
+        f.ranks
+            .iter()
+            .find(|(_, p, _)| p.starts_with("connect"))
+            .or(f.ranks.first())
+            .map(|(_, p, _)| p.clone())
+    });
+    let report_staged = Staged {
+        outcome: staged.outcome,
+        run_s: staged.run_s,
+        stuck_phase,
+        detected_after_s: staged.detected_after,
+        ranks,
+        reason: staged.failure.as_ref().map(|f| f.reason.clone()),
+        transport: staged.transport.clone(),
+    };
+    let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, nccl, on));
+    LabReport {
+        scenario: s.name.clone(),
+        mode: c.mode().into(),
+        emulated_because: c.emulated_because.clone(),
+        staged: report_staged,
+        diagnosis,
+        fixed,
+        commands: c.commands.clone(),
+    }
+}
+
+pub(super) fn fixed_run(
+    s: &Scenario,
+    c: &mut Cluster,
+    fix: &Fix,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> Fixed {
+    let r = run_once(s, c, Some(fix), nccl, on);
+    let world = (s.nodes * s.ranks_per_node) as f64;
+    let correct =
+        r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
+    let passed = r.outcome == Outcome::Ok && correct;
+    Fixed {
+        outcome: if passed { Outcome::Pass } else { r.outcome },
+        allreduce_correct: correct,
+        reason: r.failure.map(|f| f.to_string()),
+        detected_after_s: if passed { None } else { r.detected_after },
+        run_s: r.run_s,
+        evidence: if passed { None } else { r.evidence },
+        transport: r.transport,
+    }
+}
+
+/// Try a fix (the scenario's, or one the learner picked) on a freshly staged cluster `c` (from
+/// [`cluster_for`]).
+pub fn try_fix_on(
+    s: &Scenario,
+    mut c: Cluster,
+    fix: &Fix,
+    nccl: Option<&NcclLab>,
+    on: &mut dyn FnMut(&Msg),
+) -> Fixed {
+    fixed_run(s, &mut c, fix, nccl, on)
+}
+
+/// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
+pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
+    // Every choice reads alike, "what it does: the setting", the wrong ones as the right one.
+    let env = |what: &str, k: &str, v: &str| Fix {
+        text: format!("{what}: {k}={v}"),
+        env: [(k.to_string(), v.to_string())].into_iter().collect(),
+        ..Default::default()
+    };
+    let mut v = if s.stage_shm.is_some() {
+        vec![
+            env(
+                "Keep NCCL off shared memory, use sockets",
+                "NCCL_SHM_DISABLE",
+                "1",
+            ),
+            env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+            Fix {
+                text: "Share the host's IPC namespace and its /dev/shm: docker run --ipc=host"
+                    .into(),
+                ipc_host: true,
+                ..Default::default()
+            },
+            s.fix.clone(),
+        ]
+    } else if s.train.is_some() {
+        vec![
+            Fix {
+                text: "Give the job more time: init_process_group(timeout=timedelta(minutes=30))"
+                    .into(),
+                timeout_factor: Some(2),
+                ..Default::default()
+            },
+            env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+            Fix {
+                text: "Restart from the last checkpoint: run the same job again".into(),
+                ..Default::default()
+            },
+            s.fix.clone(),
+        ]
+    } else {
+        vec![
+            env("Turn off GPU peer-to-peer copies", "NCCL_P2P_DISABLE", "1"),
+            env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
+            env(
+                "Keep NCCL off the Docker bridge",
+                "NCCL_SOCKET_IFNAME",
+                "^docker0",
+            ),
+            s.fix.clone(),
+        ]
+    };
+    // Choices that do the same thing are one choice.
+    let effect = |f: &Fix| Fix {
+        text: String::new(),
+        ..f.clone()
+    };
+    v.dedup_by(|a, b| effect(a) == effect(b));
+    // A stable but not always-last position for the right answer.
+    let at = s.name.len() % v.len();
+    let right = v.pop();
+    if let Some(r) = right {
+        v.insert(at.min(v.len()), r);
+    }
+    v
+}
+
+/// Did the run end as the scenario expects? (Staged: its symptom and culprit; fixed: pass.)
+pub fn as_expected(s: &Scenario, r: &LabReport) -> bool {
+    r.staged.outcome == s.expect.outcome()
+        && r.diagnosis.culprit == s.culprit
+        && r.fixed.as_ref().is_none_or(|f| f.outcome == Outcome::Pass)
+}
