@@ -410,19 +410,6 @@ pub fn ring_allreduce_bytes_per_rank(n: usize, m: u64) -> f64 {
     2.0 * (n as f64 - 1.0) / n as f64 * m as f64
 }
 
-/// nccl-tests' S for algbw = S / t. In ringlab's buffer model the buffer is the whole array for
-/// every collective, so S = count × elem_size (nccl-tests' count × size × nranks for
-/// all-gather, reduce-scatter and alltoall, where its count is per rank); for all-to-all only
-/// the N whole blocks count, as nccl-tests rounds its count down to a multiple of the ranks.
-pub fn algbw_bytes(spec: &Spec) -> u64 {
-    if spec.op == Collective::AllToAll {
-        let whole = spec.count / spec.ranks.max(1) * spec.ranks;
-        (whole as u64).saturating_mul(spec.elem_size as u64)
-    } else {
-        spec.bytes()
-    }
-}
-
 /// algbw in GB/s (1e9) for `bytes` in `seconds`; 0 when seconds is not positive.
 pub fn algbw_gbps(bytes: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {

@@ -239,15 +239,6 @@ pub fn warn(text: &str) {
     );
 }
 
-#[track_caller]
-pub fn trace(text: &str) {
-    write(
-        Level::Trace,
-        own_place(std::panic::Location::caller()),
-        &Msg::Other(text.to_string()),
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

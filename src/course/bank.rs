@@ -7,7 +7,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use super::block::{BlockKind, offset_to_line_col};
 use super::check::markdown_options;
 use super::lesson::{Course, SourceFile};
-use super::quiz::{self, Item, ItemError};
+use super::quiz::{self, Item};
 
 /// The heading a block sits under: its index among the body's headings and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,19 +217,6 @@ impl Bank {
     pub fn ids(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|e| e.item.id.as_str())
     }
-}
-
-/// A block of `body` that failed to parse, with its file position.
-pub fn block_errors(body: &str, body_line: usize) -> Vec<(usize, usize, ItemError)> {
-    quiz_blocks(body)
-        .into_iter()
-        .filter_map(|b| {
-            let first = offset_to_line_col(body, b.offset).0 + body_line - 1;
-            quiz::parse(&b.text)
-                .err()
-                .map(|e| (first + e.line - 1, e.col, e))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -267,11 +267,6 @@ impl App {
         Ok(())
     }
 
-    /// Open the live lab on top of the current screen.
-    pub fn open_lab(&mut self, params: screens::lab::LabParams) {
-        self.stack.push(screens::lab::LabState::new(params).into());
-    }
-
     pub fn too_small(&self) -> bool {
         self.width < MIN_WIDTH || self.height < MIN_HEIGHT
     }
