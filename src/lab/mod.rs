@@ -112,7 +112,27 @@ pub enum JobKind {
     Train,
 }
 
+/// nccl-tests' defaults (`-n 20 -w 1`): timed iterations and warm-up iterations per size.
+pub const DEFAULT_ITERS: usize = 20;
+pub const DEFAULT_WARMUP: usize = 1;
+
 impl Job {
+    /// A bench sweep over `sizes` with nccl-tests' defaults: sum, root 0, 20 timed iterations
+    /// after 1 warm-up, results checked, the TCP backend. The command line and the lab screen
+    /// both start here and change only what their user chose.
+    pub fn bench(coll: Collective, algo: Algorithm, dtype: Dtype, sizes: Vec<u64>) -> Self {
+        Self {
+            kind: JobKind::Bench,
+            coll,
+            algo,
+            dtype,
+            sizes,
+            iters: DEFAULT_ITERS,
+            warmup: DEFAULT_WARMUP,
+            ..Self::sanity()
+        }
+    }
+
     /// The classic sanity check: an all-reduce (sum) of 128 ones must give the world size.
     pub fn sanity() -> Self {
         Self {

@@ -19,10 +19,10 @@ pub struct BenchArgs {
     #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
     pub stepfactor: u64,
     /// Timed iterations per size.
-    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    #[arg(short = 'n', long = "iters", default_value_t = crate::lab::DEFAULT_ITERS as u64, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub iters: u64,
     /// Warm-up iterations per size (then one more untimed run and a barrier, as nccl-tests).
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = crate::lab::DEFAULT_WARMUP as u64)]
     pub warmup: u64,
     /// Time each row this many times and show the median, with the spread (slowest − fastest)
     /// / median: on a busy machine one run can be off by 3-5×, and a row whose spread is
@@ -113,22 +113,21 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut job = Job {
-        kind: JobKind::Bench,
-        coll: args.coll,
-        algo: args.algo.unwrap_or(Algorithm::Ring),
         op: args.op,
-        dtype: args.dtype,
         root: args.root,
-        sizes: sizes(args.minbytes, args.maxbytes, args.stepfactor).map_err(anyhow::Error::msg)?,
         iters: args.iters as usize,
         warmup: args.warmup as usize,
         check: args.check == 1,
         backend: p.backend,
         devices,
-        ranks_per_gpu: 1,
         timeout_s: args.launch.timeout,
-        train: None,
         repeat: args.repeat as usize,
+        ..Job::bench(
+            args.coll,
+            args.algo.unwrap_or(Algorithm::Ring),
+            args.dtype,
+            sizes(args.minbytes, args.maxbytes, args.stepfactor).map_err(anyhow::Error::msg)?,
+        )
     };
     if let Some(avail) = crate::lab::bench::available_memory()
         && let Err(e) =

@@ -21,7 +21,7 @@ use crate::collective::{Algorithm, Collective, Dtype, Op};
 use crate::lab::bench::launch::{self, Launch, LaunchError, Msg};
 use crate::lab::bench::{Average, Collector, sizes};
 use crate::lab::bench::{gpu, table};
-use crate::lab::{Backend, Event, Job, JobKind};
+use crate::lab::{Backend, Event, Job};
 use crate::units::parse_size;
 
 /// Where the ranks run (torchrun's flags).

@@ -13,12 +13,12 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph};
 
-use crate::collective::{Algorithm, Collective, Dtype, Op};
+use crate::collective::{Algorithm, Collective, Dtype};
 use crate::course::block::LabBlock;
 use crate::lab::bench::{Collector, Row, sizes};
 use crate::lab::bench::launch::{self, Launch, Msg};
 use crate::lab::bench::gpu;
-use crate::lab::{Backend, Event, Job, JobKind};
+use crate::lab::{Backend, Event, Job};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::form::{Form, FormModel, cycle};
 use crate::units::format_bytes;
@@ -167,22 +167,13 @@ impl LabParams {
 
     fn job(&self) -> Result<Job, String> {
         Ok(Job {
-            kind: JobKind::Bench,
-            coll: self.coll,
-            algo: self.algo,
-            op: Op::Sum,
-            dtype: self.dtype,
-            root: 0,
-            sizes: sizes(self.minbytes, self.maxbytes, 4)?,
-            iters: 10,
-            warmup: 2,
-            check: true,
             backend: self.backend,
-            devices: 0,
-            ranks_per_gpu: 1,
-            timeout_s: 60,
-            train: None,
-            repeat: 1,
+            ..Job::bench(
+                self.coll,
+                self.algo,
+                self.dtype,
+                sizes(self.minbytes, self.maxbytes, 4)?,
+            )
         })
     }
 }
@@ -784,6 +775,30 @@ mod tests {
     use crate::lab::bench::Row;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
+
+    #[test]
+    fn the_screen_runs_what_bench_runs_with_no_flags() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["ringlab", "bench"]).expect("parse");
+        let Some(crate::cli::Command::Bench(args)) = cli.command else {
+            panic!("not bench");
+        };
+        let screen = LabParams {
+            coll: Collective::AllReduce,
+            algo: Algorithm::Ring,
+            ranks: 2,
+            dtype: Dtype::F32,
+            minbytes: 1024,
+            maxbytes: 4096,
+            backend: Backend::Tcp,
+        }
+        .job()
+        .expect("job");
+        assert_eq!(screen.iters as u64, args.iters, "nccl-tests' -n 20");
+        assert_eq!(screen.warmup as u64, args.warmup, "nccl-tests' -w 1");
+        assert_eq!(screen.op, args.op);
+        assert_eq!(screen.check, args.check == 1);
+    }
 
     fn row(in_place: bool, time_us: f64, busbw: f64, wrong: u64) -> Row {
         Row {
