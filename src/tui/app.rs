@@ -31,7 +31,8 @@ pub enum Action {
     Top,
     Bottom,
     Open,
-    OpenRing,
+    /// Open the screen of this name, by the opener its file declares (`screens::Opener`).
+    OpenScreen(&'static str),
     Reload,
     Section(i32),
     SearchStart,
@@ -61,20 +62,12 @@ pub enum Action {
     OpenDrill,
     /// A mock interview: recall questions from the drills with their follow-ups.
     OpenMock,
-    OpenStats,
     /// Next quiz item.
     Next,
     /// Open the lesson at the section a quiz item comes from.
     GotoSource,
     /// Grade a recall item yourself: 1 Again, 2 Hard, 3 Good, 4 Easy.
     Rate(u8),
-    // TP calculator and launch planner
-    OpenTpCalc,
-    OpenPlanner,
-    /// The live lab.
-    OpenLab,
-    /// The hang lab.
-    OpenHang,
     /// Reveal the next hint tier.
     Hint,
     /// Hang lab: blind mode on/off (scenarios numbered, the cause kept out of the story).

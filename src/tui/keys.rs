@@ -254,13 +254,6 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(Home, TOP, "first lesson", Action::Top, None),
     b(Home, BOTTOM, "last lesson", Action::Bottom, None),
-    b(
-        Home,
-        &[Char('r')],
-        "ring all-reduce view",
-        Action::OpenRing,
-        Some((3, "ring view")),
-    ),
     b(Home, RELOAD, "reload lessons", Action::Reload, None),
     // Lesson reader
     b(
@@ -471,27 +464,6 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Home,
-        &[Char('S')],
-        "study stats",
-        Action::OpenStats,
-        Some((4, "stats")),
-    ),
-    b(
-        Home,
-        &[Char('B')],
-        "live lab (bench)",
-        Action::OpenLab,
-        Some((3, "live lab")),
-    ),
-    b(
-        Home,
-        &[Char('H')],
-        "hang lab",
-        Action::OpenHang,
-        Some((3, "hang lab")),
-    ),
-    b(
-        Home,
         &[Char('M')],
         "mock interview (six questions, follow-ups)",
         Action::OpenMock,
@@ -581,20 +553,6 @@ pub const BINDINGS: &[Binding] = &[
     b(Stats, DOWN, "scroll", Action::Move(1), None),
     b(Stats, UP, "scroll", Action::Move(-1), None),
     // TP calculator and launch planner
-    b(
-        Home,
-        &[Char('t')],
-        "TP calculator",
-        Action::OpenTpCalc,
-        Some((5, "TP calc")),
-    ),
-    b(
-        Home,
-        &[Char('p')],
-        "vLLM launch planner",
-        Action::OpenPlanner,
-        Some((5, "planner")),
-    ),
     b(
         TpCalc,
         DOWN,

@@ -192,7 +192,7 @@ fn the_projector_theme_is_high_contrast_and_honours_no_color() {
 fn a_status_message_stays_for_a_few_seconds_or_until_the_next_key() {
     let mut app = fixture_app();
     app::update(&mut app, Action::Resize(100, 30));
-    app::update(&mut app, Action::OpenRing);
+    app::update(&mut app, Action::OpenScreen("Ring"));
     app::update(&mut app, Action::Speed(1));
     assert!(app.status.is_some(), "the key's message shows");
     app::update(&mut app, Action::Tick);

@@ -39,7 +39,12 @@ fn planner(w: u16, h: u16) -> App {
 }
 
 fn key(app: &App, c: KeyCode) -> Action {
-    keys::lookup(&app.contexts(), &KeyEvent::new(c, KeyModifiers::NONE)).expect("bound key")
+    keys::lookup_with(
+        app.own_keys(),
+        &app.contexts(),
+        &KeyEvent::new(c, KeyModifiers::NONE),
+    )
+    .expect("bound key")
 }
 
 #[test]
@@ -139,7 +144,7 @@ fn planner_fields_and_scrolling() {
 fn course_map_t_and_p_open_the_screens_and_esc_goes_back() {
     let mut app = app_with(Vec::new(), 80, 24);
     let t = key(&app, KeyCode::Char('t'));
-    assert_eq!(t, Action::OpenTpCalc);
+    assert_eq!(t, Action::OpenScreen("TpCalc"));
     app::update(&mut app, t);
     assert!(matches!(app.stack.last(), Some(Screen::TpCalc(_))));
     assert_eq!(app.contexts(), vec![Context::TpCalc]);

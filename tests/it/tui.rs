@@ -439,7 +439,7 @@ fn hint_bars_put_the_main_keys_first_and_fold_the_rest_into_help() {
     );
     // The ring view at 80x24: the link key is named on screen, the rest folds into `?`.
     let mut app = App::new(Course::embedded(), Theme::color());
-    app::update(&mut app, Action::OpenRing);
+    app::update(&mut app, Action::OpenScreen("Ring"));
     let t = draw(&mut app, 80, 24);
     let text = format!("{}", t.backend());
     assert!(text.contains("(L: link)"), "{text}");

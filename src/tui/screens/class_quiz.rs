@@ -12,10 +12,10 @@ use crate::course::bank::Bank;
 use crate::course::grade::letter;
 use crate::course::quiz::{Answer, Instance};
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::keys::{Binding, Context, Key, bind};
 use crate::tui::markdown::{self, RenderOptions};
 use crate::tui::screens::lesson::text_width;
 use crossterm::event::KeyCode;
-use crate::tui::keys::{Binding, Context, Key, bind};
 
 pub struct ClassQuizState {
     pub title: String,
@@ -214,7 +214,6 @@ pub fn render(s: &ClassQuizState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
-
 const OWN: Context = Context::Own("Class quiz");
 
 /// This screen's keys (the `?` overlay lists them under its title).
@@ -234,7 +233,11 @@ pub const KEYS: &[Binding] = &[
     ),
     bind(
         OWN,
-        &[Key::Code(KeyCode::PageUp), Key::Code(KeyCode::Left), Key::Char('h')],
+        &[
+            Key::Code(KeyCode::PageUp),
+            Key::Code(KeyCode::Left),
+            Key::Char('h'),
+        ],
         "previous question",
         Action::Page(-1),
         Some((2, "previous")),
@@ -274,8 +277,13 @@ mod tests {
             crate::course::Course::embedded(),
             crate::tui::theme::Theme::color(),
         );
-        let s = ClassQuizState::open(&app, "collectives", Some("collectives-reduce-scatter-bytes"), 30)
-            .expect("the item");
+        let s = ClassQuizState::open(
+            &app,
+            "collectives",
+            Some("collectives-reduce-scatter-bytes"),
+            30,
+        )
+        .expect("the item");
         let text = s.answer_text();
         assert!(text.ends_with("B (") || text.contains(" B ("), "{text}");
         assert!(text.contains("iB)"), "{text}");

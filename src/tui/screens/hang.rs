@@ -17,6 +17,15 @@ use crate::nccl_log::{self, Level, Profile, Release};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::theme::Theme;
 
+/// The course map opens this screen with `H` (its line in `screens!` names this).
+pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
+    "Hang",
+    &[crate::tui::keys::Key::Char('H')],
+    "hang lab",
+    Some((3, "hang lab")),
+    |_, _| Ok(HangState::default().into()),
+);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum HangUpdate {
     Msg(u64, Msg),
@@ -393,7 +402,9 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                 Some(v) => format!(
                     "emulated ranks log and retry as NCCL {v} (`lab run --nccl-version {v}`)"
                 ),
-                None => "emulated ranks imitate this machine's NCCL, else the newest modelled".into(),
+                None => {
+                    "emulated ranks imitate this machine's NCCL, else the newest modelled".into()
+                }
             });
         }
         (Stage::Diagnosed | Stage::Passed, Action::Page(d)) => {
@@ -480,7 +491,11 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
                     Some((front, n)) if n < front => t.warn,
                     _ => t.strong,
                 };
-                let seq = s.seqs.get(rank).map(|n| format!(" #{n}")).unwrap_or_default();
+                let seq = s
+                    .seqs
+                    .get(rank)
+                    .map(|n| format!(" #{n}"))
+                    .unwrap_or_default();
                 (
                     format!("R{rank}{seq} {phase} {:.0}s", since.elapsed().as_secs_f64()),
                     style,
@@ -825,7 +840,10 @@ fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
     for (rank, lines) in &d.last_logs {
         for l in lines.iter().rev().take(3).rev() {
             let (telling, text) = match nccl_log::parse_line(l) {
-                Some(p) => (p.level == Level::Warn, format!("{} {}", p.level.tag(), p.text)),
+                Some(p) => (
+                    p.level == Level::Warn,
+                    format!("{} {}", p.level.tag(), p.text),
+                ),
                 None => (true, l.trim().to_string()),
             };
             out.push(Line::styled(
@@ -907,10 +925,7 @@ pub fn verdict_lines(
     t: &Theme,
 ) -> Vec<Line<'static>> {
     if f.outcome == "pass" {
-        let mut out = vec![Line::styled(
-            format!(" ✓ PASS with {text}: {claim}"),
-            t.ok,
-        )];
+        let mut out = vec![Line::styled(format!(" ✓ PASS with {text}: {claim}"), t.ok)];
         if let Some(tr) = &f.transport {
             out.push(Line::raw(format!("   transport: {tr}")));
         }
@@ -974,7 +989,6 @@ pub fn verdict_lines(
     out
 }
 
-
 impl crate::tui::screens::View for HangState {
     fn update(&mut self, app: &mut App, action: Action) -> Outcome {
         update(self, app, action)
@@ -1025,7 +1039,10 @@ mod tests {
         s.blind = true;
         let text = draw(&s);
         assert!(text.contains("blind mode (b: off)"), "{text}");
-        assert!(!text.contains("lab run docker0"), "blind mode hides the names: {text}");
+        assert!(
+            !text.contains("lab run docker0"),
+            "blind mode hides the names: {text}"
+        );
     }
 
     #[test]
@@ -1069,13 +1086,15 @@ mod tests {
             tid: 7,
             dev: 0,
         };
-        let retry = |k: Option<u64>| N::Retry(Retry {
-            func: Some("socketPollConnect".into()),
-            addr: Some("172.17.0.1<4000>".into()),
-            error: "Connection refused".into(),
-            count: k.map(|k| (k, 34)),
-            sleep_ms: Some(100),
-        });
+        let retry = |k: Option<u64>| {
+            N::Retry(Retry {
+                func: Some("socketPollConnect".into()),
+                addr: Some("172.17.0.1<4000>".into()),
+                error: "Connection refused".into(),
+                count: k.map(|k| (k, 34)),
+                sleep_ms: Some(100),
+            })
+        };
         let mut s = HangState::new();
         s.run = 1;
         s.board

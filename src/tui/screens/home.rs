@@ -8,7 +8,6 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::course::lesson::Entry;
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::screens::lesson::LessonState;
-use crate::tui::screens::ring::{RingParams, RingState};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HomeState {
@@ -38,16 +37,6 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             app.status = Some("search the course: type, then Enter".into());
             return Outcome::Push(Screen::Lesson(Box::new(l)));
         }
-        Action::OpenHang => {
-            return Outcome::Push(Screen::Hang(Box::default()));
-        }
-        Action::OpenLab => {
-            return Outcome::Push(Screen::Lab(Box::new(
-                crate::tui::screens::lab::LabState::new(
-                    crate::tui::screens::lab::LabParams::default(),
-                ),
-            )));
-        }
         Action::Present if n > 0 => {
             match super::present::PresentState::start(app, s.selected, Default::default()) {
                 Ok(p) => {
@@ -57,10 +46,6 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
                 Err(e) => app.status = Some(e),
             }
         }
-        Action::OpenRing => match RingState::new(RingParams::default()) {
-            Ok(r) => return Outcome::Push(Screen::Ring(Box::new(r))),
-            Err(e) => app.status = Some(e),
-        },
         Action::OpenQuiz => {
             let id = app
                 .course
@@ -86,22 +71,13 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             let d = super::drill::open(app, &opts);
             return Outcome::Push(Screen::Quiz(Box::new(d)));
         }
-        Action::OpenStats => {
-            return Outcome::Push(Screen::Stats(Box::new(super::stats::StatsState::new(app))));
-        }
-        Action::OpenTpCalc => match super::tpcalc::TpCalcState::new("llama-3.1-70b", 8, 1) {
-            Ok(s) => return Outcome::Push(Screen::TpCalc(Box::new(s))),
-            Err(e) => app.status = Some(e),
-        },
-        Action::OpenPlanner => {
-            match super::planner::PlannerState::new(
-                "llama-3.1-70b",
-                2,
-                8,
-                crate::infer::Backend::Mp,
-            ) {
-                Ok(s) => return Outcome::Push(Screen::Planner(Box::new(s))),
-                Err(e) => app.status = Some(e),
+        // A screen's own opener (declared in its file, named on its `screens!` line).
+        a @ Action::OpenScreen(_) => {
+            if let Some(o) = crate::tui::screens::opener_for(a) {
+                match (o.open)(app, s.selected) {
+                    Ok(screen) => return Outcome::Push(screen),
+                    Err(e) => app.status = Some(e),
+                }
             }
         }
         Action::Back => return Outcome::Pop,
@@ -117,11 +93,10 @@ pub fn mark(app: &App, entry: &Entry) -> &'static str {
     if entry.has_errors() {
         return "✗";
     }
-    match entry
-        .lesson
-        .as_ref()
-        .map(|l| app.progress.lesson_state(&l.meta.id, app.quiz_of(&l.meta.id)))
-    {
+    match entry.lesson.as_ref().map(|l| {
+        app.progress
+            .lesson_state(&l.meta.id, app.quiz_of(&l.meta.id))
+    }) {
         Some(LessonMark::Done) => "✓",
         Some(LessonMark::Read) => "●",
         Some(LessonMark::Started) => "◐",
@@ -173,7 +148,10 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         lines.push(Line::styled("  no lessons found", t.warn));
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled("  ✓ read, quiz passed  ● read, quiz to do", t.dim));
+    lines.push(Line::styled(
+        "  ✓ read, quiz passed  ● read, quiz to do",
+        t.dim,
+    ));
     lines.push(Line::styled("  ◐ started  ○ new  ✗ has errors", t.dim));
     let top = s
         .selected
@@ -271,5 +249,10 @@ impl crate::tui::screens::View for HomeState {
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
         vec![crate::tui::keys::Context::Home]
+    }
+
+    /// The course map's own keys are the screens' openers.
+    fn keys(&self) -> &'static [crate::tui::keys::Binding] {
+        crate::tui::screens::OPENER_KEYS
     }
 }

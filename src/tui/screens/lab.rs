@@ -15,13 +15,22 @@ use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragrap
 
 use crate::collective::{Algorithm, Collective, Dtype};
 use crate::course::block::LabBlock;
-use crate::lab::bench::{Collector, Row, sizes};
-use crate::lab::bench::launch::{self, Launch, Msg};
 use crate::lab::bench::gpu;
+use crate::lab::bench::launch::{self, Launch, Msg};
+use crate::lab::bench::{Collector, Row, sizes};
 use crate::lab::{Backend, Event, Job};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::form::{Form, FormModel, cycle};
 use crate::units::format_bytes;
+
+/// The course map opens this screen with `B` (its line in `screens!` names this).
+pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
+    "Lab",
+    &[crate::tui::keys::Key::Char('B')],
+    "live lab (bench)",
+    Some((3, "live lab")),
+    |_, _| Ok(LabState::new(LabParams::default()).into()),
+);
 
 /// Sizes the min/max fields step through.
 const SIZE_STEPS: [u64; 11] = [
@@ -714,7 +723,6 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     }
     out
 }
-
 
 const RUNNING: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab, running");
 

@@ -55,10 +55,49 @@ pub trait View {
     fn relayout(&mut self, _app: &App) {}
 }
 
-/// Declares each screen's module, the [`Screen`] variant holding its state, and the delegation.
+/// How the course map opens a screen: a key on the map and what it builds. A screen declares
+/// its opener in its own file and names it on its `screens!` line (`opens OPENER`); the map's
+/// keys, its `?` overlay and its routing all read [`OPENERS`].
+pub struct Opener {
+    /// Context [`Context::Home`], action `Action::OpenScreen(name)`.
+    pub binding: keys::Binding,
+    /// Build the screen; the map's selected entry is at hand. An error goes to the status line.
+    pub open: fn(&mut App, usize) -> Result<Screen, String>,
+}
+
+impl Opener {
+    /// An opener for screen `name` on `key`, described as `desc`, shown in the hint bar as
+    /// `hint` (priority, short text) or only in `?` (None).
+    pub const fn new(
+        name: &'static str,
+        key: &'static [keys::Key],
+        desc: &'static str,
+        hint: Option<(u8, &'static str)>,
+        open: fn(&mut App, usize) -> Result<Screen, String>,
+    ) -> Self {
+        Self {
+            binding: keys::bind(Context::Home, key, desc, Action::OpenScreen(name), hint),
+            open,
+        }
+    }
+}
+
+/// The opener whose key sends `action`, if any.
+pub fn opener_for(action: Action) -> Option<&'static Opener> {
+    OPENERS.iter().copied().find(|o| o.binding.action == action)
+}
+
+/// Declares each screen's module, the [`Screen`] variant holding its state, the delegation and,
+/// for a screen the course map opens, its opener.
 macro_rules! screens {
-    ($( $(#[$doc:meta])* $variant:ident($module:ident::$state:ident), )*) => {
+    ($( $(#[$doc:meta])* $variant:ident($module:ident::$state:ident) $(opens $opener:ident)?, )*) => {
         $( pub mod $module; )*
+
+        /// Every screen's opener, in list order.
+        pub const OPENERS: &[&Opener] = &[ $( $( &$module::$opener, )? )* ];
+
+        /// The openers' keys: the course map's own key table.
+        pub static OPENER_KEYS: &[keys::Binding] = &[ $( $( $module::$opener.binding, )? )* ];
 
         /// The screens on the stack.
         pub enum Screen {
@@ -89,27 +128,42 @@ macro_rules! screens {
     };
 }
 
-screens! {
-    /// The course map.
-    Home(home::HomeState),
-    Lesson(lesson::LessonState),
-    Ring(ring::RingState),
-    /// A quiz, a drill session or a mock interview.
-    Quiz(quiz::QuizState),
-    Stats(stats::StatsState),
-    TpCalc(tpcalc::TpCalcState),
-    Planner(planner::PlannerState),
-    /// The live lab (real rank processes over TCP).
-    Lab(lab::LabState),
-    /// The hang lab.
-    Hang(hang::HangState),
-    /// Presenter mode: a lesson as slides.
-    Present(present::PresentState),
-    /// Presenter mode: a quiz for a class (no grading, nothing recorded).
-    ClassQuiz(class_quiz::ClassQuizState),
-    /// The notes terminal following a presenter.
-    Notes(notes_view::NotesState),
+/// The list of screens, written once. The README's example screen (`clock.rs`) joins it in test
+/// builds, where it is compiled and tested; it is never shipped.
+macro_rules! all_screens {
+    ($($example:tt)*) => {
+        screens! {
+            /// The course map.
+            Home(home::HomeState),
+            Lesson(lesson::LessonState),
+            Ring(ring::RingState) opens OPENER,
+            /// A quiz, a drill session or a mock interview.
+            Quiz(quiz::QuizState),
+            Stats(stats::StatsState) opens OPENER,
+            TpCalc(tpcalc::TpCalcState) opens OPENER,
+            Planner(planner::PlannerState) opens OPENER,
+            /// The live lab (real rank processes over TCP).
+            Lab(lab::LabState) opens OPENER,
+            /// The hang lab.
+            Hang(hang::HangState) opens OPENER,
+            /// Presenter mode: a lesson as slides.
+            Present(present::PresentState),
+            /// Presenter mode: a quiz for a class (no grading, nothing recorded).
+            ClassQuiz(class_quiz::ClassQuizState),
+            /// The notes terminal following a presenter.
+            Notes(notes_view::NotesState),
+            $($example)*
+        }
+    };
 }
+
+#[cfg(test)]
+all_screens! {
+    Clock(clock::ClockState) opens OPENER,
+}
+
+#[cfg(not(test))]
+all_screens! {}
 
 impl Default for Screen {
     fn default() -> Self {
@@ -234,4 +288,145 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         }
     }
     Paragraph::new(Line::from(spans))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::keys::{BINDINGS, Binding, Key};
+
+    fn shared(ctx: Context) -> impl Iterator<Item = &'static Binding> {
+        BINDINGS.iter().filter(move |b| b.ctx == ctx)
+    }
+
+    #[test]
+    fn openers_take_no_key_the_map_or_every_screen_already_has() {
+        let taken: Vec<(Key, &str)> = shared(Context::Global)
+            .chain(shared(Context::Home))
+            .flat_map(|b| b.keys.iter().map(move |k| (*k, b.desc)))
+            .collect();
+        let mut seen: Vec<(Key, &str)> = Vec::new();
+        for o in OPENERS {
+            assert_eq!(o.binding.ctx, Context::Home, "{}", o.binding.desc);
+            for k in o.binding.keys {
+                if let Some((_, what)) = taken.iter().chain(&seen).find(|(t, _)| t == k) {
+                    panic!(
+                        "{:?} opens {:?} but already means {what:?}",
+                        k, o.binding.desc
+                    );
+                }
+                seen.push((*k, o.binding.desc));
+            }
+        }
+        assert!(OPENERS.len() >= 6, "{} openers", OPENERS.len());
+        assert_eq!(OPENER_KEYS.len(), OPENERS.len());
+    }
+
+    #[test]
+    fn no_own_key_hides_help_or_quit() {
+        let tables: [(&str, &[Binding]); 4] = [
+            ("course map", OPENER_KEYS),
+            ("present", present::KEYS),
+            ("class quiz", class_quiz::KEYS),
+            ("notes", notes_view::KEYS),
+        ];
+        for (name, table) in tables {
+            for b in table {
+                for k in [Key::Char('?'), Key::Ctrl('c')] {
+                    assert!(!b.keys.contains(&k), "{name}: {:?} takes {k:?}", b.desc);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_open_screen_key_has_an_opener_and_each_opens_its_screen() {
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let bound = BINDINGS
+            .iter()
+            .chain(present::KEYS)
+            .chain(OPENER_KEYS)
+            .filter(|b| matches!(b.action, Action::OpenScreen(_)));
+        for b in bound {
+            assert!(opener_for(b.action).is_some(), "{:?}: no opener", b.action);
+        }
+        for o in OPENERS {
+            let Action::OpenScreen(name) = o.binding.action else {
+                panic!("{}: not an OpenScreen action", o.binding.desc);
+            };
+            let screen = (o.open)(&mut app, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+            // The screen it built is the one it is named for: its variant's name.
+            let variant = match screen {
+                Screen::Ring(_) => "Ring",
+                Screen::Stats(_) => "Stats",
+                Screen::TpCalc(_) => "TpCalc",
+                Screen::Planner(_) => "Planner",
+                Screen::Lab(_) => "Lab",
+                Screen::Hang(_) => "Hang",
+                Screen::Clock(_) => "Clock",
+                _ => "another screen",
+            };
+            assert_eq!(variant, name);
+        }
+    }
+
+    /// The README's "Adding a screen" is this crate's clock.rs, word for word, with its line in
+    /// the list; the file is formatted (cargo fmt does not reach files declared in a macro).
+    #[test]
+    fn readme_example_is_the_clock_screen() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README");
+        let section = readme
+            .split("### Adding a screen")
+            .nth(1)
+            .expect("the README has an Adding a screen section");
+        let blocks: Vec<&str> = section
+            .split("```rust\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or(""))
+            .take(2)
+            .collect();
+        assert_eq!(blocks.len(), 2, "a file and a list line");
+        let file =
+            std::fs::read_to_string(format!("{root}/src/tui/screens/clock.rs")).expect("clock.rs");
+        assert_eq!(blocks[0], file, "the README's screen is clock.rs as it is");
+        let list = std::fs::read_to_string(format!("{root}/src/tui/screens/mod.rs")).expect("mod");
+        let line = blocks[1].trim();
+        assert!(
+            list.lines().any(|l| l.trim() == line),
+            "{line:?} is not in the screens list"
+        );
+        // The key it binds is on the course map.
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let ev = crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('c'),
+            crossterm::event::KeyModifiers::NONE,
+        );
+        let home = home::HomeState::default();
+        let action = keys::lookup_with(home.keys(), &home.contexts(), &ev);
+        assert_eq!(action, Some(Action::OpenScreen("Clock")));
+        let screen = opener_for(Action::OpenScreen("Clock"))
+            .map(|o| (o.open)(&mut app, 0))
+            .expect("an opener");
+        assert!(matches!(screen, Ok(Screen::Clock(_))));
+        // Formatted as rustfmt would, where rustfmt is installed (it is in CI).
+        match std::process::Command::new("rustfmt")
+            .args(["--check", "--edition", "2024"])
+            .arg(format!("{root}/src/tui/screens/clock.rs"))
+            .output()
+        {
+            Ok(out) => assert!(
+                out.status.success(),
+                "clock.rs is not formatted:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            ),
+            Err(e) => eprintln!("rustfmt not run ({e}); the README and the file still agree"),
+        }
+    }
 }

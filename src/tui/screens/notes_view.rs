@@ -9,9 +9,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::keys::{Binding, Context, bind};
 use crate::tui::notes::NotesMsg;
 use crate::tui::screens::present::clock_text;
-use crate::tui::keys::{Binding, Context, bind};
 
 pub struct NotesState {
     pub msg: Option<NotesMsg>,
@@ -111,7 +111,6 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
-
 const OWN: Context = Context::Own("Presenter notes");
 
 /// This screen's keys (the `?` overlay lists them under its title).
@@ -123,7 +122,13 @@ pub const KEYS: &[Binding] = &[
         Action::Move(1),
         Some((1, "scroll")),
     ),
-    bind(OWN, crate::tui::keys::UP, "scroll up", Action::Move(-1), None),
+    bind(
+        OWN,
+        crate::tui::keys::UP,
+        "scroll up",
+        Action::Move(-1),
+        None,
+    ),
 ];
 
 impl crate::tui::screens::View for NotesState {

@@ -7,12 +7,21 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::tpcalc::{FORM_WIDTH, GPN_STEPS};
-use crate::tui::form::{Form, FormModel, cycle, step};
 use crate::collective::LINK_PRESETS;
 use crate::course::block::PlanBlock;
 use crate::infer::plan::MAX_NODES;
 use crate::infer::{Backend, ModelConfig, Plan, PlanInput, find_model, plan, presets};
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::form::{Form, FormModel, cycle, step};
+
+/// The course map opens this screen with `p` (its line in `screens!` names this).
+pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
+    "Planner",
+    &[crate::tui::keys::Key::Char('p')],
+    "vLLM launch planner",
+    Some((5, "planner")),
+    |_, _| PlannerState::new("llama-3.1-70b", 2, 8, crate::infer::Backend::Mp).map(Into::into),
+);
 
 /// GPU memory sizes (GB) ←/→ step through.
 pub const MEM_STEPS: [u64; 8] = [16, 24, 40, 48, 80, 94, 141, 192];

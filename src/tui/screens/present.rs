@@ -17,13 +17,13 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::course::Block;
 use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::keys::{Binding, Context, Key, bind};
 use crate::tui::markdown::{self, RenderOptions};
 use crate::tui::notes::{Hub, NotesMsg};
 use crate::tui::screens::lesson::text_width;
 use crate::tui::screens::ring::{RingParams, RingState};
 use crate::tui::theme::Theme;
 use crossterm::event::KeyCode;
-use crate::tui::keys::{Binding, Context, Key, bind};
 
 /// One slide: a section, or one screenful of a long one.
 #[derive(Debug, Clone)]
@@ -473,16 +473,22 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
                 }
             }
         }
-        Action::OpenRing => match narrated_ring(RingParams::default(), s.options.pace_ms) {
-            Ok(screen) => return Outcome::Push(screen),
-            Err(e) => app.status = Some(e),
-        },
-        Action::OpenLab => {
-            return Outcome::Push(Screen::Lab(Box::new(
-                crate::tui::screens::lab::LabState::new(Default::default()),
-            )));
+        // The ring a presenter opens is narrated at the talk's pace; other screens open as
+        // the course map opens them.
+        Action::OpenScreen("Ring") => {
+            match narrated_ring(RingParams::default(), s.options.pace_ms) {
+                Ok(screen) => return Outcome::Push(screen),
+                Err(e) => app.status = Some(e),
+            }
         }
-        Action::OpenHang => return Outcome::Push(Screen::Hang(Box::default())),
+        a @ Action::OpenScreen(_) => {
+            if let Some(o) = crate::tui::screens::opener_for(a) {
+                match (o.open)(app, 0) {
+                    Ok(screen) => return Outcome::Push(screen),
+                    Err(e) => app.status = Some(e),
+                }
+            }
+        }
         Action::OpenQuiz => {
             match super::class_quiz::ClassQuizState::open(
                 app,
@@ -568,8 +574,6 @@ pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
-
-
 const OWN: Context = Context::Own("Presenter mode");
 
 /// This screen's keys (the `?` overlay lists them under its title).
@@ -589,7 +593,13 @@ pub const KEYS: &[Binding] = &[
         Some((1, "back")),
     ),
     bind(OWN, crate::tui::keys::TOP, "first slide", Action::Top, None),
-    bind(OWN, crate::tui::keys::BOTTOM, "last slide", Action::Bottom, None),
+    bind(
+        OWN,
+        crate::tui::keys::BOTTOM,
+        "last slide",
+        Action::Bottom,
+        None,
+    ),
     bind(
         OWN,
         &[Key::Char('b'), Key::Char('.'), Key::Char('B')],
@@ -608,21 +618,21 @@ pub const KEYS: &[Binding] = &[
         OWN,
         &[Key::Char('r')],
         "narrated ring all-reduce",
-        Action::OpenRing,
+        Action::OpenScreen("Ring"),
         Some((3, "ring")),
     ),
     bind(
         OWN,
         &[Key::Char('L')],
         "live lab: the bench and its busbw chart",
-        Action::OpenLab,
+        Action::OpenScreen("Lab"),
         None,
     ),
     bind(
         OWN,
         &[Key::Char('H')],
         "hang lab: staging to PASS",
-        Action::OpenHang,
+        Action::OpenScreen("Hang"),
         None,
     ),
     bind(

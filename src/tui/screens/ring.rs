@@ -9,6 +9,15 @@ use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
 use crate::units::format_bytes;
 
+/// The course map opens this screen with `r` (its line in `screens!` names this).
+pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
+    "Ring",
+    &[crate::tui::keys::Key::Char('r')],
+    "ring all-reduce view",
+    Some((3, "ring view")),
+    |_, _| RingState::new(RingParams::default()).map(Into::into),
+);
+
 /// Animation speeds (milliseconds per step), slowest first.
 pub const SPEEDS_MS: [u64; 6] = [2000, 1200, 700, 400, 200, 80];
 /// Message sizes the `m` key cycles through.

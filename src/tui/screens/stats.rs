@@ -13,6 +13,15 @@ use crate::study::srs::{self, Mastery};
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::screens::lesson::text_width;
 
+/// The course map opens this screen with `S` (its line in `screens!` names this).
+pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
+    "Stats",
+    &[crate::tui::keys::Key::Char('S')],
+    "study stats",
+    Some((4, "stats")),
+    |app, _| Ok(StatsState::new(app).into()),
+);
+
 /// Everything the stats screen shows, computed once (also printed by `ringlab stats --json`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Stats {

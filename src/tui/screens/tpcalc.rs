@@ -13,6 +13,15 @@ use crate::tui::form::{Form, FormModel, cycle};
 use crate::tui::theme::Theme;
 use crate::units::{format_bytes, format_seconds};
 
+/// The course map opens this screen with `t` (its line in `screens!` names this).
+pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
+    "TpCalc",
+    &[crate::tui::keys::Key::Char('t')],
+    "TP calculator",
+    Some((5, "TP calc")),
+    |_, _| TpCalcState::new("llama-3.1-70b", 8, 1).map(Into::into),
+);
+
 /// TP degrees ←/→ step through: every degree up to 8 (3, 5, 6 and 7 divide few models' heads:
 /// they are there to show what fails), then 12 (across a node) and powers of two.
 pub const TP_STEPS: [usize; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64];
@@ -88,7 +97,12 @@ impl TpCalcState {
 
 impl FormModel for TpCalcState {
     type Field = TpField;
-    const FIELDS: &'static [TpField] = &[TpField::Model, TpField::Tp, TpField::Tokens, TpField::GpusPerNode];
+    const FIELDS: &'static [TpField] = &[
+        TpField::Model,
+        TpField::Tp,
+        TpField::Tokens,
+        TpField::GpusPerNode,
+    ];
 
     fn label(f: TpField) -> &'static str {
         match f {
@@ -310,7 +324,6 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         area,
     );
 }
-
 
 impl crate::tui::screens::View for TpCalcState {
     fn update(&mut self, app: &mut App, action: Action) -> Outcome {
