@@ -385,6 +385,109 @@ fn sanity_passes_with_four_ranks_and_refuses_one() {
     assert!(String::from_utf8_lossy(&one.stderr).contains("proves nothing"));
 }
 
+/// `--csv`: a header, then one line per size and placement, every field in its column, the
+/// bandwidths those of the JSON rows' definition (algbw = size / time).
+#[test]
+fn csv_has_a_header_and_a_line_per_size_and_placement() {
+    let out = ringlab(&[
+        "bench",
+        "--backend",
+        "tcp",
+        "--nproc-per-node",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-n",
+        "2",
+        "--csv",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let head: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(head[0], "coll", "{text}");
+    assert!(
+        head.contains(&"busbw_gbps") && head.contains(&"wrong"),
+        "{text}"
+    );
+    let rows: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split(',').collect()).collect();
+    // 1K, 2K, 4K, each out of place and in place.
+    assert_eq!(rows.len(), 6, "{text}");
+    let col = |name: &str| head.iter().position(|h| *h == name).expect(name);
+    for r in &rows {
+        assert_eq!(r.len(), head.len(), "{r:?}");
+        assert_eq!(r[col("coll")], "all-reduce");
+        assert_eq!(r[col("ranks")], "2");
+        assert_eq!(r[col("wrong")], "0");
+        let size: f64 = r[col("size")].parse().expect("size");
+        let us: f64 = r[col("time_us")].parse().expect("time");
+        let algbw: f64 = r[col("algbw_gbps")].parse().expect("algbw");
+        assert!(
+            (algbw - size / us / 1e3).abs() <= 1e-3 + algbw * 0.01,
+            "{r:?}"
+        );
+    }
+    let placements: Vec<&str> = rows.iter().map(|r| r[col("in_place")]).collect();
+    assert_eq!(
+        placements,
+        ["false", "true", "false", "true", "false", "true"]
+    );
+}
+
+/// A job of two launchers (two "nodes" of two ranks on this host, as on two machines): both
+/// finish, every row counts 4 ranks and 0 wrong, and each launcher reports its own ranks.
+#[test]
+fn two_launchers_make_one_job_that_checks_clean() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port()
+        .to_string();
+    let node = |rank: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                rank,
+            ])
+            .args(["--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
+            .args(["--master-port", &port, "-b", "1K", "-e", "64K", "-f", "8"])
+            .args(["-n", "2", "--json", "--timeout", "30"])
+            .env("RINGLAB_TOKEN", "00112233445566778899aabbccddeeff")
+            .env("NCCL_SOCKET_IFNAME", "lo")
+            .env_remove("NCCL_DEBUG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn a launcher")
+    };
+    let (a, b) = (node("0"), node("1"));
+    for (name, child) in [("node 0", a), ("node 1", b)] {
+        let out = child.wait_with_output().expect("wait");
+        let ctx = format!("{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{ctx}");
+        let rows = json_lines(&out);
+        let data: Vec<_> = rows.iter().filter(|r| r.get("summary").is_none()).collect();
+        // 1K, 8K and 64K, both placements.
+        assert_eq!(data.len(), 6, "{ctx}");
+        for r in data {
+            assert_eq!(r["ranks"], 4, "{r} {ctx}");
+            assert_eq!(r["wrong"], 0, "{r} {ctx}");
+        }
+    }
+}
+
 #[test]
 fn bad_flags_and_sizes_give_clear_errors() {
     for (args, needle) in [

@@ -193,7 +193,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let mut collector = Collector::new(&job, world, local_reports, backend)
         .with_average(Average::from_flag(args.average).unwrap_or_default())
         .with_algo(algo_label);
-    let mut pending_out = None;
+    let mut pairs = crate::lab::bench::Pairs::default();
     let mut io_err = None;
     let mut tuning = Tuning::default();
     let mut transport_shown = false;
@@ -232,29 +232,26 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 row.busbw_gbps,
                 row.wrong
             )
-        } else if !row.in_place {
-            pending_out = Some(row);
-            Ok(())
         } else {
+            let Some((o, row)) = pairs.push(row) else {
+                return;
+            };
             if !transport_shown && let Some(t) = &row.transport {
                 transport_shown = true;
                 let _ = writeln!(out, "{}", table::transport_line(t));
             }
-            match pending_out.take() {
-                Some(o) => writeln!(out, "{}", table::line(&o, &row))
-                    .and_then(|_| match spread_note(&o, &row, job.repeat) {
-                        Some(n) => writeln!(out, "{n}"),
-                        None => Ok(()),
-                    })
-                    .and_then(|_| match tuning.last.take() {
-                        Some((bytes, algo, proto)) => writeln!(
-                            out,
-                            "#   NCCL's log: {bytes} bytes -> Algo {algo} proto {proto}"
-                        ),
-                        None => Ok(()),
-                    }),
-                None => Ok(()),
-            }
+            writeln!(out, "{}", table::line(&o, &row))
+                .and_then(|_| match spread_note(&o, &row, job.repeat) {
+                    Some(n) => writeln!(out, "{n}"),
+                    None => Ok(()),
+                })
+                .and_then(|_| match tuning.last.take() {
+                    Some((bytes, algo, proto)) => writeln!(
+                        out,
+                        "#   NCCL's log: {bytes} bytes -> Algo {algo} proto {proto}"
+                    ),
+                    None => Ok(()),
+                })
         };
         let _ = out.flush();
         if let Err(e) = r {

@@ -199,6 +199,25 @@ pub fn available_memory() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
+/// Pairs each size's out-of-place row with its in-place row, the way nccl-tests prints them on
+/// one line: the command line's table and the lab screen both read rows through this.
+#[derive(Debug, Default)]
+pub struct Pairs {
+    pending: Option<Row>,
+}
+
+impl Pairs {
+    /// The (out-of-place, in-place) pair once a size's in-place row comes; None before.
+    pub fn push(&mut self, row: Row) -> Option<(Row, Row)> {
+        if row.in_place {
+            self.pending.take().map(|out| (out, row))
+        } else {
+            self.pending = Some(row);
+            None
+        }
+    }
+}
+
 /// One row still being reported: (rank, time) so far, #wrong so far, nccl-tests' count.
 /// Per row: each rank's time, #wrong summed, the count, the widest spread a rank saw.
 type Pending = (Vec<(usize, f64)>, u64, u64, Option<f64>);
@@ -387,6 +406,40 @@ mod tests {
         assert_eq!(max.wrong, 1, "#wrong adds up over ranks");
         assert_eq!(Average::from_flag(1), Some(Average::Mean));
         assert_eq!(Average::from_flag(4), None);
+    }
+
+    #[test]
+    fn pairs_join_each_sizes_two_placements_in_order() {
+        let job = Job {
+            sizes: vec![1024, 2048],
+            ..Job::sanity()
+        };
+        let mut c = Collector::new(&job, 2, 1, "tcp");
+        let ev = |size, in_place| Event::Row {
+            rank: 0,
+            size,
+            count: size / 4,
+            in_place,
+            time_us: 1.0,
+            wrong: 0,
+            spread: None,
+        };
+        let mut p = Pairs::default();
+        // An in-place row with no out-of-place row before it pairs with nothing.
+        assert!(p.push(c.feed(&ev(512, true)).expect("row")).is_none());
+        assert!(p.push(c.feed(&ev(1024, false)).expect("row")).is_none());
+        let (o, i) = p
+            .push(c.feed(&ev(1024, true)).expect("row"))
+            .expect("a pair");
+        assert_eq!(
+            (o.size, o.in_place, i.size, i.in_place),
+            (1024, false, 1024, true)
+        );
+        assert!(p.push(c.feed(&ev(2048, false)).expect("row")).is_none());
+        let (o, i) = p
+            .push(c.feed(&ev(2048, true)).expect("row"))
+            .expect("a pair");
+        assert_eq!((o.size, i.size), (2048, 2048));
     }
 
     #[test]

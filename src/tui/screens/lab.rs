@@ -17,7 +17,7 @@ use crate::collective::{Algorithm, Collective, Dtype};
 use crate::course::block::LabBlock;
 use crate::lab::bench::gpu;
 use crate::lab::bench::launch::{self, Launch, Msg};
-use crate::lab::bench::{Collector, Row, sizes};
+use crate::lab::bench::{Collector, Pairs, Row, sizes};
 use crate::lab::{Backend, Event, Job};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::form::{Form, FormModel, cycle};
@@ -251,7 +251,7 @@ pub struct LabState {
     collector: Option<Collector>,
     /// (out-of-place, in-place) per size, as they complete.
     pub rows: Vec<(Row, Row)>,
-    pending: Option<Row>,
+    pending: Pairs,
     /// Per rank: its phase and when it started.
     pub phases: Vec<RankRow>,
     pub logs: Vec<String>,
@@ -270,7 +270,7 @@ impl LabState {
             cancel: None,
             collector: None,
             rows: Vec::new(),
-            pending: None,
+            pending: Pairs::default(),
             phases: Vec::new(),
             logs: Vec::new(),
             note: None,
@@ -307,7 +307,7 @@ impl LabState {
             job.backend.name(),
         ));
         self.rows.clear();
-        self.pending = None;
+        self.pending = Pairs::default();
         self.logs.clear();
         self.note = None;
         self.phases = (0..self.params.ranks)
@@ -387,14 +387,13 @@ impl LabState {
                     p.phase = "done".into();
                     p.frozen = self.started.map(|s| s.elapsed());
                 }
-                if let Some(row) = self.collector.as_mut().and_then(|c| c.feed(&ev)) {
-                    if row.in_place {
-                        if let Some(out) = self.pending.take() {
-                            self.rows.push((out, row));
-                        }
-                    } else {
-                        self.pending = Some(row);
-                    }
+                if let Some(pair) = self
+                    .collector
+                    .as_mut()
+                    .and_then(|c| c.feed(&ev))
+                    .and_then(|row| self.pending.push(row))
+                {
+                    self.rows.push(pair);
                 }
             }
             LabUpdate::Msg(_, Msg::Log { rank, line }) => {
