@@ -541,8 +541,9 @@ impl TcpComm {
 
     /// The transports in use, as one word: `P2P`, `SHM`, `NET`, or several joined with `+`
     /// in NCCL's order (`P2P+NET`); `-` with no partner.
-    pub fn transport_summary(&self) -> String {
-        summary(&self.transports)
+    /// The transports this rank's peers got, as one set.
+    pub fn transport_set(&self) -> Transports {
+        self.transports.iter().flatten().copied().collect()
     }
 
     /// Collective buffers of `lens` bytes each that this node's P2P partners map read-only,
@@ -803,37 +804,90 @@ impl TcpComm {
     }
 }
 
-/// `P2P`, `SHM`, `NET`, several joined with `+` (`SHM+NET`), or `-` when there is no partner.
-pub fn summary(transports: &[Option<Transport>]) -> String {
-    combine_transports(transports.iter().flatten().map(|t| t.name())).unwrap_or_else(|| "-".into())
-}
+/// The transports a rank, or a whole job, used: a set shown in NCCL's order joined by `+`
+/// (`P2P`, `SHM+NET`, `-` for none). Events, rows and reports carry this type; only JSON
+/// carries the words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Transports([bool; Transport::ALL.len()]);
 
-/// Several ranks' transports as one word, each named once in NCCL's order: `P2P`, `SHM`,
-/// `NET`, `P2P+NET`, … (None when none reported).
-pub fn combine_transports<'a>(each: impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut seen = [false; Transport::ALL.len()];
-    let mut any = false;
-    for t in each {
-        any = true;
-        for part in t.split('+') {
-            if let Some(k) = Transport::ALL.iter().position(|x| x.name() == part) {
-                seen[k] = true;
-            }
-        }
+impl Transports {
+    fn index(t: Transport) -> usize {
+        Transport::ALL.iter().position(|&x| x == t).unwrap_or(0)
     }
-    any.then(|| {
-        let parts: Vec<&str> = Transport::ALL
-            .iter()
-            .zip(seen)
-            .filter(|(_, s)| *s)
-            .map(|(t, _)| t.name())
-            .collect();
+    /// The set of one transport.
+    pub fn only(t: Transport) -> Self {
+        let mut s = Self::default();
+        s.0[Self::index(t)] = true;
+        s
+    }
+    pub fn contains(self, t: Transport) -> bool {
+        self.0[Self::index(t)]
+    }
+    pub fn is_empty(self) -> bool {
+        !self.0.iter().any(|&b| b)
+    }
+    /// Both sets' transports.
+    pub fn union(self, other: Self) -> Self {
+        let mut s = self;
+        for (a, b) in s.0.iter_mut().zip(other.0) {
+            *a |= b;
+        }
+        s
+    }
+    /// Its transports, in NCCL's order.
+    pub fn iter(self) -> impl Iterator<Item = Transport> {
+        Transport::ALL
+            .into_iter()
+            .filter(move |&t| self.contains(t))
+    }
+    /// `P2P+NET`; `-` when empty.
+    pub fn name(self) -> String {
+        let parts: Vec<&str> = self.iter().map(Transport::name).collect();
         if parts.is_empty() {
-            "-".to_string()
+            "-".into()
         } else {
             parts.join("+")
         }
-    })
+    }
+    /// Read `P2P+NET` (or `-`) back; an unknown word is an error naming it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text == "-" {
+            return Ok(Self::default());
+        }
+        text.split('+').try_fold(Self::default(), |s, part| {
+            Transport::ALL
+                .into_iter()
+                .find(|t| t.name() == part)
+                .map(|t| s.union(Self::only(t)))
+                .ok_or_else(|| format!("`{part}` is not a transport (P2P, SHM, NET)"))
+        })
+    }
+}
+
+impl FromIterator<Transport> for Transports {
+    fn from_iter<I: IntoIterator<Item = Transport>>(it: I) -> Self {
+        it.into_iter()
+            .fold(Self::default(), |s, t| s.union(Self::only(t)))
+    }
+}
+
+impl std::fmt::Display for Transports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl serde::Serialize for Transports {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Transports {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// What a rank tells each partner to choose the transport between them.
@@ -1304,5 +1358,27 @@ mod tests {
         assert!(!spins(false, Some(1), 3, 2));
         // A pinned rank has its CPU.
         assert!(spins(true, Some(64), 64, 2));
+    }
+
+    #[test]
+    fn transport_sets_read_back_what_they_show_in_nccl_order() {
+        use super::{Transport, Transports};
+        let set: Transports = [Transport::Net, Transport::P2p, Transport::Net]
+            .into_iter()
+            .collect();
+        assert_eq!(set.name(), "P2P+NET");
+        assert_eq!(Transports::parse("P2P+NET"), Ok(set));
+        assert_eq!(Transports::default().name(), "-");
+        assert_eq!(Transports::parse("-"), Ok(Transports::default()));
+        let json = serde_json::to_string(&set).expect("json");
+        assert_eq!(json, "\"P2P+NET\"");
+        assert_eq!(
+            serde_json::from_str::<Transports>(&json).expect("back"),
+            set
+        );
+        let err = Transports::parse("SHM+IB").expect_err("IB is not one of ringlab's");
+        assert!(err.contains("`IB`"), "{err}");
+        assert!(serde_json::from_str::<Transports>("\"P2P+XX\"").is_err());
+        assert!(set.contains(Transport::P2p) && !set.contains(Transport::Shm));
     }
 }

@@ -204,7 +204,7 @@ pub enum Event {
     /// (the TCP backend; NCCL names its own choice in its log).
     Transport {
         rank: usize,
-        transport: String,
+        transport: crate::comm::tcp::Transports,
     },
     Error {
         rank: usize,

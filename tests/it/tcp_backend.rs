@@ -163,7 +163,7 @@ fn peer_closes_mid_step(shm: bool) {
         "shm {shm}: {msg}"
     );
     assert_eq!(
-        comm.transport_summary(),
+        comm.transport_set().name(),
         if shm { "P2P" } else { "NET" },
         "{msg}"
     );
@@ -209,8 +209,8 @@ fn the_engine_matches_the_definition_for_every_schedule() {
                     let mut comm = TcpComm::init(&e, &mut sc, &partners(rank, &refs), |_| {}).expect("init");
                     let mut bad = Vec::new();
                     let want = if shm { "P2P" } else { "NET" };
-                    if comm.transport_summary() != want {
-                        bad.push(format!("rank {rank}: transport {} instead of {want}", comm.transport_summary()));
+                    if comm.transport_set().name() != want {
+                        bad.push(format!("rank {rank}: transport {} instead of {want}", comm.transport_set().name()));
                     }
                     // Every dtype once, small: a reduction of each element size straight from the FIFO.
                     for (coll, algo) in combos() {

@@ -550,7 +550,9 @@ fn live_lab_layout_at_80x24_and_120x40() {
         algbw_gbps: busbw,
         busbw_gbps: busbw,
         wrong,
-        transport: Some("SHM".into()),
+        transport: Some(ringlab::comm::tcp::Transports::only(
+            ringlab::comm::tcp::Transport::Shm,
+        )),
         shared_gpu: false,
         spread: None,
     };

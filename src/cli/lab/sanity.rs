@@ -40,20 +40,19 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return exit2(e),
     };
     let mut values: Vec<(usize, f64)> = Vec::new();
-    let mut transports: std::collections::BTreeMap<usize, String> = Default::default();
+    let mut transport: Option<crate::comm::tcp::Transports> = None;
     let mut tuning = Tuning::default();
     let result = launch::run(&job, &l, |msg| {
         forward_log(msg, &mut tuning);
         match msg {
             Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
-            Msg::Event(Event::Transport { rank, transport }) => {
-                transports.insert(*rank, transport.clone());
+            Msg::Event(Event::Transport { transport: t, .. }) => {
+                transport = Some(transport.unwrap_or_default().union(*t));
             }
             _ => {}
         }
     });
     // How the bytes moved, as bench says it (NCCL ranks report none: their log says it).
-    let transport = crate::comm::tcp::combine_transports(transports.values().map(String::as_str));
     drop(prepared);
     if let Err(e) = result {
         return fail(e);

@@ -38,7 +38,7 @@ pub struct Row {
     pub wrong: u64,
     /// How the bytes travelled (`SHM`, `NET`, `SHM+NET`), as the ranks reported it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
+    pub transport: Option<crate::comm::tcp::Transports>,
     /// Several ranks took turns on one GPU (`--ranks-per-gpu`): the bytes crossed host
     /// memory, so the row is not the GPUs' interconnect bandwidth.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -56,7 +56,7 @@ pub struct Summary {
     pub ranks: usize,
     pub backend: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
+    pub transport: Option<crate::comm::tcp::Transports>,
 }
 
 /// nccl-tests prints `none` for collectives without a reduction and -1 as the root of
@@ -236,7 +236,7 @@ pub struct Collector {
     pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
     /// Per rank, the transport it reported.
-    transports: BTreeMap<usize, String>,
+    transports: BTreeMap<usize, crate::comm::tcp::Transports>,
 }
 
 impl Collector {
@@ -282,15 +282,19 @@ impl Collector {
         })
     }
 
-    /// The transports the ranks reported, as one word (`SHM`, `NET`, `SHM+NET`).
-    pub fn transport(&self) -> Option<String> {
-        crate::comm::tcp::combine_transports(self.transports.values().map(String::as_str))
+    /// The transports the ranks reported, together (shown `SHM`, `NET`, `SHM+NET`).
+    pub fn transport(&self) -> Option<crate::comm::tcp::Transports> {
+        (!self.transports.is_empty()).then(|| {
+            self.transports
+                .values()
+                .fold(crate::comm::tcp::Transports::default(), |a, &t| a.union(t))
+        })
     }
 
     /// Feed an event; returns a finished row when the last local rank has reported it.
     pub fn feed(&mut self, ev: &Event) -> Option<Row> {
         if let Event::Transport { rank, transport } = ev {
-            self.transports.insert(*rank, transport.clone());
+            self.transports.insert(*rank, *transport);
             return None;
         }
         let Event::Row {

@@ -229,8 +229,8 @@ impl<'s> TcpRig<'s> {
 }
 
 impl measure::Rig for TcpRig<'_> {
-    fn transport(&self) -> Option<String> {
-        Some(self.comm.transport_summary())
+    fn transport(&self) -> Option<crate::comm::tcp::Transports> {
+        Some(self.comm.transport_set())
     }
     fn world(&self) -> usize {
         self.comm.world()

@@ -1,5 +1,6 @@
 //! nccl-tests' table, so a learner can lay this output beside a real cluster's.
 
+use crate::comm::tcp::{Transport, Transports};
 use crate::lab::bench::{Row, Summary};
 
 pub fn header(title: &str) -> String {
@@ -13,32 +14,29 @@ pub fn header(title: &str) -> String {
 
 /// The comment line that says how the bytes travelled, before the first row: each transport
 /// the ranks chose (NCCL's ladder, first that connects: P2P, SHM, NET) and what it is.
-pub fn transport_line(transport: &str) -> String {
-    let what = |t: &str| match t {
-        "P2P" => Some(format!(
+pub fn transport_line(transports: &Transports) -> String {
+    let what = |t: Transport| match t {
+        Transport::P2p => format!(
             "single copy between the ranks of this node (each maps its partners' buffers; \
              messages under {} through the shared-memory FIFO)",
             crate::units::format_bytes(crate::comm::cma::min() as u64)
-        )),
-        "SHM" => {
-            Some("shared memory between the ranks of this node (copied in, copied out)".into())
+        ),
+        Transport::Shm => {
+            "shared memory between the ranks of this node (copied in, copied out)".into()
         }
-        "NET" => Some("sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1".into()),
-        _ => None,
+        Transport::Net => "sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1".into(),
     };
-    let parts: Vec<&str> = transport.split('+').collect();
-    let whys: Option<Vec<String>> = parts.iter().map(|t| what(t)).collect();
-    match whys {
-        Some(w) if parts.len() == 1 => format!("#  Transport: {transport}, {}", w[0]),
-        Some(w) => {
-            let each: Vec<String> = parts
+    let each: Vec<Transport> = transports.iter().collect();
+    match each.as_slice() {
+        [] => format!("#  Transport: {transports}"),
+        [one] => format!("#  Transport: {transports}, {}", what(*one)),
+        many => {
+            let parts: Vec<String> = many
                 .iter()
-                .zip(&w)
-                .map(|(t, w)| format!("{t}: {w}"))
+                .map(|&t| format!("{}: {}", t.name(), what(t)))
                 .collect();
-            format!("#  Transport: {transport}; {}", each.join("; "))
+            format!("#  Transport: {transports}; {}", parts.join("; "))
         }
-        None => format!("#  Transport: {transport}"),
     }
 }
 

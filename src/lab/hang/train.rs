@@ -208,7 +208,7 @@ pub fn run(
     let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
     emit(Event::Transport {
         rank,
-        transport: comm.transport_summary(),
+        transport: comm.transport_set(),
     });
     let mut journal = Journal::new(
         // Eight steps' worth: enough to line the ranks up around where one diverged.

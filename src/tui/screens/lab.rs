@@ -823,7 +823,7 @@ mod tests {
             algbw_gbps: busbw,
             busbw_gbps: busbw,
             wrong,
-            transport: Some("SHM".into()),
+            transport: Some(crate::comm::tcp::Transports::only(crate::comm::tcp::Transport::Shm)),
             shared_gpu: false,
             spread: None,
         }
@@ -871,7 +871,7 @@ mod tests {
                 0,
                 Msg::Event(Event::Transport {
                     rank,
-                    transport: "SHM".into(),
+                    transport: crate::comm::tcp::Transports::only(crate::comm::tcp::Transport::Shm),
                 }),
             ));
         }

@@ -29,7 +29,7 @@ pub struct Staged {
     /// How the ranks' bytes travelled (`SHM` within a node, `NET` across), where they got
     /// that far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
+    pub transport: Option<crate::comm::tcp::Transports>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +142,7 @@ pub struct Fixed {
     /// How the re-run's bytes travelled (`SHM+NET`: shared memory within each node, the
     /// network between them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
+    pub transport: Option<crate::comm::tcp::Transports>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

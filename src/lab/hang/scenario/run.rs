@@ -14,7 +14,7 @@ pub(super) struct RunResult {
     values: Vec<(usize, f64)>,
     evidence: Option<Diagnosis>,
     /// How the ranks' bytes travelled (`SHM`, `NET`, `SHM+NET`), as they reported it.
-    transport: Option<String>,
+    transport: Option<crate::comm::tcp::Transports>,
 }
 
 /// The staged cluster (`fix` None) or the staged cluster with a fix applied.
@@ -154,7 +154,7 @@ pub(super) fn run_once(
     let mut values = Vec::new();
     let mut evidence = None;
     let mut detected = None;
-    let mut transports: BTreeMap<usize, String> = BTreeMap::new();
+    let mut transport: Option<crate::comm::tcp::Transports> = None;
     let world = s.nodes * s.ranks_per_node;
     let r = launch::run_with(
         &job,
@@ -167,8 +167,8 @@ pub(super) fn run_once(
                     phases.borrow_mut().insert(*rank, phase.clone());
                 }
                 Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
-                Msg::Event(Event::Transport { rank, transport }) => {
-                    transports.insert(*rank, transport.clone());
+                Msg::Event(Event::Transport { transport: t, .. }) => {
+                    transport = Some(transport.unwrap_or_default().union(*t));
                 }
                 Msg::Event(Event::Done { rank }) => {
                     phases.borrow_mut().insert(*rank, "done".into());
@@ -203,7 +203,6 @@ pub(super) fn run_once(
         },
     );
     let phases = phases.into_inner();
-    let transport = crate::comm::tcp::combine_transports(transports.values().map(String::as_str));
     let run_s = started.elapsed().as_secs_f64();
     let detected_after = detected.or(Some(run_s));
     // A run that went through leaves no evidence to read: its flight recorders go.
@@ -462,7 +461,7 @@ pub fn run_on(
         detected_after_s: staged.detected_after,
         ranks,
         reason: staged.failure.as_ref().map(|f| f.reason.clone()),
-        transport: staged.transport.clone(),
+        transport: staged.transport,
     };
     let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, nccl, on));
     LabReport {
