@@ -959,6 +959,44 @@ fn repeated_rows_show_their_spread() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("spread"));
 }
 
+/// `ringlab bench --backend tcp --json` on `ranks` ranks, sizes `b` to `e` by factor `f`, `n`
+/// timed iterations, then `extra`: whether it succeeded, its data rows (not the summary), and
+/// its stderr to say what went wrong.
+fn bench_json(
+    ranks: &str,
+    (b, e, f): (&str, &str, &str),
+    n: &str,
+    extra: &[&str],
+) -> (bool, Vec<serde_json::Value>, String) {
+    let mut args = vec![
+        "bench",
+        "--backend",
+        "tcp",
+        "--nproc-per-node",
+        ranks,
+        "-b",
+        b,
+        "-e",
+        e,
+        "-f",
+        f,
+        "-n",
+        n,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = ringlab(&args);
+    let rows = json_lines(&out)
+        .into_iter()
+        .filter(|r| r.get("summary").is_none())
+        .collect();
+    (
+        out.status.success(),
+        rows,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// 64 ranks on a 2-core machine, several times over: no rank leaves while a partner is still
 /// in the last collective (the closing barrier), and a partner that has finished its part and
 /// left is not mistaken for a dead one. Before, about half such runs failed at the last row
@@ -966,30 +1004,9 @@ fn repeated_rows_show_their_spread() {
 #[test]
 fn sixty_four_ranks_finish_together_run_after_run() {
     for run in 0..4 {
-        let out = ringlab(&[
-            "bench",
-            "--backend",
-            "tcp",
-            "--nproc-per-node",
-            "64",
-            "-b",
-            "1K",
-            "-e",
-            "16K",
-            "-f",
-            "4",
-            "-n",
-            "2",
-            "-w",
-            "0",
-            "--json",
-        ]);
-        let ctx = format!("run {run}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{ctx}");
-        let rows: Vec<_> = json_lines(&out)
-            .into_iter()
-            .filter(|r| r.get("summary").is_none())
-            .collect();
+        let (ok, rows, err) = bench_json("64", ("1K", "16K", "4"), "2", &["-w", "0"]);
+        let ctx = format!("run {run}: {err}");
+        assert!(ok, "{ctx}");
         assert_eq!(rows.len(), 3 * 2, "{ctx}");
         assert!(rows.iter().all(|r| r["wrong"] == 0), "{ctx}: {rows:?}");
     }
@@ -1008,32 +1025,10 @@ fn large_messages_go_by_single_copy_and_stay_exact() {
         ("broadcast", "3"),
         ("reduce", "4"),
     ] {
-        let out = ringlab(&[
-            "bench",
-            "--backend",
-            "tcp",
-            "--nproc-per-node",
-            ranks,
-            "-b",
-            "5M",
-            "-e",
-            "10M",
-            "-f",
-            "2",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--coll",
-            coll,
-            "--json",
-        ]);
-        let ctx = format!("{coll} N={ranks}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{ctx}");
-        let rows: Vec<_> = json_lines(&out)
-            .into_iter()
-            .filter(|r| r.get("summary").is_none())
-            .collect();
+        let (ok, rows, err) =
+            bench_json(ranks, ("5M", "10M", "2"), "2", &["-w", "1", "--coll", coll]);
+        let ctx = format!("{coll} N={ranks}: {err}");
+        assert!(ok, "{ctx}");
         assert_eq!(rows.len(), 2 * 2, "{ctx}");
         for r in &rows {
             assert_eq!(r["wrong"], 0, "{r} {ctx}");

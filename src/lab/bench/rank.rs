@@ -118,12 +118,7 @@ fn report(rank: usize, fault: &Fault) {
 
 fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
     let rank = env.rank;
-    let phase = |p: &str| {
-        emit(&Event::Phase {
-            rank,
-            phase: p.to_string(),
-        })
-    };
+    let phase = |p: &str| phase_of(rank, p);
     phase("spawned");
     let mut store = StoreClient::connect(env.store, &env.token, rank as u32).map_err(error)?;
     let mut out = |ev: Event| emit(&ev);
@@ -356,6 +351,7 @@ impl Rig for TcpRig<'_> {
     }
 }
 
+/// Tell the launcher which phase this rank is in (its watchdog names it when a rank hangs).
 fn phase_of(rank: usize, phase: &str) {
     emit(&Event::Phase {
         rank,

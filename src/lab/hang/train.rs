@@ -121,6 +121,11 @@ enum Journal {
     File(crate::lab::hang::trace::JournalFile),
 }
 
+/// A journal write's result, its error said as the flight recorder's.
+fn wrote<T>(r: std::io::Result<T>) -> Result<T, Fault> {
+    r.map_err(|e| Fault::Error(format!("writing the flight recorder: {e}")))
+}
+
 impl Journal {
     fn io(path: &Path) -> impl Fn(std::io::Error) -> Fault + '_ {
         move |e| {
@@ -143,9 +148,7 @@ impl Journal {
     fn schedule(&mut self, call: Call, label: String) -> Result<u64, Fault> {
         match self {
             Self::Memory(r) => Ok(r.schedule(call, Some(label))),
-            Self::File(j) => j
-                .schedule(call, Some(label))
-                .map_err(|e| Fault::Error(format!("writing the flight recorder: {e}"))),
+            Self::File(j) => wrote(j.schedule(call, Some(label))),
         }
     }
 
@@ -155,9 +158,7 @@ impl Journal {
                 r.start(seq);
                 Ok(())
             }
-            Self::File(j) => j
-                .start(seq)
-                .map_err(|e| Fault::Error(format!("writing the flight recorder: {e}"))),
+            Self::File(j) => wrote(j.start(seq)),
         }
     }
 
@@ -167,9 +168,7 @@ impl Journal {
                 r.complete(seq);
                 Ok(())
             }
-            Self::File(j) => j
-                .complete(seq)
-                .map_err(|e| Fault::Error(format!("writing the flight recorder: {e}"))),
+            Self::File(j) => wrote(j.complete(seq)),
         }
     }
 

@@ -930,7 +930,12 @@ pub fn verdict_lines(
             out.push(Line::raw(format!("   transport: {tr}")));
         }
         // Passing by moving off shared memory proves the cause; the node still lacks room.
-        if staged.culprit == scenario::Culprit::ShmFull && f.transport == Some(crate::comm::tcp::Transports::only(crate::comm::tcp::Transport::Net)) {
+        if staged.culprit == scenario::Culprit::ShmFull
+            && f.transport
+                == Some(crate::comm::tcp::Transports::only(
+                    crate::comm::tcp::Transport::Net,
+                ))
+        {
             out.push(Line::styled(
                 "   but every byte of this node now goes through sockets: that proves /dev/shm was the cause, it does not fix it (give the container room: --shm-size or --ipc=host)",
                 t.warn,

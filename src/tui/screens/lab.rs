@@ -823,7 +823,9 @@ mod tests {
             algbw_gbps: busbw,
             busbw_gbps: busbw,
             wrong,
-            transport: Some(crate::comm::tcp::Transports::only(crate::comm::tcp::Transport::Shm)),
+            transport: Some(crate::comm::tcp::Transports::only(
+                crate::comm::tcp::Transport::Shm,
+            )),
             shared_gpu: false,
             spread: None,
         }
