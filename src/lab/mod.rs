@@ -173,6 +173,12 @@ pub enum Event {
         rank: usize,
         phase: String,
     },
+    /// A training loop began step `step` of `steps`: progress, and where a hang happened.
+    Step {
+        rank: usize,
+        step: usize,
+        steps: usize,
+    },
     Row {
         rank: usize,
         size: u64,
@@ -216,9 +222,20 @@ pub enum Event {
 }
 
 impl Event {
+    /// Where a rank is, as the boards and the watchdog's report say it: a phase, or
+    /// `step N/M` of a training loop. None for other events.
+    pub fn phase_text(&self) -> Option<String> {
+        match self {
+            Self::Phase { phase, .. } => Some(phase.clone()),
+            Self::Step { step, steps, .. } => Some(format!("step {step}/{steps}")),
+            _ => None,
+        }
+    }
+
     pub fn rank(&self) -> usize {
         match self {
             Self::Phase { rank, .. }
+            | Self::Step { rank, .. }
             | Self::Row { rank, .. }
             | Self::Value { rank, .. }
             | Self::Beat { rank, .. }
@@ -305,5 +322,27 @@ mod counts_tests {
                 assert!(shift(bytes, 4096, i) + bytes <= 4096, "{bytes} at {i}");
             }
         }
+    }
+
+    #[test]
+    fn a_step_travels_typed_and_reads_as_its_phase() {
+        use crate::lab::Event;
+        let ev = Event::Step {
+            rank: 3,
+            step: 80,
+            steps: 200,
+        };
+        let line = serde_json::to_string(&ev).expect("json");
+        assert_eq!(line, r#"{"ev":"step","rank":3,"step":80,"steps":200}"#);
+        let back: Event = serde_json::from_str(&line).expect("back");
+        assert_eq!(back, ev);
+        assert_eq!(back.rank(), 3);
+        assert_eq!(back.phase_text().as_deref(), Some("step 80/200"));
+        let phase = Event::Phase {
+            rank: 0,
+            phase: "rendezvous".into(),
+        };
+        assert_eq!(phase.phase_text().as_deref(), Some("rendezvous"));
+        assert_eq!(Event::Done { rank: 0 }.phase_text(), None);
     }
 }

@@ -389,20 +389,7 @@ fn sanity_passes_with_four_ranks_and_refuses_one() {
 /// bandwidths those of the JSON rows' definition (algbw = size / time).
 #[test]
 fn csv_has_a_header_and_a_line_per_size_and_placement() {
-    let out = ringlab(&[
-        "bench",
-        "--backend",
-        "tcp",
-        "--nproc-per-node",
-        "2",
-        "-b",
-        "1K",
-        "-e",
-        "4K",
-        "-n",
-        "2",
-        "--csv",
-    ]);
+    let out = ringlab(&bench_args("2", ("1K", "4K", "2"), "2", &["--csv"]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -959,15 +946,14 @@ fn repeated_rows_show_their_spread() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("spread"));
 }
 
-/// `ringlab bench --backend tcp --json` on `ranks` ranks, sizes `b` to `e` by factor `f`, `n`
-/// timed iterations, then `extra`: whether it succeeded, its data rows (not the summary), and
-/// its stderr to say what went wrong.
-fn bench_json(
-    ranks: &str,
-    (b, e, f): (&str, &str, &str),
-    n: &str,
-    extra: &[&str],
-) -> (bool, Vec<serde_json::Value>, String) {
+/// `ringlab bench --backend tcp` on `ranks` ranks, sizes `b` to `e` by factor `f`, `n` timed
+/// iterations, then `extra`.
+fn bench_args<'a>(
+    ranks: &'a str,
+    (b, e, f): (&'a str, &'a str, &'a str),
+    n: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
         "bench",
         "--backend",
@@ -982,9 +968,21 @@ fn bench_json(
         f,
         "-n",
         n,
-        "--json",
     ];
     args.extend_from_slice(extra);
+    args
+}
+
+/// [`bench_args`] with `--json`: whether it succeeded, its data rows (not the summary), and
+/// its stderr to say what went wrong.
+fn bench_json(
+    ranks: &str,
+    sizes: (&str, &str, &str),
+    n: &str,
+    extra: &[&str],
+) -> (bool, Vec<serde_json::Value>, String) {
+    let mut args = bench_args(ranks, sizes, n, extra);
+    args.push("--json");
     let out = ringlab(&args);
     let rows = json_lines(&out)
         .into_iter()

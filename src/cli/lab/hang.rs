@@ -178,15 +178,12 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
                     return;
                 }
                 match m {
-                    // A training loop reports every step: print every 50th.
-                    Msg::Event(Event::Phase { phase, .. })
-                        if phase.strip_prefix("step ").is_some_and(|p| {
-                            p.split('/')
-                                .next()
-                                .and_then(|n| n.parse::<usize>().ok())
-                                .is_some_and(|n| n != 1 && n % 50 != 0)
-                        }) => {}
-                    Msg::Event(Event::Phase { rank, phase }) => println!("  rank {rank}: {phase}"),
+                    // A training loop reports every step: print the first and every 50th.
+                    Msg::Event(Event::Step { step, .. }) if *step != 1 && step % 50 != 0 => {}
+                    Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
+                        let phase = ev.phase_text().unwrap_or_default();
+                        println!("  rank {}: {phase}", ev.rank());
+                    }
                     Msg::Log { rank, line } if line.contains("NCCL") => {
                         println!("  [rank {rank}] {line}")
                     }

@@ -748,8 +748,8 @@ fn watch(
                 };
                 if let Some((_, s)) = st.iter_mut().find(|(r, _)| *r == rank) {
                     match &msg {
-                        Msg::Event(Event::Phase { phase, .. }) => {
-                            s.phase = phase.clone();
+                        Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
+                            s.phase = ev.phase_text().unwrap_or_default();
                             s.last = Instant::now();
                         }
                         Msg::Event(Event::Done { .. }) => {

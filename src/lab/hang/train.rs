@@ -221,7 +221,11 @@ pub fn run(
     let mut buf = AlignedBuf::default();
     let mut last_value = 0.0;
     for step in 1..=spec.steps {
-        phase(&format!("step {step}/{}", spec.steps));
+        emit(Event::Step {
+            rank,
+            step,
+            steps: spec.steps,
+        });
         for (label, bytes) in step_calls(spec) {
             let fault = spec
                 .fault

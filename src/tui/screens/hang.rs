@@ -164,7 +164,8 @@ impl HangState {
         match u {
             HangUpdate::Msg(id, _) | HangUpdate::Staged(id, _) | HangUpdate::Fixed(id, _)
                 if id != self.run => {}
-            HangUpdate::Msg(_, Msg::Event(Event::Phase { rank, phase })) => {
+            HangUpdate::Msg(_, Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. }))) => {
+                let (rank, phase) = (ev.rank(), ev.phase_text().unwrap_or_default());
                 match self.board.iter_mut().find(|b| b.0 == rank) {
                     Some(b) => *b = (rank, phase, Instant::now()),
                     None => self.board.push((rank, phase, Instant::now())),

@@ -162,9 +162,11 @@ pub(super) fn run_once(
         |m| {
             match m {
                 Msg::Event(Event::Beat { .. }) => progress.set(Instant::now()),
-                Msg::Event(Event::Phase { rank, phase }) => {
+                Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
                     progress.set(Instant::now());
-                    phases.borrow_mut().insert(*rank, phase.clone());
+                    phases
+                        .borrow_mut()
+                        .insert(ev.rank(), ev.phase_text().unwrap_or_default());
                 }
                 Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
                 Msg::Event(Event::Transport { transport: t, .. }) => {
