@@ -1,9 +1,13 @@
 //! Screens: one file each, registered with one line in the `screens!` list below.
 //!
 //! A screen is a state type that implements [`View`] (update, render, key contexts, tick,
-//! background results, text input) in its own file. The list declares the module, adds the
-//! [`Screen`] variant that holds it, and delegates to it; `app.rs`, `keys.rs` and this file's
-//! drawing code never name a screen. To add one, see "Adding a screen" in the README.
+//! background results, text input) in its own file, with its own keys and, if the course map
+//! opens it, its [`Opener`]. The list declares the module, adds the [`Screen`] variant that
+//! holds it, delegates to it and collects the openers; this file's drawing code never names a
+//! screen. Not yet so for older screens: `keys.rs` keeps a context for each of those whose keys
+//! predate `Context::Own`, and `app.rs` names the Home screen (the bottom of the stack), the TP
+//! calculator and planner the command line opens directly, and the lab, hang and notes screens'
+//! background messages. To add one, see "Adding a screen" in the README.
 
 // Helpers that are not screens.
 pub mod drill;
