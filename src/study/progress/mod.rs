@@ -1,0 +1,432 @@
+//! Progress that is never lost: one human-readable JSON file with a schema version, written
+//! atomically (temp file, fsync, rename, fsync the directory). A corrupt file, or one written
+//! by a newer ringlab, is moved aside with a timestamp and never overwritten.
+//!
+//! Schema 2 adds, per quiz item id, the review history and the FSRS card state
+//! ([`ItemRecord`]). A schema 1 file is migrated on load (and a copy of it kept as
+//! `progress.json.schema1.bak`). Items are keyed by id, so an edited lesson keeps the history
+//! of every id it still has; ids that disappeared are reported as orphans and kept.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+mod store;
+#[cfg(test)]
+mod tests;
+
+pub use store::*;
+
+pub const SCHEMA: u32 = 2;
+pub const FILE_NAME: &str = "progress.json";
+
+/// A lesson counts as read when the reader has seen this much of it.
+pub const DONE_FRACTION: f64 = 0.95;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LessonProgress {
+    /// Furthest fraction of the lesson seen (0..=1).
+    pub read: f64,
+    pub first_opened: DateTime<Utc>,
+    pub last_opened: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub schema: u32,
+    #[serde(default)]
+    pub lessons: BTreeMap<String, LessonProgress>,
+    /// Review history and spaced-repetition state per quiz item id.
+    #[serde(default)]
+    pub items: BTreeMap<String, ItemRecord>,
+    /// Hang-lab scenarios: solved, hints seen, whether the solution was revealed.
+    #[serde(default)]
+    pub labs: BTreeMap<String, LabRecord>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabRecord {
+    pub solved: bool,
+    /// Hint tiers revealed (the last tier is the solution).
+    pub hints_seen: usize,
+    pub revealed_solution: bool,
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
+            schema: SCHEMA,
+            lessons: BTreeMap::new(),
+            items: BTreeMap::new(),
+            labs: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where an FSRS card is in its life (mirrors `rs_fsrs::State`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CardPhase {
+    #[default]
+    New,
+    Learning,
+    Review,
+    Relearning,
+}
+
+/// An item's FSRS memory state, stored in ringlab's own words so the file does not depend on
+/// the scheduler crate's field names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardState {
+    pub due: DateTime<Utc>,
+    pub stability: f64,
+    pub difficulty: f64,
+    pub elapsed_days: i64,
+    pub scheduled_days: i64,
+    pub reps: u32,
+    pub lapses: u32,
+    pub phase: CardPhase,
+    pub last_review: Option<DateTime<Utc>>,
+}
+
+impl CardState {
+    /// Whether FSRS can schedule from this card: finite numbers, and a positive stability
+    /// once reviewed (stability 0 in review makes FSRS produce NaN, which JSON cannot hold).
+    pub fn is_sound(&self) -> bool {
+        self.stability.is_finite()
+            && self.difficulty.is_finite()
+            && (self.phase == CardPhase::New || self.stability > 0.0)
+    }
+
+    /// A card never reviewed, due at `at`.
+    pub fn fresh(at: DateTime<Utc>) -> Self {
+        Self {
+            due: at,
+            stability: 0.0,
+            difficulty: 0.0,
+            elapsed_days: 0,
+            scheduled_days: 0,
+            reps: 0,
+            lapses: 0,
+            phase: CardPhase::New,
+            last_review: None,
+        }
+    }
+}
+
+/// The dates a progress file may hold: a review before 2000 or after 2200 is not one this
+/// program made, and far-future dates break calendar arithmetic.
+pub fn sane_date(t: &DateTime<Utc>) -> bool {
+    use chrono::TimeZone;
+    let lo = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).single();
+    let hi = Utc.with_ymd_and_hms(2200, 1, 1, 0, 0, 0).single();
+    lo.is_some_and(|lo| *t >= lo) && hi.is_some_and(|hi| *t < hi)
+}
+
+/// One graded answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Review {
+    pub at: DateTime<Utc>,
+    /// FSRS grade 1..=4: Again, Hard, Good, Easy.
+    pub grade: u8,
+    /// For auto-graded items: was the typed answer right? None for self-graded recall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct: Option<bool>,
+    /// "quiz", "drill" or "mock".
+    #[serde(default)]
+    pub mode: String,
+    /// Seconds from showing the item to the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+/// Everything ringlab remembers about one quiz item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemRecord {
+    pub card: CardState,
+    #[serde(default)]
+    pub reviews: Vec<Review>,
+}
+
+impl ItemRecord {
+    pub fn last_review(&self) -> Option<&Review> {
+        self.reviews.iter().max_by_key(|r| r.at)
+    }
+}
+
+/// What [`Progress::merge`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Items only the imported file knew.
+    pub added: usize,
+    /// Items whose imported history was newer (their card state now comes from it).
+    pub updated: usize,
+    /// Items where this file's history was newer or equal (kept, with any new reviews added).
+    pub kept: usize,
+    pub lessons: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LessonMark {
+    New,
+    Started,
+    /// Read to the end; its quiz not yet passed.
+    Read,
+    /// Read to the end and every item of its quiz passed.
+    Done,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProgressError {
+    #[error("cannot write progress to {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read progress from {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What loading found, for the app to tell the learner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadNotice {
+    /// The file was unreadable as progress and was moved aside to this path.
+    Quarantined { reason: String, moved_to: PathBuf },
+    /// The file had an older schema and was upgraded in memory; the original was copied to
+    /// `backup` (it is rewritten in the new schema at the next save).
+    Migrated { from: u32, backup: Option<PathBuf> },
+}
+
+impl std::fmt::Display for LoadNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Quarantined { reason, moved_to } => write!(
+                f,
+                "progress file {reason}; kept it as {} and started fresh",
+                moved_to.display()
+            ),
+            Self::Migrated { from, backup } => {
+                write!(f, "progress file upgraded from schema {from} to {SCHEMA}")?;
+                match backup {
+                    Some(b) => write!(f, " (the old file is kept as {})", b.display()),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl Progress {
+    /// Merge another progress file into this one. Per item the review histories are united,
+    /// and the card state of whichever side reviewed it last wins; per lesson the furthest
+    /// reading wins.
+    pub fn merge(&mut self, other: &Progress) -> MergeReport {
+        let mut report = MergeReport::default();
+        for (name, theirs) in &other.labs {
+            let mine = self.labs.entry(name.clone()).or_default();
+            mine.solved |= theirs.solved;
+            mine.revealed_solution |= theirs.revealed_solution;
+            mine.hints_seen = mine.hints_seen.max(theirs.hints_seen);
+            mine.attempts = mine.attempts.max(theirs.attempts);
+        }
+        for (id, theirs) in &other.lessons {
+            match self.lessons.get_mut(id) {
+                None => {
+                    self.lessons.insert(id.clone(), theirs.clone());
+                    report.lessons += 1;
+                }
+                Some(mine) => {
+                    if theirs.read > mine.read || theirs.last_opened > mine.last_opened {
+                        report.lessons += 1;
+                    }
+                    mine.read = mine.read.max(theirs.read);
+                    mine.first_opened = mine.first_opened.min(theirs.first_opened);
+                    mine.last_opened = mine.last_opened.max(theirs.last_opened);
+                }
+            }
+        }
+        for (id, theirs) in &other.items {
+            let Some(mine) = self.items.get_mut(id) else {
+                self.items.insert(id.clone(), theirs.clone());
+                report.added += 1;
+                continue;
+            };
+            let newest = |r: &ItemRecord| r.last_review().map(|x| x.at);
+            if newest(theirs) > newest(mine) {
+                mine.card = theirs.card.clone();
+                report.updated += 1;
+            } else {
+                report.kept += 1;
+            }
+            for r in &theirs.reviews {
+                if !mine
+                    .reviews
+                    .iter()
+                    .any(|m| m.at == r.at && m.grade == r.grade)
+                {
+                    mine.reviews.push(r.clone());
+                }
+            }
+            mine.reviews.sort_by_key(|r| r.at);
+        }
+        report
+    }
+
+    /// Make every number JSON can hold and FSRS can schedule from: a card that is not
+    /// [`CardState::is_sound`] starts again as new (its review history is kept), a reading
+    /// fraction that is not a finite 0..=1 is clamped. Returns the ids of the cards reset.
+    pub fn repair(&mut self, now: DateTime<Utc>) -> Vec<String> {
+        let mut reset = Vec::new();
+        for (id, r) in &mut self.items {
+            if !r.card.is_sound() {
+                r.card = CardState::fresh(now);
+                reset.push(id.clone());
+            }
+            for rv in &mut r.reviews {
+                if rv.seconds.is_some_and(|s| !s.is_finite()) {
+                    rv.seconds = None;
+                }
+            }
+        }
+        for l in self.lessons.values_mut() {
+            l.read = if l.read.is_finite() {
+                l.read.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+        }
+        reset
+    }
+
+    /// What is wrong with a file to import, naming each item: grades outside 1..=4, dates
+    /// outside 2000..2200, numbers that are not finite or out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut bad = Vec::new();
+        for (id, r) in &self.items {
+            for rv in &r.reviews {
+                if !(1..=4).contains(&rv.grade) {
+                    bad.push(format!(
+                        "item `{id}`: grade {} (grades are 1..=4: again, hard, good, easy)",
+                        rv.grade
+                    ));
+                }
+                if !sane_date(&rv.at) {
+                    bad.push(format!(
+                        "item `{id}`: a review dated {} (outside 2000..2200)",
+                        rv.at
+                    ));
+                }
+                if rv.seconds.is_some_and(|s| !s.is_finite() || s < 0.0) {
+                    bad.push(format!("item `{id}`: a review took {:?} s", rv.seconds));
+                }
+            }
+            let c = &r.card;
+            if !sane_date(&c.due) || c.last_review.is_some_and(|t| !sane_date(&t)) {
+                bad.push(format!(
+                    "item `{id}`: card dates (due {}) outside 2000..2200",
+                    c.due
+                ));
+            }
+            if !c.is_sound() || c.stability < 0.0 || c.difficulty < 0.0 {
+                bad.push(format!(
+                    "item `{id}`: card stability {} / difficulty {} cannot be scheduled",
+                    c.stability, c.difficulty
+                ));
+            }
+        }
+        for (id, l) in &self.lessons {
+            if !l.read.is_finite() || !(0.0..=1.0).contains(&l.read) {
+                bad.push(format!("lesson `{id}`: read {} is not 0..=1", l.read));
+            }
+            if !sane_date(&l.first_opened) || !sane_date(&l.last_opened) {
+                bad.push(format!("lesson `{id}`: dates outside 2000..2200"));
+            }
+        }
+        if bad.is_empty() {
+            return Ok(());
+        }
+        let n = bad.len();
+        bad.truncate(5);
+        Err(format!(
+            "{n} problem(s): {}{}",
+            bad.join("; "),
+            if n > 5 { "; …" } else { "" }
+        ))
+    }
+
+    /// Ids with history that `known` does not recognise (items removed or renamed in the course).
+    pub fn orphans(&self, known: impl Fn(&str) -> bool) -> Vec<&str> {
+        self.items
+            .keys()
+            .map(String::as_str)
+            .filter(|id| !known(id))
+            .collect()
+    }
+
+    /// Total graded answers on record.
+    pub fn review_count(&self) -> usize {
+        self.items.values().map(|r| r.reviews.len()).sum()
+    }
+
+    /// Where a lesson stands: done means read to the end *and* its quiz passed (`quiz`: the
+    /// lesson's quiz item ids; a lesson without a quiz is done when read).
+    pub fn lesson_state(&self, id: &str, quiz: &[String]) -> LessonMark {
+        match self.lessons.get(id) {
+            None => LessonMark::New,
+            Some(p) if p.read >= DONE_FRACTION => {
+                if quiz.iter().all(|i| self.item_passed(i)) {
+                    LessonMark::Done
+                } else {
+                    LessonMark::Read
+                }
+            }
+            Some(_) => LessonMark::Started,
+        }
+    }
+
+    /// An item whose last answer was right (auto-graded) or graded Good or Easy (recall).
+    pub fn item_passed(&self, id: &str) -> bool {
+        self.items
+            .get(id)
+            .and_then(ItemRecord::last_review)
+            .is_some_and(|r| r.correct.unwrap_or(r.grade >= 3))
+    }
+
+    /// Note that `fraction` of lesson `id` has been seen; returns true when that changed anything
+    /// worth saving.
+    pub fn note_reading(&mut self, id: &str, fraction: f64, now: DateTime<Utc>) -> bool {
+        let fraction = fraction.clamp(0.0, 1.0);
+        match self.lessons.get_mut(id) {
+            Some(p) => {
+                p.last_opened = now;
+                if fraction > p.read + 1e-9 {
+                    p.read = fraction;
+                    return true;
+                }
+                false
+            }
+            None => {
+                self.lessons.insert(
+                    id.to_string(),
+                    LessonProgress {
+                        read: fraction,
+                        first_opened: now,
+                        last_opened: now,
+                    },
+                );
+                true
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Where progress lives and how it survives: the data folder, loading with migration and
+//! quarantine of a corrupt file, the lock, and saving by a temporary file and a rename.
+
+use super::*;
+
+/// Where progress lives: `$RINGLAB_HOME`, else `$XDG_DATA_HOME/ringlab`, else
+/// `~/.local/share/ringlab`.
+pub fn data_dir() -> PathBuf {
+    if let Some(h) = std::env::var_os("RINGLAB_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(h);
+    }
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("ringlab");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".local/share/ringlab")
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SchemaOnly {
+    schema: u32,
+}
+
+/// Load progress from `dir`. A missing file is a fresh start; a corrupt or newer one is
+/// quarantined (renamed with a timestamp) and reported, never overwritten.
+pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError> {
+    remove_stale_temps(dir);
+    let path = dir.join(FILE_NAME);
+    if let Ok(m) = fs::metadata(&path)
+        && m.len() > crate::files::MAX_PROGRESS_BYTES
+    {
+        return quarantine(
+            &path,
+            format!(
+                "is {} bytes, over the {} a progress file may be",
+                m.len(),
+                crate::units::format_bytes(crate::files::MAX_PROGRESS_BYTES)
+            ),
+        );
+    }
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Progress::default(), None));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return quarantine(&path, "is not UTF-8 text".into());
+        }
+        Err(source) => {
+            return Err(ProgressError::Read {
+                path: path.display().to_string(),
+                source,
+            });
+        }
+    };
+    match serde_json::from_str::<SchemaOnly>(&text) {
+        Ok(s) if s.schema > SCHEMA => {
+            return quarantine(
+                &path,
+                format!(
+                    "was written by a newer ringlab (schema {} > {SCHEMA})",
+                    s.schema
+                ),
+            );
+        }
+        _ => {}
+    }
+    let value = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => v,
+        Err(e) => return quarantine(&path, format!("is corrupt ({e})")),
+    };
+    let (value, from) = match migrate(value) {
+        Ok(m) => m,
+        Err(e) => return quarantine(&path, format!("is corrupt ({e})")),
+    };
+    match serde_json::from_value::<Progress>(value) {
+        Ok(p) if from < SCHEMA => {
+            let backup = path.with_file_name(format!("{FILE_NAME}.schema{from}.bak"));
+            let backup = (backup.exists() || fs::copy(&path, &backup).is_ok()).then_some(backup);
+            Ok((p, Some(LoadNotice::Migrated { from, backup })))
+        }
+        Ok(p) => Ok((p, None)),
+        Err(e) => quarantine(&path, format!("is corrupt ({e})")),
+    }
+}
+
+/// Bring a parsed progress file up to [`SCHEMA`], one version at a time. Returns the upgraded
+/// JSON and the schema it was written in.
+pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), String> {
+    let obj = v.as_object_mut().ok_or("not a JSON object")?;
+    let from64 = obj
+        .get("schema")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or("no schema number")?;
+    if from64 == 0 {
+        return Err("schema 0 does not exist".into());
+    }
+    if from64 > u64::from(SCHEMA) {
+        return Err(format!(
+            "schema {from64} is not one this ringlab knows (it writes {SCHEMA})"
+        ));
+    }
+    let from = from64 as u32;
+    let mut at = from;
+    while at < SCHEMA {
+        match at {
+            // 1 → 2: per-item review history and FSRS state arrive, empty.
+            1 => {
+                obj.entry("items")
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            }
+            _ => return Err(format!("no migration from schema {at}")),
+        }
+        at += 1;
+        obj.insert("schema".into(), serde_json::Value::from(at));
+    }
+    Ok((v, from))
+}
+
+/// Read a progress file for import: it must be readable and of this or an older schema.
+/// Unlike [`load`] it never moves the file.
+pub fn read_file(path: &Path) -> Result<Progress, String> {
+    let shown = path.display();
+    let bytes =
+        crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
+    if let Some(s) = value.get("schema").and_then(serde_json::Value::as_u64)
+        && s > u64::from(SCHEMA)
+    {
+        return Err(format!(
+            "{shown} was written by a newer ringlab (schema {s} > {SCHEMA}); update ringlab first"
+        ));
+    }
+    let (value, _) = migrate(value).map_err(|e| format!("{shown} is not a progress file: {e}"))?;
+    let p: Progress = serde_json::from_value(value)
+        .map_err(|e| format!("{shown} is not a progress file: {e}"))?;
+    p.validate()
+        .map_err(|e| format!("{shown} was not imported: {e}"))?;
+    Ok(p)
+}
+
+/// Write progress to any path, atomically (export).
+pub fn write_file(path: &Path, progress: &Progress) -> Result<(), ProgressError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| FILE_NAME.into(), |n| n.to_string_lossy().into_owned());
+    save_as(&dir, &name, progress)
+}
+
+pub(super) fn quarantine(
+    path: &Path,
+    reason: String,
+) -> Result<(Progress, Option<LoadNotice>), ProgressError> {
+    let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+    let moved_to = path.with_file_name(format!("{FILE_NAME}.quarantined-{stamp}"));
+    fs::rename(path, &moved_to).map_err(|source| ProgressError::Write {
+        path: moved_to.display().to_string(),
+        source,
+    })?;
+    Ok((
+        Progress::default(),
+        Some(LoadNotice::Quarantined { reason, moved_to }),
+    ))
+}
+
+/// What stands in the way of keeping progress in `dir`: a folder that cannot be read, is
+/// read-only, or a file system that is full. Empty when saving should work.
+pub fn storage_warnings(dir: &Path) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    let shown = dir.display();
+    if !dir.exists() {
+        return out;
+    }
+    if let Err(e) = fs::read_dir(dir) {
+        out.push(format!("cannot read the progress folder {shown}: {e}"));
+    }
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return out;
+    };
+    // SAFETY: access and statvfs read a NUL-terminated path; st is a valid out pointer.
+    unsafe {
+        if libc::access(c.as_ptr(), libc::W_OK) != 0 {
+            out.push(format!(
+                "the progress folder {shown} is read-only ({}): progress will not be saved",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) == 0 {
+            let free = st.f_bavail as u64 * st.f_frsize as u64;
+            if free < 1 << 20 {
+                out.push(format!(
+                    "the file system of {shown} is full ({free} bytes free): progress will not be saved"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The advisory lock every read-merge-write of `dir`'s progress holds (flock on
+/// `dir/.progress.lock`; released when the file closes, also when a process dies). None where
+/// the file system has no locks (an NFS home without lockd): the save goes ahead unlocked, as
+/// before locks existed, rather than never.
+pub(super) fn lock(dir: &Path) -> Result<Option<File>, ProgressError> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(".progress.lock");
+    let err = |source| ProgressError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(err)?;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(err)?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(Some(f));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) => return Ok(None),
+            _ => return Err(err(e)),
+        }
+    }
+}
+
+/// Save `progress` to `dir` without losing what another ringlab saved meanwhile: under the
+/// lock, the file is read again and merged into `progress` by item (the newer review wins,
+/// histories are united, as import does), cards that could not be scheduled are repaired,
+/// and the result is written atomically. `progress` ends as what was written. Returns what
+/// the re-read found worth telling (a file that had turned corrupt is moved aside, never
+/// overwritten).
+pub fn save(dir: &Path, progress: &mut Progress) -> Result<Option<LoadNotice>, ProgressError> {
+    let _guard = lock(dir)?;
+    let (disk, notice) = load(dir)?;
+    progress.merge(&disk);
+    progress.repair(Utc::now());
+    save_as(dir, FILE_NAME, progress)?;
+    Ok(notice.filter(|n| matches!(n, LoadNotice::Quarantined { .. })))
+}
+
+/// Where a chain of symlinks at `path` ends (relative targets resolved against each link's
+/// folder; at most 40 hops, as the kernel allows).
+pub(super) fn resolve_links(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::read_link(&p) {
+            Ok(t) => p = p.parent().map_or(t.clone(), |d| d.join(&t)),
+            Err(_) => break,
+        }
+    }
+    p
+}
+
+/// Leftover `.progress.json.tmp-PID` files of processes that no longer exist (a save killed
+/// between write and rename).
+pub(super) fn remove_stale_temps(dir: &Path) {
+    // A symlinked progress file is written next to its target: look there too.
+    let target = resolve_links(&dir.join(FILE_NAME));
+    let (tdir, tname) = match (target.parent(), target.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => (dir.to_path_buf(), FILE_NAME.to_string()),
+    };
+    if tdir != dir || tname != FILE_NAME {
+        remove_stale_temps_named(&tdir, &tname);
+    }
+    remove_stale_temps_named(dir, FILE_NAME);
+}
+
+pub(super) fn remove_stale_temps_named(dir: &Path, name: &str) {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.tmp-");
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Write atomically: a reader sees the old file or the new one, never a mix or nothing. A
+/// symlinked file is written through: the link stays and its target gets the new contents.
+pub(super) fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressError> {
+    let mut path = dir.join(name);
+    let err = |path: &Path, source| ProgressError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(|e| err(&path, e))?;
+    path = resolve_links(&path);
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => (dir.to_path_buf(), name.to_string()),
+    };
+    let json =
+        serde_json::to_string_pretty(progress).map_err(|e| err(&path, std::io::Error::other(e)))?;
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(json.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(|e| err(&path, e))
+}

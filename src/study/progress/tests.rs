@@ -1,0 +1,363 @@
+use super::*;
+
+/// Done means read to the end and the quiz passed: paging to the end alone is "read".
+#[test]
+fn a_lesson_is_done_when_read_and_its_quiz_passed() {
+    use crate::course::grade::SelfGrade;
+    let mut p = Progress::default();
+    let now = Utc::now();
+    let quiz = vec!["q1".to_string(), "q2".to_string()];
+    assert_eq!(p.lesson_state("ring", &quiz), LessonMark::New);
+    p.note_reading("ring", 1.0, now);
+    assert_eq!(p.lesson_state("ring", &quiz), LessonMark::Read);
+    p.record_review("q1", SelfGrade::Good, Some(true), "quiz", None, now);
+    p.record_review("q2", SelfGrade::Again, Some(false), "quiz", None, now);
+    assert_eq!(
+        p.lesson_state("ring", &quiz),
+        LessonMark::Read,
+        "q2 was wrong"
+    );
+    let later = now + chrono::Duration::minutes(5);
+    p.record_review("q2", SelfGrade::Good, Some(true), "quiz", None, later);
+    assert_eq!(p.lesson_state("ring", &quiz), LessonMark::Done);
+    // A self-graded recall item passes at Good or Easy, not at Hard.
+    p.record_review("q1", SelfGrade::Hard, None, "quiz", None, later);
+    assert_eq!(p.lesson_state("ring", &quiz), LessonMark::Read);
+    // No quiz: read is done.
+    assert_eq!(p.lesson_state("ring", &[]), LessonMark::Done);
+}
+
+#[test]
+fn round_trip_and_marks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = Progress::default();
+    let now = Utc::now();
+    assert!(p.note_reading("collectives", 0.5, now));
+    assert!(
+        !p.note_reading("collectives", 0.4, now),
+        "reading less is no news"
+    );
+    p.note_reading("ring", 1.0, now);
+    save(dir.path(), &mut p).expect("save");
+    let (q, notice) = load(dir.path()).expect("load");
+    assert_eq!(notice, None);
+    assert_eq!(q, p);
+    assert_eq!(q.lesson_state("collectives", &[]), LessonMark::Started);
+    assert_eq!(q.lesson_state("ring", &[]), LessonMark::Done);
+    assert_eq!(q.lesson_state("tp", &[]), LessonMark::New);
+}
+
+#[test]
+fn corrupt_progress_file_is_quarantined_not_overwritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(dir.path().join(FILE_NAME), "{ not json").expect("write");
+    let (p, notice) = load(dir.path()).expect("load");
+    assert_eq!(p, Progress::default());
+    let Some(LoadNotice::Quarantined { moved_to, reason }) = notice else {
+        panic!("expected quarantine")
+    };
+    assert!(reason.contains("corrupt"));
+    assert_eq!(fs::read_to_string(moved_to).expect("kept"), "{ not json");
+    assert!(!dir.path().join(FILE_NAME).exists());
+}
+
+#[test]
+fn newer_schema_is_quarantined() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(
+        dir.path().join(FILE_NAME),
+        r#"{"schema": 99, "lessons": {}}"#,
+    )
+    .expect("write");
+    let (_, notice) = load(dir.path()).expect("load");
+    assert!(
+        matches!(notice, Some(LoadNotice::Quarantined { reason, .. }) if reason.contains("newer"))
+    );
+}
+
+#[test]
+fn empty_progress_file_is_quarantined() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(dir.path().join(FILE_NAME), "").expect("write");
+    let (p, notice) = load(dir.path()).expect("load");
+    assert_eq!(p, Progress::default());
+    assert!(matches!(notice, Some(LoadNotice::Quarantined { .. })));
+}
+
+#[test]
+fn schema_1_file_is_migrated_keeping_lessons_and_a_backup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let v1 = r#"{
+  "schema": 1,
+  "lessons": {
+"collectives": {
+  "read": 0.5,
+  "first_opened": "2025-01-02T03:04:05Z",
+  "last_opened": "2025-01-03T03:04:05Z"
+}
+  }
+}"#;
+    fs::write(dir.path().join(FILE_NAME), v1).expect("write");
+    let (mut p, notice) = load(dir.path()).expect("load");
+    assert_eq!(p.schema, SCHEMA);
+    assert_eq!(p.lesson_state("collectives", &[]), LessonMark::Started);
+    assert!(p.items.is_empty());
+    let Some(LoadNotice::Migrated {
+        from: 1,
+        backup: Some(b),
+    }) = notice
+    else {
+        panic!("expected a migration notice, got {notice:?}")
+    };
+    assert_eq!(fs::read_to_string(b).expect("backup"), v1);
+    // Saved again, it loads as schema 2 with no notice.
+    save(dir.path(), &mut p).expect("save");
+    let (q, notice) = load(dir.path()).expect("load");
+    assert_eq!((q, notice), (p, None));
+}
+
+fn record(at: &str, grade: u8, due: &str) -> ItemRecord {
+    let at: DateTime<Utc> = at.parse().expect("time");
+    ItemRecord {
+        card: CardState {
+            due: due.parse().expect("time"),
+            stability: 1.0,
+            difficulty: 5.0,
+            elapsed_days: 0,
+            scheduled_days: 1,
+            reps: 1,
+            lapses: 0,
+            phase: CardPhase::Review,
+            last_review: Some(at),
+        },
+        reviews: vec![Review {
+            at,
+            grade,
+            correct: None,
+            mode: "drill".into(),
+            seconds: None,
+        }],
+    }
+}
+
+#[test]
+fn merge_keeps_the_newer_review_per_item() {
+    let mut mine = Progress::default();
+    mine.items.insert(
+        "a".into(),
+        record("2025-01-01T00:00:00Z", 3, "2025-01-05T00:00:00Z"),
+    );
+    mine.items.insert(
+        "b".into(),
+        record("2025-02-01T00:00:00Z", 4, "2025-03-01T00:00:00Z"),
+    );
+    let mut theirs = Progress::default();
+    theirs.items.insert(
+        "a".into(),
+        record("2025-01-10T00:00:00Z", 1, "2025-01-10T00:01:00Z"),
+    );
+    theirs.items.insert(
+        "b".into(),
+        record("2025-01-15T00:00:00Z", 3, "2025-01-20T00:00:00Z"),
+    );
+    theirs.items.insert(
+        "c".into(),
+        record("2025-01-15T00:00:00Z", 3, "2025-01-20T00:00:00Z"),
+    );
+    let r = mine.merge(&theirs);
+    assert_eq!((r.added, r.updated, r.kept), (1, 1, 1));
+    let a = &mine.items["a"];
+    assert_eq!(
+        a.card.due,
+        "2025-01-10T00:01:00Z".parse::<DateTime<Utc>>().expect("t")
+    );
+    assert_eq!(a.reviews.len(), 2);
+    assert!(a.reviews[0].at < a.reviews[1].at, "history stays in order");
+    assert_eq!(
+        mine.items["b"].card.due,
+        "2025-03-01T00:00:00Z".parse::<DateTime<Utc>>().expect("t")
+    );
+    // Merging the same file twice changes nothing more.
+    let before = mine.clone();
+    mine.merge(&theirs);
+    assert_eq!(mine, before);
+}
+
+#[test]
+fn orphans_are_ids_the_course_no_longer_has() {
+    let mut p = Progress::default();
+    p.items.insert(
+        "kept".into(),
+        record("2025-01-01T00:00:00Z", 3, "2025-01-05T00:00:00Z"),
+    );
+    p.items.insert(
+        "gone".into(),
+        record("2025-01-01T00:00:00Z", 3, "2025-01-05T00:00:00Z"),
+    );
+    assert_eq!(p.orphans(|id| id == "kept"), vec!["gone"]);
+}
+
+#[test]
+fn import_refuses_a_newer_file_without_moving_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("other.json");
+    fs::write(&f, r#"{"schema": 99}"#).expect("write");
+    let e = read_file(&f).expect_err("newer");
+    assert!(e.contains("newer"), "{e}");
+    assert!(f.exists());
+}
+
+#[test]
+fn a_card_fsrs_cannot_schedule_is_repaired_and_the_file_stays_readable() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut p = Progress::default();
+    let mut r = record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z");
+    r.card.stability = 0.0; // in review: FSRS would divide by it
+    p.items.insert("x".into(), r);
+    p.lessons.insert(
+        "l".into(),
+        LessonProgress {
+            read: f64::NAN,
+            first_opened: Utc::now(),
+            last_opened: Utc::now(),
+        },
+    );
+    let now: DateTime<Utc> = "2026-11-03T10:00:00Z".parse().expect("time");
+    p.record_review(
+        "x",
+        crate::course::grade::SelfGrade::Good,
+        None,
+        "drill",
+        None,
+        now,
+    );
+    assert!(p.items["x"].card.is_sound(), "{:?}", p.items["x"].card);
+    assert_eq!(p.items["x"].reviews.len(), 2, "history kept");
+    // A card broken some other way is reset on save, and the file loads again.
+    p.items.get_mut("x").expect("x").card.difficulty = f64::INFINITY;
+    save(dir.path(), &mut p).expect("save");
+    let text = fs::read_to_string(dir.path().join(FILE_NAME)).expect("read");
+    for field in ["stability", "difficulty", "read"] {
+        assert!(
+            !text.contains(&format!("\"{field}\": null")),
+            "no non-finite {field} saved as null:\n{text}"
+        );
+    }
+    let (back, notice) = load(dir.path()).expect("load");
+    assert!(notice.is_none(), "not quarantined: {notice:?}");
+    assert_eq!(back.items["x"].card.phase, CardPhase::New);
+    assert_eq!(back.items["x"].reviews.len(), 2);
+    assert_eq!(back.lessons["l"].read, 0.0);
+}
+
+#[test]
+fn imports_with_impossible_grades_or_dates_are_refused_naming_the_item() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("in.json");
+    let mut p = Progress::default();
+    p.items.insert(
+        "good-one".into(),
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    p.items.insert(
+        "grade-255".into(),
+        record("2026-11-01T10:00:00Z", 255, "2026-11-02T10:00:00Z"),
+    );
+    write_file(&file, &p).expect("write");
+    let e = read_file(&file).expect_err("grade 255");
+    assert!(e.contains("`grade-255`") && e.contains("grade 255"), "{e}");
+    let mut p = Progress::default();
+    p.items.insert(
+        "far".into(),
+        record("9999-01-01T00:00:00Z", 3, "9999-01-02T00:00:00Z"),
+    );
+    write_file(&file, &p).expect("write");
+    let e = read_file(&file).expect_err("year 9999");
+    assert!(e.contains("`far`") && e.contains("2000..2200"), "{e}");
+    // A FIFO is refused, not read forever.
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("c");
+    // SAFETY: mkfifo with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = read_file(&fifo).expect_err("fifo");
+    assert!(e.contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn a_schema_beyond_u32_is_not_read_as_schema_1() {
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join(FILE_NAME),
+        r#"{"schema": 4294967297, "lessons": {}}"#,
+    )
+    .expect("write");
+    let (p, notice) = load(dir.path()).expect("load");
+    assert_eq!(p, Progress::default());
+    match notice {
+        Some(LoadNotice::Quarantined { reason, .. }) => {
+            assert!(reason.contains("4294967297"), "{reason}")
+        }
+        other => panic!("quarantined expected, got {other:?}"),
+    }
+}
+
+#[test]
+fn stale_temp_files_of_dead_processes_are_removed_at_load() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A pid that cannot exist (above the kernel's pid_max limit of 2^22).
+    let dead = dir.path().join(format!(".{FILE_NAME}.tmp-{}", 1 << 23));
+    let mine = dir
+        .path()
+        .join(format!(".{FILE_NAME}.tmp-{}", std::process::id()));
+    fs::write(&dead, "{").expect("write");
+    fs::write(&mine, "{").expect("write");
+    load(dir.path()).expect("load");
+    assert!(!dead.exists(), "a dead writer's temp file is removed");
+    assert!(mine.exists(), "a live process's is not");
+}
+
+#[test]
+fn a_symlinked_progress_file_is_written_through() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let real_dir = dir.path().join("sync");
+    fs::create_dir_all(&real_dir).expect("mkdir");
+    let home = dir.path().join("home");
+    fs::create_dir_all(&home).expect("mkdir");
+    std::os::unix::fs::symlink(real_dir.join("progress.json"), home.join(FILE_NAME)).expect("link");
+    let mut p = Progress::default();
+    p.items.insert(
+        "x".into(),
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    save(&home, &mut p).expect("save");
+    assert!(
+        fs::symlink_metadata(home.join(FILE_NAME))
+            .expect("meta")
+            .file_type()
+            .is_symlink(),
+        "the link is kept"
+    );
+    let (back, _) = load(&home).expect("load");
+    assert!(back.items.contains_key("x"));
+    assert!(real_dir.join("progress.json").exists());
+}
+
+#[test]
+fn a_save_merges_what_another_process_saved_meanwhile() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut a = Progress::default();
+    let mut b = Progress::default();
+    a.items.insert(
+        "a".into(),
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    b.items.insert(
+        "b".into(),
+        record("2026-11-01T11:00:00Z", 1, "2026-11-01T11:10:00Z"),
+    );
+    save(dir.path(), &mut a).expect("a");
+    save(dir.path(), &mut b).expect("b");
+    let (back, _) = load(dir.path()).expect("load");
+    assert!(back.items.contains_key("a") && back.items.contains_key("b"));
+    assert!(b.items.contains_key("a"), "the saver's copy now has it too");
+}
