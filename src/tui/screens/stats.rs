@@ -131,6 +131,9 @@ pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
     Outcome::Stay
 }
 
+/// The forecast's label column: its longest label ("later today", 11) and a space before the bar.
+const LABEL_W: usize = 12;
+
 fn bar(n: usize, max: usize, width: usize) -> String {
     if max == 0 {
         return " ".repeat(width);
@@ -173,7 +176,7 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
         .max()
         .unwrap_or(0);
     out.push(Line::from(vec![
-        Span::raw(format!("  {:<11}", "now")),
+        Span::raw(format!("  {:<LABEL_W$}", "now")),
         Span::styled(bar(st.due_now, max, 20), t.accent),
         Span::raw(format!(" {}", st.due_now)),
     ]));
@@ -188,7 +191,7 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
             _ => day.format("%a %d").to_string(),
         };
         out.push(Line::from(vec![
-            Span::raw(format!("  {label:<11}")),
+            Span::raw(format!("  {label:<LABEL_W$}")),
             Span::styled(bar(*n, max, 20), t.accent),
             Span::raw(format!(" {n}")),
         ]));
@@ -197,12 +200,16 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
     out.push(Line::styled("Mastery", t.h2));
     let name_w = width.saturating_sub(40).clamp(12, 40);
     for d in &st.decks {
-        let mut title: String = d.title.chars().take(name_w).collect();
-        if d.drill {
-            title = format!("drills: {title}").chars().take(name_w).collect();
-        }
+        // A title longer than its column ends with an ellipsis, padded by its display width.
+        let full = if d.drill {
+            format!("drills: {}", d.title)
+        } else {
+            d.title.clone()
+        };
+        let title = crate::tui::markdown::ellipsize(&full, name_w);
+        let pad = name_w.saturating_sub(unicode_width::UnicodeWidthStr::width(title.as_str()));
         out.push(Line::from(vec![
-            Span::raw(format!("  {title:<name_w$} ")),
+            Span::raw(format!("  {title}{} ", " ".repeat(pad))),
             Span::styled(meter(d.mastered, d.total, 10), t.ok),
             Span::raw(format!(" {:>2}/{:<2}", d.mastered, d.total)),
             Span::styled(format!("  {} seen, {} due", d.seen, d.due), t.dim),
@@ -258,5 +265,70 @@ impl crate::tui::screens::View for StatsState {
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
         vec![crate::tui::keys::Context::Stats]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_deck_title_ends_in_an_ellipsis_and_keeps_the_meters_aligned() {
+        let deck = |title: &str, drill| DeckStats {
+            id: title.into(),
+            title: title.into(),
+            drill,
+            total: 4,
+            seen: 2,
+            mastered: 1,
+            due: 1,
+        };
+        let s = StatsState {
+            stats: Stats {
+                streak_days: 0,
+                reviews_total: 0,
+                reviews_today: 0,
+                due_now: 1,
+                new_items: 0,
+                forecast: vec![0; 7],
+                decks: vec![
+                    deck("Short", false),
+                    deck(
+                        "Debugging multi-GPU hangs: NCCL_SOCKET_IFNAME, watchdogs, flight recorders",
+                        true,
+                    ),
+                ],
+                orphans: Vec::new(),
+            },
+            now: Utc::now(),
+            tz: FixedOffset::east_opt(0).expect("utc"),
+            scroll: 0,
+        };
+        let app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let text: Vec<String> = lines(&s, &app, 72)
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        let row = |needle: &str| {
+            text.iter()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no {needle:?} in {text:#?}"))
+                .clone()
+        };
+        let long = row("drills: Debugging");
+        assert!(long.contains("… "), "{long}");
+        // Columns, not bytes (the ellipsis is one column and three bytes).
+        let meter_at = |l: &str| l.chars().position(|c| c == '█').expect("a meter");
+        assert_eq!(meter_at(&long), meter_at(&row("Short")), "{long}");
+        // The forecast's bars start a space after their longest label.
+        assert!(row("later today").contains("later today "), "{text:#?}");
+        let now = text
+            .iter()
+            .find(|l| l.trim_start().starts_with("now "))
+            .expect("the forecast's now row");
+        assert_eq!(meter_at(now), 2 + LABEL_W, "{now}");
     }
 }
