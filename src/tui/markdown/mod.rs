@@ -148,6 +148,33 @@ pub fn inline_code(text: &str, base: Style, code: Style) -> Vec<Span<'static>> {
     out
 }
 
+/// Styled text word-wrapped to `width` columns under a hanging indent: the first line starts
+/// with `lead` (a choice letter, a bullet) and the lines after it with as many spaces, so the
+/// text keeps its column when it wraps (quiz choices, summaries).
+pub fn hanging(lead: Span<'static>, body: Vec<Span<'static>>, width: usize) -> Vec<Line<'static>> {
+    let indent = lead.width();
+    let frags: Vec<Frag> = body
+        .into_iter()
+        .map(|s| Frag::Text(s.content.into_owned(), s.style))
+        .collect();
+    let mut rows = wrap(&frags, width.saturating_sub(indent).max(1));
+    if rows.is_empty() {
+        rows.push(Vec::new());
+    }
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, mut spans)| {
+            let head = if i == 0 {
+                lead.clone()
+            } else {
+                Span::raw(" ".repeat(indent))
+            };
+            spans.insert(0, head);
+            Line::from(spans)
+        })
+        .collect()
+}
+
 /// Plain text of rendered lines (tests, search, snapshots).
 pub fn plain_lines(rendered: &Rendered) -> Vec<String> {
     rendered
@@ -452,5 +479,38 @@ mod tests {
             .collect::<String>();
         let r = render_with(&md, 20, &Theme::color());
         assert_fits(&r, 20);
+    }
+
+    #[test]
+    fn hanging_text_wraps_under_its_first_word() {
+        let lines = hanging(
+            Span::raw("  b) "),
+            vec![
+                Span::raw("NCCL picks the first interface that is "),
+                Span::styled(
+                    "not lo or docker0",
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
+            ],
+            24,
+        );
+        let text: Vec<String> = lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert!(text.len() >= 3, "{text:#?}");
+        assert!(text[0].starts_with("  b) NCCL"), "{text:#?}");
+        for l in &text[1..] {
+            // Continuation lines start in the text's column, five spaces in.
+            assert!(
+                l.starts_with("     ") && !l[5..].starts_with(' '),
+                "{text:#?}"
+            );
+        }
+        assert!(lines.iter().all(|l| l.width() <= 24), "{text:#?}");
+        // The styled words keep their style.
+        assert!(lines.iter().flat_map(|l| &l.spans).any(
+            |s| s.content.contains("docker0") && s.style.add_modifier.contains(Modifier::BOLD)
+        ));
     }
 }

@@ -281,7 +281,7 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
     let lines = if s.session.finished {
         super::drill::summary_lines(s, app)
     } else {
-        item_lines(s, app)
+        item_lines(s, app, usize::from(body.width))
     };
     // Roughly how many rows the wrapped text needs (word wrap may need a few more).
     let w = usize::from(body.width.max(1));
@@ -319,7 +319,8 @@ fn kind_label(kind: Kind, unit: Option<Unit>) -> String {
 }
 
 /// The current item: where it is from, prompt, choices, answer line or feedback.
-pub fn item_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
+/// `width`: the columns the text wraps in.
+pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> {
     let t = &app.theme;
     let mut out: Vec<Line<'static>> = Vec::new();
     let Some(cur) = &s.session.current else {
@@ -360,9 +361,12 @@ pub fn item_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
     if !e.item.choices.is_empty() {
         out.push(Line::raw(""));
         for (i, c) in e.item.choices.iter().enumerate() {
-            let mut line = vec![Span::styled(format!("  {}) ", letter(i)), t.key)];
-            line.extend(inline_code(c, t.base, t.code));
-            out.push(Line::from(line));
+            // A choice that wraps stays in its column under its letter.
+            out.extend(crate::tui::markdown::hanging(
+                Span::styled(format!("  {}) ", letter(i)), t.key),
+                inline_code(c, t.base, t.code),
+                width,
+            ));
         }
     }
     out.push(Line::raw(""));
