@@ -104,8 +104,8 @@ pub fn header(s: &QuizState, app: &App) -> (String, String) {
     (left, right)
 }
 
-/// The end-of-session summary.
-pub fn summary_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
+/// The end-of-session summary, its missed items wrapped in `width` columns under their mark.
+pub fn summary_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> {
     let t = &app.theme;
     let ses = &s.session;
     let mut out = Vec::new();
@@ -157,11 +157,14 @@ pub fn summary_lines(s: &QuizState, app: &App) -> Vec<Line<'static>> {
                 (None, Some(d)) => d.title.clone(),
                 _ => e.path.clone(),
             };
-            out.push(Line::from(vec![
+            out.extend(crate::tui::markdown::hanging(
                 Span::styled("  ✗ ", t.error),
-                Span::raw(crate::course::quiz::short_prompt(&e.item.prompt, 56)),
-                Span::styled(format!("  ({place})"), t.dim),
-            ]));
+                vec![
+                    Span::raw(crate::course::quiz::short_prompt(&e.item.prompt, 56)),
+                    Span::styled(format!("  ({place})"), t.dim),
+                ],
+                width,
+            ));
         }
     }
     out.push(Line::raw(""));

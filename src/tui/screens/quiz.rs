@@ -279,7 +279,7 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
         area.height.saturating_sub(2),
     );
     let lines = if s.session.finished {
-        super::drill::summary_lines(s, app)
+        super::drill::summary_lines(s, app, usize::from(body.width))
     } else {
         item_lines(s, app, usize::from(body.width))
     };
