@@ -643,18 +643,21 @@ pub fn remove_of(dir: &Path, pid: u32) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn tmp() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("ringlab-shm-test-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&d);
-        d
+    /// A folder of the test's own, removed when the test ends.
+    fn tmp() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("ringlab-shm-test-")
+            .tempdir()
+            .expect("a temporary folder")
     }
 
     #[test]
     fn a_segment_is_private_unpredictable_and_unlinked_on_drop() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tmp();
-        let a = Segment::create(&dir, segment_len(1, 4096)).expect("create");
-        let b = Segment::create(&dir, segment_len(1, 4096)).expect("create");
+        let held = tmp();
+        let dir = held.path();
+        let a = Segment::create(dir, segment_len(1, 4096)).expect("create");
+        let b = Segment::create(dir, segment_len(1, 4096)).expect("create");
         assert_ne!(a.path(), b.path());
         let mode = std::fs::metadata(a.path())
             .expect("stat")
@@ -676,8 +679,9 @@ mod tests {
 
     #[test]
     fn bytes_go_through_a_wrapping_fifo_in_order() {
-        let dir = tmp();
-        let mut mine = Segment::create(&dir, segment_len(1, 65536)).expect("create");
+        let held = tmp();
+        let dir = held.path();
+        let mut mine = Segment::create(dir, segment_len(1, 65536)).expect("create");
         let theirs = Segment::open(mine.path(), mine.len()).expect("open");
         mine.unlink();
         let tx = theirs.fifo(0, 65536).expect("fifo");
@@ -718,13 +722,14 @@ mod tests {
 
     #[test]
     fn orphans_of_dead_processes_are_removed_and_live_ones_kept() {
-        let dir = tmp();
-        let live = Segment::create(&dir, 4096).expect("create");
+        let held = tmp();
+        let dir = held.path();
+        let live = Segment::create(dir, 4096).expect("create");
         // A name as a rank that died would have left it (pid 0 has no /proc entry... use an
         // impossible pid).
         let dead = dir.join(format!("{NAME_PREFIX}4194305-abcdef"));
         std::fs::write(&dead, b"x").expect("write");
-        let removed = remove_orphans(&dir);
+        let removed = remove_orphans(dir);
         assert!(!dead.exists(), "{removed:?}");
         assert!(live.path().exists());
         assert_eq!(removed.len(), 1, "{removed:?}");
@@ -732,14 +737,15 @@ mod tests {
 
     #[test]
     fn a_reaped_ranks_segments_are_removed_and_no_one_elses() {
-        let dir = tmp();
+        let held = tmp();
+        let dir = held.path();
         let of = |pid: &str, tail: &str| dir.join(format!("{NAME_PREFIX}{pid}-{tail}"));
         let gone = [of("4194306", "aaaaaa"), of("4194306", "bbbbbb")];
         let other = of("41943060", "cccccc");
         for p in gone.iter().chain([&other]) {
             std::fs::write(p, b"x").expect("write");
         }
-        let removed = remove_of(&dir, 4194306);
+        let removed = remove_of(dir, 4194306);
         assert_eq!(removed.len(), 2, "{removed:?}");
         assert!(gone.iter().all(|p| !p.exists()), "{removed:?}");
         assert!(

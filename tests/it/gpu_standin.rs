@@ -18,10 +18,11 @@ fn standins() -> Result<&'static Path, &'static str> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     DIR.get_or_init(|| {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin");
-        // Kept for the test process's life: the folder must outlive every test using it.
+        // Kept for the test process's life (the folder must outlive every test using it), so
+        // in cargo's scratch folder for integration tests, not in /tmp.
         let dir = tempfile::Builder::new()
             .prefix("ringlab-standin-")
-            .tempdir()
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .map_err(|e| e.to_string())?
             .keep();
         let cc = |soname: &str, file: &str, libs: &[&str]| -> Result<(), String> {

@@ -337,7 +337,12 @@ fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_ringlab");
-    let home = std::env::temp_dir().join(format!("ringlab-hang-pty-{}", std::process::id()));
+    // Removed when the test ends, whatever happens.
+    let held = tempfile::Builder::new()
+        .prefix("ringlab-hang-pty-")
+        .tempdir()
+        .expect("a home");
+    let home = held.path();
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(format!(
         "stty rows 34 cols 110; RINGLAB_HOME={} {} exec {bin}",
@@ -453,7 +458,12 @@ fn an_unprivileged_user_gets_namespaces_through_a_user_namespace() {
 fn the_tui_walks_a_learner_from_hang_to_pass() {
     let _one_at_a_time = serial();
     let bin = env!("CARGO_BIN_EXE_ringlab");
-    let home = std::env::temp_dir().join(format!("ringlab-hang-walk-{}", std::process::id()));
+    // Removed when the test ends, whatever happens.
+    let held = tempfile::Builder::new()
+        .prefix("ringlab-hang-walk-")
+        .tempdir()
+        .expect("a home");
+    let home = held.path();
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(format!(
         "stty rows 40 cols 120; RINGLAB_HOME={} exec {bin}",
@@ -480,7 +490,6 @@ fn the_tui_walks_a_learner_from_hang_to_pass() {
         progress.contains("docker0"),
         "the attempt is recorded: {progress}"
     );
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// A wrong fix is judged by what its re-run showed, not by a blanket "not the cause":
@@ -585,7 +594,12 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
         .position(|f| f == &s.fix)
         .expect("the right fix is a choice");
     let bin = env!("CARGO_BIN_EXE_ringlab");
-    let home = std::env::temp_dir().join(format!("ringlab-hang-rt-{}", std::process::id()));
+    // Removed when the test ends, whatever happens.
+    let held = tempfile::Builder::new()
+        .prefix("ringlab-hang-rt-")
+        .tempdir()
+        .expect("a home");
+    let home = held.path();
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(format!(
         "stty rows 50 cols 160; RINGLAB_HOME={} exec {bin}",
@@ -615,7 +629,6 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
     p.expect("PASS with").expect("the loop runs to the end");
     p.send("\x03").expect("Ctrl-C");
     p.expect(expectrl::Eof).expect("app exits");
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// A mismatched header stops the job at once, with the report, instead of waiting for the
