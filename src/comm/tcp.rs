@@ -811,8 +811,13 @@ impl TcpComm {
 pub struct Transports([bool; Transport::ALL.len()]);
 
 impl Transports {
+    /// Its place in [`Transport::ALL`] (NCCL's order).
     fn index(t: Transport) -> usize {
-        Transport::ALL.iter().position(|&x| x == t).unwrap_or(0)
+        match t {
+            Transport::P2p => 0,
+            Transport::Shm => 1,
+            Transport::Net => 2,
+        }
     }
     /// The set of one transport.
     pub fn only(t: Transport) -> Self {
@@ -1380,5 +1385,8 @@ mod tests {
         assert!(err.contains("`IB`"), "{err}");
         assert!(serde_json::from_str::<Transports>("\"P2P+XX\"").is_err());
         assert!(set.contains(Transport::P2p) && !set.contains(Transport::Shm));
+        for (k, t) in Transport::ALL.into_iter().enumerate() {
+            assert_eq!(Transports::index(t), k, "{t:?}");
+        }
     }
 }
