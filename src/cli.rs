@@ -170,8 +170,10 @@ pub struct RingArgs {
     pub dtype: Dtype,
     /// Algorithm: ring, naive, tree, double-tree (NCCL's pair of trees, pipelined;
     /// all-reduce only) or two-level (a hierarchical all-reduce over nodes × GPUs, as in Horovod
-    /// and BlueConnect: not an NCCL algorithm; all-reduce only) [default: ring]. Not for
-    /// all-to-all and sendrecv, which have one schedule.
+    /// and BlueConnect: not an NCCL algorithm; all-reduce only) or recursive-doubling (log2 N
+    /// whole-buffer exchanges, MPI's short-message all-reduce: not an NCCL algorithm;
+    /// all-reduce only) [default: ring]. Not for all-to-all and sendrecv, which have one
+    /// schedule.
     #[arg(long)]
     pub algo: Option<Algorithm>,
     /// Collective: all-reduce, reduce-scatter, all-gather, broadcast, reduce, sendrecv,

@@ -187,19 +187,24 @@ pub enum Algorithm {
     /// all-reduce between the ranks with the same local index, all-gather inside each node.
     /// All-reduce only.
     TwoLevel,
+    /// Recursive doubling: log2 N pairwise exchanges of the whole buffer, the latency-optimal
+    /// short-message all-reduce of MPI libraries (not an NCCL algorithm). All-reduce only.
+    RecursiveDoubling,
 }
 
 impl Algorithm {
     /// Every algorithm, in menu order.
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::Ring,
         Algorithm::Naive,
         Algorithm::Tree,
         Algorithm::DoubleTree,
         Algorithm::TwoLevel,
+        Algorithm::RecursiveDoubling,
     ];
 
-    /// The canonical name: "ring", "naive", "tree", "double-tree", "two-level".
+    /// The canonical name: "ring", "naive", "tree", "double-tree", "two-level",
+    /// "recursive-doubling".
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Ring => "ring",
@@ -207,6 +212,15 @@ impl Algorithm {
             Algorithm::Tree => "tree",
             Algorithm::DoubleTree => "double-tree",
             Algorithm::TwoLevel => "two-level",
+            Algorithm::RecursiveDoubling => "recursive-doubling",
+        }
+    }
+
+    /// The name in at most 12 columns, for tables ("rec-doubling"; it parses back).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Algorithm::RecursiveDoubling => "rec-doubling",
+            a => a.name(),
         }
     }
 
@@ -216,7 +230,7 @@ impl Algorithm {
     pub fn supports(self, op: Collective) -> bool {
         match self {
             Algorithm::Ring | Algorithm::Naive | Algorithm::Tree => true,
-            Algorithm::DoubleTree | Algorithm::TwoLevel => {
+            Algorithm::DoubleTree | Algorithm::TwoLevel | Algorithm::RecursiveDoubling => {
                 op == Collective::AllReduce || op.is_point_to_point()
             }
         }
@@ -233,6 +247,7 @@ impl FromStr for Algorithm {
             "tree" | "binarytree" => Ok(Algorithm::Tree),
             "doubletree" | "dbtree" | "dtree" | "doublebinarytree" => Ok(Algorithm::DoubleTree),
             "twolevel" | "2level" | "hier" | "hierarchical" => Ok(Algorithm::TwoLevel),
+            "recursivedoubling" | "rd" | "recdoubling" => Ok(Algorithm::RecursiveDoubling),
             _ => Err(parse_error(
                 "algorithm",
                 s,
@@ -395,6 +410,8 @@ mod tests {
         }
         for a in Algorithm::ALL {
             assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
+            assert_eq!(a.short_name().parse::<Algorithm>(), Ok(a));
+            assert!(a.short_name().len() <= 12, "{a}");
         }
         for d in Dtype::ALL {
             assert_eq!(d.name().parse::<Dtype>(), Ok(d));
@@ -435,7 +452,9 @@ mod tests {
     #[test]
     fn next_cycles_through_all() {
         assert_eq!(Algorithm::Tree.next(), Algorithm::DoubleTree);
-        assert_eq!(Algorithm::TwoLevel.next(), Algorithm::Ring);
+        assert_eq!(Algorithm::TwoLevel.next(), Algorithm::RecursiveDoubling);
+        assert_eq!(Algorithm::RecursiveDoubling.next(), Algorithm::Ring);
+        assert_eq!("rd".parse::<Algorithm>(), Ok(Algorithm::RecursiveDoubling));
         assert_eq!("alltoall".parse::<Collective>(), Ok(Collective::AllToAll));
         assert_eq!("dbtree".parse::<Algorithm>(), Ok(Algorithm::DoubleTree));
         assert_eq!("hierarchical".parse::<Algorithm>(), Ok(Algorithm::TwoLevel));

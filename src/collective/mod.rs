@@ -32,11 +32,13 @@ pub mod cost;
 pub mod dtree;
 pub mod kinds;
 mod naive;
+pub mod rdouble;
 pub mod report;
 mod ring;
 pub mod schedule;
 pub mod simulate;
 mod tree;
+pub mod tune;
 mod twolevel;
 
 pub use contrib::{ContribError, Contributions, MAX_CONTRIB_RANKS};

@@ -20,7 +20,7 @@ use std::ops::Range;
 use serde::Serialize;
 
 use super::kinds::{Algorithm, Collective};
-use super::{alltoall, dtree, naive, ring, tree, twolevel};
+use super::{alltoall, dtree, naive, rdouble, ring, tree, twolevel};
 
 /// Most ranks a schedule may have.
 pub const MAX_RANKS: usize = 65_536;
@@ -236,12 +236,15 @@ pub enum Phase {
     /// All-to-all: ranks swap blocks with the ranks a given distance away.
     #[serde(rename = "all-to-all")]
     AllToAll,
+    /// Recursive doubling: pairs of ranks swap whole buffers and both reduce.
+    #[serde(rename = "exchange")]
+    Exchange,
 }
 
 impl Phase {
     /// "reduce-scatter", "all-gather", "reduce", "broadcast", "gather", "scatter", "send/recv",
     /// "reduce + broadcast", "intra-node reduce-scatter", "inter-node all-reduce",
-    /// "intra-node all-gather", "all-to-all".
+    /// "intra-node all-gather", "all-to-all", "exchange".
     pub fn label(self) -> &'static str {
         match self {
             Phase::ReduceScatter => "reduce-scatter",
@@ -256,6 +259,7 @@ impl Phase {
             Phase::InterAllReduce => "inter-node all-reduce",
             Phase::IntraAllGather => "intra-node all-gather",
             Phase::AllToAll => "all-to-all",
+            Phase::Exchange => "exchange",
         }
     }
 }
@@ -340,6 +344,7 @@ impl Schedule {
                 (_, Algorithm::Tree) => tree::build(&mut b),
                 (_, Algorithm::DoubleTree) => dtree::build(&mut b),
                 (_, Algorithm::TwoLevel) => twolevel::build(&mut b),
+                (_, Algorithm::RecursiveDoubling) => rdouble::build(&mut b),
             }
         }
         Ok(Schedule {
@@ -524,6 +529,8 @@ fn transfer_bound(op: Collective, algo: Algorithm, n: u64) -> u64 {
         (_, Algorithm::Tree) => 2 * (n - 1) * (depth + 3),
         // Every chunk crosses every tree edge twice; the two levels send at most a ring's worth.
         (_, Algorithm::DoubleTree | Algorithm::TwoLevel) => 2 * (n - 1) * n,
+        // log2 P exchanges among P ranks, and the extra ranks folded in and out.
+        (_, Algorithm::RecursiveDoubling) => n * (depth + 2),
     }
 }
 

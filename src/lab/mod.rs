@@ -43,7 +43,13 @@ pub fn self_exe() -> std::io::Result<std::path::PathBuf> {
 pub struct Job {
     pub kind: JobKind,
     pub coll: Collective,
+    /// The TCP backend's schedule (NCCL chooses its own, or obeys NCCL_ALGO); with `tuned`,
+    /// the schedule of calls the tuner leaves alone ([`Job::algo_at`]).
     pub algo: Algorithm,
+    /// No `--algo` given: the tuner picks the schedule of each call by its size
+    /// ([`crate::collective::tune`]).
+    #[serde(default)]
+    pub tuned: bool,
     pub op: Op,
     pub dtype: Dtype,
     pub root: usize,
@@ -133,12 +139,22 @@ impl Job {
         }
     }
 
+    /// The schedule a call of `bytes` bytes runs: the tuner's pick for its size when the job
+    /// is tuned, else the job's algorithm.
+    pub fn algo_at(&self, bytes: u64) -> Algorithm {
+        self.tuned
+            .then(|| crate::collective::tune::by_size(self.coll, bytes))
+            .flatten()
+            .unwrap_or(self.algo)
+    }
+
     /// The classic sanity check: an all-reduce (sum) of 128 ones must give the world size.
     pub fn sanity() -> Self {
         Self {
             kind: JobKind::Sanity,
             coll: Collective::AllReduce,
             algo: Algorithm::Ring,
+            tuned: false,
             op: Op::Sum,
             dtype: Dtype::F32,
             root: 0,

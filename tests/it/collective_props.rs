@@ -103,6 +103,9 @@ fn expected_steps(op: Collective, algo: Algorithm, n: usize) -> usize {
         (_, Algorithm::Naive) => 2,
         (Collective::Broadcast | Collective::Reduce, Algorithm::Tree) => d,
         (_, Algorithm::Tree) => 2 * d,
+        // log2 of the largest power of two ≤ N exchanges, and a fold in and out when N is not
+        // one.
+        (_, Algorithm::RecursiveDoubling) => d + if n.is_power_of_two() { 0 } else { 2 },
     }
 }
 

@@ -1034,3 +1034,33 @@ fn large_messages_go_by_single_copy_and_stay_exact() {
         }
     }
 }
+
+/// Without `--algo` the tuner picks each all-reduce's schedule by its size (recursive doubling
+/// up to 4 KiB, the ring above), every row says which ran, and both check out; `--algo ring`
+/// turns the tuner off. Three ranks: the fold of a rank that is not a power of two too.
+#[test]
+fn the_tuner_runs_small_all_reduces_with_recursive_doubling() {
+    for (extra, small) in [
+        (&[][..], "recursive-doubling"),
+        (&["--algo", "ring"][..], "ring"),
+    ] {
+        let (ok, rows, err) = bench_json("3", ("1K", "16K", "4"), "3", extra);
+        assert!(ok, "{extra:?}: {err}");
+        let algos: Vec<(u64, &str)> = rows
+            .iter()
+            .map(|r| (r["size"].as_u64().unwrap(), r["algo"].as_str().unwrap()))
+            .collect();
+        assert_eq!(algos.len(), 6, "{rows:?}");
+        for (size, algo) in algos {
+            let want = if size <= 4096 { small } else { "ring" };
+            assert_eq!(algo, want, "{extra:?} at {size} B");
+        }
+        assert!(rows.iter().all(|r| r["wrong"] == 0), "{rows:?}");
+    }
+    let out = ringlab(&bench_args("2", ("1K", "1K", "2"), "2", &[]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(by size: recursive-doubling up to 4 KiB, then ring)"),
+        "{text}"
+    );
+}

@@ -41,7 +41,8 @@ pub struct BenchArgs {
     /// Collective.
     #[arg(long, default_value = "all-reduce")]
     pub coll: Collective,
-    /// Algorithm: the schedule the TCP backend executes [default: ring]; on NCCL, forced
+    /// Algorithm: the schedule the TCP backend executes [default: by size, as NCCL's tuner
+    /// picks: recursive-doubling for all-reduces up to 4 KiB, else ring]; on NCCL, forced
     /// through NCCL_ALGO (ring, or tree for all-reduce) [default: NCCL chooses, as in nccl-tests].
     #[arg(long)]
     pub algo: Option<Algorithm>,
@@ -122,6 +123,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         devices,
         timeout_s: args.launch.timeout,
         repeat: args.repeat as usize,
+        tuned: args.algo.is_none(),
         ..Job::bench(
             args.coll,
             args.algo.unwrap_or(Algorithm::Ring),
@@ -139,9 +141,16 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         Ok(x) => x,
         Err(e) => return exit2(e),
     };
-    let algo_label = prepared
-        .as_ref()
-        .map_or(job.algo.name().to_string(), |x| x.algo_label.clone());
+    let algo_label = prepared.as_ref().map_or_else(
+        || {
+            if job.tuned {
+                crate::collective::tune::describe(job.coll, job.algo)
+            } else {
+                job.algo.name().to_string()
+            }
+        },
+        |x| x.algo_label.clone(),
+    );
     let mut out = io::stdout().lock();
     let title = format!(
         "ringlab bench: {} ({}), {} ranks on {} node(s), backend {}, nThread 1 nGpus {} iters {} warmup {} check {}",
@@ -191,8 +200,11 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut collector = Collector::new(&job, world, local_reports, backend)
-        .with_average(Average::from_flag(args.average).unwrap_or_default())
-        .with_algo(algo_label);
+        .with_average(Average::from_flag(args.average).unwrap_or_default());
+    // NCCL's rows say who chose; the TCP backend's say the schedule each one ran.
+    if let Some(p) = &prepared {
+        collector = collector.with_algo(p.algo_label.clone());
+    }
     let mut pairs = crate::lab::bench::Pairs::default();
     let mut io_err = None;
     let mut tuning = Tuning::default();

@@ -287,7 +287,7 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             });
             let call = Call {
                 coll: job.coll,
-                algo: job.algo,
+                algo: job.algo_at(bytes as u64),
                 op: job.op,
                 dtype: job.dtype,
                 root: job.root,

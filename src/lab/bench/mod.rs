@@ -230,8 +230,9 @@ pub struct Collector {
     /// Ranks on this node: a row is complete when all of them have reported it.
     local_ranks: usize,
     backend: &'static str,
-    /// What the algorithm column says (the schedule's name; "nccl" when NCCL chooses).
-    algo: String,
+    /// What the algorithm column says when it is not the schedule each row ran ("nccl" when
+    /// NCCL chooses).
+    algo: Option<String>,
     average: Average,
     pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
@@ -246,7 +247,7 @@ impl Collector {
             job: job.clone(),
             ranks,
             backend,
-            algo: job.algo.name().to_string(),
+            algo: None,
             average: Average::default(),
             pending: BTreeMap::new(),
             rows: Vec::new(),
@@ -260,7 +261,7 @@ impl Collector {
     }
 
     pub fn with_algo(mut self, algo: impl Into<String>) -> Self {
-        self.algo = algo.into();
+        self.algo = Some(algo.into());
         self
     }
 
@@ -341,7 +342,10 @@ impl Collector {
         let row = Row {
             coll: self.job.coll,
             backend: self.backend,
-            algo: self.algo.clone(),
+            algo: self
+                .algo
+                .clone()
+                .unwrap_or_else(|| self.job.algo_at(bytes).name().to_string()),
             ranks: self.ranks,
             size: bytes,
             count,

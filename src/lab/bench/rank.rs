@@ -182,7 +182,6 @@ struct TcpRig<'s> {
     /// The job's collective on one byte per rank: what re-synchronizes the ranks over their
     /// own connections after the store's barrier.
     shape: Schedule,
-    algo: crate::collective::Algorithm,
     /// In memory the node's P2P partners map, so large messages move with one copy.
     send: SharedBuf,
     recv: SharedBuf,
@@ -196,19 +195,27 @@ impl<'s> TcpRig<'s> {
         store: &'s mut StoreClient,
         phase: impl Fn(&str),
     ) -> Result<Self, Fault> {
-        // Who talks to whom comes from the schedule itself (one element per chunk is enough).
-        let shape = Schedule::build(&Spec {
-            root: job.root,
-            ..Spec::new(job.coll, job.algo, env.world, env.world, 1)
-        })
-        .map_err(error)?;
-        let comm = TcpComm::init(env, store, &partners(env.rank, &[&shape]), phase)
+        // Who talks to whom comes from the schedules themselves (one element per chunk is
+        // enough): the job's, and the tuner's for small calls.
+        let shape_of = |algo| {
+            Schedule::build(&Spec {
+                root: job.root,
+                ..Spec::new(job.coll, algo, env.world, env.world, 1)
+            })
+            .map_err(error)
+        };
+        let shape = shape_of(job.algo)?;
+        let small = match job.algo_at(0) {
+            a if a != job.algo => Some(shape_of(a)?),
+            _ => None,
+        };
+        let shapes: Vec<&Schedule> = std::iter::once(&shape).chain(small.as_ref()).collect();
+        let comm = TcpComm::init(env, store, &partners(env.rank, &shapes), phase)
             .map_err(|e: CommError| error(e))?;
         Ok(Self {
             comm,
             store,
             shape,
-            algo: job.algo,
             send: SharedBuf::default(),
             recv: SharedBuf::default(),
             schedule: None,
@@ -266,13 +273,7 @@ impl measure::Rig for TcpRig<'_> {
     fn launch(&mut self, c: &Call) -> Result<(), Fault> {
         let spec = Spec {
             root: c.root,
-            ..Spec::new(
-                c.coll,
-                self.algo,
-                self.comm.world(),
-                c.count,
-                c.dtype.size(),
-            )
+            ..Spec::new(c.coll, c.algo, self.comm.world(), c.count, c.dtype.size())
         };
         if self.schedule.as_ref().is_none_or(|s| *s.spec() != spec) {
             self.schedule = Some(Schedule::build(&spec).map_err(error)?);

@@ -294,6 +294,7 @@ impl RingState {
         let algo = match p.algo {
             _ if p.op.is_point_to_point() => "point-to-point",
             Algorithm::TwoLevel => "two-level (hierarchical, not an NCCL algorithm)",
+            Algorithm::RecursiveDoubling => "recursive-doubling (MPI's short-message all-reduce)",
             a => a.name(),
         };
         format!(

@@ -436,7 +436,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
         ]),
         Line::styled(
             format!(
-                " {:<11} {:>6} {:>14} {:>14} {:>14} {:>12}",
+                " {:<12} {:>6} {:>14} {:>14} {:>14} {:>11}",
                 "algo", "steps", "max sent/rank", "max recv/rank", "busiest port", "est. time"
             ),
             t.strong,
@@ -444,8 +444,8 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
     ];
     for c in &s.compare {
         let row = format!(
-            " {:<11} {:>6} {:>14} {:>14} {:>14} {:>12}",
-            c.algo.name(),
+            " {:<12} {:>6} {:>14} {:>14} {:>14} {:>11}",
+            c.algo.short_name(),
             c.steps,
             format_bytes(c.max_sent),
             format_bytes(c.max_received),
