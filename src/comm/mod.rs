@@ -14,5 +14,6 @@ pub mod reduce;
 pub mod shm;
 pub mod store;
 pub mod tcp;
+pub mod transport;
 pub mod vnet;
 pub mod wire;

@@ -26,6 +26,8 @@ use crate::collective::{Dtype, Op, Schedule};
 use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
 use std::sync::Arc;
 
+pub use super::transport::{Transport, Transports};
+
 /// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
 pub const CPU_ENV: &str = "RINGLAB_CPU";
 
@@ -205,49 +207,11 @@ pub struct RankEnv {
     pub shm: bool,
 }
 
-/// Which transport carries a peer's bytes, as NCCL names them, in NCCL's order of
-/// preference (src/transport.cc: P2P, SHM, NET; the first that can connect wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Transport {
-    /// Single copy: a partner on this node whose memory this rank may read, and which may read
-    /// this rank's ([`super::cma`]); small messages still go through the FIFO.
-    #[serde(rename = "P2P")]
-    P2p,
-    /// Shared memory: a partner on this node.
-    #[serde(rename = "SHM")]
-    Shm,
-    /// The network (TCP sockets here): a partner on another node, or SHM switched off.
-    #[serde(rename = "NET")]
-    Net,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::P2p => "P2P",
-            Self::Shm => "SHM",
-            Self::Net => "NET",
-        }
-    }
-
-    /// Every transport, in NCCL's order.
-    pub const ALL: [Transport; 3] = [Self::P2p, Self::Shm, Self::Net];
-}
-
-/// The shared-memory side of a communicator: this rank's segment, its partners', and a pipe
-/// per local partner. The pipes point into the segments, which live exactly as long.
-struct ShmLinks {
-    pipes: Vec<Option<super::shm::Pipe>>,
-    bell: super::shm::Bell,
-    _mine: super::shm::Segment,
-    _theirs: Vec<super::shm::Segment>,
-}
-
 pub struct TcpComm {
     rank: usize,
     world: usize,
     peers: Vec<Option<TcpStream>>,
-    shm: Option<ShmLinks>,
+    shm: Option<super::transport::shm::Links>,
     /// Per peer: how its bytes travel (None: not a partner).
     transports: Vec<Option<Transport>>,
     staging: AlignedBuf,
@@ -285,7 +249,7 @@ struct RegionOffer {
 /// connections are made during init) or, from 2.22 (`NCCL_RUNTIME_CONNECT`, default 1), kept
 /// in `deferred` for the first collective, after `Init COMPLETE`
 /// ([`crate::nccl_log::Profile::runtime_connect`]).
-fn connected(deferred: &mut Vec<Msg>, line: Msg) {
+pub(crate) fn connected(deferred: &mut Vec<Msg>, line: Msg) {
     let profile = log::profile();
     let at_init = !profile.runtime_connect() || env_is("NCCL_RUNTIME_CONNECT", "0");
     if at_init {
@@ -362,7 +326,7 @@ fn init_line(env: &RankEnv, complete: bool) -> Msg {
 
 /// A channel line: `Channel 00 : 0[0] -> 1[1] via SHM/direct/direct`, or for NET the
 /// `00/0 … [send]` form.
-fn channel(
+pub(crate) fn channel(
     from: usize,
     from_dev: usize,
     to: usize,
@@ -383,7 +347,7 @@ fn channel(
 }
 
 /// A shared-memory failure as NCCL WARNs it (`Error: failed to extend … (28)`), or ringlab's text.
-fn log_shm_error(e: &super::shm::ShmError) {
+pub(crate) fn log_shm_error(e: &super::shm::ShmError) {
     match e {
         super::shm::ShmError::Extend { path, len, err } => log::nccl(
             log::Level::Warn,
@@ -473,7 +437,8 @@ impl TcpComm {
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
         phase("transports");
         let mut deferred = Vec::new();
-        let (shm, transports) = connect_shm(env, &mut peers, partners, &mut deferred)?;
+        let (shm, transports) =
+            super::transport::connect(env, &mut peers, partners, &mut deferred)?;
         phase("warm up connections");
         // Only sockets that will carry a collective's bytes need their windows opened.
         let net: Vec<Option<TcpStream>> = peers
@@ -804,138 +769,13 @@ impl TcpComm {
     }
 }
 
-/// The transports a rank, or a whole job, used: a set shown in NCCL's order joined by `+`
-/// (`P2P`, `SHM+NET`, `-` for none). Events, rows and reports carry this type; only JSON
-/// carries the words.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Transports([bool; Transport::ALL.len()]);
-
-impl Transports {
-    /// Its place in [`Transport::ALL`] (NCCL's order).
-    fn index(t: Transport) -> usize {
-        match t {
-            Transport::P2p => 0,
-            Transport::Shm => 1,
-            Transport::Net => 2,
-        }
-    }
-    /// The set of one transport.
-    pub fn only(t: Transport) -> Self {
-        let mut s = Self::default();
-        s.0[Self::index(t)] = true;
-        s
-    }
-    pub fn contains(self, t: Transport) -> bool {
-        self.0[Self::index(t)]
-    }
-    pub fn is_empty(self) -> bool {
-        !self.0.iter().any(|&b| b)
-    }
-    /// Both sets' transports.
-    pub fn union(self, other: Self) -> Self {
-        let mut s = self;
-        for (a, b) in s.0.iter_mut().zip(other.0) {
-            *a |= b;
-        }
-        s
-    }
-    /// Its transports, in NCCL's order.
-    pub fn iter(self) -> impl Iterator<Item = Transport> {
-        Transport::ALL
-            .into_iter()
-            .filter(move |&t| self.contains(t))
-    }
-    /// `P2P+NET`; `-` when empty.
-    pub fn name(self) -> String {
-        let parts: Vec<&str> = self.iter().map(Transport::name).collect();
-        if parts.is_empty() {
-            "-".into()
-        } else {
-            parts.join("+")
-        }
-    }
-    /// Read `P2P+NET` (or `-`) back; an unknown word is an error naming it.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        if text == "-" {
-            return Ok(Self::default());
-        }
-        text.split('+').try_fold(Self::default(), |s, part| {
-            Transport::ALL
-                .into_iter()
-                .find(|t| t.name() == part)
-                .map(|t| s.union(Self::only(t)))
-                .ok_or_else(|| format!("`{part}` is not a transport (P2P, SHM, NET)"))
-        })
-    }
-}
-
-impl FromIterator<Transport> for Transports {
-    fn from_iter<I: IntoIterator<Item = Transport>>(it: I) -> Self {
-        it.into_iter()
-            .fold(Self::default(), |s, t| s.union(Self::only(t)))
-    }
-}
-
-impl std::fmt::Display for Transports {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl serde::Serialize for Transports {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Transports {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
-
-/// What a rank tells each partner to choose the transport between them.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct ShmHello {
-    locality: super::shm::Locality,
-    /// Single copy allowed on this side (not NCCL_P2P_DISABLE=1).
-    #[serde(default)]
-    p2p: bool,
-    /// NCCL's `[dev]` in its log lines: the local rank.
-    dev: usize,
-}
-
-/// Where a rank's segment is and which FIFO in it belongs to whom.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct ShmOffer {
-    path: String,
-    len: usize,
-    fifo: usize,
-    /// Slot k is the FIFO rank `slots[k]` writes into.
-    slots: Vec<usize>,
-    /// For single copy: this process, and a word of known value in it to probe.
-    pid: u32,
-    probe_addr: usize,
-    probe_value: u64,
-}
-
-/// What a rank says once it has mapped its partners' segments and probed them.
-#[derive(serde::Serialize, serde::Deserialize, Default)]
-struct ShmAck {
-    /// Empty, or why a segment could not be mapped.
-    error: String,
-    /// This rank will read the partner's large messages from its memory.
-    reads: bool,
-}
-
 /// How long a partner may take to answer during transport setup.
-const SETUP_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const SETUP_WAIT: Duration = Duration::from_secs(300);
 
 /// Send one frame to each of `to` (every send before any read, so no two ranks wait on each
 /// other), then read one frame from each; a peer silent for `wait`, or gone, is an error that
 /// names it and `what` was awaited.
-fn swap_frames(
+pub(crate) fn swap_frames(
     rank: usize,
     peers: &mut [Option<TcpStream>],
     to: &[usize],
@@ -947,7 +787,7 @@ fn swap_frames(
 }
 
 /// [`swap_frames`] with a frame of its own for each peer (`payload(k)` for `to[k]`).
-fn swap_frames_each<'a>(
+pub(crate) fn swap_frames_each<'a>(
     rank: usize,
     peers: &mut [Option<TcpStream>],
     to: &[usize],
@@ -1016,232 +856,6 @@ fn peer_mut(
             what: format!("no connection to rank {p}"),
             source: io::Error::from(io::ErrorKind::NotConnected),
         })
-}
-
-/// Choose each partner's transport like NCCL (SHM when both ranks share a host and a /dev/shm
-/// and neither sets NCCL_SHM_DISABLE=1; NET otherwise), then build the shared-memory pipes:
-/// each rank makes its segment, partners map it, and once all have said so it is unlinked.
-/// Logs each channel as NCCL does at INFO.
-fn connect_shm(
-    env: &RankEnv,
-    peers: &mut [Option<TcpStream>],
-    partners: &[usize],
-    deferred: &mut Vec<Msg>,
-) -> Result<(Option<ShmLinks>, Vec<Option<Transport>>), CommError> {
-    use super::shm::{Locality, Pipe, Segment, fifo_size, segment_len};
-    let rank = env.rank;
-    let setup = |what: String| CommError::Setup { rank, what };
-    let mut transports: Vec<Option<Transport>> = vec![None; env.world];
-    if partners.is_empty() {
-        return Ok((None, transports));
-    }
-    let here = Locality::here(env.shm);
-    if !here.shm {
-        log::info_msg(&Msg::EnvSet {
-            name: "NCCL_SHM_DISABLE".into(),
-            value: "1.".into(),
-        });
-    }
-    let p2p = !super::cma::disabled_by_env();
-    if !p2p {
-        log::info_msg(&Msg::EnvSet {
-            name: "NCCL_P2P_DISABLE".into(),
-            value: "1.".into(),
-        });
-    }
-    let hello = serde_json::to_vec(&ShmHello {
-        locality: here.clone(),
-        p2p,
-        dev: env.local_rank,
-    })
-    .map_err(|e| setup(e.to_string()))?;
-    let replies = swap_frames(rank, peers, partners, &hello, "transport hello", SETUP_WAIT)?;
-    let mut local = Vec::new();
-    let (mut local_dev, mut local_p2p) = (Vec::new(), Vec::new());
-    for (&p, r) in partners.iter().zip(&replies) {
-        let theirs: ShmHello = serde_json::from_slice(r)
-            .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
-        let t = if here.shm_with(&theirs.locality) {
-            // SHM for now: single copy (P2P) once both ends have probed each other.
-            local.push(p);
-            local_dev.push(theirs.dev);
-            local_p2p.push(p2p && theirs.p2p);
-            Transport::Shm
-        } else {
-            connected(
-                deferred,
-                channel(
-                    rank,
-                    env.local_rank,
-                    p,
-                    theirs.dev,
-                    Some("send"),
-                    "NET/Socket/0",
-                ),
-            );
-            connected(
-                deferred,
-                channel(
-                    p,
-                    theirs.dev,
-                    rank,
-                    env.local_rank,
-                    Some("receive"),
-                    "NET/Socket/0",
-                ),
-            );
-            Transport::Net
-        };
-        transports[p] = Some(t);
-    }
-    if local.is_empty() {
-        return Ok((None, transports));
-    }
-    let fifo = fifo_size().map_err(setup)?;
-    let len = segment_len(local.len(), fifo);
-    let mut mine = Segment::create(&super::shm::dir(), len).map_err(|source| {
-        log_shm_error(&source);
-        CommError::Shm { rank, source }
-    })?;
-    log::info(&format!(
-        "MMAP allocated shareable host buffer {} size {len}",
-        mine.path().display()
-    ));
-    let offer = serde_json::to_vec(&ShmOffer {
-        path: mine.path().display().to_string(),
-        len,
-        fifo,
-        slots: local.clone(),
-        pid: std::process::id(),
-        probe_addr: super::cma::probe().addr,
-        probe_value: super::cma::probe().value,
-    })
-    .map_err(|e| setup(e.to_string()))?;
-    let offers = swap_frames(
-        rank,
-        peers,
-        &local,
-        &offer,
-        "shared-memory segment",
-        SETUP_WAIT,
-    )?;
-    let mut theirs = Vec::with_capacity(local.len());
-    let mut pipes: Vec<Option<Pipe>> = (0..env.world).map(|_| None).collect();
-    let mut failure: Option<String> = None;
-    for (k, (&p, o)) in local.iter().zip(&offers).enumerate() {
-        let offer: ShmOffer =
-            serde_json::from_slice(o).map_err(|e| setup(format!("rank {p}'s segment: {e}")))?;
-        let opened = Segment::open(std::path::Path::new(&offer.path), offer.len)
-            .map_err(|e| e.to_string())
-            .and_then(|seg| {
-                let slot = offer
-                    .slots
-                    .iter()
-                    .position(|&r| r == rank)
-                    .ok_or_else(|| format!("rank {p}'s segment has no FIFO for rank {rank}"))?;
-                let tx = seg
-                    .fifo(slot, offer.fifo)
-                    .ok_or_else(|| format!("rank {p}'s segment is too small"))?;
-                let rx = mine
-                    .fifo(k, fifo)
-                    .ok_or_else(|| "this rank's segment is too small".to_string())?;
-                let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
-                // Single copy from p where both allow it and the kernel lets this rank read
-                // p's memory (said in the log either way).
-                let pid = libc::pid_t::try_from(offer.pid).unwrap_or(0);
-                let cma_from = local_p2p[k]
-                    .then(|| super::cma::can_read(pid, offer.probe_addr, offer.probe_value))
-                    .and_then(|r| match r {
-                        Ok(()) => Some(pid),
-                        Err(why) => {
-                            log::info(&format!(
-                                "P2P/CMA to rank {p} unavailable ({why}): using SHM"
-                            ));
-                            None
-                        }
-                    });
-                pipes[p] = Some(Pipe {
-                    tx,
-                    rx,
-                    peer_bell: seg.bell(),
-                    fd,
-                    cma_from,
-                    cma_to: false,
-                });
-                Ok(seg)
-            });
-        match opened {
-            Ok(seg) => {
-                log::info(&format!(
-                    "MMAP imported shareable host buffer {} size {}",
-                    offer.path, offer.len
-                ));
-                theirs.push(seg);
-            }
-            Err(e) => {
-                log::warn(&e);
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    // Everyone says whether it mapped its partners' segments (and will read their memory);
-    // then each name can go. One frame per partner: what this rank says to that one.
-    let mut frames = Vec::with_capacity(local.len());
-    for &p in &local {
-        let ack = ShmAck {
-            error: failure.clone().unwrap_or_default(),
-            reads: pipes[p].as_ref().is_some_and(|x| x.cma_from.is_some()),
-        };
-        frames.push(serde_json::to_vec(&ack).map_err(|e| setup(e.to_string()))?);
-    }
-    let acks = swap_frames_each(
-        rank,
-        peers,
-        &local,
-        |k| &frames[k],
-        "shared-memory check",
-        SETUP_WAIT,
-    )?;
-    mine.release_name();
-    if let Some(e) = failure {
-        return Err(setup(e));
-    }
-    for (k, (&p, a)) in local.iter().zip(&acks).enumerate() {
-        let ack: ShmAck = serde_json::from_slice(a)
-            .map_err(|e| setup(format!("rank {p}'s shared-memory check: {e}")))?;
-        if !ack.error.is_empty() {
-            return Err(setup(format!(
-                "rank {p} could not map this rank's segment: {}",
-                ack.error
-            )));
-        }
-        let Some(pipe) = pipes[p].as_mut() else {
-            continue;
-        };
-        pipe.cma_to = ack.reads && local_p2p[k];
-        // P2P when single copy works both ways, as NCCL's P2P transport connects a pair;
-        // its line has a connection index, SHM's has none (src/transport/p2p.cc, shm.cc).
-        let p2p = pipe.cma_to && pipe.cma_from.is_some();
-        let via = if p2p { "P2P/CMA" } else { "SHM/direct/direct" };
-        let mut line = channel(rank, env.local_rank, p, local_dev[k], None, via);
-        if p2p {
-            transports[p] = Some(Transport::P2p);
-            if let Msg::Channel(c) = &mut line {
-                c.conn = Some(0);
-            }
-        }
-        connected(deferred, line);
-    }
-    let bell = mine.bell();
-    Ok((
-        Some(ShmLinks {
-            pipes,
-            bell,
-            _mine: mine,
-            _theirs: theirs,
-        }),
-        transports,
-    ))
 }
 
 /// Bytes each connection carries each way before the first collective. A fresh TCP
@@ -1363,30 +977,5 @@ mod tests {
         assert!(!spins(false, Some(1), 3, 2));
         // A pinned rank has its CPU.
         assert!(spins(true, Some(64), 64, 2));
-    }
-
-    #[test]
-    fn transport_sets_read_back_what_they_show_in_nccl_order() {
-        use super::{Transport, Transports};
-        let set: Transports = [Transport::Net, Transport::P2p, Transport::Net]
-            .into_iter()
-            .collect();
-        assert_eq!(set.name(), "P2P+NET");
-        assert_eq!(Transports::parse("P2P+NET"), Ok(set));
-        assert_eq!(Transports::default().name(), "-");
-        assert_eq!(Transports::parse("-"), Ok(Transports::default()));
-        let json = serde_json::to_string(&set).expect("json");
-        assert_eq!(json, "\"P2P+NET\"");
-        assert_eq!(
-            serde_json::from_str::<Transports>(&json).expect("back"),
-            set
-        );
-        let err = Transports::parse("SHM+IB").expect_err("IB is not one of ringlab's");
-        assert!(err.contains("`IB`"), "{err}");
-        assert!(serde_json::from_str::<Transports>("\"P2P+XX\"").is_err());
-        assert!(set.contains(Transport::P2p) && !set.contains(Transport::Shm));
-        for (k, t) in Transport::ALL.into_iter().enumerate() {
-            assert_eq!(Transports::index(t), k, "{t:?}");
-        }
     }
 }
