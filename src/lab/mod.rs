@@ -79,6 +79,11 @@ pub struct Job {
     /// `-R K`: time each row's `iters` K times; the row shows the median and the spread.
     #[serde(default = "one")]
     pub repeat: usize,
+    /// Under a launcher (one rank per process, each with a launcher of its own): every rank
+    /// sends its rows to rank 0 through the store, and only rank 0's process prints them,
+    /// as one table of the whole world.
+    #[serde(default)]
+    pub one_table: bool,
 }
 
 fn one() -> usize {
@@ -168,6 +173,7 @@ impl Job {
             timeout_s: default_timeout(),
             train: None,
             repeat: 1,
+            one_table: false,
         }
     }
 

@@ -19,6 +19,7 @@ mod gpu_check_script;
 mod gpu_standin;
 mod hang_lab;
 mod hang_pty;
+mod launchers;
 mod lessons_render;
 mod markdown_props;
 mod plan;

@@ -7,6 +7,10 @@ use super::*;
 pub struct BenchArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
+    /// Run as one rank of a launcher's world: auto (when torchrun, srun or mpirun started this
+    /// process), none (start ranks here, ignoring any launcher), torchrun, slurm or mpi.
+    #[arg(long, default_value = "auto", value_parser = crate::lab::bench::world::parse_choice)]
+    pub launcher: crate::lab::bench::world::Choice,
     #[command(flatten)]
     pub gpu: GpuArgs,
     /// Smallest size in bytes: 32M (bare K/M/G are powers of 1024, as in nccl-tests), 1MiB, 1MB (10^6), 1e6.
@@ -84,6 +88,29 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
+    let joined = match joined_world(args) {
+        Ok(w) => w,
+        Err(e) => return exit2(e),
+    };
+    if let Some((w, launch)) = &joined {
+        l = Launch {
+            env: l.env,
+            cancel: l.cancel,
+            timeout: l.timeout,
+            ..launch.clone()
+        };
+        eprintln!(
+            "ringlab bench: {} started this process as rank {} of {}{}",
+            w.launcher,
+            w.rank,
+            w.size,
+            if w.rank == 0 {
+                " (this rank prints the table)"
+            } else {
+                ": rank 0 prints the table"
+            }
+        );
+    }
     // Single-process mode: one rank process, as many GPUs as ranks.
     let devices = if args.single_process {
         if p.backend != Backend::Nccl {
@@ -104,6 +131,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let (world, local_reports) = if devices > 0 {
         (devices, 1)
+    } else if joined.is_some() {
+        // Rank 0 receives every rank's rows (Job::one_table).
+        (l.world(), l.world())
     } else {
         (l.world(), l.nproc_per_node)
     };
@@ -151,7 +181,14 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         },
         |x| x.algo_label.clone(),
     );
-    let mut out = io::stdout().lock();
+    job.one_table = joined.is_some();
+    // Under a launcher only rank 0 prints the table; the others print only errors.
+    let quiet = joined.as_ref().is_some_and(|(w, _)| w.rank != 0);
+    let mut out: Box<dyn Write> = if quiet {
+        Box::new(io::sink())
+    } else {
+        Box::new(io::stdout().lock())
+    };
     let title = format!(
         "ringlab bench: {} ({}), {} ranks on {} node(s), backend {}, nThread 1 nGpus {} iters {} warmup {} check {}",
         job.coll.nccl_name(),
@@ -161,7 +198,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             &algo_label
         },
         world,
-        l.nnodes,
+        match &joined {
+            Some((w, _)) => w.size.div_ceil(w.local_size.max(1)),
+            None => l.nnodes,
+        },
         // "tcp" names how ranks find each other, not how bytes move (that is the Transport
         // line below): say what the ranks are.
         if backend == "tcp" {
@@ -188,6 +228,18 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         )?;
     } else if !args.json {
         writeln!(out, "{}", table::header(&title))?;
+        if let Some((w, launch)) = &joined {
+            writeln!(
+                out,
+                "# Launcher: {} (read {}): a world of {}, {} per node, one rank per process; rank 0's store at {}:{}",
+                w.launcher,
+                w.read.join(", "),
+                w.size,
+                w.local_size,
+                launch.master_addr,
+                launch.master_port
+            )?;
+        }
         if let Some(n) = shared {
             writeln!(out, "# {n}")?;
         }
@@ -306,6 +358,55 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
 
 /// Under a row timed several times (`-R`): the spread of both placements, and a warning
 /// when it is too wide for one run to mean much.
+/// The launcher's world this process joins (`--launcher`), and the launch that runs its one
+/// rank; None when ringlab starts the ranks itself. Errors name the flag or variable.
+fn joined_world(
+    args: &BenchArgs,
+) -> Result<Option<(crate::lab::bench::world::World, Launch)>, String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let Some(w) = args.launcher.world(&env)? else {
+        return Ok(None);
+    };
+    let who = format!(
+        "{} started this process as rank {} of {}",
+        w.launcher, w.rank, w.size
+    );
+    if args.launch.nproc_per_node.is_some() || args.launch.nnodes > 1 || args.single_process {
+        return Err(format!(
+            "{who}: ringlab runs it as that one rank, so --nproc-per-node, --nnodes and \
+             --single-process do not apply (the launcher sets the world; or pass --launcher \
+             none to start ranks here)"
+        ));
+    }
+    let master_addr = match &w.master_addr {
+        Some(a) => a.clone(),
+        None if args.launch.master_addr != "127.0.0.1" => args.launch.master_addr.clone(),
+        None => {
+            return Err(format!(
+                "{who}, on more than one node, and nothing says where rank 0 is: set \
+                 MASTER_ADDR (or pass --master-addr) to rank 0's host"
+            ));
+        }
+    };
+    let token = match std::env::var("RINGLAB_TOKEN") {
+        Ok(hex) => {
+            crate::comm::wire::token_from_hex(&hex).ok_or("RINGLAB_TOKEN must be 32 hex digits")?
+        }
+        Err(_) => w.token(),
+    };
+    let launch = Launch {
+        nproc_per_node: 1,
+        nnodes: w.size,
+        node_rank: w.rank,
+        master_addr,
+        master_port: w.port(),
+        token: Some(token),
+        local: Some((w.local_rank, w.local_size)),
+        ..Launch::single(1)
+    };
+    Ok(Some((w, launch)))
+}
+
 fn spread_note(
     o: &crate::lab::bench::Row,
     i: &crate::lab::bench::Row,

@@ -75,6 +75,8 @@ impl LaunchArgs {
             env: Vec::new(),
             cancel: None,
             placement: None,
+            token: None,
+            local: None,
         })
     }
 }

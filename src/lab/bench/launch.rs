@@ -31,6 +31,12 @@ pub struct Launch {
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Run the whole job here, each node in its own network namespace (the hang lab).
     pub placement: Option<Placement>,
+    /// The job's token when a launcher's world gave one ([`super::world::World::token`]);
+    /// else multi-node jobs read RINGLAB_TOKEN.
+    pub token: Option<crate::comm::wire::Token>,
+    /// Under a launcher: this process runs one rank (`node_rank`), the launcher's local rank
+    /// and local size; None when ringlab starts every rank of the node itself.
+    pub local: Option<(usize, usize)>,
 }
 
 /// Where each node of a virtual cluster lives and what is staged on it.
@@ -72,8 +78,17 @@ impl Launch {
             env: Vec::new(),
             cancel: None,
             placement: None,
+            token: None,
+            local: None,
         }
     }
+    /// Whether ranks pick a network interface as NCCL does (several nodes, or a virtual
+    /// cluster) rather than loopback. A launcher's world on one host is one node.
+    pub fn multi_node(&self) -> bool {
+        self.placement.is_some()
+            || (self.nnodes > 1 && self.local.is_none_or(|(_, size)| size < self.world()))
+    }
+
     pub fn world(&self) -> usize {
         match &self.placement {
             Some(p) => p.nodes * p.ranks_per_node,
@@ -259,7 +274,7 @@ pub fn run_with(
     mut before_kill: impl FnMut(&Failure, Option<&StoreServer>),
 ) -> Result<(), LaunchError> {
     let world = l.world();
-    let multi = l.nnodes > 1 || l.placement.is_some();
+    let multi = l.multi_node();
     if let Some(p) = &l.placement {
         let token = new_token().map_err(setup("making a job token"))?;
         let bind = p.store_bind;
@@ -312,7 +327,9 @@ pub fn run_with(
             &mut before_kill,
         );
     }
-    let token = if multi {
+    let token = if let Some(t) = l.token {
+        t
+    } else if multi {
         let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
             LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
         })?;
@@ -340,8 +357,8 @@ pub fn run_with(
     let slots = (0..l.nproc_per_node)
         .map(|local| Slot {
             rank: l.node_rank * l.nproc_per_node + local,
-            local,
-            local_world: l.nproc_per_node,
+            local: l.local.map_or(local, |(r, _)| r),
+            local_world: l.local.map_or(l.nproc_per_node, |(_, n)| n),
             netns: None,
             mntns: None,
             utsns: None,
@@ -372,7 +389,7 @@ fn spawn_and_watch(
     on: &mut impl FnMut(&Msg),
     before_kill: &mut impl FnMut(&Failure, Option<&StoreServer>),
 ) -> Result<(), LaunchError> {
-    let multi = l.nnodes > 1 || l.placement.is_some();
+    let multi = l.multi_node();
     let exe = crate::lab::self_exe().map_err(setup("finding the ringlab binary"))?;
     let job_json = serde_json::to_string(job).map_err(setup("encoding the job"))?;
     let (tx, rx) = mpsc::channel::<Inner>();
@@ -381,8 +398,13 @@ fn spawn_and_watch(
         pgid: 0,
         shm: Vec::new(),
     };
-    let here = slots.len();
-    let cpus = cpu_plan(job, here);
+    // Under a launcher the host's other ranks are other processes' children: count them, and
+    // leave CPU binding to the launcher (mpirun binds; pinning each lone rank to the first
+    // CPU it may use would stack them all on one).
+    let (here, cpus) = match l.local {
+        Some((_, n)) => (n, Vec::new()),
+        None => (slots.len(), cpu_plan(job, slots.len())),
+    };
     for (i, slot) in slots.into_iter().enumerate() {
         let rank = slot.rank;
         let mut cmd = Command::new(&exe);

@@ -139,11 +139,29 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
     if let Some(transport) = rig.transport() {
         emit(&Event::Transport { rank, transport });
     }
+    // Under a launcher each rank has a process (and a launcher) of its own: rows go to rank 0,
+    // whose process prints the one table.
+    let mut rows = if job.one_table {
+        Some(StoreClient::connect(env.store, &env.token, rank as u32).map_err(error)?)
+    } else {
+        None
+    };
+    let mut shared_err: Option<Fault> = None;
+    let mut out = |ev: Event| match (&mut rows, &ev) {
+        (Some(store), Event::Row { .. }) if shared_err.is_none() => {
+            match share_row(store, env, &ev) {
+                Ok(all) => all.iter().for_each(emit),
+                Err(e) => shared_err = Some(e),
+            }
+        }
+        _ => emit(&ev),
+    };
     let result = match job.kind {
         JobKind::Sanity => measure::sanity(rig.as_mut(), &mut out),
         JobKind::Bench => measure::bench(rig.as_mut(), job, &mut out),
         JobKind::Train => Err(error("a training job runs before any rig")),
     }
+    .and_then(|()| shared_err.map_or(Ok(()), Err))
     .and_then(|()| rig.finish());
     if let Err(fault) = result {
         // The report goes out while the rig still stands: tearing down CUDA (streams, the
@@ -154,6 +172,29 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
         return Err(Failed::Reported);
     }
     Ok(())
+}
+
+/// Publish this rank's row; rank 0 then reads every rank's, in rank order, for its table
+/// (the others pass nothing on). Keyed by size and placement, so a row is never mixed up
+/// with another.
+fn share_row(store: &mut StoreClient, env: &RankEnv, ev: &Event) -> Result<Vec<Event>, Fault> {
+    let Event::Row { size, in_place, .. } = ev else {
+        return Ok(vec![ev.clone()]);
+    };
+    let key = |r: usize| format!("row/{size}/{in_place}/{r}");
+    let text = serde_json::to_string(ev).map_err(error)?;
+    store.set(&key(env.rank), &text).map_err(error)?;
+    if env.rank != 0 {
+        return Ok(Vec::new());
+    }
+    (0..env.world)
+        .map(|r| {
+            let got = store
+                .get(&key(r), crate::comm::store::PATIENCE)
+                .map_err(error)?;
+            serde_json::from_str(&got).map_err(|e| error(format!("rank {r}'s row: {e}")))
+        })
+        .collect()
 }
 
 fn error(e: impl std::fmt::Display) -> Fault {
