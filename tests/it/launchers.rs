@@ -404,3 +404,42 @@ fn bad_launcher_environments_are_refused_naming_the_variable() {
         assert_one_table(&String::from_utf8_lossy(&o.stdout), 2);
     }
 }
+
+/// `sanity` under a launcher: each process checks its rank's all-reduce of ones; rank 0
+/// prints one verdict for the world, the others nothing.
+#[test]
+fn sanity_under_torchrun_checks_one_world() {
+    let port = free_port();
+    let children: Vec<_> = (0..2)
+        .map(|r| {
+            let mut c = Command::new(bin());
+            tag(&mut c, "launch-sanity")
+                .args(["sanity", "--backend", "tcp", "--json"])
+                .envs(torchrun_env(r, 2, port))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            c.spawn().expect("start a rank process")
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait"))
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(
+            o.status.success(),
+            "rank {r}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&outs[0].stdout).expect("rank 0 prints one JSON verdict");
+    assert_eq!(v["world_size"], 2, "{v}");
+    assert_eq!(v["pass"], true, "{v}");
+    assert_eq!(v["ranks"][0]["value"], 2.0, "{v}");
+    assert!(outs[1].stdout.is_empty(), "rank 1 prints nothing");
+    assert!(
+        tagged("launch-sanity", "__rank").is_empty(),
+        "a rank was left running"
+    );
+}

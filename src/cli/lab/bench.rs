@@ -88,7 +88,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
-    let joined = match joined_world(args) {
+    let joined = match joined_world(&args.launch, args.launcher, args.single_process) {
         Ok(w) => w,
         Err(e) => return exit2(e),
     };
@@ -356,22 +356,22 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Under a row timed several times (`-R`): the spread of both placements, and a warning
-/// when it is too wide for one run to mean much.
 /// The launcher's world this process joins (`--launcher`), and the launch that runs its one
 /// rank; None when ringlab starts the ranks itself. Errors name the flag or variable.
-fn joined_world(
-    args: &BenchArgs,
+pub(super) fn joined_world(
+    launch: &LaunchArgs,
+    launcher: crate::lab::bench::world::Choice,
+    single_process: bool,
 ) -> Result<Option<(crate::lab::bench::world::World, Launch)>, String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let Some(w) = args.launcher.world(&env)? else {
+    let Some(w) = launcher.world(&env)? else {
         return Ok(None);
     };
     let who = format!(
         "{} started this process as rank {} of {}",
         w.launcher, w.rank, w.size
     );
-    if args.launch.nproc_per_node.is_some() || args.launch.nnodes > 1 || args.single_process {
+    if launch.nproc_per_node.is_some() || launch.nnodes > 1 || single_process {
         return Err(format!(
             "{who}: ringlab runs it as that one rank, so --nproc-per-node, --nnodes and \
              --single-process do not apply (the launcher sets the world; or pass --launcher \
@@ -380,7 +380,7 @@ fn joined_world(
     }
     let master_addr = match &w.master_addr {
         Some(a) => a.clone(),
-        None if args.launch.master_addr != "127.0.0.1" => args.launch.master_addr.clone(),
+        None if launch.master_addr != "127.0.0.1" => launch.master_addr.clone(),
         None => {
             return Err(format!(
                 "{who}, on more than one node, and nothing says where rank 0 is: set \
@@ -407,6 +407,8 @@ fn joined_world(
     Ok(Some((w, launch)))
 }
 
+/// Under a row timed several times (`-R`): the spread of both placements, and a warning
+/// when it is too wide for one run to mean much.
 fn spread_note(
     o: &crate::lab::bench::Row,
     i: &crate::lab::bench::Row,

@@ -6,6 +6,11 @@ use super::*;
 pub struct SanityArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
+    /// Run as one rank of a launcher's world: auto (when torchrun, srun or mpirun started this
+    /// process), none, torchrun, slurm or mpi. Each rank then checks its own result; rank 0
+    /// prints it.
+    #[arg(long, default_value = "auto", value_parser = crate::lab::bench::world::parse_choice)]
+    pub launcher: crate::lab::bench::world::Choice,
     #[command(flatten)]
     pub gpu: GpuArgs,
     /// Print {"world_size","pass","ranks":[{"rank","value"}]}.
@@ -22,6 +27,24 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
+    let joined = match super::bench::joined_world(&args.launch, args.launcher, false) {
+        Ok(w) => w,
+        Err(e) => return exit2(e),
+    };
+    if let Some((w, launch)) = &joined {
+        l = Launch {
+            env: l.env,
+            cancel: l.cancel,
+            timeout: l.timeout,
+            ..launch.clone()
+        };
+        eprintln!(
+            "ringlab sanity: {} started this process as rank {} of {}",
+            w.launcher, w.rank, w.size
+        );
+    }
+    // Under a launcher every rank checks its own all-reduce; only rank 0 prints.
+    let quiet = joined.as_ref().is_some_and(|(w, _)| w.rank != 0);
     let world = l.world();
     if world < 2 && p.backend == Backend::Tcp {
         eprintln!(
@@ -59,7 +82,11 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
     }
     values.sort_by_key(|v| v.0);
     let pass = values.len() == l.nproc_per_node && values.iter().all(|(_, v)| *v == world as f64);
-    if args.json {
+    if quiet {
+        if !pass {
+            eprintln!("ringlab sanity: FAIL on this rank: {values:?} (expect {world})");
+        }
+    } else if args.json {
         let ranks: Vec<_> = values
             .iter()
             .map(|(r, v)| serde_json::json!({"rank": r, "value": v}))
