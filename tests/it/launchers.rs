@@ -132,9 +132,12 @@ fn torchrun_env(rank: usize, world: usize, port: u16) -> Vec<(String, String)> {
 
 #[test]
 fn torchrun_workers_form_one_world_and_rank_0_prints_one_table() {
-    let port = free_port();
+    // torchrun's agent serves its TCPStore on MASTER_PORT while the workers run: hold it.
+    let agent_store = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = agent_store.local_addr().expect("address").port();
     let outs = by_hand(2, |r| torchrun_env(r, 2, port), "launch-torchrun");
     check_by_hand(&outs, 2, "launch-torchrun");
+    drop(agent_store);
     // The real torchrun, where torch is installed.
     if Command::new("torchrun")
         .arg("--help")

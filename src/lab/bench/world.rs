@@ -123,7 +123,11 @@ fn port(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<u16>, String> {
 }
 
 /// torchrun's workers (torch/distributed/run.py, elastic agent): RANK, WORLD_SIZE,
-/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Under torchrun's agent
+/// (TORCHELASTIC_RUN_ID set) MASTER_PORT is taken: the agent on node 0 serves its own TCPStore
+/// there, which the workers share (TORCHELASTIC_USE_AGENT_STORE). ringlab's store, a
+/// different protocol, listens on the next port. A plain RANK/WORLD_SIZE environment (a
+/// Kubernetes PyTorchJob without torchrun, a hand-written one) keeps MASTER_PORT.
 fn torchrun(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<World>, String> {
     let Some((rank, size)) = pair(env, ("RANK", "WORLD_SIZE"))? else {
         return Ok(None);
@@ -143,7 +147,12 @@ fn torchrun(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<World>, Strin
             env("MASTER_PORT").unwrap_or_default()
         ),
         master_addr: env("MASTER_ADDR"),
-        master_port: port(env)?,
+        master_port: match (port(env)?, env("TORCHELASTIC_RUN_ID")) {
+            (Some(p), Some(_)) => Some(p.checked_add(1).ok_or(
+                "MASTER_PORT=65535 under torchrun: its agent's store has it and there is no next port for ringlab's",
+            )?),
+            (p, _) => p,
+        },
         read: vec![
             "RANK",
             "WORLD_SIZE",
@@ -436,7 +445,13 @@ mod tests {
         assert_eq!(w.launcher, Launcher::Torchrun);
         assert_eq!((w.rank, w.size, w.local_rank, w.local_size), (3, 8, 1, 2));
         assert_eq!(w.master_addr.as_deref(), Some("10.0.0.1"));
-        assert_eq!(w.master_port, Some(29500));
+        assert_eq!(w.master_port, Some(29500), "no agent: MASTER_PORT is free");
+        let mut under_agent = vars.to_vec();
+        under_agent.push(("TORCHELASTIC_RUN_ID", "none"));
+        let w = detect(&env(&under_agent), None)
+            .expect("ok")
+            .expect("a world");
+        assert_eq!(w.master_port, Some(29501), "the agent's store has 29500");
     }
 
     #[test]
