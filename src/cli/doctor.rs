@@ -15,8 +15,10 @@ use crate::lab::doctor::{
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
-    /// NCCL_DEBUG=INFO (or TRACE) log files: one per rank, or one with ranks interleaved.
-    #[arg(long = "log", value_name = "FILE", num_args = 1..)]
+    /// NCCL_DEBUG=INFO (or TRACE) log files: one per rank, or one with ranks interleaved; a
+    /// folder reads every file in it (a whole job's logs: Slurm's `%x-%j-%t.out`, saved
+    /// `kubectl logs`), and a quoted pattern ('nccl-sanity-*.out') every file it matches.
+    #[arg(long = "log", value_name = "FILE|DIR|GLOB", num_args = 1..)]
     pub logs: Vec<PathBuf>,
     /// Flight-recorder dumps, one per rank, or folders of them: ringlab's (`lab run` writes
     /// them on a run-time hang) or PyTorch's (`*.pkl`, `comm_lib_trace_rank_<r>`, or their
@@ -28,6 +30,78 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
+/// The files `--log` names: a file as given; a folder's regular files (not hidden, not
+/// recursive); a pattern's matches (when no file has that name). Folders and patterns come
+/// out in natural order (`task-2` before `task-10`), so ranks read in order. An empty folder
+/// or a pattern that matches nothing is an error naming it.
+pub fn log_paths(args: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for a in args {
+        let text = a.to_string_lossy();
+        let mut found: Vec<PathBuf> = if a.is_dir() {
+            std::fs::read_dir(a)
+                .map_err(|e| format!("{}: {e}", a.display()))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.is_file()
+                        && !p
+                            .file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
+                .collect()
+        } else if !a.exists() && text.contains(['*', '?', '[']) {
+            glob::glob(&text)
+                .map_err(|e| format!("--log {text}: not a pattern: {e}"))?
+                .flatten()
+                .filter(|p| p.is_file())
+                .collect()
+        } else {
+            out.push(a.clone());
+            continue;
+        };
+        if found.is_empty() {
+            return Err(if a.is_dir() {
+                format!("{}: a folder with no log files in it", a.display())
+            } else {
+                format!("--log {text}: no file matches")
+            });
+        }
+        found.sort_by(|x, y| natural(&x.to_string_lossy(), &y.to_string_lossy()));
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// Compare with runs of digits as numbers: `r-2.out` before `r-10.out`.
+fn natural(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parts(s: &str) -> Vec<(bool, &str)> {
+        let mut v = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                v.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        v
+    }
+    let (pa, pb) = (parts(a), parts(b));
+    for ((da, xa), (db, xb)) in pa.iter().zip(&pb) {
+        let o = if *da && *db {
+            let (ta, tb) = (xa.trim_start_matches('0'), xb.trim_start_matches('0'));
+            ta.len().cmp(&tb.len()).then(ta.cmp(tb))
+        } else {
+            xa.cmp(xb)
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    pa.len().cmp(&pb.len())
+}
+
 pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if !args.traces.is_empty() {
         return trace(args);
@@ -35,8 +109,15 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if args.logs.is_empty() {
         return machine(args.json);
     }
-    let mut files = Vec::with_capacity(args.logs.len());
-    for p in &args.logs {
+    let paths = match log_paths(&args.logs) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ringlab doctor: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut files = Vec::with_capacity(paths.len());
+    for p in &paths {
         match crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log") {
             Ok(bytes) => files.push((
                 p.display().to_string(),
@@ -398,4 +479,16 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod log_path_tests {
+    use super::natural;
+
+    #[test]
+    fn task_numbers_sort_as_numbers() {
+        let mut v = vec!["j-7-10.out", "j-7-2.out", "j-7-1.out", "a.log"];
+        v.sort_by(|a, b| natural(a, b));
+        assert_eq!(v, ["a.log", "j-7-1.out", "j-7-2.out", "j-7-10.out"]);
+    }
 }

@@ -372,3 +372,70 @@ fn a_container_without_host_networking_advertises_its_bridge_address() {
     assert!(s.contains("172.17.0.2") && s.contains("eth0"), "{s}");
     assert!(f[0]["fix"].as_str().unwrap().contains("--network=host"));
 }
+
+/// A whole job's logs as Slurm writes them (`%x-%j-%t.out`, one per task): a folder or a
+/// quoted pattern reads them all, in task order, with the findings of the files named one by
+/// one; an empty folder or a pattern that matches nothing exits 2 naming it.
+#[test]
+fn a_jobs_log_folder_or_pattern_reads_every_rank() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (task, fixture) in [(0, "names-differ-node0.log"), (1, "names-differ-node1.log")] {
+        std::fs::copy(
+            path(fixture),
+            dir.path().join(format!("nccl-sanity-12-{task}.out")),
+        )
+        .expect("copy");
+    }
+    std::fs::write(dir.path().join(".hidden"), "not a log").expect("write");
+    let run = |arg: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args(["doctor", "--json", "--log", arg])
+            .output()
+            .expect("run ringlab");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{arg}: bad JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (v, out.status.code())
+    };
+    let (by_files, code) = findings(&["names-differ-node0.log", "names-differ-node1.log"]);
+    let want: Vec<&str> = kinds(&by_files);
+    assert!(!want.is_empty(), "the fixtures have findings");
+    let folder = dir.path().to_str().expect("utf-8");
+    let pattern = format!("{folder}/nccl-sanity-*.out");
+    for arg in [folder, pattern.as_str()] {
+        let (v, c) = run(arg);
+        assert_eq!(c, Some(code), "{arg}");
+        let files: Vec<&str> = v["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .filter_map(|f| f.as_str())
+            .collect();
+        assert_eq!(files.len(), 2, "{arg}: {files:?}");
+        assert!(
+            files[0].ends_with("-0.out") && files[1].ends_with("-1.out"),
+            "{files:?}"
+        );
+        let f = v["findings"].as_array().expect("findings").clone();
+        assert_eq!(kinds(&f), want, "{arg}");
+    }
+    let empty = tempfile::tempdir().expect("tempdir");
+    for (arg, needle) in [
+        (
+            empty.path().to_str().expect("utf-8").to_string(),
+            "no log files",
+        ),
+        (format!("{folder}/*.nothing"), "no file matches"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args(["doctor", "--log", &arg])
+            .output()
+            .expect("run ringlab");
+        assert_eq!(out.status.code(), Some(2), "{arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle) && err.contains(&arg), "{err}");
+    }
+}
