@@ -96,11 +96,20 @@ fn check_by_hand(outs: &[Output], world: usize, tag_name: &str) {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// torchrun's agent store, held on MASTER_PORT as the agent holds it while its workers run,
+/// at a port P whose next one (ringlab's store under the agent) is free too. Below Linux's
+/// ephemeral range (32768 up), where the other tests' port-0 sockets land; even ports only,
+/// so two tests here never take each other's P + 1.
+fn agent_store() -> (std::net::TcpListener, u16) {
+    let start = (std::process::id() % 5000) as u16;
+    (0..5000u16)
+        .map(|k| 20000 + 2 * ((start + k) % 5000))
+        .find_map(|p| {
+            let held = std::net::TcpListener::bind(("127.0.0.1", p)).ok()?;
+            std::net::TcpListener::bind(("127.0.0.1", p + 1)).ok()?;
+            Some((held, p))
+        })
+        .expect("two free ports below 30000")
 }
 
 /// What torchrun's elastic agent sets for each worker (torch/distributed/elastic/agent/server/
@@ -133,8 +142,7 @@ fn torchrun_env(rank: usize, world: usize, port: u16) -> Vec<(String, String)> {
 #[test]
 fn torchrun_workers_form_one_world_and_rank_0_prints_one_table() {
     // torchrun's agent serves its TCPStore on MASTER_PORT while the workers run: hold it.
-    let agent_store = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let port = agent_store.local_addr().expect("address").port();
+    let (agent_store, port) = agent_store();
     let outs = by_hand(2, |r| torchrun_env(r, 2, port), "launch-torchrun");
     check_by_hand(&outs, 2, "launch-torchrun");
     drop(agent_store);
@@ -412,7 +420,7 @@ fn bad_launcher_environments_are_refused_naming_the_variable() {
 /// prints one verdict for the world, the others nothing.
 #[test]
 fn sanity_under_torchrun_checks_one_world() {
-    let port = free_port();
+    let (agent_store, port) = agent_store();
     let children: Vec<_> = (0..2)
         .map(|r| {
             let mut c = Command::new(bin());
@@ -441,6 +449,7 @@ fn sanity_under_torchrun_checks_one_world() {
     assert_eq!(v["pass"], true, "{v}");
     assert_eq!(v["ranks"][0]["value"], 2.0, "{v}");
     assert!(outs[1].stdout.is_empty(), "rank 1 prints nothing");
+    drop(agent_store);
     assert!(
         tagged("launch-sanity", "__rank").is_empty(),
         "a rank was left running"

@@ -500,7 +500,37 @@ fn spawn_and_watch(
     drop(tx);
     watch(&mut ranks, &rx, l, on, &mut |f: &Failure| {
         before_kill(f, server)
-    })
+    })?;
+    // Ranks of other processes (a launcher's, or other nodes') may still be reading the
+    // closing barrier's answer from this process's store.
+    if let Some(server) = server
+        && (l.local.is_some() || (l.nnodes > 1 && l.placement.is_none()))
+    {
+        wait_until_all_left(server, world, l.timeout);
+    }
+    Ok(())
+}
+
+/// Under a launcher (or on node 0 of a multi-node job) the store lives in this process, whose
+/// own ranks are done: it stays up until every rank has left it (`left/R`, set after the closing barrier), or a rank still
+/// reading the barrier's answer would find it gone.
+fn wait_until_all_left(server: &StoreServer, world: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let mut waiting: Vec<usize> = (0..world).collect();
+    loop {
+        waiting.retain(|r| server.peek(&format!("left/{r}")).is_none());
+        if waiting.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            crate::comm::log::warn(&format!(
+                "ranks {waiting:?} did not leave the store within {} s",
+                timeout.as_secs()
+            ));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Is process `pid` stopped (state T or t in /proc/PID/stat)?

@@ -389,6 +389,10 @@ impl Rig for TcpRig<'_> {
         phase_of(self.comm.rank(), "closing barrier");
         self.store
             .barrier("tcp/done", self.comm.world(), BARRIER_WAIT)
+            .map_err(error)?;
+        // Done with the store: its host (under a launcher, rank 0's process) may go.
+        self.store
+            .set(&format!("left/{}", self.comm.rank()), "1")
             .map_err(error)
     }
 }
@@ -420,6 +424,17 @@ struct NcclRig<'s> {
 /// The GPU a rank uses: `ranks_per_gpu` consecutive local ranks share one.
 pub fn gpu_of(local_rank: usize, ranks_per_gpu: usize) -> usize {
     local_rank / ranks_per_gpu.max(1)
+}
+
+/// [`gpu_of`] among the GPUs this process can see: a launcher that binds one GPU per task
+/// (`srun --gpus-per-task=1`, Slurm's `CUDA_VISIBLE_DEVICES` per task) leaves each rank only
+/// its own, as device 0, whatever its local rank. `visible` is CUDA_VISIBLE_DEVICES.
+pub fn gpu_among(local_rank: usize, ranks_per_gpu: usize, visible: Option<&str>) -> usize {
+    let gpu = gpu_of(local_rank, ranks_per_gpu);
+    match visible.map(|v| v.split(',').filter(|d| !d.trim().is_empty()).count()) {
+        Some(n) if n > 0 && gpu >= n => gpu % n,
+        _ => gpu,
+    }
 }
 
 impl<'s> NcclRig<'s> {
@@ -461,7 +476,11 @@ impl<'s> NcclRig<'s> {
             let hex = store.get("nccl/id", BARRIER_WAIT).map_err(error)?;
             nccl::id_from_hex(&hex).map_err(error)?
         };
-        let gpu = gpu_of(env.local_rank, job.ranks_per_gpu);
+        let gpu = gpu_among(
+            env.local_rank,
+            job.ranks_per_gpu,
+            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+        );
         // Phases "cuda init on GPU g" (the launcher's watchdog allows a slow first context)
         // and "nccl init on GPU g" (the job's timeout; this rank aborts a stuck init itself
         // after its own patience, with NCCL's state in its report).
@@ -576,6 +595,29 @@ impl measure::Rig for NcclRig<'_> {
 impl Rig for NcclRig<'_> {
     /// Rank 0 hosts NCCL's bootstrap root: nobody leaves before everybody is done.
     fn finish(&mut self) -> Result<(), Fault> {
-        measure::Rig::barrier(self, "nccl/done")
+        measure::Rig::barrier(self, "nccl/done")?;
+        // Done with the store (see TcpRig::finish): one key per rank this process drives.
+        for r in self.first..self.first + self.gs.len() {
+            self.store.set(&format!("left/{r}"), "1").map_err(error)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gpu_among;
+
+    #[test]
+    fn a_rank_takes_its_local_gpu_or_the_one_its_launcher_left_it() {
+        // Every GPU visible (srun --gpus-per-node, torchrun): the local rank's.
+        assert_eq!(gpu_among(3, 1, None), 3);
+        assert_eq!(gpu_among(3, 1, Some("0,1,2,3,4,5,6,7")), 3);
+        // Two ranks per GPU.
+        assert_eq!(gpu_among(3, 2, None), 1);
+        // srun --gpus-per-task=1: each task sees one GPU, as device 0.
+        assert_eq!(gpu_among(5, 1, Some("5")), 0);
+        // An empty list is not a count.
+        assert_eq!(gpu_among(2, 1, Some("")), 2);
     }
 }
