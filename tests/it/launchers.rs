@@ -278,26 +278,12 @@ fn srun_tasks_form_one_world_and_rank_0_prints_one_table() {
             .env("SLURM_CONF", &conf);
         c.output().expect("a Slurm command")
     };
-    let o = run(&[
-        "timeout",
-        "120",
-        "srun",
-        "-N1",
-        "-n2",
-        bin(),
-        "bench",
-        "--backend",
-        "tcp",
-        "-b",
-        "1K",
-        "-e",
-        "64K",
-        "-f",
-        "8",
-        "-n",
-        "3",
-        "--json",
-    ]);
+    let srun: Vec<&str> = ["timeout", "120", "srun", "-N1", "-n2", bin()]
+        .into_iter()
+        .chain(BENCH)
+        .chain(["--json"])
+        .collect();
+    let o = run(&srun);
     let srun_ok = o.status.success();
     let srun_out = String::from_utf8_lossy(&o.stdout).into_owned();
     let srun_err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -306,8 +292,9 @@ fn srun_tasks_form_one_world_and_rank_0_prints_one_table() {
     std::fs::write(
         &job,
         format!(
-            "#!/bin/bash\nsrun -n2 {} bench --backend tcp -b 1K -e 64K -f 8 -n 3 --json > {d}/out.json\n",
-            bin()
+            "#!/bin/bash\nsrun -n2 {} {} --json > {d}/out.json\n",
+            bin(),
+            BENCH.join(" ")
         ),
     )
     .expect("job script");

@@ -88,17 +88,12 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
-    let joined = match joined_world(&args.launch, args.launcher, args.single_process) {
+    let joined = match joined_world(&args.launch, args.launcher, args.single_process, &l) {
         Ok(w) => w,
         Err(e) => return exit2(e),
     };
     if let Some((w, launch)) = &joined {
-        l = Launch {
-            env: l.env,
-            cancel: l.cancel,
-            timeout: l.timeout,
-            ..launch.clone()
-        };
+        l = launch.clone();
         eprintln!(
             "ringlab bench: {} started this process as rank {} of {}{}",
             w.launcher,
@@ -357,11 +352,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The launcher's world this process joins (`--launcher`), and the launch that runs its one
-/// rank; None when ringlab starts the ranks itself. Errors name the flag or variable.
+/// rank (with `base`'s environment, cancel flag and timeout); None when ringlab starts the
+/// ranks itself. Errors name the flag or variable.
 pub(super) fn joined_world(
     launch: &LaunchArgs,
     launcher: crate::lab::bench::world::Choice,
     single_process: bool,
+    base: &Launch,
 ) -> Result<Option<(crate::lab::bench::world::World, Launch)>, String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let Some(w) = launcher.world(&env)? else {
@@ -402,7 +399,10 @@ pub(super) fn joined_world(
         master_port: w.port(),
         token: Some(token),
         local: Some((w.local_rank, w.local_size)),
-        ..Launch::single(1)
+        timeout: base.timeout,
+        env: base.env.clone(),
+        cancel: base.cancel.clone(),
+        placement: None,
     };
     Ok(Some((w, launch)))
 }

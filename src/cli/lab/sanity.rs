@@ -27,17 +27,12 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
-    let joined = match super::bench::joined_world(&args.launch, args.launcher, false) {
+    let joined = match super::bench::joined_world(&args.launch, args.launcher, false, &l) {
         Ok(w) => w,
         Err(e) => return exit2(e),
     };
     if let Some((w, launch)) = &joined {
-        l = Launch {
-            env: l.env,
-            cancel: l.cancel,
-            timeout: l.timeout,
-            ..launch.clone()
-        };
+        l = launch.clone();
         eprintln!(
             "ringlab sanity: {} started this process as rank {} of {}",
             w.launcher, w.rank, w.size
