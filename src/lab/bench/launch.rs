@@ -512,8 +512,8 @@ fn spawn_and_watch(
 }
 
 /// Under a launcher (or on node 0 of a multi-node job) the store lives in this process, whose
-/// own ranks are done: it stays up until every rank has left it (`left/R`, set after the closing barrier), or a rank still
-/// reading the barrier's answer would find it gone.
+/// own ranks are done: it stays up until every rank has left it (`left/R`, set after the
+/// closing barrier), or a rank still reading the barrier's answer would find it gone.
 fn wait_until_all_left(server: &StoreServer, world: usize, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let mut waiting: Vec<usize> = (0..world).collect();
