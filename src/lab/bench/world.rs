@@ -132,8 +132,19 @@ fn torchrun(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<World>, Strin
     let Some((rank, size)) = pair(env, ("RANK", "WORLD_SIZE"))? else {
         return Ok(None);
     };
-    let (local_rank, local_size) =
-        pair(env, ("LOCAL_RANK", "LOCAL_WORLD_SIZE"))?.unwrap_or((rank, size));
+    // Without LOCAL_* (a PyTorchJob's pods run without torchrun, one process each): one host
+    // only when rank 0 is on loopback; else every process counts as a node of its own, and
+    // ranks reach each other over the network.
+    let on_loopback = env("MASTER_ADDR").is_some_and(|a| {
+        a == "localhost"
+            || a.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    let (local_rank, local_size) = match pair(env, ("LOCAL_RANK", "LOCAL_WORLD_SIZE"))? {
+        Some(l) => l,
+        None if on_loopback => (rank, size),
+        None => (0, 1),
+    };
     Ok(Some(World {
         launcher: Launcher::Torchrun,
         rank,
@@ -446,6 +457,22 @@ mod tests {
         assert_eq!((w.rank, w.size, w.local_rank, w.local_size), (3, 8, 1, 2));
         assert_eq!(w.master_addr.as_deref(), Some("10.0.0.1"));
         assert_eq!(w.master_port, Some(29500), "no agent: MASTER_PORT is free");
+        // A pod of a PyTorchJob without torchrun: no LOCAL_*, rank 0 elsewhere.
+        let pod = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "nccl-sanity-master-0"),
+            ("MASTER_PORT", "23456"),
+        ];
+        let w = detect(&env(&pod), None).expect("ok").expect("a world");
+        assert_eq!((w.local_rank, w.local_size), (0, 1), "a node of its own");
+        let here = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+        ];
+        let w = detect(&env(&here), None).expect("ok").expect("a world");
+        assert_eq!((w.local_rank, w.local_size), (1, 2), "loopback: one host");
         let mut under_agent = vars.to_vec();
         under_agent.push(("TORCHELASTIC_RUN_ID", "none"));
         let w = detect(&env(&under_agent), None)
