@@ -64,4 +64,29 @@ mod tests {
         );
         assert_eq!(describe(Collective::Broadcast, Algorithm::Ring), "ring");
     }
+
+    /// The lesson, the README and `bench --help` say the threshold in words: they say this one.
+    #[test]
+    fn the_words_about_the_tuner_say_its_threshold() {
+        let up_to = format!("up to {}", crate::units::format_bytes(RD_MAX_BYTES));
+        let header = describe(Collective::AllReduce, Algorithm::Ring);
+        for (name, text) in [
+            (
+                "lesson 09",
+                include_str!("../../lessons/09-inside-nccl.md").to_string(),
+            ),
+            ("README", include_str!("../../README.md").to_string()),
+            (
+                "bench --help",
+                include_str!("../cli/lab/bench.rs").replace("\n    /// ", " "),
+            ),
+        ] {
+            assert!(text.contains(&up_to), "{name} does not say {up_to:?}");
+        }
+        let lesson = include_str!("../../lessons/09-inside-nccl.md");
+        assert!(
+            lesson.contains(&format!("`{header}`")),
+            "lesson 09 quotes the header"
+        );
+    }
 }

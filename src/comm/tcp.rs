@@ -499,14 +499,8 @@ impl TcpComm {
         Ok(peers.iter().copied().zip(frames).collect())
     }
 
-    /// How each peer's bytes travel (None: not a partner of this rank).
-    pub fn transports(&self) -> &[Option<Transport>] {
-        &self.transports
-    }
-
-    /// The transports in use, as one word: `P2P`, `SHM`, `NET`, or several joined with `+`
-    /// in NCCL's order (`P2P+NET`); `-` with no partner.
-    /// The transports this rank's peers got, as one set.
+    /// The transports this rank's peers got, as one set (shown `P2P+NET`, `-` with no
+    /// partner).
     pub fn transport_set(&self) -> Transports {
         self.transports.iter().flatten().copied().collect()
     }

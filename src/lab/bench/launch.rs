@@ -401,6 +401,7 @@ fn spawn_and_watch(
     // Under a launcher the host's other ranks are other processes' children: count them, and
     // leave CPU binding to the launcher (mpirun binds; pinning each lone rank to the first
     // CPU it may use would stack them all on one).
+    let spawned = slots.len();
     let (here, cpus) = match l.local {
         Some((_, n)) => (n, Vec::new()),
         None => (slots.len(), cpu_plan(job, slots.len())),
@@ -501,14 +502,19 @@ fn spawn_and_watch(
     watch(&mut ranks, &rx, l, on, &mut |f: &Failure| {
         before_kill(f, server)
     })?;
-    // Ranks of other processes (a launcher's, or other nodes') may still be reading the
-    // closing barrier's answer from this process's store.
+    // Ranks this process did not start (a launcher's, or other nodes') may still be reading
+    // the closing barrier's answer from this process's store.
     if let Some(server) = server
-        && (l.local.is_some() || (l.nnodes > 1 && l.placement.is_none()))
+        && spawned < world
     {
         wait_until_all_left(server, world, l.timeout);
     }
     Ok(())
+}
+
+/// The store key a rank sets once it is done with the store (after the closing barrier).
+pub fn left_key(rank: usize) -> String {
+    format!("left/{rank}")
 }
 
 /// Under a launcher (or on node 0 of a multi-node job) the store lives in this process, whose
@@ -518,7 +524,7 @@ fn wait_until_all_left(server: &StoreServer, world: usize, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let mut waiting: Vec<usize> = (0..world).collect();
     loop {
-        waiting.retain(|r| server.peek(&format!("left/{r}")).is_none());
+        waiting.retain(|&r| server.peek(&left_key(r)).is_none());
         if waiting.is_empty() {
             return;
         }

@@ -392,7 +392,7 @@ impl Rig for TcpRig<'_> {
             .map_err(error)?;
         // Done with the store: its host (under a launcher, rank 0's process) may go.
         self.store
-            .set(&format!("left/{}", self.comm.rank()), "1")
+            .set(&super::launch::left_key(self.comm.rank()), "1")
             .map_err(error)
     }
 }
@@ -598,7 +598,9 @@ impl Rig for NcclRig<'_> {
         measure::Rig::barrier(self, "nccl/done")?;
         // Done with the store (see TcpRig::finish): one key per rank this process drives.
         for r in self.first..self.first + self.gs.len() {
-            self.store.set(&format!("left/{r}"), "1").map_err(error)?;
+            self.store
+                .set(&super::launch::left_key(r), "1")
+                .map_err(error)?;
         }
         Ok(())
     }
