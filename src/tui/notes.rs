@@ -23,6 +23,14 @@ pub struct NotesMsg {
     pub notes: String,
     /// The next slide's title; None on the last slide.
     pub next: Option<String>,
+    /// When the talk began (Unix seconds): the notes clock counts from it, not from when the
+    /// notes terminal opened. Absent from older presenters.
+    #[serde(default)]
+    pub talk_started: Option<i64>,
+    /// During a class quiz: the answer, for the presenter's eyes only (the projector shows it
+    /// on a key).
+    #[serde(default)]
+    pub answer: Option<String>,
 }
 
 /// Where the socket lives: `$XDG_RUNTIME_DIR/ringlab/present.sock` (a per-user tmpfs), else
@@ -161,6 +169,8 @@ mod tests {
             title: format!("slide {slide}"),
             notes: "say this".into(),
             next: None,
+            talk_started: Some(1_700_000_000),
+            answer: None,
         }
     }
 

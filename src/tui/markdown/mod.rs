@@ -51,6 +51,8 @@ pub struct HeadingRef {
     pub line: usize,
     pub level: u8,
     pub title: String,
+    /// Rows the heading takes: its wrapped title and the rule under a level 1 or 2 heading.
+    pub rows: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -237,7 +239,8 @@ mod tests {
             HeadingRef {
                 line: 2,
                 level: 1,
-                title: "Ring all-reduce".into()
+                title: "Ring all-reduce".into(),
+                rows: 2,
             }
         );
         assert_eq!(lines[2], "Ring all-reduce");

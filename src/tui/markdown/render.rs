@@ -469,6 +469,7 @@ impl<'o> Renderer<'o> {
             self.emit_line(vec![Span::styled(ch.repeat(n), style)]);
         }
         self.out.headings.push(HeadingRef {
+            rows: self.out.lines.len() - line,
             line,
             level: heading_number(level),
             title: plain_text(&frags),

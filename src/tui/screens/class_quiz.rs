@@ -1,6 +1,7 @@
 //! A class quiz (presenter mode): the question alone in large type, a countdown, then the
 //! answer and its explanation on a key. Nothing is graded or recorded.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ratatui::Frame;
@@ -14,6 +15,7 @@ use crate::course::quiz::{Answer, Instance};
 use crate::tui::app::{Action, App, Outcome};
 use crate::tui::keys::{Binding, Context, Key, bind};
 use crate::tui::markdown::{self, RenderOptions};
+use crate::tui::notes::{Hub, NotesMsg};
 use crate::tui::screens::lesson::text_width;
 use crossterm::event::KeyCode;
 
@@ -29,6 +31,9 @@ pub struct ClassQuizState {
     pub deadline: Instant,
     /// Whole seconds left, as of the last tick.
     pub left: u64,
+    /// The presenter's notes hub and the slide it showed: notes terminals get each question with
+    /// its answer, and the slide back when the quiz closes.
+    pub notes: Option<(Arc<Hub>, NotesMsg)>,
 }
 
 impl ClassQuizState {
@@ -67,9 +72,67 @@ impl ClassQuizState {
             countdown,
             deadline: Instant::now() + countdown,
             left: countdown.as_secs(),
+            notes: None,
         };
         s.ask(0);
         Ok(s)
+    }
+
+    /// Tell notes terminals (where the presenter has them) about this quiz from now on.
+    pub fn with_notes(mut self, hub: Option<Arc<Hub>>, slide: Option<NotesMsg>) -> Self {
+        self.notes = hub.zip(slide);
+        self.publish();
+        self
+    }
+
+    /// What a notes terminal shows during the quiz: the question, its choices and the answer
+    /// (the projector shows the answer only on a key).
+    pub fn notes_msg(&self) -> Option<NotesMsg> {
+        let (_, slide) = self.notes.as_ref()?;
+        let mut notes = match &self.instance {
+            Ok(i) => i.prompt.trim().to_string(),
+            Err(e) => format!("This item cannot be shown: {e}"),
+        };
+        if let Some(&e) = self.items.get(self.index) {
+            for (i, c) in self.bank.entries[e].item.choices.iter().enumerate() {
+                notes.push_str(&format!("\n  {}) {c}", letter(i)));
+            }
+        }
+        let mut answer = self.answer_text();
+        if let Ok(i) = &self.instance
+            && !i.explanation.trim().is_empty()
+        {
+            answer.push('\n');
+            answer.push_str(i.explanation.trim());
+        }
+        Some(NotesMsg {
+            title: format!(
+                "Class quiz · question {} of {}",
+                self.index + 1,
+                self.items.len()
+            ),
+            notes,
+            next: Some(if self.index + 1 < self.items.len() {
+                "the next question".into()
+            } else {
+                format!("back to “{}”", slide.title)
+            }),
+            answer: Some(answer),
+            ..slide.clone()
+        })
+    }
+
+    fn publish(&self) {
+        if let (Some((hub, _)), Some(msg)) = (&self.notes, self.notes_msg()) {
+            hub.publish(&msg);
+        }
+    }
+
+    /// The quiz closes: notes terminals go back to the slide.
+    fn close(&self) {
+        if let Some((hub, slide)) = &self.notes {
+            hub.publish(slide);
+        }
     }
 
     fn ask(&mut self, index: usize) {
@@ -82,6 +145,7 @@ impl ClassQuizState {
         self.revealed = false;
         self.deadline = Instant::now() + self.countdown;
         self.left = self.countdown.as_secs();
+        self.publish();
     }
 
     /// True while the countdown runs (the app then ticks every second).
@@ -135,7 +199,10 @@ pub fn update(s: &mut ClassQuizState, app: &mut App, action: Action) -> Outcome 
             }
         }
         Action::Page(-1) | Action::Step(-1) => s.ask(s.index.saturating_sub(1)),
-        Action::Back => return Outcome::Pop,
+        Action::Back => {
+            s.close();
+            return Outcome::Pop;
+        }
         _ => {}
     }
     Outcome::Stay
@@ -287,5 +354,64 @@ mod tests {
         let text = s.answer_text();
         assert!(text.ends_with("B (") || text.contains(" B ("), "{text}");
         assert!(text.contains("iB)"), "{text}");
+    }
+
+    /// A notes terminal sees the question with its answer while the class sees only the
+    /// question, and gets the slide back when the quiz closes.
+    #[test]
+    fn notes_show_the_answer_and_the_slide_comes_back() {
+        use crate::tui::notes::{connect, follow};
+        let app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("present.sock");
+        let hub = Hub::start(&path).expect("hub");
+        let slide = NotesMsg {
+            lesson: "The collectives".into(),
+            slide: 4,
+            total: 9,
+            title: "Reduce-scatter".into(),
+            notes: "say this".into(),
+            next: None,
+            talk_started: Some(1_700_000_000),
+            answer: None,
+        };
+        let mut s = ClassQuizState::open(
+            &app,
+            "collectives",
+            Some("collectives-reduce-scatter-bytes"),
+            30,
+        )
+        .expect("the item")
+        .with_notes(Some(Arc::clone(&hub)), Some(slide.clone()));
+        let asked = s.notes_msg().expect("a message");
+        assert_eq!(asked.title, "Class quiz · question 1 of 1");
+        assert_eq!(
+            asked.talk_started, slide.talk_started,
+            "the talk's clock is kept"
+        );
+        let answer = asked.answer.clone().expect("the answer");
+        assert!(answer.starts_with(&s.answer_text()), "{answer}");
+        assert!(!s.revealed, "the class has not seen it yet");
+        let stream = connect(&path).expect("connect");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || follow(stream, |m| drop(tx.send(m))));
+        let first = rx.recv_timeout(Duration::from_secs(5)).expect("first");
+        assert_eq!(first, Some(asked));
+        for _ in 0..100 {
+            if hub.listeners() == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut app = app;
+        assert!(matches!(
+            update(&mut s, &mut app, Action::Back),
+            Outcome::Pop
+        ));
+        let back = rx.recv_timeout(Duration::from_secs(5)).expect("back");
+        assert_eq!(back, Some(slide));
     }
 }

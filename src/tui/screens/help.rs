@@ -7,6 +7,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use crate::tui::app::App;
 use crate::tui::keys::{self, Context};
+use crate::tui::markdown;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HelpState {
@@ -29,6 +30,14 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
         .max()
         .unwrap_or(12)
         .clamp(12, 24);
+    // As wide as the longest binding needs (a presenter's key list is long), up to the screen;
+    // a description that still does not fit wraps under its own column.
+    let widest = keys::for_contexts_with(own, &under)
+        .map(|b| 2 + col + b.desc.chars().count())
+        .max()
+        .unwrap_or(40);
+    let w = area.width.min((widest as u16 + 2).max(60));
+    let inner = w.saturating_sub(2) as usize;
     for b in keys::for_contexts_with(own, &under) {
         if last != Some(b.ctx) {
             if last.is_some() {
@@ -37,17 +46,17 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
             lines.push(Line::styled(b.ctx.title(), t.h2));
             last = Some(b.ctx);
         }
-        lines.push(Line::from(vec![
+        lines.extend(markdown::hanging(
             Span::styled(format!("  {:<col$}", b.label()), t.key),
-            Span::raw(b.desc),
-        ]));
+            vec![Span::raw(b.desc)],
+            inner,
+        ));
     }
     lines.push(Line::raw(""));
     lines.push(Line::styled(
         "Mouse wheel scrolls. Esc or ? closes this help.",
         t.dim,
     ));
-    let w = area.width.min(60);
     let h = area.height.min(lines.len() as u16 + 2);
     let r = Rect::new(
         area.x + (area.width - w) / 2,

@@ -61,7 +61,12 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
     let state = if s.ended {
         "the presenter has stopped".to_string()
     } else {
-        clock_text(s.started)
+        // The talk's clock: from the presenter's start, whenever this terminal opened.
+        let secs = match s.msg.as_ref().and_then(|m| m.talk_started) {
+            Some(t0) => u64::try_from(chrono::Utc::now().timestamp() - t0).unwrap_or(0),
+            None => s.started.elapsed().as_secs(),
+        };
+        clock_text(secs)
     };
     match &s.msg {
         None => {
@@ -92,6 +97,16 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
             lines.push(Line::raw(""));
             for l in m.notes.lines() {
                 lines.push(Line::styled(format!(" {l}"), t.base));
+            }
+            if let Some(a) = &m.answer {
+                lines.push(Line::raw(""));
+                for (i, l) in a.lines().enumerate() {
+                    let lead = if i == 0 { " ANSWER " } else { "        " };
+                    lines.push(Line::from(vec![
+                        Span::styled(lead, t.ok),
+                        Span::styled(l.to_string(), t.strong),
+                    ]));
+                }
             }
             lines.push(Line::raw(""));
             lines.push(match &m.next {
@@ -157,5 +172,52 @@ impl crate::tui::screens::View for NotesState {
         if let crate::tui::app::Background::Notes(m) = msg {
             NotesState::receive(self, m.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::{Terminal, backend::TestBackend};
+
+    fn screen(s: &NotesState) -> String {
+        let app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let mut term = Terminal::new(TestBackend::new(80, 12)).expect("terminal");
+        term.draw(|f| render(s, &app, f, f.area())).expect("draw");
+        let buf = term.backend().buffer().clone();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Notes opened late still count from the talk's start, and a quiz answer is shown.
+    #[test]
+    fn the_clock_counts_from_the_talk_and_the_answer_shows() {
+        let mut s = NotesState::default();
+        s.receive(Some(NotesMsg {
+            lesson: "Ring all-reduce".into(),
+            slide: 2,
+            total: 20,
+            title: "Class quiz · question 1 of 3".into(),
+            notes: "How many bytes?".into(),
+            next: None,
+            talk_started: Some(chrono::Utc::now().timestamp() - 754),
+            answer: Some("1006632960 B (960 MiB)\nEach rank sends…".into()),
+        }));
+        let text = screen(&s);
+        assert!(
+            text.contains("12:34 in") || text.contains("12:35 in"),
+            "{text}"
+        );
+        assert!(text.contains("ANSWER 1006632960 B (960 MiB)"), "{text}");
+        assert!(text.contains("        Each rank sends…"), "{text}");
     }
 }

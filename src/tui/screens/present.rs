@@ -72,6 +72,8 @@ pub struct PresentState {
     pub index: usize,
     pub blank: bool,
     pub started: Instant,
+    /// The same moment on the wall clock (Unix seconds), for notes terminals.
+    pub started_unix: i64,
     pub options: PresentOptions,
     /// The theme before presenting: leaving presenter mode gives it back.
     pub previous_theme: Theme,
@@ -187,6 +189,7 @@ impl PresentState {
             index: 0,
             blank: false,
             started: Instant::now(),
+            started_unix: chrono::Utc::now().timestamp(),
             options,
             previous_theme: app.theme,
             hub: None,
@@ -245,6 +248,8 @@ impl PresentState {
             title: s.heading(),
             notes: s.notes.clone(),
             next: self.slides.get(self.index + 1).map(Slide::heading),
+            talk_started: Some(self.started_unix),
+            answer: None,
         })
     }
 
@@ -285,11 +290,13 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
     );
     let notes = section_notes(&lesson.body);
     // Sections start at level-1 and level-2 headings; deeper ones stay inside.
-    let heads: Vec<(usize, String)> = rendered
+    // (first row, rows the heading takes, title): the big title replaces the heading, its
+    // wrapped rows and its rule.
+    let heads: Vec<(usize, usize, String)> = rendered
         .headings
         .iter()
         .filter(|h| h.level <= 2)
-        .map(|h| (h.line, h.title.clone()))
+        .map(|h| (h.line, h.rows.max(1), h.title.clone()))
         .collect();
     let mut sections: Vec<(String, usize, usize)> = Vec::new();
     let first = heads.first().map_or(rendered.lines.len(), |h| h.0);
@@ -297,9 +304,9 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
     if lead_in || heads.is_empty() {
         sections.push((lesson_title.to_string(), 0, first));
     }
-    for (i, (line, title)) in heads.iter().enumerate() {
+    for (i, (line, rows, title)) in heads.iter().enumerate() {
         let end = heads.get(i + 1).map_or(rendered.lines.len(), |h| h.0);
-        sections.push((title.clone(), line + 1, end));
+        sections.push((title.clone(), (line + rows).min(end), end));
     }
     // Body rows: the screen less the top line, the title, a gap and the hint bar.
     let screen_h = app.height.saturating_sub(1);
@@ -378,14 +385,7 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
                 .map(|e| e.block.clone())
                 .collect();
             let notes = if said.is_empty() {
-                lines
-                    .iter()
-                    .map(line_text)
-                    .map(|l| l.trim().to_string())
-                    .filter(|l| !l.is_empty())
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .join("\n")
+                unwrap_text(lines.iter().map(line_text), 8)
             } else {
                 said.join("\n\n")
             };
@@ -399,6 +399,34 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
         }
     }
     out
+}
+
+/// A slide's text for a notes terminal of any width: the slide's wrapped rows joined back
+/// into paragraphs (a list item or a table row stays a line of its own), at most `max` of them.
+fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false;
+    for row in rows {
+        let r = row.trim();
+        if r.is_empty() {
+            open = false;
+            continue;
+        }
+        let starts_item = r.starts_with(['•', '-', '│', '┌', '├', '└', '|'])
+            || r.split_once(". ")
+                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+        match out.last_mut() {
+            Some(last) if open && !starts_item && !last.starts_with(['│', '┌', '├', '└', '|']) =>
+            {
+                last.push(' ');
+                last.push_str(r);
+            }
+            _ => out.push(r.to_string()),
+        }
+        open = true;
+    }
+    out.truncate(max);
+    out.join("\n")
 }
 
 /// The screen the slide's live block opens: a narrated ring, the bench, the hang lab, a class
@@ -415,7 +443,7 @@ fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, Strin
             Some(&q.id),
             s.options.countdown_s,
         )
-        .map(|c| Screen::ClassQuiz(Box::new(c))),
+        .map(|c| Screen::ClassQuiz(Box::new(c.with_notes(s.hub.clone(), s.notes_msg())))),
         Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
             .map_err(|e| format!("this lab block is invalid: {e}"))
             .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
@@ -496,7 +524,10 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
                 None,
                 s.options.countdown_s,
             ) {
-                Ok(c) => return Outcome::Push(Screen::ClassQuiz(Box::new(c))),
+                Ok(c) => {
+                    let c = c.with_notes(s.hub.clone(), s.notes_msg());
+                    return Outcome::Push(Screen::ClassQuiz(Box::new(c)));
+                }
                 Err(e) => app.status = Some(e),
             }
         }
@@ -509,9 +540,8 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
     Outcome::Stay
 }
 
-/// "14:05 · 12:31 in" from the wall clock and the time since the start.
-pub fn clock_text(started: Instant) -> String {
-    let secs = started.elapsed().as_secs();
+/// "14:05 · 12:31 in" from the wall clock and the seconds since the talk began.
+pub fn clock_text(secs: u64) -> String {
     let now = chrono::Local::now().format("%H:%M");
     format!("{now} · {:02}:{:02} in", secs / 60, secs % 60)
 }
@@ -535,7 +565,7 @@ pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
         s.index + 1,
         s.slides.len()
     );
-    let right = format!("{} ", clock_text(s.started));
+    let right = format!("{} ", clock_text(s.started.elapsed().as_secs()));
     let pad = (area.width as usize).saturating_sub(left.width() + right.width());
     frame.render_widget(
         Paragraph::new(Line::from(vec![
@@ -687,6 +717,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_slide_without_notes_gives_its_paragraphs_unwrapped() {
+        let rows = [
+            "In lesson 1 all-reduce was a black box: every",
+            "rank gets the sum out.",
+            "",
+            "• one item that",
+            "  wraps",
+            "• two",
+            "│ a │ b │",
+            "│ 1 │ 2 │",
+        ];
+        let text = unwrap_text(rows.iter().map(|r| r.to_string()), 8);
+        assert_eq!(
+            text,
+            "In lesson 1 all-reduce was a black box: every rank gets the sum out.\n\
+             • one item that wraps\n• two\n│ a │ b │\n│ 1 │ 2 │"
+        );
+        assert_eq!(
+            unwrap_text(rows.iter().map(|r| r.to_string()), 1)
+                .lines()
+                .count(),
+            1
+        );
+    }
+
+    #[test]
     fn notes_comments_are_found_under_their_heading() {
         let body = "# Title\n<!-- notes: welcome everyone -->\n## Ring `all-reduce`\ntext\n\
                     <!-- notes:\nask who has\nseen NCCL\n-->\n```\n<!-- notes: not in code -->\n```\n";
@@ -710,5 +766,31 @@ mod tests {
         assert_eq!(rows, 8);
         assert!(matches!(big, Some((PixelSize::Quadrant, ref l)) if l.len() == 2));
         assert_eq!(title_layout(&"x".repeat(300), 100).1, 1);
+    }
+
+    /// The big title replaces the heading: no slide starts with the heading's rule or a
+    /// wrapped title row (a stray "──────" under each title was the bug).
+    #[test]
+    fn no_slide_starts_with_the_headings_rule() {
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        app.width = 80;
+        app.height = 24;
+        for (entry, e) in app.course.entries.iter().enumerate() {
+            let title = e.lesson.as_ref().map_or("", |l| l.meta.title.as_str());
+            for s in slides(&app, entry, title) {
+                let first = s.lines.iter().map(line_text).find(|l| !l.trim().is_empty());
+                if let Some(first) = first {
+                    let t = first.trim();
+                    assert!(
+                        !t.chars().all(|c| c == '─' || c == '═'),
+                        "{title}: slide “{}” starts with a rule",
+                        s.title
+                    );
+                }
+            }
+        }
     }
 }
