@@ -195,7 +195,7 @@ pub struct Link {
 /// Sources: NVLink 4 on H100 SXM is 18 links, 900 GB/s in both directions together (NVIDIA's
 /// H100 datasheet), so 450 GB/s each way; PCIe 5.0 x16 is 32 GT/s × 16 lanes with 128b/130b
 /// coding, about 63 GB/s each way; InfiniBand NDR and Ethernet by their line rates. Each note
-/// fits the ring view's status line at 80 columns (see the test below).
+/// fits under the ring view's comparison table at 80 columns (see the test below).
 pub const LINK_PRESETS: [Link; 4] = [
     Link {
         name: "NVLink 4",
@@ -428,9 +428,9 @@ pub fn busbw_gbps(op: Collective, n: usize, bytes: u64, seconds: f64) -> f64 {
 mod tests {
 
     #[test]
-    fn every_link_note_fits_the_status_line_at_80_columns() {
+    fn every_link_note_fits_the_ring_view_at_80_columns() {
         for l in LINK_PRESETS {
-            let status = format!("estimates for {}: {}", l.name, l.note);
+            let status = format!(" {}: {}", l.name, l.note);
             assert!(status.chars().count() <= 78, "{status}");
         }
     }

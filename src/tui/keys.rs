@@ -441,6 +441,13 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Ring,
+        &[Char('M')],
+        "type a message size (3 MiB, 1000000, 1.5 GB)",
+        Action::SearchStart,
+        None,
+    ),
+    b(
+        Ring,
         &[Char('L')],
         "link for time estimates",
         Action::CycleLink,

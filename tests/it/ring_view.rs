@@ -263,3 +263,71 @@ fn all_to_all_says_who_sends_what_without_colliding_labels() {
         .any(|w| w[0] == b'c' && w[1].is_ascii_digit());
     assert!(!label, "a chord label in the middle of the ring:\n{text}");
 }
+
+/// `M` types a message size: the view rebuilds at exactly that size; a size it cannot draw
+/// is refused with a reason and the view keeps its size and the text typed.
+#[test]
+fn a_typed_message_size_rebuilds_the_view_and_a_bad_one_is_refused() {
+    use ringlab::tui::field::InputRequest;
+    let mut app = app_with_ring(RingParams::default(), 80, 24);
+    let type_text = |app: &mut App, text: &str| {
+        app::update(app, Action::SearchStart);
+        for c in text.chars() {
+            app::update(app, Action::Edit(InputRequest::InsertChar(c)));
+        }
+    };
+    type_text(&mut app, "3 MiB");
+    assert!(frame(&app).contains("message size> 3 MiB"));
+    app::update(&mut app, Action::InputSubmit);
+    assert_eq!(ring(&app).params.bytes, 3 << 20);
+    assert!(ring(&app).typing.is_none());
+    assert!(frame(&app).contains("M = 3 MiB (786432 × f32)"));
+    type_text(&mut app, "5 GiB");
+    app::update(&mut app, Action::InputSubmit);
+    assert_eq!(ring(&app).params.bytes, 3 << 20, "the size is kept");
+    assert!(ring(&app).typing.is_some(), "the text stays to mend");
+    let f = frame(&app);
+    assert!(f.contains("5 GiB is more than the view draws"), "{f}");
+    app::update(&mut app, Action::InputCancel);
+    assert!(ring(&app).typing.is_none());
+    type_text(&mut app, "2");
+    app::update(&mut app, Action::InputSubmit);
+    assert!(
+        app.status
+            .as_deref()
+            .is_some_and(|s| s.contains("less than one 4-byte element"))
+    );
+}
+
+/// The link's note sits under the comparison table and changes with `L` (it used to replace
+/// the hint bar, cut); all-to-all names its one pattern in words.
+#[test]
+fn the_link_note_sits_under_the_table_and_all_to_all_has_one_schedule() {
+    let mut app = app_with_ring(RingParams::default(), 80, 24);
+    let f = frame(&app);
+    assert!(f.contains("Same N and M, six ways"), "{f}");
+    assert!(
+        f.contains(" NVLink 4: 450 GB/s each way (H100 datasheet); 2 µs/step assumed"),
+        "{f}"
+    );
+    app::update(&mut app, Action::CycleLink);
+    let f = frame(&app);
+    assert!(
+        f.contains(" PCIe 5 x16: ~64 GB/s each way, theoretical; 3 µs/step assumed"),
+        "{f}"
+    );
+    assert!(app.status.is_none(), "{:?}", app.status);
+    assert!(f.contains("more: ?"), "the hint bar stays: {f}");
+    let app = app_with_ring(
+        RingParams {
+            op: Collective::AllToAll,
+            ..RingParams::default()
+        },
+        80,
+        24,
+    );
+    let f = frame(&app);
+    assert!(f.contains("Same N and M, one schedule"), "{f}");
+    assert!(f.contains(" pairwise "), "{f}");
+    assert!(!f.contains(" ring "), "{f}");
+}

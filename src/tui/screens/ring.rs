@@ -151,6 +151,8 @@ pub struct RingState {
     pub narrate: bool,
     /// The caption of the step just applied (empty unless `narrate`).
     pub caption: String,
+    /// `M`: a message size being typed ("3 MiB", "1000000", "1.5 GB").
+    pub typing: Option<crate::tui::field::Field>,
 }
 
 /// How many link choices `L` cycles through: every preset, then the two-level topology.
@@ -201,6 +203,7 @@ impl RingState {
             link: 0,
             narrate: false,
             caption: String::new(),
+            typing: None,
         };
         s.compare = compare(&spec);
         s.seek(0);
@@ -348,6 +351,27 @@ pub fn compare(spec: &Spec) -> Vec<Compare> {
         .collect()
 }
 
+/// A typed message size: any size `--bytes` takes, at least one element, at most the largest
+/// size `m` cycles through (the view holds a buffer per rank).
+pub fn typed_size(text: &str, elem: usize) -> Result<u64, String> {
+    let max = SIZES[SIZES.len() - 1];
+    let bytes = crate::units::parse_size(text.trim())?;
+    if bytes < elem as u64 {
+        return Err(format!(
+            "{} is less than one {elem}-byte element",
+            crate::units::format_bytes(bytes)
+        ));
+    }
+    if bytes > max {
+        return Err(format!(
+            "{} is more than the view draws (at most {})",
+            crate::units::format_bytes(bytes),
+            crate::units::format_bytes(max)
+        ));
+    }
+    Ok(bytes)
+}
+
 fn next_ranks(n: usize, up: bool) -> usize {
     match (up, n) {
         (true, n) if n < MAX_DRAWN => n + 1,
@@ -358,8 +382,27 @@ fn next_ranks(n: usize, up: bool) -> usize {
 }
 
 pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
+    if let Some(field) = &mut s.typing {
+        match action {
+            Action::Edit(r) => field.apply(r),
+            Action::InputCancel => s.typing = None,
+            Action::InputSubmit => match typed_size(field.value(), s.params.dtype.size()) {
+                Ok(bytes) => {
+                    s.typing = None;
+                    s.rebuild(RingParams { bytes, ..s.params }, app);
+                }
+                Err(e) => app.status = Some(e),
+            },
+            _ => {}
+        }
+        return Outcome::Stay;
+    }
     let len = s.schedule.len();
     match action {
+        Action::SearchStart => {
+            s.playing = false;
+            s.typing = Some(Default::default());
+        }
         Action::PlayPause => {
             if s.at_end() {
                 s.seek(0);
@@ -465,17 +508,8 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
                 .unwrap_or(SIZES[0]);
             s.rebuild(RingParams { bytes, ..s.params }, app);
         }
-        Action::CycleLink => {
-            s.link = (s.link + 1) % LINK_CHOICES;
-            let spec = *s.schedule.spec();
-            app.status = Some(match LINK_PRESETS.get(s.link) {
-                Some(l) => format!("estimates for {}: {}", l.name, l.note),
-                None => format!(
-                    "estimates for {}: a NIC per GPU; a step waits for its slowest hop",
-                    topology_label(&spec, s.link)
-                ),
-            });
-        }
+        // The note under the comparison table says what the new link assumes.
+        Action::CycleLink => s.link = (s.link + 1) % LINK_CHOICES,
         Action::Back => return Outcome::Pop,
         _ => {}
     }
@@ -493,6 +527,10 @@ impl crate::tui::screens::View for RingState {
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
         vec![crate::tui::keys::Context::Ring]
+    }
+
+    fn takes_text(&self) -> bool {
+        self.typing.is_some()
     }
 
     fn tick(&self, app: &App) -> Option<std::time::Duration> {

@@ -35,8 +35,8 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     // `area` is the body above the hint bar: a 100x32 terminal gives it 31 rows and still
     // draws the ring (the README: "below 100x32 it becomes a compact table").
     let compact = area.width < 100 || area.height < 31 || s.params.ranks > MAX_DRAWN;
-    // Two header lines and one row per algorithm that has a schedule here.
-    let cmp_h = 2 + s.compare.len().max(3) as u16;
+    // Two header lines, one row per algorithm that has a schedule here, and the link's note.
+    let cmp_h = 3 + s.compare.len().max(3) as u16;
     // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
     let head_h = if s.narrate { 6 } else { 3 };
     let [head, body, cmp] = Layout::vertical([
@@ -48,7 +48,15 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     let mut head_lines = header(s, t);
     // Who sends what in this step: the compact table has no ring to draw it on, and a dense
     // step (all-to-all) draws its chords without labels.
-    head_lines.push(step_line(s, t, area.width as usize));
+    head_lines.push(match &s.typing {
+        Some(field) => {
+            let mut spans = vec![Span::styled(" message size> ", t.strong)];
+            spans.extend(field.spans(t.strong, t.accent));
+            spans.push(Span::styled("  Enter sets it · Esc cancels", t.dim));
+            Line::from(spans)
+        }
+        None => step_line(s, t, area.width as usize),
+    });
     if s.narrate {
         head_lines.push(Line::raw(""));
         head_lines.push(Line::from(Span::styled(
@@ -419,9 +427,18 @@ fn table_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
 }
 
 fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
-    let ways = match s.compare.len() {
-        3 => "three ways".to_string(),
-        k => format!("{k} ways"),
+    const WORDS: [&str; 10] = [
+        "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ];
+    let k = s.compare.len();
+    let count = WORDS
+        .get(k)
+        .map_or_else(|| k.to_string(), |w| w.to_string());
+    let ways = if s.params.op.is_point_to_point() {
+        // All-to-all and send/recv have one pattern whatever the algorithm.
+        "one schedule".to_string()
+    } else {
+        format!("{count} way{}", if k == 1 { "" } else { "s" })
     };
     let mut out = vec![
         Line::from(vec![
@@ -445,7 +462,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
     for c in &s.compare {
         let row = format!(
             " {:<12} {:>6} {:>14} {:>14} {:>14} {:>11}",
-            c.algo.short_name(),
+            algo_label(s.params.op, c.algo),
             c.steps,
             format_bytes(c.max_sent),
             format_bytes(c.max_received),
@@ -463,5 +480,30 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             Span::styled(if shown { "  ◀" } else { "" }, t.dim),
         ]));
     }
+    // Where the estimates' numbers come from, under the table (L changes it).
+    out.push(Line::styled(format!(" {}", link_note(s)), t.dim));
     out
+}
+
+/// The comparison row's name: the algorithm, or for the point-to-point patterns the pattern.
+fn algo_label(
+    op: crate::collective::Collective,
+    algo: crate::collective::Algorithm,
+) -> &'static str {
+    match op {
+        crate::collective::Collective::AllToAll => "pairwise",
+        crate::collective::Collective::SendRecv => "direct",
+        _ => algo.short_name(),
+    }
+}
+
+/// What the estimates assume for the chosen link: its source and its per-step latency.
+pub fn link_note(s: &RingState) -> String {
+    match crate::collective::cost::LINK_PRESETS.get(s.link) {
+        Some(l) => format!("{}: {}", l.name, l.note),
+        None => format!(
+            "{}: a NIC per GPU; a step waits for its slowest hop",
+            topology_label(s.schedule.spec(), s.link)
+        ),
+    }
 }
