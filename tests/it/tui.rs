@@ -30,6 +30,34 @@ fn course_map_80x24() {
     insta::assert_snapshot!(t.backend());
 }
 
+/// A wide terminal gives the lesson's details the room the list does not need (objectives
+/// wrapped at ~80 columns at 200x60 was the bug); at 80x24 a wrapped objective keeps its
+/// indent and what does not fit says so.
+#[test]
+fn course_map_objectives_use_the_width_and_keep_their_indent() {
+    let mut app = App::new(Course::embedded(), Theme::color());
+    let text = format!("{}", draw(&mut app, 200, 60).backend());
+    assert!(
+        text.contains(
+            "• Predict each rank's buffer after all-reduce, all-gather, reduce-scatter, \
+             broadcast, reduce and send/recv"
+        ),
+        "{text}"
+    );
+    let mut app = App::new(Course::embedded(), Theme::color());
+    let text = format!("{}", draw(&mut app, 80, 24).backend());
+    assert!(text.contains("│ • Say what a collective is and"), "{text}");
+    assert!(
+        text.contains("│   why every rank has to make the"),
+        "{text}"
+    );
+    assert!(text.contains("│ … more: Enter opens the lesson"), "{text}");
+    assert!(
+        text.contains("✓ read, quiz passed  ● read, quiz to do"),
+        "{text}"
+    );
+}
+
 #[test]
 fn course_map_shipped_course_120x40() {
     let mut app = App::new(Course::embedded(), Theme::color());

@@ -117,8 +117,19 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         ]),
         head,
     );
+    // The list takes what its longest title needs (up to 58 %); a wide terminal gives the rest
+    // to the lesson's details rather than to blank list columns.
+    let longest = app
+        .course
+        .entries
+        .iter()
+        .map(|e| unicode_width::UnicodeWidthStr::width(e.title()))
+        .max()
+        .unwrap_or(30);
+    // At least the legend's width ("  ✓ read, quiz passed  ● read, quiz to do" and a border).
+    let list_w = ((longest + 21).max(44) as u16).min(body.width * 58 / 100);
     let [list, detail] =
-        Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)]).areas(body);
+        Layout::horizontal([Constraint::Length(list_w), Constraint::Min(1)]).areas(body);
     let mut lines = Vec::new();
     for (i, e) in app.course.entries.iter().enumerate() {
         let sel = i == s.selected;
@@ -166,14 +177,38 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         list,
     );
     if let Some(e) = app.course.entries.get(s.selected) {
-        frame.render_widget(
-            Paragraph::new(detail_lines(app, e)).wrap(Wrap { trim: false }),
-            detail.inner(ratatui::layout::Margin::new(1, 0)),
-        );
+        let area = detail.inner(ratatui::layout::Margin::new(1, 0));
+        let mut lines = detail_lines(app, e, area.width as usize);
+        let rows = |l: &[Line<'static>]| {
+            Paragraph::new(l.to_vec())
+                .wrap(Wrap { trim: false })
+                .line_count(area.width)
+        };
+        // What does not fit ends in a line that says so, never mid-list without a word.
+        if rows(&lines) > area.height as usize {
+            let text = |l: &Line| {
+                l.spans
+                    .first()
+                    .map_or(String::new(), |s| s.content.to_string())
+            };
+            let mut cut = None;
+            while !lines.is_empty() && rows(&lines) + 1 > area.height as usize {
+                cut = lines.pop();
+            }
+            // A wrapped objective goes whole: drop the rows of it that did fit.
+            if cut.is_some_and(|c| text(&c).starts_with("  ")) {
+                while lines.last().is_some_and(|l| text(l).starts_with("  ")) {
+                    lines.pop();
+                }
+                lines.pop();
+            }
+            lines.push(Line::styled("… more: Enter opens the lesson", t.dim));
+        }
+        frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
     }
 }
 
-fn detail_lines(app: &App, e: &Entry) -> Vec<Line<'static>> {
+fn detail_lines(app: &App, e: &Entry, width: usize) -> Vec<Line<'static>> {
     let t = &app.theme;
     let mut out = Vec::new();
     match &e.lesson {
@@ -213,13 +248,18 @@ fn detail_lines(app: &App, e: &Entry) -> Vec<Line<'static>> {
                         format!("{passed} of {} passed", quiz.len()),
                         if passed == quiz.len() { t.ok } else { t.base },
                     ),
-                    Span::styled("  (Q takes it)", t.dim),
+                    Span::styled(" (Q takes it)", t.dim),
                 ]));
             }
             out.push(Line::raw(""));
             out.push(Line::styled("You will be able to", t.strong));
+            // A wrapped objective stays under its text, not under its bullet.
             for o in &l.meta.objectives {
-                out.push(Line::raw(format!("• {o}")));
+                out.extend(crate::tui::markdown::hanging(
+                    Span::raw("• "),
+                    vec![Span::raw(o.clone())],
+                    width,
+                ));
             }
         }
         None => out.push(Line::styled(e.path.clone(), t.h1)),
