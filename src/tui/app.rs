@@ -80,6 +80,8 @@ pub enum Action {
     Present,
     /// Presenter mode: blank the screen (any key brings it back).
     Blank,
+    /// Copy what the screen offers (the planner: its launch commands, plain).
+    Copy,
 }
 
 /// Results of background work, sent to the event loop over the app's channel.
@@ -164,6 +166,9 @@ pub struct App {
     pub bg: Option<tokio::sync::mpsc::UnboundedSender<Background>>,
     /// Each lesson's quiz item ids (what "done" needs besides reading), kept with the course.
     pub quizzes: std::collections::BTreeMap<String, Vec<String>>,
+    /// Text a screen asked to copy: the event loop hands it to the terminal's clipboard
+    /// (OSC 52) after the next draw.
+    pub clipboard: Option<String>,
 }
 
 impl App {
@@ -186,6 +191,7 @@ impl App {
             status: None,
             status_since: None,
             raw_tex: false,
+            clipboard: None,
         }
     }
 

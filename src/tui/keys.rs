@@ -612,6 +612,20 @@ pub const BINDINGS: &[Binding] = &[
         Some((1, "scroll plan")),
     ),
     b(Planner, PAGE_UP, "scroll up", Action::Page(-1), None),
+    b(
+        Planner,
+        &[Code(KeyCode::Enter)],
+        "type the head IP or interface (on its field)",
+        Action::Open,
+        None,
+    ),
+    b(
+        Planner,
+        &[Char('y')],
+        "copy the launch commands, plain (clipboard and a file here)",
+        Action::Copy,
+        Some((2, "copy commands")),
+    ),
     // Help overlay
     b(Help, DOWN, "scroll", Action::Move(1), None),
     b(Help, UP, "scroll", Action::Move(-1), None),

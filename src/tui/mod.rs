@@ -162,6 +162,14 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
             terminal.draw(|f| app::render(&app, f))?;
             dirty = false;
         }
+        // OSC 52: the terminal puts the text on the clipboard (where it allows it; the screen
+        // that asked also wrote a plain file and said where).
+        if let Some(text) = app.clipboard.take() {
+            crossterm::execute!(
+                terminal.backend_mut(),
+                crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
+            )?;
+        }
         let tick = app.tick_interval();
         let status_until = app::status_deadline(&mut app);
         tokio::select! {

@@ -32,6 +32,28 @@ pub fn shell_lines(cmd: &str, width: usize, indent: &str) -> Vec<String> {
 }
 
 impl Plan {
+    /// The commands alone, plain, for copying: each node's exports and commands under a
+    /// `# node N (role)` comment, long commands `\`-continued at 80 columns.
+    pub fn commands_text(&self, backend: Backend) -> Option<String> {
+        let l = self.launch(backend)?;
+        let mut s = String::new();
+        for (i, st) in l.steps.iter().enumerate() {
+            if i > 0 {
+                s.push('\n');
+            }
+            let _ = writeln!(s, "# node {} ({})", st.node, st.role);
+            for e in &st.env {
+                let _ = writeln!(s, "export {}={}", e.name, e.value);
+            }
+            for cmd in &st.commands {
+                for line in shell_lines(cmd, 80, "") {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
+        }
+        Some(s)
+    }
+
     /// The launch steps for one backend.
     pub fn launch(&self, backend: Backend) -> Option<&Launch> {
         self.launches.iter().find(|l| l.backend == backend)

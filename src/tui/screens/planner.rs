@@ -40,7 +40,14 @@ pub enum PlanField {
     GpuMemory,
     Intra,
     Inter,
+    /// Typed (Enter): the head node's IP address in the commands.
+    HeadIp,
+    /// Typed (Enter), or ←/→ through common names: the interface the nodes reach each other on.
+    Iface,
 }
+
+/// Interface names ←/→ step through on the interface field (Enter types any other).
+pub const IFACES: [&str; 5] = ["eth0", "ens5", "enp1s0", "bond0", "ib0"];
 
 pub struct PlannerState {
     pub models: Vec<ModelConfig>,
@@ -51,10 +58,15 @@ pub struct PlannerState {
     pub gpu_mem_gb: u64,
     pub intra: usize,
     pub inter: usize,
+    /// None: `HEAD_IP` stands in the commands.
+    pub head_ip: Option<String>,
+    pub iface: String,
     pub form: Form,
     /// First line of the plan text shown.
     pub scroll: usize,
     pub plan: Result<Plan, String>,
+    /// The field being typed (head IP or interface) and its text.
+    pub typing: Option<(PlanField, crate::tui::field::Field)>,
 }
 
 impl PlannerState {
@@ -76,9 +88,12 @@ impl PlannerState {
             gpu_mem_gb: 80,
             intra: INTRA_LINKS[0],
             inter: INTER_LINKS[0],
+            head_ip: None,
+            iface: "eth0".into(),
             form: Form::default(),
             scroll: 0,
             plan: Err(String::new()),
+            typing: None,
         };
         s.recompute();
         s.plan.as_ref().map_err(Clone::clone)?;
@@ -102,6 +117,8 @@ impl PlannerState {
                 input.gpu_mem_gb = self.gpu_mem_gb as f64;
                 input.intra = self.intra;
                 input.inter = self.inter;
+                input.head_ip = self.head_ip.clone();
+                input.iface = self.iface.clone();
                 plan(&input).map_err(|e| e.to_string())
             }
             None => Err("no model presets".into()),
@@ -169,6 +186,8 @@ impl FormModel for PlannerState {
         PlanField::GpuMemory,
         PlanField::Intra,
         PlanField::Inter,
+        PlanField::HeadIp,
+        PlanField::Iface,
     ];
 
     fn label(f: PlanField) -> &'static str {
@@ -180,6 +199,8 @@ impl FormModel for PlannerState {
             PlanField::GpuMemory => "GPU memory",
             PlanField::Intra => "intra-node",
             PlanField::Inter => "inter-node",
+            PlanField::HeadIp => "head IP",
+            PlanField::Iface => "interface",
         }
     }
 
@@ -192,6 +213,8 @@ impl FormModel for PlannerState {
             PlanField::GpuMemory => format!("{} GB", self.gpu_mem_gb),
             PlanField::Intra => short_link(self.intra).to_string(),
             PlanField::Inter => short_link(self.inter).to_string(),
+            PlanField::HeadIp => self.head_ip.clone().unwrap_or_else(|| "HEAD_IP".into()),
+            PlanField::Iface => self.iface.clone(),
         }
     }
 
@@ -213,6 +236,16 @@ impl FormModel for PlannerState {
             PlanField::GpuMemory => self.gpu_mem_gb = step(&MEM_STEPS, self.gpu_mem_gb, d),
             PlanField::Intra => self.intra = toggle(&INTRA_LINKS, self.intra),
             PlanField::Inter => self.inter = toggle(&INTER_LINKS, self.inter),
+            // An address is typed (Enter); ←/→ leave it.
+            PlanField::HeadIp => {}
+            PlanField::Iface => {
+                let i = IFACES.iter().position(|&x| x == self.iface);
+                let next = match i {
+                    Some(i) => cycle(i, IFACES.len(), d),
+                    None => 0,
+                };
+                self.iface = IFACES[next].to_string();
+            }
         }
         self.scroll = 0;
     }
@@ -223,7 +256,96 @@ impl FormModel for PlannerState {
     }
 }
 
+impl PlannerState {
+    /// Set a typed field; a value the plan refuses is not kept (the error says why).
+    fn set_typed(&mut self, field: PlanField, text: &str) -> Result<(), String> {
+        let text = text.trim();
+        let (old_ip, old_iface) = (self.head_ip.clone(), self.iface.clone());
+        match field {
+            PlanField::HeadIp => {
+                self.head_ip = (!text.is_empty() && text != "HEAD_IP").then(|| text.to_string())
+            }
+            PlanField::Iface if text.is_empty() => return Err("type an interface name".into()),
+            PlanField::Iface => self.iface = text.to_string(),
+            _ => return Ok(()),
+        }
+        self.scroll = 0;
+        if let Err(e) = self.validate() {
+            self.head_ip = old_ip;
+            self.iface = old_iface;
+            self.recompute();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The launch commands, plain: to the clipboard (OSC 52) and to a file in `dir` that no
+    /// earlier copy is overwritten by. Returns what the status line says.
+    pub fn copy_commands(&self, app: &mut App, dir: &std::path::Path) -> String {
+        let Some(text) = self
+            .plan
+            .as_ref()
+            .ok()
+            .and_then(|p| p.commands_text(self.backend))
+        else {
+            return "no plan to copy: fix the fields first".into();
+        };
+        let base = format!(
+            "vllm-launch-{}-{}x{}",
+            self.current().map_or("model", |m| m.name.as_str()),
+            self.nodes,
+            self.gpus_per_node
+        );
+        let lines = text.lines().count();
+        app.clipboard = Some(text.clone());
+        let written = (1..100).find_map(|i| {
+            let name = if i == 1 {
+                format!("{base}.sh")
+            } else {
+                format!("{base}-{i}.sh")
+            };
+            let path = dir.join(name);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            match file {
+                Ok(mut f) => Some(
+                    std::io::Write::write_all(&mut f, text.as_bytes())
+                        .map(|()| path.clone())
+                        .map_err(|e| format!("{}: {e}", path.display())),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+                Err(e) => Some(Err(format!("{}: {e}", path.display()))),
+            }
+        });
+        match written {
+            Some(Ok(path)) => format!(
+                "{lines} lines copied (OSC 52, where the terminal allows it) and written to {}",
+                path.display()
+            ),
+            Some(Err(e)) => format!("{lines} lines copied (OSC 52); the file was not written: {e}"),
+            None => format!("{lines} lines copied (OSC 52); {base}.sh … -99.sh all exist"),
+        }
+    }
+}
+
 pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
+    if let Some((field, text)) = &mut s.typing {
+        match action {
+            Action::Edit(r) => text.apply(r),
+            Action::InputCancel => s.typing = None,
+            Action::InputSubmit => {
+                let (field, value) = (*field, text.value().to_string());
+                match s.set_typed(field, &value) {
+                    Ok(()) => s.typing = None,
+                    Err(e) => app.status = Some(e),
+                }
+            }
+            _ => {}
+        }
+        return Outcome::Stay;
+    }
     let pane = plan_area(body_area(app.body_area()));
     let page = (pane.height as usize).saturating_sub(2).max(1);
     let max = s
@@ -243,6 +365,22 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
                 .scroll
                 .saturating_add_signed(d as isize * page as isize)
                 .min(max);
+        }
+        Action::Open => match s.form.focused::<PlannerState>() {
+            Some(f @ (PlanField::HeadIp | PlanField::Iface)) => {
+                let mut field = crate::tui::field::Field::default();
+                let now = match f {
+                    PlanField::HeadIp => s.head_ip.clone().unwrap_or_default(),
+                    _ => s.iface.clone(),
+                };
+                field.set(&now);
+                s.typing = Some((f, field));
+            }
+            _ => app.status = Some("Enter types the head IP or the interface: j to them".into()),
+        },
+        Action::Copy => {
+            let dir = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+            app.status = Some(s.copy_commands(app, &dir));
         }
         Action::Back => return Outcome::Pop,
         _ => {}
@@ -264,6 +402,14 @@ pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
     let [left, _] =
         Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
     let mut lines = s.form.lines(s, t);
+    if let Some((f, text)) = &s.typing {
+        // The field being typed, under the column: Enter sets it, Esc keeps the old value.
+        let label = PlannerState::label(*f);
+        let mut spans = vec![Span::styled(format!("{label}> "), t.strong)];
+        spans.extend(text.spans(t.strong, t.accent));
+        lines.push(Line::from(spans));
+        lines.push(Line::styled("Enter sets · Esc keeps", t.dim));
+    }
     lines.push(Line::raw(""));
     match &s.plan {
         Ok(p) => {
@@ -337,5 +483,110 @@ impl crate::tui::screens::View for PlannerState {
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
         vec![crate::tui::keys::Context::Planner]
+    }
+
+    fn takes_text(&self) -> bool {
+        self.typing.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::field::InputRequest;
+
+    fn app() -> App {
+        App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        )
+    }
+
+    fn type_into(s: &mut PlannerState, app: &mut App, field: PlanField, text: &str) {
+        s.form.focus = PlannerState::FIELDS
+            .iter()
+            .position(|&f| f == field)
+            .expect("field");
+        update(s, app, Action::Open);
+        assert!(s.typing.is_some(), "Enter opens the field");
+        update(s, app, Action::Edit(InputRequest::DeleteLine));
+        for c in text.chars() {
+            update(s, app, Action::Edit(InputRequest::InsertChar(c)));
+        }
+        update(s, app, Action::InputSubmit);
+    }
+
+    /// The head IP and the interface reach every command; a value the plan refuses is not
+    /// kept, the error says why and the text stays to mend.
+    #[test]
+    fn typed_head_ip_and_interface_reach_the_commands() {
+        let mut app = app();
+        let mut s = PlannerState::new("llama-3.1-70b", 2, 8, Backend::Mp).expect("plan");
+        type_into(&mut s, &mut app, PlanField::HeadIp, "10.1.2.3");
+        assert!(s.typing.is_none());
+        type_into(&mut s, &mut app, PlanField::Iface, "ens5");
+        let text = s
+            .plan
+            .as_ref()
+            .expect("plan")
+            .commands_text(Backend::Mp)
+            .expect("mp");
+        assert!(text.contains("--master-addr 10.1.2.3"), "{text}");
+        assert!(text.contains("export NCCL_SOCKET_IFNAME=ens5"), "{text}");
+        assert!(!text.contains("HEAD_IP"), "{text}");
+        type_into(&mut s, &mut app, PlanField::HeadIp, "10.1.2");
+        assert_eq!(
+            s.head_ip.as_deref(),
+            Some("10.1.2.3"),
+            "the old address is kept"
+        );
+        assert!(s.typing.is_some(), "the text stays to mend");
+        assert!(
+            app.status.as_deref().is_some_and(|e| e.contains("10.1.2")),
+            "{:?}",
+            app.status
+        );
+        update(&mut s, &mut app, Action::InputCancel);
+        type_into(&mut s, &mut app, PlanField::Iface, "eth0 eth1");
+        assert_eq!(s.iface, "ens5");
+        update(&mut s, &mut app, Action::InputCancel);
+        // ←/→ step through common names.
+        update(&mut s, &mut app, Action::Adjust(1));
+        assert_eq!(s.iface, IFACES[2]);
+        // An empty head IP puts the placeholder back.
+        type_into(&mut s, &mut app, PlanField::HeadIp, "");
+        assert_eq!(s.head_ip, None);
+    }
+
+    /// `y` puts the commands, without the screen's border or indent, on the clipboard and in
+    /// a file; a second copy never overwrites the first.
+    #[test]
+    fn copy_writes_plain_commands_and_never_overwrites() {
+        let mut app = app();
+        let s = PlannerState::new("llama-3.1-70b", 2, 8, Backend::Mp).expect("plan");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let said = s.copy_commands(&mut app, dir.path());
+        let first = dir.path().join("vllm-launch-llama-3.1-70b-2x8.sh");
+        assert!(said.contains(&first.display().to_string()), "{said}");
+        let text = std::fs::read_to_string(&first).expect("written");
+        assert_eq!(app.clipboard.as_deref(), Some(text.as_str()));
+        assert!(
+            text.starts_with("# node 0 (head)\nexport NCCL_SOCKET_IFNAME=eth0\n"),
+            "{text}"
+        );
+        // Commands wrap at 80 columns; an export (the worker's address expression) stays whole.
+        assert!(
+            text.lines()
+                .all(|l| !l.contains('│') && (l.starts_with("export ") || l.chars().count() <= 80)),
+            "{text}"
+        );
+        assert!(
+            said.starts_with(&format!("{} lines copied", text.lines().count())),
+            "{said}"
+        );
+        std::fs::write(&first, "mine").expect("edit");
+        let said = s.copy_commands(&mut app, dir.path());
+        assert!(said.contains("2x8-2.sh"), "{said}");
+        assert_eq!(std::fs::read_to_string(&first).expect("kept"), "mine");
     }
 }
