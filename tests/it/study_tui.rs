@@ -304,3 +304,37 @@ fn readline_keys_edit_the_answer_line() {
     assert_eq!(answer(&app), "", "Ctrl-U clears the line");
     assert!(app.prompt_open(), "still answering");
 }
+
+/// The shipped course's stats do not fit 80x24: the last row says how much is below, j
+/// scrolls to the end and no further, and then the row says k goes back.
+#[test]
+fn stats_say_what_is_below_and_stop_at_the_end() {
+    let mut app = App::new(Course::embedded(), Theme::color());
+    app::update(&mut app, Action::Resize(80, 24));
+    let tz = FixedOffset::east_opt(0).expect("tz");
+    app.stack
+        .push(Screen::Stats(Box::new(StatsState::at(&app, t0(), tz))));
+    let f = frame(&app);
+    let below: usize = f
+        .split("↓ ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a ↓ N more lines row");
+    assert!(f.contains("more lines: j"), "{f}");
+    for _ in 0..below + 10 {
+        app::update(&mut app, Action::Move(1));
+    }
+    let end = frame(&app);
+    assert!(end.contains("↑ k scrolls back"), "{end}");
+    assert!(
+        end.contains("mastered: in review"),
+        "the last line shows: {end}"
+    );
+    app::update(&mut app, Action::Move(-1));
+    assert!(
+        frame(&app).contains("↓ 1 more line: j"),
+        "one back: {}",
+        frame(&app)
+    );
+}

@@ -226,7 +226,8 @@ fn course_matches(app: &App, query: &str, except: usize) -> Vec<(usize, usize)> 
 }
 
 impl LessonState {
-    /// "“ring”: match 2 of 9 here · 31 in 5 other lessons (n past the last goes on to them)".
+    /// "“ring”: match 2 of 9 here · n goes on to 31 in 5 other lessons" (fits 80 columns with
+    /// a query of up to a dozen characters).
     fn search_summary(&self, app: &App) -> String {
         let q = &self.search.query;
         let here = match (self.search.current, self.search.hits.len()) {
@@ -239,7 +240,7 @@ impl LessonState {
         match others.len() {
             0 => format!("“{q}”: {here} · none in other lessons"),
             k => format!(
-                "“{q}”: {here} · {total} in {k} other lesson{} (n past the last goes on)",
+                "“{q}”: {here} · n goes on to {total} in {k} other lesson{}",
                 if k == 1 { "" } else { "s" }
             ),
         }

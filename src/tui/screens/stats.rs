@@ -120,7 +120,14 @@ impl StatsState {
 pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
     match action {
         Action::Back => return Outcome::Pop,
-        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize),
+        // Clamped to the last screenful, so k after a long j goes back at once.
+        Action::Move(d) => {
+            let (total, shown) = fit(s, app, app.body_area());
+            s.scroll = s
+                .scroll
+                .saturating_add_signed(d as isize)
+                .min(total.saturating_sub(shown));
+        }
         Action::OpenDrill => {
             let d = super::drill::open(app, &super::drill::DrillOptions::default());
             return Outcome::Push(Screen::Quiz(Box::new(d)));
@@ -233,6 +240,24 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
     out
 }
 
+/// The stats' wrapped rows in all, and how many of them `area` shows (one row fewer than it
+/// has when they do not all fit: that row says what is below).
+fn fit(s: &StatsState, app: &App, area: Rect) -> (usize, usize) {
+    let width = text_width(area.width);
+    let total = Paragraph::new(lines(s, app, width as usize))
+        .wrap(ratatui::widgets::Wrap { trim: false })
+        .line_count(width.min(area.width));
+    let rows = area.height.saturating_sub(2) as usize;
+    (
+        total,
+        if total > rows {
+            rows.saturating_sub(1)
+        } else {
+            rows
+        },
+    )
+}
+
 pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     frame.render_widget(
@@ -241,17 +266,34 @@ pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
     );
     let width = text_width(area.width);
     let x = area.x + area.width.saturating_sub(width) / 2;
+    let w = width.min(area.width);
+    let par =
+        Paragraph::new(lines(s, app, width as usize)).wrap(ratatui::widgets::Wrap { trim: false });
+    let (total, shown) = fit(s, app, area);
+    // What is below the screen says so (j scrolls), and the scroll stops at the end.
+    let more = (total > shown).then(|| {
+        let top = s.scroll.min(total - shown);
+        (top, total - shown - top)
+    });
+    let top = more.map_or(0, |(top, _)| top);
     frame.render_widget(
-        Paragraph::new(lines(s, app, width as usize))
-            .wrap(ratatui::widgets::Wrap { trim: false })
-            .scroll((s.scroll.min(u16::MAX as usize) as u16, 0)),
-        Rect::new(
-            x,
-            area.y + 2,
-            width.min(area.width),
-            area.height.saturating_sub(2),
-        ),
+        par.scroll((top.min(u16::MAX as usize) as u16, 0)),
+        Rect::new(x, area.y + 2, w, shown as u16),
     );
+    if let Some((top, below)) = more {
+        let text = match (top > 0, below > 0) {
+            (_, true) => format!(
+                "  ↓ {below} more line{}: j",
+                if below == 1 { "" } else { "s" }
+            ),
+            (true, false) => "  ↑ k scrolls back".to_string(),
+            (false, false) => String::new(),
+        };
+        frame.render_widget(
+            Paragraph::new(Line::styled(text, t.dim)),
+            Rect::new(x, area.y + 2 + shown as u16, w, 1),
+        );
+    }
 }
 
 impl crate::tui::screens::View for StatsState {
