@@ -618,7 +618,27 @@ fn live_lab_layout_at_80x24_and_120x40() {
             inp.contains(" 7 "),
             "{w}x{h}: the in-place #wrong is whole: {row_line}"
         );
+        // The legend box only where the chart has room for it: at 80 columns the lines were
+        // drawn through it. There the table's header, in the lines' colours, is the legend.
+        assert_eq!(
+            text.contains("│out-of-place│"),
+            w >= 120,
+            "{w}x{h}: legend box:\n{text}"
+        );
         insta::assert_snapshot!(format!("live_lab_{w}x{h}"), text);
+        // Without colour the box cannot tell the lines apart: the title names their marks.
+        let mut app = fixture_app(Theme::mono());
+        let mut lab = LabState::new(Default::default());
+        lab.rows
+            .push((row(false, 1 << 20, 1.5, 0), row(true, 1 << 20, 1.25, 0)));
+        app.stack
+            .push(ringlab::tui::app::Screen::Lab(Box::new(lab)));
+        let text = format!("{}", draw(&mut app, w, h).backend());
+        assert!(
+            text.contains("⣿ out") && text.contains("• in"),
+            "{w}x{h}:\n{text}"
+        );
+        assert!(!text.contains("│out-of-place│"), "{w}x{h}:\n{text}");
     }
     // Running: the hint bar offers to cancel, not to run.
     let mut app = fixture_app(Theme::color());

@@ -553,10 +553,14 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
-                .title(Span::styled(
-                    " out-of-place | in-place, as nccl-tests ",
-                    t.h2,
-                )),
+                // The halves' names in their chart lines' colours: the table heads the legend.
+                .title(Line::from(vec![
+                    Span::styled(" ", t.h2),
+                    Span::styled("out-of-place", chart_styles(t).0.patch(t.h2)),
+                    Span::styled(" | ", t.h2),
+                    Span::styled("in-place", chart_styles(t).1.patch(t.h2)),
+                    Span::styled(", as nccl-tests ", t.h2),
+                ])),
         ),
         table,
     );
@@ -615,6 +619,16 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     out
 }
 
+/// The out-of-place and in-place lines' styles: told apart by colour, and without colour by
+/// their marks (braille, dots).
+fn chart_styles(t: &crate::tui::theme::Theme) -> (Style, Style) {
+    if t.mono {
+        (Style::new(), Style::new())
+    } else {
+        (t.accent, t.ok)
+    }
+}
+
 fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     // Both placements, as the table has them (N/A rows, NaN, are left out).
@@ -639,12 +653,7 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         .map(|p| p.1)
         .fold(0.1, f64::max)
         * 1.15;
-    // Told apart by colour, and without colour by their marks.
-    let (out_style, in_style) = if t.mono {
-        (Style::new(), Style::new())
-    } else {
-        (t.accent, t.ok)
-    };
+    let (out_style, in_style) = chart_styles(t);
     let data = [
         Dataset::default()
             .name("out-of-place")
@@ -660,12 +669,27 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             .data(&in_pts),
     ];
     let lbl = |v: f64| Span::styled(format_bytes(v.exp2().round() as u64), t.dim);
+    // ratatui shows the legend box (its longest name and a border each side, two rows and a
+    // border each side) when it is at most a third of the chart's width and half its height;
+    // this asks for a margin over that, so that a chart has the box or the title's legend.
+    let legend_w = "out-of-place".len() as u16 + 2;
+    let legend_fits = area.width >= 3 * legend_w + 12 && area.height >= 14;
     let chart = Chart::new(data.to_vec())
         .block(
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
-                .title(Span::styled(" busbw (GB/s) vs size (log) ", t.h2)),
+                .title(Line::styled(
+                    match (t.mono, legend_fits) {
+                        (false, true) => " busbw (GB/s) vs size (log) ",
+                        // The table's header names the halves in these lines' colours.
+                        (false, false) => " busbw (GB/s) ",
+                        // Without colour the marks tell the lines apart; the box cannot.
+                        (true, true) => " busbw (GB/s) vs size (log): ⣿ out-of-place  • in-place ",
+                        (true, false) => " busbw: ⣿ out • in ",
+                    },
+                    t.h2,
+                )),
         )
         .x_axis(Axis::default().bounds([x0, x1]).labels(vec![
             lbl(x0),
@@ -677,9 +701,14 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Span::styled(format!("{:.2}", ymax / 2.0), t.dim),
             Span::styled(format!("{ymax:.2}"), t.dim),
         ]))
-        // The legend says which line is which whenever the chart has room for it.
-        .legend_position(Some(ratatui::widgets::LegendPosition::TopLeft))
-        .hidden_legend_constraints((Constraint::Min(0), Constraint::Min(0)));
+        // The legend box only where it covers at most a third of the plot's width and half
+        // its height; a narrow chart (80 columns) would draw its lines through it. Then the
+        // title says which line is which: the table's header has the same colours, and
+        // without colour the marks tell them apart.
+        .legend_position(
+            (legend_fits && !t.mono).then_some(ratatui::widgets::LegendPosition::TopLeft),
+        )
+        .hidden_legend_constraints((Constraint::Ratio(1, 3), Constraint::Ratio(1, 2)));
     frame.render_widget(chart, area);
 }
 
