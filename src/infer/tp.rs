@@ -422,6 +422,9 @@ impl TpReport {
 
 /// Bytes per second in decimal units: "229 MB/s", "1.50 GB/s".
 pub fn format_rate(bytes_per_s: f64) -> String {
+    if bytes_per_s == 0.0 {
+        return "0 B/s".into();
+    }
     let (v, u) = if bytes_per_s >= 1e9 {
         (bytes_per_s / 1e9, "GB/s")
     } else if bytes_per_s >= 1e6 {

@@ -190,22 +190,31 @@ fn passes(x: f64) -> String {
     }
 }
 
-fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
+fn result_lines(r: &TpReport, t: &Theme, width: usize) -> Vec<Line<'static>> {
+    // A value that wraps stays in the value column.
     let kv = |k: &str, v: String| {
-        Line::from(vec![Span::styled(format!("{k:<20}"), t.dim), Span::raw(v)])
+        crate::tui::markdown::hanging(
+            Span::styled(format!("{k:<20}"), t.dim),
+            vec![Span::raw(v)],
+            width,
+        )
     };
-    let mut out = vec![
+    // "4587520 B (4.38 MiB)"; a count under a KiB needs no gloss.
+    let bytes = |b: u64| {
+        if b < 1024 {
+            format!("{b} B")
+        } else {
+            format!("{b} B ({})", format_bytes(b))
+        }
+    };
+    let rows = vec![
         kv(
             "bytes/all-reduce",
             if r.tp == 1 {
                 // One GPU holds whole layers: there is nothing to add up across GPUs.
-                "none at TP 1 (no all-reduce)".to_string()
+                "none at TP 1".to_string()
             } else {
-                format!(
-                    "{} B ({})",
-                    r.allreduce_bytes,
-                    format_bytes(r.allreduce_bytes)
-                )
+                bytes(r.allreduce_bytes)
             },
         ),
         kv(
@@ -217,14 +226,7 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
             "sent/GPU/all-reduce",
             format!("{} B", r.sent_per_gpu_per_allreduce),
         ),
-        kv(
-            "sent/GPU/pass",
-            format!(
-                "{} B ({})",
-                r.sent_per_gpu_per_forward,
-                format_bytes(r.sent_per_gpu_per_forward)
-            ),
-        ),
+        kv("sent/GPU/pass", bytes(r.sent_per_gpu_per_forward)),
         kv(
             "sent/GPU/second",
             // The rate is the whole model's, not one sequence's (a pass may carry several
@@ -245,13 +247,16 @@ fn result_lines(r: &TpReport, t: &Theme) -> Vec<Line<'static>> {
             ),
         ),
     ];
+    let mut out: Vec<Line<'static>> = rows.into_iter().flatten().collect();
     // The checks before the link table: on a short terminal the table gives way, never the
     // verdict on the TP degree.
     out.push(Line::raw(""));
     for c in &r.checks {
-        out.push(Line::styled(
-            format!("{} {}", c.level.mark(), c.message),
-            check_style(c.level, t),
+        let style = check_style(c.level, t);
+        out.extend(crate::tui::markdown::hanging(
+            Span::styled(format!("{} ", c.level.mark()), style),
+            vec![Span::styled(c.message.clone(), style)],
+            width,
         ));
     }
     out.push(Line::raw(""));
@@ -310,11 +315,11 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         ),
         left,
     );
+    let area = right.inner(ratatui::layout::Margin::new(1, 0));
     let lines = match &s.report {
-        Ok(r) => result_lines(r, t),
+        Ok(r) => result_lines(r, t, area.width as usize),
         Err(e) => vec![Line::styled(e.clone(), t.error)],
     };
-    let area = right.inner(ratatui::layout::Margin::new(1, 0));
     // The block's title takes the first row.
     let lines = crate::tui::form::fit_lines(lines, area.width, area.height.saturating_sub(1), t);
     frame.render_widget(
