@@ -238,6 +238,12 @@ fn tpcalc_checks_stay_on_screen_at_80x24() {
         }
         if tp == 1 {
             assert!(f.contains("none at TP 1"), "{f}");
+            assert!(
+                f.contains("sent/GPU/pass       0 B  "),
+                "no '0 B (0 B)': {f}"
+            );
+            // A wrapped value stays in the value column.
+            assert!(f.contains("│                     whole layers"), "{f}");
         }
         insta::assert_snapshot!(format!("tpcalc_tp{tp}_80x24"), f);
     }
