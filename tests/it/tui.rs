@@ -56,6 +56,27 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
         text.contains("✓ read, quiz passed  ● read, quiz to do"),
         "{text}"
     );
+    // The hang lab's progress is on the map too: a solved scenario counts, a name no
+    // scenario has does not.
+    assert!(
+        text.contains(" 0 of 16 lessons done · hang lab: 0 of 12 scenarios solved (H)"),
+        "{text}"
+    );
+    app.progress
+        .labs
+        .entry("docker0".into())
+        .or_default()
+        .solved = true;
+    app.progress
+        .labs
+        .entry("no-such-scenario".into())
+        .or_default()
+        .solved = true;
+    let text = format!("{}", draw(&mut app, 80, 24).backend());
+    assert!(
+        text.contains("hang lab: 1 of 12 scenarios solved"),
+        "{text}"
+    );
 }
 
 #[test]

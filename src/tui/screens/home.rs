@@ -104,6 +104,38 @@ pub fn mark(app: &App, entry: &Entry) -> &'static str {
     }
 }
 
+/// " 3 of 16 lessons done · hang lab: 1 of 12 scenarios solved (H)": the course's progress
+/// and the hang lab's (its list marks each solved scenario ✓).
+fn progress_line(app: &App) -> Line<'static> {
+    let t = &app.theme;
+    let lessons = app
+        .course
+        .entries
+        .iter()
+        .filter(|e| e.lesson.is_some())
+        .count();
+    let done = app
+        .course
+        .entries
+        .iter()
+        .filter(|e| mark(app, e) == "✓")
+        .count();
+    let names = crate::lab::hang::scenario::names();
+    let solved = names
+        .iter()
+        .filter(|n| app.progress.labs.get(*n).is_some_and(|r| r.solved))
+        .count();
+    Line::from(vec![
+        Span::styled(format!(" {done} of {lessons} lessons done"), t.dim),
+        Span::styled(" · ", t.dim),
+        Span::styled(
+            format!("hang lab: {solved} of {} scenarios solved", names.len()),
+            t.dim,
+        ),
+        Span::styled(" (H)", t.dim),
+    ])
+}
+
 pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
@@ -113,7 +145,7 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
                 Span::styled(" ringlab ", t.title),
                 Span::styled("— how GPUs communicate, and proof that it works", t.dim),
             ]),
-            Line::raw(""),
+            progress_line(app),
         ]),
         head,
     );

@@ -326,6 +326,13 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// The names of the scenarios shipped in the binary (parsed once; the course map counts the
+/// solved ones).
+pub fn names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| all().0.into_iter().map(|s| s.name).collect())
+}
+
 /// All scenarios shipped in the binary, by name.
 pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
     let mut ok = Vec::new();
