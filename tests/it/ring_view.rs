@@ -277,7 +277,12 @@ fn a_typed_message_size_rebuilds_the_view_and_a_bad_one_is_refused() {
         }
     };
     type_text(&mut app, "3 MiB");
-    assert!(frame(&app).contains("message size> 3 MiB"));
+    let f = frame(&app);
+    assert!(f.contains("message size> 3 MiB"));
+    // While typing, the hint bar names the field's keys, not the view's.
+    let bar = f.lines().last().unwrap_or_default();
+    assert!(bar.contains("Enter sets the size  Esc cancel"), "{bar}");
+    assert!(!bar.contains("play/pause"), "{bar}");
     app::update(&mut app, Action::InputSubmit);
     assert_eq!(ring(&app).params.bytes, 3 << 20);
     assert!(ring(&app).typing.is_none());

@@ -1017,6 +1017,12 @@ impl crate::tui::screens::View for HangState {
         self.typing.is_some()
     }
 
+    fn hint_line(&self, app: &App) -> Option<ratatui::text::Line<'static>> {
+        self.typing
+            .is_some()
+            .then(|| super::typing_hint(app, "runs it"))
+    }
+
     fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
         if let crate::tui::app::Background::Hang(u) = msg {
             HangState::receive(self, u.clone(), app);

@@ -210,6 +210,35 @@ fn render_too_small(app: &App, frame: &mut Frame, area: Rect) {
     );
 }
 
+/// The hint bar while a screen's one-line text field is open (a typed size, an address, a
+/// fix): the field's own keys, after the status when there is one (a refused value says why).
+pub fn typing_hint(app: &App, enter: &str) -> Line<'static> {
+    let t = &app.theme;
+    let keys = vec![
+        Span::styled("Enter", t.key),
+        Span::styled(format!(" {enter}  "), t.dim),
+        Span::styled("Esc", t.key),
+        Span::styled(" cancel  ", t.dim),
+        Span::styled("Ctrl-U/W", t.key),
+        Span::styled(" clear/word", t.dim),
+    ];
+    let Some(status) = &app.status else {
+        return Line::from(keys);
+    };
+    // The status first; the keys only where they fit after it (the field's own line names
+    // Enter and Esc too), and a status too long for the bar ends in an ellipsis.
+    let w = app.width as usize;
+    let keys_w: usize = keys.iter().map(Span::width).sum();
+    let status_w = unicode_width::UnicodeWidthStr::width(status.as_str());
+    if status_w + 2 + keys_w <= w {
+        let mut spans = vec![Span::styled(format!("{status}  "), t.accent)];
+        spans.extend(keys);
+        Line::from(spans)
+    } else {
+        Line::styled(crate::tui::markdown::ellipsize(status, w), t.accent)
+    }
+}
+
 /// The always-visible key-hint bar, gathered from the key table of what has focus.
 fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     let t = &app.theme;

@@ -488,6 +488,12 @@ impl crate::tui::screens::View for PlannerState {
     fn takes_text(&self) -> bool {
         self.typing.is_some()
     }
+
+    fn hint_line(&self, app: &App) -> Option<Line<'static>> {
+        self.typing
+            .is_some()
+            .then(|| super::typing_hint(app, "sets it"))
+    }
 }
 
 #[cfg(test)]

@@ -533,6 +533,12 @@ impl crate::tui::screens::View for RingState {
         self.typing.is_some()
     }
 
+    fn hint_line(&self, app: &App) -> Option<ratatui::text::Line<'static>> {
+        self.typing
+            .is_some()
+            .then(|| super::typing_hint(app, "sets the size"))
+    }
+
     fn tick(&self, app: &App) -> Option<std::time::Duration> {
         (self.playing && app.help.is_none())
             .then(|| std::time::Duration::from_millis(self.tick_ms()))
