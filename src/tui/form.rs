@@ -19,6 +19,10 @@ pub trait FormModel {
     fn adjust(&mut self, field: Self::Field, d: i32);
     /// Recompute what the form means after a change; the problem, if there is one.
     fn validate(&mut self) -> Result<(), String>;
+    /// A field whose value is typed (Enter), not stepped: drawn with ⏎ instead of ◀ ▶.
+    fn typed(_field: Self::Field) -> bool {
+        false
+    }
 }
 
 /// The focus of a form.
@@ -82,7 +86,13 @@ impl Form {
             .enumerate()
             .map(|(i, &f)| {
                 let (label, value) = (M::label(f), model.value(f));
-                if i == self.focus {
+                if i == self.focus && M::typed(f) {
+                    Line::from(vec![
+                        Span::styled(format!("▶ {label:<w$}"), t.selection),
+                        Span::styled(format!("  {value} "), t.selection),
+                        Span::styled("⏎", t.dim),
+                    ])
+                } else if i == self.focus {
                     Line::from(vec![
                         Span::styled(format!("▶ {label:<w$}"), t.selection),
                         Span::styled(format!("◀ {value} ▶"), t.selection),

@@ -250,6 +250,10 @@ impl FormModel for PlannerState {
         self.scroll = 0;
     }
 
+    fn typed(f: PlanField) -> bool {
+        f == PlanField::HeadIp
+    }
+
     fn validate(&mut self) -> Result<(), String> {
         self.recompute();
         self.plan.as_ref().map(|_| ()).map_err(Clone::clone)
@@ -528,6 +532,19 @@ mod tests {
     fn typed_head_ip_and_interface_reach_the_commands() {
         let mut app = app();
         let mut s = PlannerState::new("llama-3.1-70b", 2, 8, Backend::Mp).expect("plan");
+        // The typed field is drawn as one: ⏎, not the ◀ ▶ that ←/→ would move.
+        s.form.focus = PlannerState::FIELDS
+            .iter()
+            .position(|&f| f == PlanField::HeadIp)
+            .expect("field");
+        let drawn: Vec<String> = s
+            .form
+            .lines(&s, &app.theme)
+            .iter()
+            .map(|l| l.spans.iter().map(|x| x.content.as_ref()).collect())
+            .collect();
+        let row = drawn.iter().find(|r| r.contains("head IP")).expect("row");
+        assert!(row.ends_with("HEAD_IP ⏎") && !row.contains('◀'), "{row}");
         type_into(&mut s, &mut app, PlanField::HeadIp, "10.1.2.3");
         assert!(s.typing.is_none());
         type_into(&mut s, &mut app, PlanField::Iface, "ens5");
