@@ -220,6 +220,15 @@ pub fn parse_size(input: &str) -> Result<u64, String> {
     Ok(bytes.floor() as u64)
 }
 
+/// A count with its noun, plural unless one: "1 GPU", "16 GPUs", "1 node", "2 nodes".
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Formats bytes in binary units: "1003 B", "1 MiB", "1.50 GiB" (two decimals unless exact).
 pub fn format_bytes(bytes: u64) -> String {
     let unit = if bytes == 0 {

@@ -152,7 +152,8 @@ fn verdict(ok: bool) -> Verdict {
     if ok { Verdict::Correct } else { Verdict::Wrong }
 }
 
-fn example_order(n: usize) -> String {
+/// "d c b a": every letter of `n` items, last first (an example of a whole order answer).
+pub fn example_order(n: usize) -> String {
     (0..n)
         .rev()
         .map(|i| letter(i).to_string())

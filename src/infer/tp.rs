@@ -199,7 +199,8 @@ pub fn tp_checks(model: &ModelConfig, tp: usize, gpus_per_node: usize) -> Vec<Ch
         push(
             Level::Warn,
             format!(
-                "TP {tp} is more than the {gpus_per_node} GPUs of one node: every all-reduce crosses the network"
+                "TP {tp} is more than the {} of one node: every all-reduce crosses the network",
+                crate::units::count(gpus_per_node, "GPU")
             ),
         );
     }

@@ -124,37 +124,46 @@ pub fn cycle(i: usize, len: usize, d: i32) -> usize {
     (i as isize + d.signum() as isize).rem_euclid(n) as usize
 }
 
-/// `lines` as they fit `width` × `height` when wrapped: when they do not, the tail gives way
-/// to one dim line saying how many lines did not fit, so nothing is cut silently.
+/// `lines` wrapped to `width` (each keeping its indent, [`keep_indent`]) as they fit `height`:
+/// when they do not, whole lines give way at the tail to one dim line saying how many rows did
+/// not fit, so nothing is cut silently and no sentence stops mid-way.
+///
+/// [`keep_indent`]: crate::tui::markdown::keep_indent
 pub fn fit_lines(
-    mut lines: Vec<Line<'static>>,
+    lines: Vec<Line<'static>>,
     width: u16,
     height: u16,
     t: &Theme,
 ) -> Vec<Line<'static>> {
-    use ratatui::widgets::{Paragraph, Wrap};
-    let rows = |l: &Line<'static>| {
-        Paragraph::new(l.clone())
-            .wrap(Wrap { trim: false })
-            .line_count(width.max(1))
-    };
-    let total: usize = lines.iter().map(rows).sum();
+    let groups: Vec<Vec<Line<'static>>> = lines
+        .into_iter()
+        .map(|l| crate::tui::markdown::keep_indent(vec![l], width.max(1) as usize))
+        .collect();
+    // An aligned row left whole still takes as many rows as the Paragraph wraps it into.
+    let w = width.max(1) as usize;
+    let rows =
+        |g: &Vec<Line<'static>>| -> usize { g.iter().map(|l| l.width().max(1).div_ceil(w)).sum() };
+    let total: usize = groups.iter().map(rows).sum();
     if total <= height as usize || height == 0 {
-        return lines;
+        return groups.into_iter().flatten().collect();
     }
     // Room for the marker's one row.
     let mut used = 1;
-    let keep = lines
+    let keep = groups
         .iter()
-        .take_while(|l| {
-            used += rows(l);
+        .take_while(|g| {
+            used += rows(g);
             used <= height as usize
         })
         .count();
-    let hidden: usize = lines[keep..].iter().map(rows).sum();
-    lines.truncate(keep);
+    let hidden: usize = groups[keep..].iter().map(rows).sum();
+    let mut lines: Vec<Line<'static>> = groups.into_iter().take(keep).flatten().collect();
     lines.push(Line::styled(
-        format!("… {hidden} more line(s) below"),
+        // Nothing scrolls these panes: the remedy is room.
+        format!(
+            "… {hidden} more line{} on a taller terminal",
+            if hidden == 1 { "" } else { "s" }
+        ),
         t.dim,
     ));
     lines

@@ -283,10 +283,20 @@ pub fn recommend_tp(model: &ModelConfig, gpus_per_node: usize) -> (usize, String
     while p * 2 <= gpus_per_node && divides_heads(model, p * 2) {
         p *= 2;
     }
+    // Name what fails to divide: "16 does not divide the 8 KV heads" (16 divides 128 heads).
+    let g = gpus_per_node as u64;
+    let fails = match (
+        model.heads.is_multiple_of(g.max(1)),
+        model.kv_heads.is_multiple_of(g.max(1)),
+    ) {
+        (true, false) => format!("the {} KV heads", model.kv_heads),
+        (false, true) => format!("the {} attention heads", model.heads),
+        _ => heads.clone(),
+    };
     (
         p,
         format!(
-            "TP = {p}: {gpus_per_node} GPUs per node do not divide {heads}; {p} is the largest power of two that does"
+            "TP = {p}: {gpus_per_node} GPUs per node do not divide {fails}; {p} is the largest power of two that divides {heads}"
         ),
     )
 }

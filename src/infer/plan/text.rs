@@ -73,8 +73,12 @@ impl Plan {
         let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
         let _ = writeln!(
             s,
-            "{} on {} node(s) × {} GPUs ({} inside, {} between)",
-            self.model, self.nodes, self.gpus_per_node, self.intra_link, self.inter_link
+            "{} on {} × {} ({} inside, {} between)",
+            self.model,
+            crate::units::count(self.nodes, "node"),
+            crate::units::count(self.gpus_per_node, "GPU"),
+            self.intra_link,
+            self.inter_link
         );
         let (lo, hi) = self.layers_per_stage;
         let layers = if lo == hi {
@@ -84,8 +88,11 @@ impl Plan {
         };
         let _ = writeln!(
             s,
-            "TP {} × PP {} = {} of {} GPUs · {layers} layers per stage\n",
-            self.tp, self.pp, self.gpus_used, self.total_gpus
+            "TP {} × PP {} = {} of {} · {layers} layers per stage\n",
+            self.tp,
+            self.pp,
+            self.gpus_used,
+            crate::units::count(self.total_gpus, "GPU")
         );
         let _ = writeln!(s, "Why:");
         for r in &self.reasons {
@@ -136,8 +143,8 @@ impl Plan {
         if c.pp_handoffs > 0 {
             let _ = writeln!(
                 s,
-                "  PP: {} handoff(s) of {} B on {}: {}",
-                c.pp_handoffs,
+                "  PP: {} of {} B on {}: {}",
+                crate::units::count(c.pp_handoffs as usize, "handoff"),
                 c.pp_handoff_bytes,
                 c.pp_link,
                 format_seconds(c.pp_per_token_s)

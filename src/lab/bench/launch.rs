@@ -829,7 +829,15 @@ fn watch(
                             } else {
                                 (
                                     FailKind::Error,
-                                    format!("rank {rank} failed during {}: {message}", s.phase),
+                                    // "spawned" is the phase before any: say start-up.
+                                    format!(
+                                        "rank {rank} failed during {}: {message}",
+                                        if s.phase == "spawned" {
+                                            "start-up"
+                                        } else {
+                                            &s.phase
+                                        }
+                                    ),
                                 )
                             };
                             s.failed = true;

@@ -177,6 +177,62 @@ pub fn hanging(lead: Span<'static>, body: Vec<Span<'static>>, width: usize) -> V
         .collect()
 }
 
+/// Lines wrapped to `width` where they are longer, each keeping its own indent: a wrapped row
+/// continues under the text after the leading spaces and a leading mark ("✓ ", "✗ ", "! ",
+/// "- ", "• ", "hint: "), not at column 0 (log lines, evidence, verdicts). A line's own style
+/// is carried onto its spans.
+pub fn keep_indent(lines: Vec<Line<'static>>, width: usize) -> Vec<Line<'static>> {
+    const MARKS: [&str; 6] = ["✓ ", "✗ ", "! ", "- ", "• ", "hint: "];
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        // An aligned row (a table's columns, two spaces or more inside it) is left whole:
+        // wrapping would collapse its columns.
+        let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+        let aligned = text.trim().contains("  ");
+        if line.width() <= width || width < 8 || aligned {
+            out.push(line);
+            continue;
+        }
+        let base = line.style;
+        let mut spans: Vec<Span<'static>> = line
+            .spans
+            .into_iter()
+            .map(|s| Span::styled(s.content, base.patch(s.style)))
+            .collect();
+        let Some(first) = spans.first_mut() else {
+            out.push(Line::default());
+            continue;
+        };
+        let text = first.content.to_string();
+        let body = text.trim_start_matches(' ');
+        let mut lead = " ".repeat(text.len() - body.len());
+        let rest = match MARKS.iter().find(|m| body.starts_with(*m)) {
+            Some(m) => {
+                lead.push_str(m);
+                &body[m.len()..]
+            }
+            None => body,
+        };
+        let lead_span = Span::styled(lead, first.style);
+        *first = Span::styled(rest.to_string(), first.style);
+        // A lead as wide as the line would leave no room: wrap without one.
+        if lead_span.width() * 2 > width {
+            out.extend(hanging(
+                Span::raw(""),
+                {
+                    let mut v = vec![lead_span];
+                    v.extend(spans);
+                    v
+                },
+                width,
+            ));
+        } else {
+            out.extend(hanging(lead_span, spans, width));
+        }
+    }
+    out
+}
+
 /// Plain text of rendered lines (tests, search, snapshots).
 pub fn plain_lines(rendered: &Rendered) -> Vec<String> {
     rendered
@@ -199,6 +255,30 @@ use wrap::*;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keep_indent_wraps_under_the_text_after_the_indent_and_mark() {
+        let lines = vec![
+            Line::raw("    [rank 1] INFO socketPollConnect: connect to 172.17.0.1<45947> returned"),
+            Line::raw(" ✓ PASS with the fix: the all-reduce of ones gave the world size"),
+            Line::raw(" short"),
+        ];
+        let text: Vec<String> = keep_indent(lines, 40)
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "    [rank 1] INFO socketPollConnect:",
+                "    connect to 172.17.0.1<45947>",
+                "    returned",
+                " ✓ PASS with the fix: the all-reduce of",
+                "   ones gave the world size",
+                " short",
+            ]
+        );
+    }
     use crate::course::block::RingBlock;
 
     fn render_with(md: &str, width: u16, theme: &Theme) -> Rendered {
@@ -368,6 +448,23 @@ mod tests {
         let lines = plain_lines(&r);
         assert!(lines.len() >= 3);
         assert!(lines[1].starts_with("  ┆ "));
+    }
+
+    /// A code row ends after a space where it can: a comment's word moves down whole.
+    #[test]
+    fn code_lines_wrap_after_a_space_not_inside_a_word() {
+        let md = "```python\ntorch.cuda.set_device(device)   # one GPU per process\n```";
+        for theme in [Theme::color(), Theme::mono()] {
+            let r = render_with(md, 54, &theme);
+            assert_fits(&r, 54);
+            let lines = plain_lines(&r);
+            assert_eq!(
+                lines[0].trim_end(),
+                "  │ torch.cuda.set_device(device)   # one GPU per",
+                "{lines:?}"
+            );
+            assert_eq!(lines[1].trim_end(), "  ┆ process", "{lines:?}");
+        }
     }
 
     #[test]

@@ -560,7 +560,7 @@ impl<'o> Renderer<'o> {
             space: None,
         };
         for (style, text) in pieces {
-            rows.push_breaking(text.trim_end_matches(['\n', '\r']), *style);
+            rows.push_code(text.trim_end_matches(['\n', '\r']), *style);
         }
         let mut lines = rows.finish();
         if lines.is_empty() {

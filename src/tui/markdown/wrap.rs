@@ -176,6 +176,43 @@ impl<'t> Wrapper<'t> {
         }
     }
 
+    /// Push a piece of a code line: like [`Self::push_breaking`], but a row ends after a
+    /// space rather than inside a word where the piece has one ("# one GPU per process" moves
+    /// "process" down whole), and a piece that starts a word moves down whole when it would
+    /// be cut and fits a row of its own.
+    pub(super) fn push_code(&mut self, text: &str, style: Style) {
+        let mut rest = text;
+        while !rest.is_empty() {
+            let free = self.width.saturating_sub(self.line.width);
+            let (mut len, mut w) = fit_prefix(rest, free, self.line.width == 0);
+            if len == 0 {
+                self.new_line();
+                continue;
+            }
+            if len < rest.len() {
+                let head = rest.get(..len).unwrap_or("");
+                let cut_in_word = !head.ends_with(' ') && !rest[len..].starts_with(' ');
+                if cut_in_word {
+                    match head.rfind(' ') {
+                        Some(p) if p > 0 => {
+                            len = p + 1;
+                            w = str_width(&rest[..len]);
+                        }
+                        _ if self.line.width > 0
+                            && str_width(rest.split(' ').next().unwrap_or(rest)) <= self.width =>
+                        {
+                            self.new_line();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            self.line.push(rest.get(..len).unwrap_or(""), style, w);
+            rest = rest.get(len..).unwrap_or("");
+        }
+    }
+
     pub(super) fn new_line(&mut self) {
         let line = std::mem::take(&mut self.line);
         self.lines.push(line.spans);

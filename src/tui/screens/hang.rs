@@ -472,7 +472,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
                     // Blind mode hides the causes: say that it is on, and how to leave it.
                     .chain(
                         s.blind
-                            .then(|| Span::styled("  · blind mode (b: off)", t.warn)),
+                            .then(|| Span::styled("  · blind mode on (b turns it off)", t.warn)),
                     )
                     .collect::<Vec<_>>(),
             ),
@@ -528,6 +528,8 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         Stage::Staging | Stage::Fixing => board_lines(s, t),
         Stage::Diagnosed | Stage::Passed => return render_diagnosis(s, t, frame, body),
     };
+    // Wrapped lines keep their indent; what does not fit says how much (never cut silently).
+    let lines = crate::tui::form::fit_lines(lines, body.width, body.height.saturating_sub(1), t);
     frame.render_widget(
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
             Block::default()
@@ -562,7 +564,8 @@ fn pick_lines(
             "{}{} {:<43}",
             if sel { "▶" } else { " " },
             if solved { "✓" } else { " " },
-            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 43)
+            // 42 columns of title and at least one space before the name.
+            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 42)
         );
         // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
         let name = if s.blind {
@@ -584,9 +587,10 @@ fn pick_lines(
         out.push(Line::raw(""));
         out.push(Line::styled(
             format!(
-                "{} nodes × {} rank(s); a hang is declared after {} s without progress. Ranks: {} (n switches; b: blind mode for a class).",
+                "{} nodes × {} rank{} each; a hang is declared after {} s without progress. Ranks: {} (n switches; b: blind mode for a class).",
                 sc.nodes,
                 sc.ranks_per_node,
+                if sc.ranks_per_node == 1 { "" } else { "s" },
                 sc.timeout,
                 if s.nccl {
                     "real NCCL"
@@ -667,7 +671,8 @@ fn render_diagnosis(s: &HangState, t: &Theme, frame: &mut Frame, body: Rect) {
         .border_style(t.border);
     let inner = block.inner(body);
     frame.render_widget(block, body);
-    let act = Paragraph::new(action_lines(s, t)).wrap(Wrap { trim: false });
+    let keep = |l| crate::tui::markdown::keep_indent(l, inner.width as usize);
+    let act = Paragraph::new(keep(action_lines(s, t))).wrap(Wrap { trim: false });
     let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
     // The evidence keeps a few rows; the actions take what they need of the rest, and when
     // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
@@ -675,7 +680,7 @@ fn render_diagnosis(s: &HangState, t: &Theme, frame: &mut Frame, body: Rect) {
     let [ev_area, act_area] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
     frame.render_widget(act.scroll((act_n.saturating_sub(act_h), 0)), act_area);
-    let ev = Paragraph::new(evidence_lines(s, t)).wrap(Wrap { trim: false });
+    let ev = Paragraph::new(keep(evidence_lines(s, t))).wrap(Wrap { trim: false });
     let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
     if ev_n <= ev_area.height {
         s.scroll_max.set(0);
@@ -730,7 +735,13 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         }
     }
     if let Some(p) = &r.staged.stuck_phase {
-        out.push(Line::raw(format!(" stuck in: {p}")));
+        // The most telling rank's phase (a rank dialing someone): name the rank, since the
+        // watchdog's line above may name another.
+        let who = r.staged.ranks.iter().find(|rr| &rr.phase == p);
+        out.push(Line::raw(match who {
+            Some(rr) => format!(" rank {} is stuck in: {p}", rr.rank),
+            None => format!(" stuck in: {p}"),
+        }));
     }
     if !r.staged.ranks.is_empty() {
         out.push(Line::styled(
@@ -1047,10 +1058,10 @@ mod tests {
             term.draw(|f| render(s, &app, f, f.area())).expect("draw");
             format!("{}", term.backend())
         };
-        assert!(!draw(&s).contains("blind mode (b: off)"));
+        assert!(!draw(&s).contains("blind mode on (b turns it off)"));
         s.blind = true;
         let text = draw(&s);
-        assert!(text.contains("blind mode (b: off)"), "{text}");
+        assert!(text.contains("blind mode on (b turns it off)"), "{text}");
         assert!(
             !text.contains("lab run docker0"),
             "blind mode hides the names: {text}"

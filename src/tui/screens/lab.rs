@@ -546,8 +546,10 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         crate::tui::bigboard::render(frame, inner, &big_rows(s, t));
         return;
     }
-    let [table, chart] =
-        Layout::horizontal([Constraint::Length(TABLE_WIDTH), Constraint::Min(20)]).areas(mid);
+    // A column between them, so the chart's y labels do not read as a table column.
+    let [table, chart] = Layout::horizontal([Constraint::Length(TABLE_WIDTH), Constraint::Min(20)])
+        .spacing(1)
+        .areas(mid);
     frame.render_widget(
         Paragraph::new(table_lines(s, t)).block(
             Block::default()

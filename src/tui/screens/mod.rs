@@ -295,6 +295,12 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         .collect();
     // "more: ?" is two columns wider than "? help".
     let reserved: usize = global.iter().map(|b| w(b)).sum::<usize>() + 2;
+    // A status that leaves no room for the global keys takes the bar alone (until the next
+    // key), rather than cutting "q/Esc back" mid-word.
+    let status_w: usize = spans.iter().map(|s| s.width()).sum();
+    if status_w > 0 && status_w + reserved > width as usize {
+        return Paragraph::new(Line::from(spans));
+    }
     let mut used: usize = spans.iter().map(|s| s.width()).sum::<usize>() + reserved;
     let mut shown = Vec::new();
     let mut folded = false;

@@ -118,6 +118,8 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
             });
         }
     }
+    // Wrapped lines stay under their text's column (" The fix is…" keeps its space).
+    let lines = crate::tui::markdown::keep_indent(lines, area.width as usize);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })

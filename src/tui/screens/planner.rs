@@ -6,7 +6,10 @@ use ratatui::layout::{Constraint, Layout, Margin, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::tpcalc::{FORM_WIDTH, GPN_STEPS};
+use super::tpcalc::GPN_STEPS;
+
+/// Width of the inputs column: two more than the TP calculator's, for "◀ 400G InfiniBand ▶".
+pub const FORM_WIDTH: u16 = super::tpcalc::FORM_WIDTH + 2;
 use crate::collective::LINK_PRESETS;
 use crate::course::block::PlanBlock;
 use crate::infer::plan::MAX_NODES;
@@ -138,15 +141,9 @@ impl PlannerState {
     }
 }
 
-/// A link preset's name, short enough for the inputs column.
+/// A link preset's name, as the plan text and the ring view write it.
 fn short_link(i: usize) -> &'static str {
-    match i {
-        0 => "NVLink 4",
-        1 => "PCIe 5",
-        2 => "IB 400G",
-        3 => "Ethernet 100G",
-        _ => LINK_PRESETS.get(i).map_or("?", |l| l.name),
-    }
+    LINK_PRESETS.get(i).map_or("?", |l| l.name)
 }
 
 /// Wraps one line of the plan at spaces to `width`, keeping its indentation (plus two columns
@@ -278,7 +275,10 @@ impl PlannerState {
             self.head_ip = old_ip;
             self.iface = old_iface;
             self.recompute();
-            return Err(e);
+            // The plan speaks in `ringlab plan`'s flags; here the fields have names.
+            return Err(e
+                .replace("--head-ip ", "head IP ")
+                .replace("--iface ", "interface "));
         }
         Ok(())
     }
@@ -418,7 +418,12 @@ pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
     match &s.plan {
         Ok(p) => {
             lines.push(Line::styled(
-                format!("TP {} × PP {} = {} GPUs", p.tp, p.pp, p.gpus_used),
+                format!(
+                    "TP {} × PP {} = {}",
+                    p.tp,
+                    p.pp,
+                    crate::units::count(p.gpus_used, "GPU")
+                ),
                 t.h3,
             ));
             let (text, style) = match p.memory.fits {
@@ -565,7 +570,9 @@ mod tests {
         );
         assert!(s.typing.is_some(), "the text stays to mend");
         assert!(
-            app.status.as_deref().is_some_and(|e| e.contains("10.1.2")),
+            app.status
+                .as_deref()
+                .is_some_and(|e| e.starts_with("head IP \"10.1.2\"")),
             "{:?}",
             app.status
         );

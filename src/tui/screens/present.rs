@@ -341,6 +341,17 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
                 {
                     stop = e.line;
                 }
+                // Do not cut a paragraph or a table in two when the page can end at the blank
+                // line before it and still be at least half full.
+                if stop < to
+                    && !is_blank(&rendered.lines[stop])
+                    && !is_blank(&rendered.lines[stop - 1])
+                    && let Some(b) = (at + rows / 2..stop)
+                        .rev()
+                        .find(|&i| is_blank(&rendered.lines[i]))
+                {
+                    stop = b;
+                }
                 pages.push((at, stop));
                 at = stop;
                 while at < to && is_blank(&rendered.lines[at]) {
@@ -352,21 +363,31 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
             }
             pages
         };
+        // The rows a page has under its title: a split section's titles carry "(i/k)", which
+        // may take fewer rows than the bare title (set large) or more.
+        let room = |k: usize| {
+            if k <= 1 {
+                body_h(&title)
+            } else {
+                (1..=k)
+                    .map(|i| body_h(&format!("{title} ({i}/{k})")))
+                    .min()
+                    .unwrap_or(1)
+            }
+        };
         let mut rows = body_h(&title);
         let mut pages = paginate(rows);
-        for _ in 0..4 {
-            let k = pages.len();
-            if k == 1 {
+        for _ in 0..6 {
+            let want = room(pages.len());
+            if want == rows {
                 break;
             }
-            let fits = (1..=k)
-                .map(|i| body_h(&format!("{title} ({i}/{k})")))
-                .min()
-                .unwrap_or(rows);
-            if fits >= rows {
-                break;
-            }
-            rows = fits;
+            rows = want;
+            pages = paginate(rows);
+        }
+        // Never more than a page's title leaves room for, whatever the loop settled on.
+        if room(pages.len()) < rows {
+            rows = room(pages.len());
             pages = paginate(rows);
         }
         let slug = markdown::slug(&title);
@@ -406,18 +427,25 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
 fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut open = false;
+    let mut boxed = false;
     for row in rows {
         let r = row.trim();
         if r.is_empty() {
             open = false;
             continue;
         }
-        let starts_item = r.starts_with(['•', '-', '│', '┌', '├', '└', '|'])
+        // A table or a live block's box does not survive another width (a notes terminal
+        // would cut it): it is left to the projector, and the notes say it is there.
+        if r.starts_with(['│', '┌', '├', '└', '┆', '|']) {
+            boxed = true;
+            open = false;
+            continue;
+        }
+        let starts_item = r.starts_with(['•', '-'])
             || r.split_once(". ")
                 .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
         match out.last_mut() {
-            Some(last) if open && !starts_item && !last.starts_with(['│', '┌', '├', '└', '|']) =>
-            {
+            Some(last) if open && !starts_item => {
                 last.push(' ');
                 last.push_str(r);
             }
@@ -426,6 +454,9 @@ fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
         open = true;
     }
     out.truncate(max);
+    if boxed {
+        out.push("(and a table or live block, on the slide)".into());
+    }
     out.join("\n")
 }
 
@@ -732,10 +763,10 @@ mod tests {
         assert_eq!(
             text,
             "In lesson 1 all-reduce was a black box: every rank gets the sum out.\n\
-             • one item that wraps\n• two\n│ a │ b │\n│ 1 │ 2 │"
+             • one item that wraps\n• two\n(and a table or live block, on the slide)"
         );
         assert_eq!(
-            unwrap_text(rows.iter().map(|r| r.to_string()), 1)
+            unwrap_text(rows[..5].iter().map(|r| r.to_string()), 1)
                 .lines()
                 .count(),
             1

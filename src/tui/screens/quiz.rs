@@ -174,6 +174,8 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
                 if let Some(g) = s.session.submit(&s.bank, now) {
                     record(app, mode, &g, now);
                 }
+                // The verdict (or the model answer) starts under the question.
+                s.scroll = 0;
             }
             Action::Tick => {
                 if let Some(g) = s.session.tick(&s.bank, now) {
@@ -199,6 +201,8 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
             if let Some(g) = SelfGrade::from_number(n).and_then(|g| s.session.rate(&s.bank, g, now))
             {
                 record(app, mode, &g, now);
+                // The grade is drawn at the top, under the question: show it.
+                s.scroll = 0;
             }
         }
         Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize),
@@ -283,14 +287,17 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
     } else {
         item_lines(s, app, usize::from(body.width))
     };
-    // Roughly how many rows the wrapped text needs (word wrap may need a few more).
-    let w = usize::from(body.width.max(1));
-    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(w)).sum();
-    let more = rows > s.scroll + usize::from(body.height);
+    // How many rows the wrapped text needs.
+    let rows = Paragraph::new(lines.clone())
+        .wrap(Wrap { trim: false })
+        .line_count(body.width.max(1));
+    // Scrolled at most to the last screenful (a scroll kept from a longer view shows no blank).
+    let top = s.scroll.min(rows.saturating_sub(usize::from(body.height)));
+    let more = rows > top + usize::from(body.height);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .scroll((s.scroll.min(u16::MAX as usize) as u16, 0)),
+            .scroll((top.min(u16::MAX as usize) as u16, 0)),
         body,
     );
     if more && body.height > 0 {
@@ -372,11 +379,20 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     out.push(Line::raw(""));
     match &cur.phase {
         Phase::Asking => {
+            // The order hint's example has every item, as the grader's refusal asks.
+            let order_hint;
             let hint = match e.item.kind {
                 Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
                 Kind::Single => "a letter or number, e.g. b",
                 Kind::Multi => "letters or numbers, e.g. a c",
-                Kind::Order => "letters first to last, e.g. c a b",
+                Kind::Order => {
+                    order_hint = format!(
+                        "all {} letters, first to last, e.g. {}",
+                        e.item.choices.len(),
+                        crate::course::grade::example_order(e.item.choices.len())
+                    );
+                    order_hint.as_str()
+                }
                 Kind::Numeric => crate::course::grade::numeric_hint(e.item.unit),
             };
             let mut line = vec![Span::styled("› ", t.key)];

@@ -166,8 +166,8 @@ pub fn topology(spec: &Spec, link: usize) -> Topology {
     }
 }
 
-/// What the estimates assume, in words: "NVLink 4: 450 GB/s, 2 µs/step" or
-/// "2 nodes × 4 GPUs: NVLink 4 inside, 400G InfiniBand between".
+/// What the estimates assume, in words: "NVLink 4: 450 GB/s, 2 µs/step" or, for nodes,
+/// "2 nodes × 4 GPUs" (the note under the table names the links).
 pub fn topology_label(spec: &Spec, link: usize) -> String {
     let t = topology(spec, link);
     if t.gpus_per_node == 0 {
@@ -176,13 +176,7 @@ pub fn topology_label(spec: &Spec, link: usize) -> String {
             t.intra.name, t.intra.bandwidth_gbps, t.intra.latency_us
         )
     } else {
-        format!(
-            "{} nodes × {} GPUs: {} inside, {} between",
-            spec.nodes(),
-            t.gpus_per_node,
-            t.intra.name,
-            t.inter.name
-        )
+        format!("{} nodes × {} GPUs", spec.nodes(), t.gpus_per_node)
     }
 }
 
@@ -246,7 +240,8 @@ impl RingState {
         if self.narrate {
             self.caption = match self.step.checked_sub(1) {
                 Some(k) => crate::course::narrate::caption(&self.schedule, k).unwrap_or_default(),
-                None => format!("{}: Space plays, → steps, ← steps back", self.phase_text()),
+                // The header already says what comes first and whether it plays.
+                None => "Space plays or pauses · → steps · ← steps back".to_string(),
             };
         }
     }
@@ -292,23 +287,36 @@ impl RingState {
     }
 
     pub fn title(&self) -> String {
+        self.title_within(usize::MAX)
+    }
+
+    /// The title in at most `width` columns where it can be: the algorithm's gloss goes first,
+    /// then the element count ("all-reduce · two-level · N = 4 · M = 1 MiB").
+    pub fn title_within(&self, width: usize) -> String {
         let p = &self.params;
         // All-to-all and send/recv have one schedule whatever the algorithm: no label for it.
-        let algo = match p.algo {
+        let gloss = match p.algo {
             _ if p.op.is_point_to_point() => "point-to-point",
             Algorithm::TwoLevel => "two-level (hierarchical, not an NCCL algorithm)",
             Algorithm::RecursiveDoubling => "recursive-doubling (MPI's short-message all-reduce)",
             a => a.name(),
         };
-        format!(
-            "{} · {} · N = {} · M = {} ({} × {})",
-            p.op.name(),
-            algo,
-            p.ranks,
-            format_bytes(p.count() as u64 * p.dtype.size() as u64),
-            p.count(),
-            p.dtype.name()
-        )
+        let bare = if p.op.is_point_to_point() {
+            gloss
+        } else {
+            p.algo.name()
+        };
+        let size = format_bytes(p.count() as u64 * p.dtype.size() as u64);
+        let elems = format!(" ({} × {})", p.count(), p.dtype.name());
+        let head = |algo: &str| format!("{} · {algo} · N = {} · M = {size}", p.op.name(), p.ranks);
+        [
+            format!("{}{elems}", head(gloss)),
+            format!("{}{elems}", head(bare)),
+            head(bare),
+        ]
+        .into_iter()
+        .find(|t| t.chars().count() <= width)
+        .unwrap_or_else(|| head(bare))
     }
 }
 

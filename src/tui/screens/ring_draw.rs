@@ -45,7 +45,7 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
         Constraint::Length(cmp_h),
     ])
     .areas(area);
-    let mut head_lines = header(s, t);
+    let mut head_lines = header(s, t, area.width as usize);
     // Who sends what in this step: the compact table has no ring to draw it on, and a dense
     // step (all-to-all) draws its chords without labels.
     head_lines.push(match &s.typing {
@@ -150,7 +150,7 @@ fn step_line(s: &RingState, t: &Theme, width: usize) -> Line<'static> {
     Line::styled(text, t.dim)
 }
 
-fn header(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
+fn header(s: &RingState, t: &Theme, width: usize) -> Vec<Line<'static>> {
     let state = if s.playing {
         format!("▶ playing ({} ms/step)", s.tick_ms())
     } else if s.at_end() {
@@ -159,7 +159,10 @@ fn header(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
         "‖ paused".to_string()
     };
     vec![
-        Line::from(vec![Span::styled(format!(" {}", s.title()), t.title)]),
+        Line::from(vec![Span::styled(
+            format!(" {}", s.title_within(width.saturating_sub(1))),
+            t.title,
+        )]),
         Line::from(vec![
             Span::styled(format!(" {}", s.phase_text()), t.accent),
             Span::styled(format!("   {state}"), t.dim),
@@ -199,7 +202,7 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
         .block(Block::default().title(Span::styled(" ring ", t.h2)))
         .marker(Marker::Braille)
         .x_bounds([-1.4, 1.4])
-        .y_bounds([-1.25, 1.25])
+        .y_bounds([-1.3, 1.3])
         .paint(move |ctx| {
             ctx.draw(&Circle {
                 x: 0.0,
@@ -234,9 +237,10 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
             ctx.layer();
             for r in 0..n {
                 let (x, y) = pos(r, n);
+                // Far enough out that a label never sits on the circle's own row or column.
                 ctx.print(
-                    x * 1.12 - 0.06,
-                    y * 1.1,
+                    x * 1.2 - 0.06,
+                    y * 1.14,
                     Span::styled(format!("R{r}"), node_style),
                 );
             }
@@ -412,14 +416,26 @@ fn table_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
             None => Line::styled(format!("  ⋮   ({} ranks in all)", n), t.dim),
         });
     }
+    // Ranks reach the ring bound only where this schedule sends that much (ring, two-level);
+    // for the others it is a yardstick.
+    let reaches = {
+        let m = s.params.count() as f64 * s.params.dtype.size() as f64;
+        let b = ring_allreduce_bytes_per_rank(s.params.ranks, m as u64);
+        (s.traffic.max_sent() as f64 - b).abs() <= 2.0 * s.params.dtype.size() as f64
+    };
     let legend = match (s.contrib.is_some(), bound(s)) {
         (true, Some(b)) if out.len() + 2 <= height => {
             out.push(Line::styled(LEGEND, t.dim));
-            format!(" each rank's bytes sent converge to the ring bound {b}")
+            if reaches {
+                format!(" each rank's bytes sent converge to the ring bound {b}")
+            } else {
+                format!(" the ring bound {b}, to compare with each rank's bytes sent")
+            }
         }
         (true, Some(b)) => format!(" ■ all N  Σk sum of k ranks  bound {b}"),
         (true, None) => LEGEND.to_string(),
-        (false, Some(b)) => format!(" each rank converges to the ring bound {b}"),
+        (false, Some(b)) if reaches => format!(" each rank converges to the ring bound {b}"),
+        (false, Some(b)) => format!(" the ring bound {b}, to compare with each rank"),
         (false, None) => String::new(),
     };
     out.push(Line::styled(legend, t.dim));
@@ -501,9 +517,12 @@ fn algo_label(
 pub fn link_note(s: &RingState) -> String {
     match crate::collective::cost::LINK_PRESETS.get(s.link) {
         Some(l) => format!("{}: {}", l.name, l.note),
-        None => format!(
-            "{}: a NIC per GPU; a step waits for its slowest hop",
-            topology_label(s.schedule.spec(), s.link)
-        ),
+        None => {
+            let t = super::ring::topology(s.schedule.spec(), s.link);
+            format!(
+                "{} inside a node, {} between (a NIC per GPU)",
+                t.intra.name, t.inter.name
+            )
+        }
     }
 }
