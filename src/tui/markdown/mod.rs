@@ -450,6 +450,22 @@ mod tests {
         assert!(lines[1].starts_with("  ┆ "));
     }
 
+    /// A narrow table shrinks its widest columns down to their longest word, not through it
+    /// ("reduce-scatt" / "er" was the bug).
+    #[test]
+    fn a_narrow_table_keeps_its_words_whole() {
+        let md = "| collective | input | output | user | bytes |\n|---|---|---|---|---|\n\
+                  | reduce-scatter | full buffer | rank r: piece r | FSDP grads | (n−1)/n |\n\
+                  | all-gather | piece r | full buffer on every rank | FSDP params | (n−1)/n |\n";
+        let r = render_with(md, 60, &Theme::color());
+        assert_fits(&r, 60);
+        let text = plain_lines(&r).join("\n");
+        assert!(text.contains("reduce-scatter"), "{text}");
+        for word in ["full", "buffer", "piece", "every", "params", "(n−1)/n"] {
+            assert!(text.contains(word), "{word} cut:\n{text}");
+        }
+    }
+
     /// A code row ends after a space where it can: a comment's word moves down whole.
     #[test]
     fn code_lines_wrap_after_a_space_not_inside_a_word() {

@@ -696,7 +696,19 @@ impl<'o> Renderer<'o> {
                     .max(1)
             })
             .collect();
-        let widths = fit_columns(&natural, avail - overhead);
+        // Each column's longest word: a column narrower than that cuts a word in two.
+        let words: Vec<usize> = (0..columns)
+            .map(|c| {
+                table
+                    .rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|cell| longest_word(cell))
+                    .max()
+                    .unwrap_or(1)
+            })
+            .collect();
+        let widths = fit_columns_keeping_words(&natural, &words, avail - overhead);
         self.table_border('┌', '┬', '┐', &widths);
         for (r, row) in table.rows.iter().enumerate() {
             self.table_row(row, &widths, &table.aligns);
@@ -772,6 +784,57 @@ pub(super) fn natural_width(cell: &[Frag]) -> usize {
         .map(|l| spans_width(l))
         .max()
         .unwrap_or(0)
+}
+
+/// The widest word in a cell ("reduce-scatter"), in columns.
+pub(super) fn longest_word(cell: &[Frag]) -> usize {
+    plain_text(cell)
+        .split_whitespace()
+        .map(str_width)
+        .max()
+        .unwrap_or(0)
+}
+
+/// As [`fit_columns`], but no column narrower than its longest word where the words fit
+/// side by side: the widest columns shrink first, down to their longest word.
+pub(super) fn fit_columns_keeping_words(
+    natural: &[usize],
+    words: &[usize],
+    target: usize,
+) -> Vec<usize> {
+    let floor: Vec<usize> = natural
+        .iter()
+        .zip(words)
+        .map(|(&n, &w)| w.clamp(1, n.max(1)))
+        .collect();
+    if natural.iter().sum::<usize>() <= target || floor.iter().sum::<usize>() > target {
+        return fit_columns(natural, target);
+    }
+    let width_at = |cap: usize| -> Vec<usize> {
+        natural
+            .iter()
+            .zip(&floor)
+            .map(|(&n, &f)| n.min(cap.max(f)))
+            .collect()
+    };
+    let (mut lo, mut hi) = (1, natural.iter().copied().max().unwrap_or(1));
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if width_at(mid).iter().sum::<usize>() <= target {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut widths = width_at(lo);
+    let mut left = target.saturating_sub(widths.iter().sum());
+    for (w, &n) in widths.iter_mut().zip(natural) {
+        if left > 0 && *w < n {
+            *w += 1;
+            left -= 1;
+        }
+    }
+    widths
 }
 
 /// Column widths summing to at most `target`: the widest columns shrink first.
