@@ -124,6 +124,16 @@ pub fn cycle(i: usize, len: usize, d: i32) -> usize {
     (i as isize + d.signum() as isize).rem_euclid(n) as usize
 }
 
+/// Rows `lines` take at `width` as [`fit_lines`] wraps them.
+pub fn rows_needed(lines: &[Line<'static>], width: u16) -> usize {
+    let w = width.max(1) as usize;
+    lines
+        .iter()
+        .flat_map(|l| crate::tui::markdown::keep_indent(vec![l.clone()], w))
+        .map(|l| l.width().max(1).div_ceil(w))
+        .sum()
+}
+
 /// `lines` wrapped to `width` (each keeping its indent, [`keep_indent`]) as they fit `height`:
 /// when they do not, whole lines give way at the tail to one dim line saying how many rows did
 /// not fit, so nothing is cut silently and no sentence stops mid-way.

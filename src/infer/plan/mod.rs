@@ -271,6 +271,12 @@ pub fn recommend_tp(model: &ModelConfig, gpus_per_node: usize) -> (usize, String
         "the {} attention heads and {} KV heads",
         model.heads, model.kv_heads
     );
+    if gpus_per_node == 1 {
+        return (
+            1,
+            "TP = 1: one GPU per node holds whole layers, so there is no all-reduce".to_string(),
+        );
+    }
     if divides_heads(model, gpus_per_node) {
         return (
             gpus_per_node,

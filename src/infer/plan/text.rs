@@ -132,14 +132,19 @@ impl Plan {
         }
         let c = &self.comm;
         let _ = writeln!(s, "\nCommunication per decode token (estimates):");
-        let _ = writeln!(
-            s,
-            "  TP: {} all-reduces of {} B on {}: {}",
-            c.tp_allreduces,
-            c.tp_allreduce_bytes,
-            c.tp_link,
-            format_seconds(c.tp_per_token_s)
-        );
+        if c.tp_allreduces == 0 {
+            // TP 1: each GPU holds whole layers.
+            let _ = writeln!(s, "  TP: none at TP 1 (no all-reduce)");
+        } else {
+            let _ = writeln!(
+                s,
+                "  TP: {} all-reduces of {} B on {}: {}",
+                c.tp_allreduces,
+                c.tp_allreduce_bytes,
+                c.tp_link,
+                format_seconds(c.tp_per_token_s)
+            );
+        }
         if c.pp_handoffs > 0 {
             let _ = writeln!(
                 s,

@@ -206,12 +206,21 @@ pub fn keep_indent(lines: Vec<Line<'static>>, width: usize) -> Vec<Line<'static>
         let text = first.content.to_string();
         let body = text.trim_start_matches(' ');
         let mut lead = " ".repeat(text.len() - body.len());
-        let rest = match MARKS.iter().find(|m| body.starts_with(*m)) {
-            Some(m) => {
+        // A numbered item ("12. ") hangs under its text too.
+        let numbered = body
+            .split_once(". ")
+            .filter(|(n, _)| !n.is_empty() && n.len() <= 3 && n.chars().all(|c| c.is_ascii_digit()))
+            .map(|(n, _)| n.len() + 2);
+        let rest = match (MARKS.iter().find(|m| body.starts_with(*m)), numbered) {
+            (Some(m), _) => {
                 lead.push_str(m);
                 &body[m.len()..]
             }
-            None => body,
+            (None, Some(k)) => {
+                lead.push_str(&body[..k]);
+                &body[k..]
+            }
+            (None, None) => body,
         };
         let lead_span = Span::styled(lead, first.style);
         *first = Span::styled(rest.to_string(), first.style);
@@ -261,6 +270,7 @@ mod tests {
         let lines = vec![
             Line::raw("    [rank 1] INFO socketPollConnect: connect to 172.17.0.1<45947> returned"),
             Line::raw(" ✓ PASS with the fix: the all-reduce of ones gave the world size"),
+            Line::raw(" 2. All-gather, N−1 steps: the finished chunks travel on"),
             Line::raw(" short"),
         ];
         let text: Vec<String> = keep_indent(lines, 40)
@@ -275,6 +285,8 @@ mod tests {
                 "    returned",
                 " ✓ PASS with the fix: the all-reduce of",
                 "   ones gave the world size",
+                " 2. All-gather, N−1 steps: the finished",
+                "    chunks travel on",
                 " short",
             ]
         );

@@ -420,6 +420,11 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                 "stories shown".into()
             });
         }
+        // Blind mode hides what the list and the story give away; once a scenario runs, its
+        // evidence is the lesson. Say so rather than ignore the key.
+        (_, Action::Blind) => {
+            app.status = Some("blind mode is set on the list: q goes back to it".into());
+        }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
             s.last_fix = None;
@@ -467,12 +472,12 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(
-                std::iter::once(Span::styled(" Hang lab ", t.title))
+                std::iter::once(Span::styled(" Hang lab · ", t.title))
                     .chain(crate::tui::markdown::inline_code(&title, t.strong, t.code))
                     // Blind mode hides the causes: say that it is on, and how to leave it.
                     .chain(
                         s.blind
-                            .then(|| Span::styled("  · blind mode on (b turns it off)", t.warn)),
+                            .then(|| Span::styled(" · blind mode on (b turns it off)", t.warn)),
                     )
                     .collect::<Vec<_>>(),
             ),

@@ -266,10 +266,11 @@ fn detail_lines(app: &App, e: &Entry, width: usize) -> Vec<Line<'static>> {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            out.push(Line::from(vec![
+            out.extend(crate::tui::markdown::hanging(
                 Span::styled("Needs: ", t.strong),
-                Span::raw(needs),
-            ]));
+                vec![Span::raw(needs)],
+                width,
+            ));
             // Quiz mastery: what "done" still needs.
             let quiz = app.quiz_of(&l.meta.id);
             if !quiz.is_empty() {

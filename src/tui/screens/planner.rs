@@ -324,9 +324,12 @@ impl PlannerState {
             }
         });
         match written {
+            // The file's name, not its folder (it is the current one): the name must fit 80
+            // columns.
             Some(Ok(path)) => format!(
-                "{lines} lines copied (OSC 52, where the terminal allows it) and written to {}",
-                path.display()
+                "{lines} lines copied (OSC 52) and written to ./{}",
+                path.file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
             ),
             Some(Err(e)) => format!("{lines} lines copied (OSC 52); the file was not written: {e}"),
             None => format!("{lines} lines copied (OSC 52); {base}.sh … -99.sh all exist"),
@@ -597,7 +600,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let said = s.copy_commands(&mut app, dir.path());
         let first = dir.path().join("vllm-launch-llama-3.1-70b-2x8.sh");
-        assert!(said.contains(&first.display().to_string()), "{said}");
+        assert!(
+            said.ends_with("written to ./vllm-launch-llama-3.1-70b-2x8.sh"),
+            "{said}"
+        );
+        assert!(
+            said.chars().count() <= 78,
+            "fits the bar at 80 columns: {said}"
+        );
         let text = std::fs::read_to_string(&first).expect("written");
         assert_eq!(app.clipboard.as_deref(), Some(text.as_str()));
         assert!(

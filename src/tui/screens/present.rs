@@ -425,33 +425,52 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
 /// A slide's text for a notes terminal of any width: the slide's wrapped rows joined back
 /// into paragraphs (a list item or a table row stays a line of its own), at most `max` of them.
 fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut open = false;
-    let mut boxed = false;
+    // Blocks of rows between blank rows.
+    let mut blocks: Vec<Vec<String>> = vec![Vec::new()];
     for row in rows {
-        let r = row.trim();
-        if r.is_empty() {
-            open = false;
-            continue;
+        if row.trim().is_empty() {
+            blocks.push(Vec::new());
+        } else if let Some(b) = blocks.last_mut() {
+            b.push(row);
         }
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut boxed = false;
+    for block in blocks.into_iter().filter(|b| !b.is_empty()) {
         // A table or a live block's box does not survive another width (a notes terminal
         // would cut it): it is left to the projector, and the notes say it is there.
-        if r.starts_with(['│', '┌', '├', '└', '┆', '|']) {
+        if block[0].trim().starts_with(['│', '┌', '├', '└', '┆', '|']) {
             boxed = true;
-            open = false;
             continue;
         }
-        let starts_item = r.starts_with(['•', '-'])
-            || r.split_once(". ")
-                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
-        match out.last_mut() {
-            Some(last) if open && !starts_item => {
-                last.push(' ');
-                last.push_str(r);
-            }
-            _ => out.push(r.to_string()),
+        // Display math (a fraction's bar) and other aligned rows keep their rows and columns.
+        if block
+            .iter()
+            .any(|r| r.contains('─') || r.trim().contains("  "))
+        {
+            out.extend(block.iter().map(|r| r.trim_end().to_string()));
+            continue;
         }
-        open = true;
+        let mut open = false;
+        for row in &block {
+            let r = row.trim();
+            if r.starts_with(['│', '┌', '├', '└', '┆', '|']) {
+                boxed = true;
+                open = false;
+                continue;
+            }
+            let starts_item = r.starts_with(['•', '-'])
+                || r.split_once(". ")
+                    .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+            match out.last_mut() {
+                Some(last) if open && !starts_item => {
+                    last.push(' ');
+                    last.push_str(r);
+                }
+                _ => out.push(r.to_string()),
+            }
+            open = true;
+        }
     }
     out.truncate(max);
     if boxed {
@@ -770,6 +789,25 @@ mod tests {
                 .lines()
                 .count(),
             1
+        );
+    }
+
+    /// Display math keeps its rows and their columns in the notes (joined, it was noise).
+    #[test]
+    fn display_math_keeps_its_rows_in_the_notes() {
+        let rows = [
+            "  The ring sends",
+            "",
+            "        N−1",
+            "  2 · ───── · M",
+            "         N",
+            "",
+            "  each.",
+        ];
+        let text = unwrap_text(rows.iter().map(|r| r.to_string()), 8);
+        assert_eq!(
+            text,
+            "The ring sends\n        N−1\n  2 · ───── · M\n         N\neach."
         );
     }
 

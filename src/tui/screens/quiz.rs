@@ -418,9 +418,10 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
                 out.push(Line::styled("⏱ Time is up.", t.warn));
             }
             if !cur.input.trim().is_empty() {
-                out.push(Line::styled(
-                    format!("Your notes: {}", cur.input.trim()),
-                    t.dim,
+                out.extend(crate::tui::markdown::hanging(
+                    Span::styled("Your notes: ", t.dim),
+                    vec![Span::styled(cur.input.trim().to_string(), t.dim)],
+                    width,
                 ));
             }
             out.push(Line::styled("Model answer", t.h2));

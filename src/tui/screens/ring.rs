@@ -308,7 +308,13 @@ impl RingState {
         };
         let size = format_bytes(p.count() as u64 * p.dtype.size() as u64);
         let elems = format!(" ({} × {})", p.count(), p.dtype.name());
-        let head = |algo: &str| format!("{} · {algo} · N = {} · M = {size}", p.op.name(), p.ranks);
+        // The operation as the phases and lessons write it ("send/recv", not the CLI's
+        // "sendrecv").
+        let op = match p.op {
+            Collective::SendRecv => "send/recv",
+            op => op.name(),
+        };
+        let head = |algo: &str| format!("{op} · {algo} · N = {} · M = {size}", p.ranks);
         [
             format!("{}{elems}", head(gloss)),
             format!("{}{elems}", head(bare)),

@@ -235,14 +235,21 @@ fn render_ring(s: &RingState, t: &Theme, frame: &mut Frame, area: Rect) {
                 }
             }
             ctx.layer();
+            // One terminal cell in canvas units: a label is printed from its left edge, so a
+            // label left of the circle ends a cell short of it, and one on the axis is centred.
+            let cell = 2.8 / f64::from(area.width.max(1));
             for r in 0..n {
                 let (x, y) = pos(r, n);
-                // Far enough out that a label never sits on the circle's own row or column.
-                ctx.print(
-                    x * 1.2 - 0.06,
-                    y * 1.14,
-                    Span::styled(format!("R{r}"), node_style),
-                );
+                let label = format!("R{r}");
+                let w = label.chars().count() as f64 * cell;
+                let lx = if x < -0.2 {
+                    x * 1.1 - w - cell
+                } else if x > 0.2 {
+                    x * 1.1 + cell
+                } else {
+                    x - w / 2.0
+                };
+                ctx.print(lx, y * 1.14, Span::styled(label, node_style));
             }
         });
     frame.render_widget(canvas, area);

@@ -320,8 +320,41 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         Ok(r) => result_lines(r, t, area.width as usize),
         Err(e) => vec![Line::styled(e.clone(), t.error)],
     };
-    // The block's title takes the first row.
-    let lines = crate::tui::form::fit_lines(lines, area.width, area.height.saturating_sub(1), t);
+    // The block's title takes the first row. The link table (from its blank line and header)
+    // goes whole or not at all: a header without its rows says nothing.
+    let rows = area.height.saturating_sub(1);
+    let table_at = lines.iter().rposition(|l| {
+        l.spans
+            .iter()
+            .map(|s| s.content.as_ref())
+            .collect::<String>()
+            .starts_with("link ")
+    });
+    let lines = match table_at {
+        Some(i) if i > 0 && crate::tui::form::rows_needed(&lines, area.width) > rows as usize => {
+            let mut table = lines;
+            let main: Vec<Line<'static>> = table.drain(..i - 1).collect();
+            let mut shown =
+                crate::tui::form::fit_lines(main, area.width, rows.saturating_sub(1), t);
+            // What room is left takes the table's blank line, header and first rows, if at
+            // least one row fits under the header; the last row says what is not shown.
+            let left = (rows as usize).saturating_sub(shown.len() + 1);
+            let take = if left >= 3 { left.min(table.len()) } else { 0 };
+            let hidden = table.len() - take;
+            shown.extend(table.into_iter().take(take));
+            if hidden > 0 {
+                shown.push(Line::styled(
+                    format!(
+                        "… {} on a taller terminal",
+                        crate::units::count(hidden, "more line")
+                    ),
+                    t.dim,
+                ));
+            }
+            shown
+        }
+        _ => crate::tui::form::fit_lines(lines, area.width, rows, t),
+    };
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
