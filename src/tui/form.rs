@@ -171,8 +171,8 @@ pub fn fit_lines(
     lines.push(Line::styled(
         // Nothing scrolls these panes: the remedy is room.
         format!(
-            "… {hidden} more line{} on a taller terminal",
-            if hidden == 1 { "" } else { "s" }
+            "… {} on a taller terminal",
+            crate::units::count(hidden, "more line")
         ),
         t.dim,
     ));

@@ -424,6 +424,9 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
 
 /// A slide's text for a notes terminal of any width: the slide's wrapped rows joined back
 /// into paragraphs (a list item or a table row stays a line of its own), at most `max` of them.
+/// How a row of a table or a live block's box starts.
+const BOX_EDGES: [char; 6] = ['│', '┌', '├', '└', '┆', '|'];
+
 fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
     // Blocks of rows between blank rows.
     let mut blocks: Vec<Vec<String>> = vec![Vec::new()];
@@ -439,7 +442,7 @@ fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
     for block in blocks.into_iter().filter(|b| !b.is_empty()) {
         // A table or a live block's box does not survive another width (a notes terminal
         // would cut it): it is left to the projector, and the notes say it is there.
-        if block[0].trim().starts_with(['│', '┌', '├', '└', '┆', '|']) {
+        if block[0].trim().starts_with(BOX_EDGES) {
             boxed = true;
             continue;
         }
@@ -454,7 +457,7 @@ fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
         let mut open = false;
         for row in &block {
             let r = row.trim();
-            if r.starts_with(['│', '┌', '├', '└', '┆', '|']) {
+            if r.starts_with(BOX_EDGES) {
                 boxed = true;
                 open = false;
                 continue;

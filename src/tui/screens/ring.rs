@@ -7,7 +7,7 @@ use crate::collective::{
 };
 use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
-use crate::units::format_bytes;
+use crate::units::{count, format_bytes};
 
 /// The course map opens this screen with `r` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
@@ -270,8 +270,8 @@ impl RingState {
         if self.step == 0 {
             return match self.schedule.phase_position(0) {
                 // One phase (broadcast, all-to-all, …): nothing else comes after it.
-                Some((p, _, k)) if k == n => format!("ready: {p}, {k} step{}", plural(k)),
-                Some((p, _, k)) => format!("ready: {p} comes first ({k} step{})", plural(k)),
+                Some((p, _, k)) if k == n => format!("ready: {p}, {}", count(k, "step")),
+                Some((p, _, k)) => format!("ready: {p} comes first ({})", count(k, "step")),
                 None => String::new(),
             };
         }
@@ -331,10 +331,6 @@ pub fn speed_for(pace_ms: u64) -> usize {
     (0..SPEEDS_MS.len())
         .min_by_key(|&i| SPEEDS_MS[i].abs_diff(pace_ms))
         .unwrap_or(0)
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 /// Every algorithm that has a schedule for this collective, on the same N and M, with its time

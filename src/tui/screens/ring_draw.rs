@@ -454,14 +454,15 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
         "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
     ];
     let k = s.compare.len();
-    let count = WORDS
-        .get(k)
-        .map_or_else(|| k.to_string(), |w| w.to_string());
     let ways = if s.params.op.is_point_to_point() {
         // All-to-all and send/recv have one pattern whatever the algorithm.
         "one schedule".to_string()
     } else {
-        format!("{count} way{}", if k == 1 { "" } else { "s" })
+        match WORDS.get(k) {
+            Some(w) if k == 1 => format!("{w} way"),
+            Some(w) => format!("{w} ways"),
+            None => crate::units::count(k, "way"),
+        }
     };
     let mut out = vec![
         Line::from(vec![

@@ -282,10 +282,7 @@ pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
     );
     if let Some((top, below)) = more {
         let text = match (top > 0, below > 0) {
-            (_, true) => format!(
-                "  ↓ {below} more line{}: j",
-                if below == 1 { "" } else { "s" }
-            ),
+            (_, true) => format!("  ↓ {}: j", crate::units::count(below, "more line")),
             (true, false) => "  ↑ k scrolls back".to_string(),
             (false, false) => String::new(),
         };
