@@ -145,6 +145,18 @@ pub fn fit_lines(
     height: u16,
     t: &Theme,
 ) -> Vec<Line<'static>> {
+    fit_lines_hiding(lines, width, height, 0, t)
+}
+
+/// [`fit_lines`] for the head of a pane whose tail (`also_hidden` rows) the caller has already
+/// left out: the marker counts those rows too, and is there whenever any row is hidden.
+pub fn fit_lines_hiding(
+    lines: Vec<Line<'static>>,
+    width: u16,
+    height: u16,
+    also_hidden: usize,
+    t: &Theme,
+) -> Vec<Line<'static>> {
     let groups: Vec<Vec<Line<'static>>> = lines
         .into_iter()
         .map(|l| crate::tui::markdown::keep_indent(vec![l], width.max(1) as usize))
@@ -154,7 +166,7 @@ pub fn fit_lines(
     let rows =
         |g: &Vec<Line<'static>>| -> usize { g.iter().map(|l| l.width().max(1).div_ceil(w)).sum() };
     let total: usize = groups.iter().map(rows).sum();
-    if total <= height as usize || height == 0 {
+    if (total <= height as usize && also_hidden == 0) || height == 0 {
         return groups.into_iter().flatten().collect();
     }
     // Room for the marker's one row.
@@ -166,17 +178,22 @@ pub fn fit_lines(
             used <= height as usize
         })
         .count();
-    let hidden: usize = groups[keep..].iter().map(rows).sum();
+    let hidden: usize = groups[keep..].iter().map(rows).sum::<usize>() + also_hidden;
     let mut lines: Vec<Line<'static>> = groups.into_iter().take(keep).flatten().collect();
-    lines.push(Line::styled(
-        // Nothing scrolls these panes: the remedy is room.
+    lines.push(more_marker(hidden, t));
+    lines
+}
+
+/// "… 3 more lines on a taller terminal": what a pane that does not scroll left out.
+pub fn more_marker(hidden: usize, t: &Theme) -> Line<'static> {
+    // Nothing scrolls these panes: the remedy is room.
+    Line::styled(
         format!(
             "… {} on a taller terminal",
             crate::units::count(hidden, "more line")
         ),
         t.dim,
-    ));
-    lines
+    )
 }
 
 #[cfg(test)]

@@ -554,3 +554,22 @@ impl crate::tui::screens::View for RingState {
             .then(|| std::time::Duration::from_millis(self.tick_ms()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The largest typed size is the largest `m` cycles to, and the README says it.
+    #[test]
+    fn typed_sizes_stop_where_the_readme_says() {
+        let max = SIZES[SIZES.len() - 1];
+        assert_eq!(typed_size("1 GiB", 4), Ok(max));
+        assert!(typed_size("1025 MiB", 4).is_err_and(|e| e.contains("at most 1 GiB")));
+        assert!(typed_size("2", 4).is_err());
+        let readme = include_str!("../../../README.md");
+        assert!(
+            readme.contains(&format!("up to {})", format_bytes(max))),
+            "README's ring view section states the typed size limit"
+        );
+    }
+}

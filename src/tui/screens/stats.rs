@@ -122,7 +122,7 @@ pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
         Action::Back => return Outcome::Pop,
         // Clamped to the last screenful, so k after a long j goes back at once.
         Action::Move(d) => {
-            let (total, shown) = fit(s, app, app.body_area());
+            let (_, total, shown) = fit(s, app, app.body_area());
             s.scroll = s
                 .scroll
                 .saturating_add_signed(d as isize)
@@ -240,22 +240,21 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
     out
 }
 
-/// The stats' wrapped rows in all, and how many of them `area` shows (one row fewer than it
-/// has when they do not all fit: that row says what is below).
-fn fit(s: &StatsState, app: &App, area: Rect) -> (usize, usize) {
+/// The stats for `area` as one wrapped paragraph, its rows in all, and how many of them the
+/// area shows (one row fewer than it has when they do not all fit: that row says what is
+/// below). The lines are built once, for both the count and the drawing.
+fn fit(s: &StatsState, app: &App, area: Rect) -> (Paragraph<'static>, usize, usize) {
     let width = text_width(area.width);
-    let total = Paragraph::new(lines(s, app, width as usize))
-        .wrap(ratatui::widgets::Wrap { trim: false })
-        .line_count(width.min(area.width));
+    let par =
+        Paragraph::new(lines(s, app, width as usize)).wrap(ratatui::widgets::Wrap { trim: false });
+    let total = par.line_count(width.min(area.width));
     let rows = area.height.saturating_sub(2) as usize;
-    (
-        total,
-        if total > rows {
-            rows.saturating_sub(1)
-        } else {
-            rows
-        },
-    )
+    let shown = if total > rows {
+        rows.saturating_sub(1)
+    } else {
+        rows
+    };
+    (par, total, shown)
 }
 
 pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
@@ -267,9 +266,7 @@ pub fn render(s: &StatsState, app: &App, frame: &mut Frame, area: Rect) {
     let width = text_width(area.width);
     let x = area.x + area.width.saturating_sub(width) / 2;
     let w = width.min(area.width);
-    let par =
-        Paragraph::new(lines(s, app, width as usize)).wrap(ratatui::widgets::Wrap { trim: false });
-    let (total, shown) = fit(s, app, area);
+    let (par, total, shown) = fit(s, app, area);
     // What is below the screen says so (j scrolls), and the scroll stops at the end.
     let more = (total > shown).then(|| {
         let top = s.scroll.min(total - shown);

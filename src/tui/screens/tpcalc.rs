@@ -190,7 +190,9 @@ fn passes(x: f64) -> String {
     }
 }
 
-fn result_lines(r: &TpReport, t: &Theme, width: usize) -> Vec<Line<'static>> {
+/// The results, and apart from them the link table (its blank line, header, rows and note),
+/// which a short pane shows with at least one row under its header or not at all.
+fn result_lines(r: &TpReport, t: &Theme, width: usize) -> (Vec<Line<'static>>, Vec<Line<'static>>) {
     // A value that wraps stays in the value column.
     let kv = |k: &str, v: String| {
         crate::tui::markdown::hanging(
@@ -259,16 +261,18 @@ fn result_lines(r: &TpReport, t: &Theme, width: usize) -> Vec<Line<'static>> {
             width,
         ));
     }
-    out.push(Line::raw(""));
-    out.push(Line::styled(
-        format!(
-            "{:<15}{:>10}{:>10}{:>11}",
-            "link", "latency", "one AR", "per pass"
+    let mut table = vec![
+        Line::raw(""),
+        Line::styled(
+            format!(
+                "{:<15}{:>10}{:>10}{:>11}",
+                "link", "latency", "one AR", "per pass"
+            ),
+            t.strong,
         ),
-        t.strong,
-    ));
+    ];
     for e in &r.estimates {
-        out.push(Line::raw(format!(
+        table.push(Line::raw(format!(
             "{:<15}{:>10}{:>10}{:>11}",
             e.link,
             format_seconds(e.allreduce_latency_s),
@@ -276,11 +280,11 @@ fn result_lines(r: &TpReport, t: &Theme, width: usize) -> Vec<Line<'static>> {
             format_seconds(e.per_forward_s)
         )));
     }
-    out.push(Line::styled(
+    table.push(Line::styled(
         "estimates: ring alpha-beta; per-step latencies assumed",
         t.dim,
     ));
-    out
+    (out, table)
 }
 
 pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
@@ -316,44 +320,26 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         left,
     );
     let area = right.inner(ratatui::layout::Margin::new(1, 0));
-    let lines = match &s.report {
+    let (main, table) = match &s.report {
         Ok(r) => result_lines(r, t, area.width as usize),
-        Err(e) => vec![Line::styled(e.clone(), t.error)],
+        Err(e) => (vec![Line::styled(e.clone(), t.error)], Vec::new()),
     };
-    // The block's title takes the first row. The link table (from its blank line and header)
-    // goes whole or not at all: a header without its rows says nothing.
-    let rows = area.height.saturating_sub(1);
-    let table_at = lines.iter().rposition(|l| {
-        l.spans
-            .iter()
-            .map(|s| s.content.as_ref())
-            .collect::<String>()
-            .starts_with("link ")
-    });
-    let lines = match table_at {
-        Some(i) if i > 0 && crate::tui::form::rows_needed(&lines, area.width) > rows as usize => {
-            let mut table = lines;
-            let main: Vec<Line<'static>> = table.drain(..i - 1).collect();
-            let mut shown =
-                crate::tui::form::fit_lines(main, area.width, rows.saturating_sub(1), t);
-            // What room is left takes the table's blank line, header and first rows, if at
-            // least one row fits under the header; the last row says what is not shown.
-            let left = (rows as usize).saturating_sub(shown.len() + 1);
-            let take = if left >= 3 { left.min(table.len()) } else { 0 };
-            let hidden = table.len() - take;
-            shown.extend(table.into_iter().take(take));
-            if hidden > 0 {
-                shown.push(Line::styled(
-                    format!(
-                        "… {} on a taller terminal",
-                        crate::units::count(hidden, "more line")
-                    ),
-                    t.dim,
-                ));
-            }
-            shown
-        }
-        _ => crate::tui::form::fit_lines(lines, area.width, rows, t),
+    // The block's title takes the first row.
+    let rows = area.height.saturating_sub(1) as usize;
+    let need = crate::tui::form::rows_needed(&main, area.width);
+    let lines = if need + crate::tui::form::rows_needed(&table, area.width) <= rows {
+        main.into_iter().chain(table).collect()
+    } else {
+        // The table's blank line, header and first rows where at least one row fits under
+        // the header (and the marker under them); else none of it.
+        let left = rows.saturating_sub(need + 1);
+        let take = if left >= 3 { left.min(table.len()) } else { 0 };
+        let hidden = crate::tui::form::rows_needed(&table[take..], area.width);
+        let head: Vec<Line<'static>> = main
+            .into_iter()
+            .chain(table.into_iter().take(take))
+            .collect();
+        crate::tui::form::fit_lines_hiding(head, area.width, rows as u16, hidden, t)
     };
     frame.render_widget(
         Paragraph::new(lines)
