@@ -9,8 +9,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::nccl_log::warnings::Severity;
+
 use crate::lab::doctor::{
-    Finding, HostTransports, ReleaseGuess, analyze, nccl_release, transports, transports_summary,
+    Finding, HostTransports, ReleaseGuess, WarnLine, analyze_report, any_error, nccl_release,
+    transports, transports_summary,
 };
 
 #[derive(Debug, clap::Args)]
@@ -118,18 +121,29 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     };
     let mut files = Vec::with_capacity(paths.len());
     for p in &paths {
-        match crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log") {
-            Ok(bytes) => files.push((
-                p.display().to_string(),
-                String::from_utf8_lossy(&bytes).into_owned(),
-            )),
+        match read_log(p) {
+            Ok(text) => files.push((p.display().to_string(), text)),
             Err(e) => {
                 eprintln!("ringlab doctor: {e}");
                 return Ok(ExitCode::from(2));
             }
         }
     }
-    let findings = analyze(&files);
+    let report = analyze_report(&files);
+    if report.nccl_lines.iter().all(|&n| n == 0) {
+        eprintln!(
+            "ringlab doctor: no NCCL log line in {}: nothing to diagnose. Run the job with \
+             NCCL_DEBUG=INFO (NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log keeps one file per process) \
+             and give the doctor every rank's output",
+            files
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let findings = &report.findings;
     let release = nccl_release(&files);
     let transports = transports(&files);
     if args.json {
@@ -140,25 +154,58 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             /// Per host, the transports of the `Channel … via …` lines.
             transports: &'a [HostTransports],
             findings: &'a [Finding],
+            /// Every WARN line, named through NCCL's message table (null: not in it).
+            warnings: &'a [WarnLine],
         }
         let out = Out {
             files: files.iter().map(|(n, _)| n.as_str()).collect(),
             nccl_release: release.as_ref(),
             transports: &transports,
-            findings: &findings,
+            findings,
+            warnings: &report.warnings,
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!(
             "{}",
-            render(&files, release.as_ref(), &transports, &findings)
+            render(&files, release.as_ref(), &transports, findings)
         );
     }
-    Ok(if findings.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if any_error(findings) {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
+}
+
+/// A log file's text: at most [`crate::files::MAX_LOG_BYTES`], and text. A file with NUL
+/// bytes, or mostly bytes that are neither text nor UTF-8, is not a log (a core dump, a
+/// compressed archive, a binary given by mistake): an error naming the file and the offset.
+pub fn read_log(p: &std::path::Path) -> Result<String, String> {
+    let bytes = crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log")?;
+    let head = &bytes[..bytes.len().min(64 << 10)];
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let odd = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b))
+        .count();
+    let replaced = String::from_utf8_lossy(head).matches('\u{fffd}').count();
+    if let Some(at) = head.iter().position(|&b| b == 0) {
+        return Err(format!(
+            "{} is not a text log (a NUL byte at offset {at}: binary data, a core dump or a \
+             compressed file); give the doctor the text NCCL wrote (zcat a .gz first)",
+            p.display()
+        ));
+    }
+    if !head.is_empty() && (odd + replaced) * 10 > head.len() {
+        return Err(format!(
+            "{} is not a text log ({} of its first {} bytes are control bytes or not UTF-8)",
+            p.display(),
+            odd + replaced,
+            head.len()
+        ));
+    }
+    Ok(text)
 }
 
 /// Text from a file made safe for a terminal: control characters (an escape sequence in a
@@ -209,13 +256,41 @@ fn render(
         s.push_str("no known misconfiguration found\n");
         return s;
     }
-    s.push_str(&format!("{} finding(s)\n", findings.len()));
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    s.push_str(&format!(
+        "{} finding(s): {errors} error(s), {} note(s)\n",
+        findings.len(),
+        findings.len() - errors
+    ));
     for f in findings {
-        s.push_str(&format!("\n[{}] {}\n", f.kind, printable(&f.summary)));
+        let note = if f.severity == Severity::Note {
+            ", note"
+        } else {
+            ""
+        };
+        s.push_str(&format!("\n[{}{note}] {}\n", f.kind, printable(&f.summary)));
         for (file, line, text) in &f.evidence {
             s.push_str(&format!("  {file}:{line}: {}\n", printable(text)));
         }
+        for m in &f.messages {
+            s.push_str(&format!(
+                "  NCCL's message: \"{}\" ({}; printed by {}{})\n",
+                printable(&m.format),
+                m.family,
+                m.releases,
+                m.site
+                    .as_ref()
+                    .map(|x| format!(", {x}"))
+                    .unwrap_or_default()
+            ));
+        }
         s.push_str(&format!("  fix: {}\n", f.fix));
+        if let Some(c) = &f.confirm {
+            s.push_str(&format!("  confirm: {c}\n"));
+        }
     }
     s
 }

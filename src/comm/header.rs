@@ -1,9 +1,12 @@
 //! The header every collective opens with on each link, ahead of its bytes: which call this
 //! is on the communicator and what it is. Ranks that disagree (a size, a type, a collective,
 //! a call one of them skipped) fail at the first header with both calls named, instead of
-//! reducing garbage or waiting forever for bytes that never come. gloo sends such a preamble
-//! with every message; NCCL checks only sizes ("message truncated: receiving N bytes instead
-//! of M").
+//! reducing garbage or waiting forever for bytes that never come. This check is ringlab's
+//! (`ringlab bench`, `sanity` and the live lab): gloo sends such a preamble with every message;
+//! NCCL compares no call across ranks and checks only sizes, on one path (NET/Socket's
+//! "message truncated : receiving N bytes instead of M", v2.28.9
+//! src/transport/net_socket.cc:565). The hang lab's training loop behaves as NCCL does
+//! instead (src/lab/hang/train.rs).
 //!
 //! It travels in the same direction as the data and just before it, so it costs no round
 //! trip: a rank that receives from a peer reads that peer's header first.
@@ -113,7 +116,9 @@ pub fn mismatch(me: usize, mine: &Header, peer: usize, theirs: &[u8; LEN]) -> St
     match Header::decode(theirs) {
         Some(h) => format!(
             "rank {me} and rank {peer} called different collectives: rank {me} {}; rank \
-             {peer} {} (every rank must make the same calls in the same order)",
+             {peer} {} (every rank must make the same calls in the same order). This is \
+             ringlab's call check, not NCCL's: NCCL compares nothing across ranks and would \
+             wait until a watchdog ended the job",
             mine.describe(),
             h.describe()
         ),

@@ -9,7 +9,9 @@
 //! time in ms and the place; the banner at NCCL_DEBUG=VERSION (and up to 2.21 at INFO too)
 //! is bare: `NCCL version 2.21.5+cuda12.4` (src/init.cc showVersion).
 
+pub mod input;
 pub mod release;
+pub mod warnings;
 
 pub use release::{
     BootstrapShape, PROFILES, Profile, Release, ReleaseError, Releases, RetryPolicy, SUPPORTED,
@@ -78,7 +80,8 @@ pub mod subsys {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum Level {
     Version,
     Warn,
@@ -575,7 +578,9 @@ impl Msg {
 
 /// The shape of the bootstrap line, from its raw text (the typed `Using` forgets it).
 fn bootstrap_releases(msg: &str) -> Option<(String, Releases)> {
-    if msg.starts_with("Bootstrap : Using [") {
+    if msg.starts_with("NET : Using interface ") {
+        Some(("`NET : Using interface …`".into(), Releases::new(0, 3)))
+    } else if msg.starts_with("Bootstrap : Using [") {
         Some(("`Bootstrap : Using [0]…`".into(), Releases::new(0, 7)))
     } else if msg.starts_with("Bootstrap : Using ") {
         Some(("`Bootstrap : Using …`".into(), Releases::new(8, 23)))
@@ -605,9 +610,29 @@ pub struct Line {
     /// The message text, as written.
     pub text: String,
     pub msg: Msg,
+    /// Who the launcher's prefix says wrote it (`[1,0]<stdout>:` → rank 0), where there was one.
+    pub source: Option<input::Source>,
 }
 
 impl Line {
+    /// A message seen without NCCL's header: quoted by PyTorch after `Last error:`, or a line
+    /// whose `host:pid:tid [dev] … NCCL WARN` was cut off when it was pasted.
+    pub fn bare(level: Level, text: &str) -> Line {
+        let text = text.trim().to_string();
+        Line {
+            timestamp: None,
+            host: String::new(),
+            pid: 0,
+            tid: 0,
+            dev: None,
+            level,
+            place: None,
+            msg: parse_msg(&text),
+            text,
+            source: None,
+        }
+    }
+
     /// What this line's shape says about the release that wrote it.
     pub fn releases(&self) -> Option<(String, Releases)> {
         bootstrap_releases(&self.text).or_else(|| self.msg.releases())
@@ -677,14 +702,56 @@ fn host_pid_tid(tok: &str) -> Option<(String, u32, u32)> {
 
 /// One line of an NCCL log, in any release's shape: None for lines that are not NCCL's (an
 /// empty line, a program's own output).
-pub fn parse_line(text: &str) -> Option<Line> {
-    let text = text.trim_end_matches(['\n', '\r']);
+pub fn parse_line(raw: &str) -> Option<Line> {
+    let cleaned = input::clean(raw);
+    let mut line = parse_clean(&cleaned.text)?;
+    line.source = cleaned.source;
+    if line.timestamp.is_none() {
+        line.timestamp = cleaned.stamp;
+    }
+    Some(line)
+}
+
+/// Before 2.3 (the releases shipped as binaries, 2.0 to 2.2) the level had no `NCCL` before
+/// it: `host:pid:tid [0] INFO NET : Using interface eth0:10.0.0.1<0>`. Where `s` has that
+/// shape: the tag's offset, the tag and the level.
+fn legacy_tag(s: &str) -> Option<(usize, &'static str, Level)> {
+    [(" INFO ", Level::Info), (" WARN ", Level::Warn)]
+        .into_iter()
+        .find_map(|(tag, level)| {
+            let at = s.find(tag)?;
+            let head: Vec<&str> = s[..at].split_whitespace().collect();
+            let last = head.last()?;
+            // `host:pid:tid [dev] INFO`, or a WARN pasted from its place on: `file.cc:344 WARN`.
+            let who = head.len().checked_sub(2).and_then(|i| head.get(i));
+            let dev_and_host = last.starts_with('[')
+                && last.ends_with(']')
+                && who.is_some_and(|w| host_pid_tid(w).is_some());
+            let place = level == Level::Warn
+                && last.rsplit_once(':').is_some_and(|(f, l)| {
+                    f.contains('.') && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
+                });
+            (dev_and_host || place).then_some((at, tag, level))
+        })
+}
+
+/// [`parse_line`] on a line with its prefixes, colour and line end already gone.
+fn parse_clean(text: &str) -> Option<Line> {
     if text.trim().is_empty() {
         return None;
     }
+    // A line pasted without its `host:pid:tid [dev]` starts at the tag itself.
+    let padded;
+    let text = if text.starts_with("NCCL ") {
+        padded = format!(" {text}");
+        padded.as_str()
+    } else {
+        text
+    };
     let Some((at, tag, level)) = TAGS
         .iter()
         .find_map(|(tag, level)| text.find(tag).map(|i| (i, *tag, *level)))
+        .or_else(|| legacy_tag(text))
     else {
         // The bare banner (NCCL_DEBUG=VERSION; ≤ 2.21 at INFO), maybe behind a prefix.
         let i = text.find("NCCL version ")?;
@@ -705,6 +772,7 @@ pub fn parse_line(text: &str) -> Option<Line> {
             place: None,
             text: rest.to_string(),
             msg,
+            source: None,
         });
     };
     let head = &text[..at];
@@ -736,6 +804,7 @@ pub fn parse_line(text: &str) -> Option<Line> {
         place,
         text: body,
         msg,
+        source: None,
     })
 }
 
@@ -1010,8 +1079,10 @@ pub fn parse_msg(msg: &str) -> Msg {
             remote: remote.to_string(),
         };
     }
-    if let Some((name, value)) = msg.split_once(" set by environment to ")
-        && !name.contains(' ')
+    if let Some((name, value)) = msg.split_once(" set by environment to ").or_else(|| {
+        msg.split_once(" set to ")
+            .filter(|(n, _)| n.starts_with("NCCL_"))
+    }) && !name.contains(' ')
     {
         return Msg::EnvSet {
             name: name.to_string(),
@@ -1019,6 +1090,8 @@ pub fn parse_msg(msg: &str) -> Msg {
         };
     }
     for (prefix, what) in [
+        // ≤ 2.3: one list for bootstrap and sockets (src/include/socket.h at v2.3.7-1).
+        ("NET : Using interface", UsingWhat::Bootstrap),
         ("Bootstrap : Using", UsingWhat::Bootstrap),
         ("Bootstrap: Using", UsingWhat::Bootstrap),
         ("NET/Socket : Using", UsingWhat::NetSocket),

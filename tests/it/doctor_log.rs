@@ -143,7 +143,8 @@ fn no_socket_interface_quotes_the_value() {
     let log = "no-interface.log";
     let (f, code) = findings(&[log]);
     assert_eq!(code, 1);
-    assert_eq!(kinds(&f), ["no-socket-interface"]);
+    // A set NCCL_SOCKET_IFNAME that matches nothing: find-or-fail.
+    assert_eq!(kinds(&f), ["ifname-no-match"]);
     assert!(
         f[0]["summary"]
             .as_str()
@@ -155,10 +156,13 @@ fn no_socket_interface_quotes_the_value() {
 
 #[test]
 fn ib_disabled_is_a_diagnostic() {
+    // The log shows no InfiniBand hardware: turning IB off costs nothing there, so the
+    // finding is a note and the exit status 0.
     let log = "ib-disabled.log";
     let (f, code) = findings(&[log]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 0);
     assert_eq!(kinds(&f), ["ib-disabled"]);
+    assert_eq!(f[0]["severity"], "note");
     assert_eq!(lines(&f[0]), at(log, &[1, 5]));
     assert!(
         f[0]["fix"]
@@ -438,4 +442,84 @@ fn a_jobs_log_folder_or_pattern_reads_every_rank() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle) && err.contains(&arg), "{err}");
     }
+}
+
+/// What is not a log is refused with a message naming it and exit 2, never read as one: a
+/// binary, a file over the size limit (a 2 GB sparse file costs no disk), and text with no
+/// NCCL line at all.
+#[test]
+fn a_binary_a_huge_file_and_garbage_each_exit_2_with_a_reason() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let bin = tmp.path().join("core.bin");
+    let mut bytes: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+    bytes[100] = 0;
+    std::fs::write(&bin, &bytes).expect("write");
+    let huge = tmp.path().join("huge.log");
+    let f = std::fs::File::create(&huge).expect("create");
+    f.set_len(2 << 30).expect("a sparse 2 GiB file");
+    let garbage = tmp.path().join("garbage.log");
+    std::fs::write(
+        &garbage,
+        "Epoch 1: loss 2.31\nTraceback (most recent call last):\n  File \"x.py\"\nKeyError: 3\n",
+    )
+    .expect("write");
+    for (p, says) in [
+        (&bin, "not a text log"),
+        (&huge, "over the"),
+        (&garbage, "no NCCL log line"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args(["doctor", "--log"])
+            .arg(p)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", p.display());
+        assert!(
+            err.contains(says) && err.contains(&p.display().to_string()),
+            "{}: {err}",
+            p.display()
+        );
+        assert!(out.stdout.is_empty(), "nothing printed as a result");
+    }
+}
+
+/// Every WARN line is named through NCCL's message table, or listed as not in it: in the
+/// JSON, each with its file and line; an unknown one is a note (exit 0), never dropped.
+#[test]
+fn every_warn_line_is_named_or_listed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let p = tmp.path().join("r0.log");
+    std::fs::write(
+        &p,
+        "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+         \n\
+         h:1:1 [0] init.cc:904 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 3b000\n\
+         \n\
+         h:1:1 [0] foo.cc:1 NCCL WARN Something no NCCL release ever printed\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["doctor", "--json", "--log"])
+        .arg(&p)
+        .output()
+        .expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let w = v["warnings"].as_array().expect("warnings");
+    assert_eq!(w.len(), 2, "{v:#}");
+    assert_eq!(w[0]["line"], 3);
+    assert_eq!(w[0]["named"]["id"], "duplicate-gpu", "{v:#}");
+    assert!(
+        w[0]["named"]["site"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("2.28.9 init.cc:")
+    );
+    assert!(w[1]["named"].is_null(), "{v:#}");
+    let f = v["findings"].as_array().expect("findings");
+    let kinds: Vec<&str> = f.iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert_eq!(kinds, ["duplicate-gpu", "unknown-warning"], "{v:#}");
+    assert_eq!(f[1]["severity"], "note");
+    assert_eq!(f[1]["evidence"][0][1], 5);
+    assert_eq!(out.status.code(), Some(1), "the duplicate GPU is an error");
 }

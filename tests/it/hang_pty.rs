@@ -188,12 +188,19 @@ fn the_fix_list_stays_in_view_after_a_wrong_fix_at_80x24_and_120x40() {
         t.send("\r");
         let c = t.wait("pick a fix", 90);
         if s.name == "stopped-rank" {
-            // The ranks' table: rank 3's process state is T (stopped), the others S.
+            // The ranks' table: rank 3's process state is T (stopped), the others S; its GPU
+            // column shows no process of its own, the others spinning in the collective.
             let row = c
                 .lines()
                 .find(|l| l.trim_start().starts_with("3 ") && l.contains("step"))
                 .unwrap_or_else(|| panic!("no row for rank 3:\n{c}"));
-            assert!(row.trim_end().ends_with(" T"), "{row:?}\n{c}");
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cols.get(4..6), Some(&["T", "—"][..]), "{row:?}\n{c}");
+            let row0 = c
+                .lines()
+                .find(|l| l.trim_start().starts_with("0 ") && l.contains("step"))
+                .unwrap_or_else(|| panic!("no row for rank 0:\n{c}"));
+            assert!(row0.trim_end().ends_with("~100 %"), "{row0:?}\n{c}");
             assert!(!c.contains("staged SIGSTOP"), "{c}");
         }
         let choices = scenario::fix_choices(s);

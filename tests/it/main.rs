@@ -8,6 +8,7 @@ mod collective_props;
 mod common;
 mod completions;
 mod doctor_log;
+mod doctor_realworld;
 mod doctor_trace;
 mod doctor_versions;
 mod emulated_releases;

@@ -326,13 +326,18 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
     }
     for rr in &st.ranks {
         println!(
-            "  rank {} (node {}): {:<40} state {:<5} advertised {}",
+            "  rank {} (node {}): {:<40} state {:<5} GPU {:<6} advertised {}",
             rr.rank,
             rr.node,
             rr.phase,
             rr.state.as_deref().unwrap_or("-"),
+            rr.gpu_util
+                .map_or("-", crate::lab::hang::trace::GpuUtil::shown),
             rr.advertised.as_deref().unwrap_or("-")
         );
+    }
+    if !st.ranks.is_empty() {
+        println!("  {}", crate::lab::hang::trace::GPU_LEGEND);
     }
     let d = &r.diagnosis;
     if let Some(t) = &d.trace {

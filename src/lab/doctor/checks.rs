@@ -32,6 +32,9 @@ pub(super) fn container_bridge(hosts: &BTreeSet<&str>, uses: &[IfaceUse], out: &
     evidence.sort();
     evidence.dedup();
     out.push(Finding {
+        severity: Severity::Error,
+        confirm: None,
+        messages: Vec::new(),
         kind: Kind::ContainerBridge,
         summary: format!(
             "{} advertised {} on {} ({}): Docker's default bridge network, private to each host, \
@@ -113,6 +116,9 @@ pub(super) fn shm_fallback(lines: &[Line], out: &mut Vec<Finding>) {
             "every byte between these GPUs is staged through host memory, at PCIe speed or less"
         };
         out.push(Finding {
+            severity: Severity::Error,
+            confirm: None,
+            messages: Vec::new(),
             kind: Kind::ShmFallback,
             summary: format!(
                 "on {host} all {shm} same-host connection(s) went via SHM and none via P2P, with \
@@ -179,6 +185,9 @@ pub(super) fn local_interface(
     evidence.sort();
     evidence.dedup();
     out.push(Finding {
+        severity: Severity::Error,
+        confirm: None,
+        messages: Vec::new(),
         kind: Kind::LocalInterface,
         summary,
         evidence,
@@ -220,6 +229,9 @@ pub(super) fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
         let per = join(names.iter().map(|(h, n)| format!("{} on {h}", join(n))));
         let list = all.iter().copied().collect::<Vec<_>>().join(",");
         out.push(Finding {
+            severity: Severity::Error,
+            confirm: None,
+            messages: Vec::new(),
             kind: Kind::IfaceNamesDiffer,
             summary: format!(
                 "the hosts chose interfaces with different names ({per}): one \
@@ -246,6 +258,9 @@ pub(super) fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
                 .map(|(h, n)| format!("{} on {h}", join(n.iter().map(|p| format!("{p}.0/24"))))),
         );
         out.push(Finding {
+            severity: Severity::Error,
+            confirm: None,
+            messages: Vec::new(),
             kind: Kind::SubnetsDiffer,
             summary: format!(
                 "the hosts chose addresses in different /24 networks ({per}): the ranks may \
@@ -392,6 +407,9 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
             evidence.push(g.evidence());
         }
         out.push(Finding {
+            severity: Severity::Error,
+            confirm: None,
+            messages: Vec::new(),
             kind: Kind::ConnectRetry,
             summary,
             evidence,
@@ -405,9 +423,17 @@ pub(super) fn no_socket_interface(
     ifname_env: &[(&Line, &str)],
     out: &mut Vec<Finding>,
 ) {
+    // From 2.27 a NCCL_SOCKET_IFNAME that matches nothing is no longer refused at once: the
+    // bootstrap goes on with an empty address (`ncclSocketInit: connecting to address  with
+    // family 0 is neither AF_INET(2) nor AF_INET6(10)`, src/misc/socket.cc at v2.27.7-1).
     let hits: Vec<&Line> = lines
         .iter()
-        .filter(|l| matches!(l.m, Msg::NoSocketInterface | Msg::NoSubnetInterface { .. }))
+        .filter(|l| {
+            matches!(l.m, Msg::NoSocketInterface | Msg::NoSubnetInterface { .. })
+                || l.msg.contains("is neither AF_INET(")
+        })
+        // A container's missing subnet is the container-network finding's.
+        .filter(|l| !rests_on(out, l))
         .collect();
     if hits.is_empty() {
         return;
@@ -416,10 +442,14 @@ pub(super) fn no_socket_interface(
     let mut values = BTreeSet::new();
     let hosts: BTreeSet<&str> = hits.iter().map(|l| l.host).collect();
     for h in &hits {
+        // The setting of the same process, else of the same host, else the one value the
+        // whole log sets (a line without its host: a launcher's prefix took its place).
+        let only: BTreeSet<&str> = ifname_env.iter().map(|(_, v)| *v).collect();
         if let Some((l, v)) = ifname_env
             .iter()
             .find(|(l, _)| l.file == h.file && l.host == h.host && l.pid == h.pid)
             .or_else(|| ifname_env.iter().find(|(l, _)| l.host == h.host))
+            .or_else(|| ifname_env.first().filter(|_| only.len() == 1))
         {
             evidence.push(l.evidence());
             values.insert(*v);
@@ -428,21 +458,45 @@ pub(super) fn no_socket_interface(
     }
     evidence.sort();
     evidence.dedup();
-    let summary = if values.is_empty() {
-        format!(
-            "NCCL found no usable socket interface on {} and stopped at init",
+    // With NCCL_SOCKET_IFNAME unset NCCL ends its search at `lo`, which every host has
+    // (ncclFindInterfaces: "ib", then NCCL_COMM_ID's subnet, "^docker,lo", "docker", "lo";
+    // src/misc/socket.cc at v2.21.5-1). So finding none means a set value matched nothing.
+    let ifname = hits
+        .iter()
+        .any(|l| !matches!(l.m, Msg::NoSubnetInterface { .. }));
+    let summary = match (values.is_empty(), ifname) {
+        (true, true) => format!(
+            "NCCL found no socket interface on {} and stopped at init. Unset, NCCL falls back \
+             to any interface and finally to lo, so NCCL_SOCKET_IFNAME (or \
+             NCCL_SOCKET_FAMILY) is set to something no interface there matches; the log does \
+             not show the value",
             join(&hosts)
-        )
-    } else {
-        format!(
+        ),
+        (true, false) => format!(
+            "NCCL found no interface on {} in the subnet of the address it was given \
+             (NCCL_COMM_ID)",
+            join(&hosts)
+        ),
+        (false, _) => format!(
             "NCCL_SOCKET_IFNAME={} matches no interface on {}, so NCCL stopped at init (a set \
              value is find-or-fail)",
             join(&values),
             join(&hosts)
-        )
+        ),
     };
     out.push(Finding {
-        kind: Kind::NoSocketInterface,
+        severity: Severity::Error,
+        confirm: Some(
+            "`ip -br addr` where the ranks run (inside the container), and `env | grep \
+             NCCL_SOCKET` in the job's environment."
+                .into(),
+        ),
+        messages: Vec::new(),
+        kind: if ifname || !values.is_empty() {
+            Kind::IfnameNoMatch
+        } else {
+            Kind::NoSocketInterface
+        },
         summary,
         evidence,
         fix: "Run `ip -br addr` on that host and set NCCL_SOCKET_IFNAME to a prefix that \
@@ -452,7 +506,25 @@ pub(super) fn no_socket_interface(
     });
 }
 
-pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Finding>) {
+/// What the log shows of InfiniBand/RoCE hardware: an IPoIB interface (`ib0`), NET/IB using
+/// a device, a `via NET/IB` connection, or a device NCCL saw and could not open. (An absent
+/// device says nothing: `NET/IB : No device found.` is every cloud VM's line.)
+fn ib_hardware<'a>(lines: &'a [Line<'a>], uses: &'a [IfaceUse<'a>]) -> Option<&'a Line<'a>> {
+    uses.iter()
+        .find(|u| u.name.starts_with("ib") || u.name.starts_with("mlx"))
+        .map(|u| &u.line)
+        .or_else(|| {
+            lines.iter().find(|l| {
+                (l.msg.starts_with("NET/IB : Using [") && !l.msg.contains("No device"))
+                    || l.msg.starts_with("NET/IB : Unable to open device")
+                    || l.msg.starts_with("Using network IB")
+                    || matches!(parse_transport(l.m), Some((Transport::NetIb, _)))
+            })
+        })
+}
+
+pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], span: Span, out: &mut Vec<Finding>) {
+    let ib_hw = ib_hardware(lines, uses);
     let ib_env: Vec<&Line> = lines
         .iter()
         .filter(|l| env_is_one(l.m, "NCCL_IB_DISABLE"))
@@ -480,6 +552,14 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Findin
         evidence.sort();
         evidence.dedup();
         out.push(Finding {
+            // Only where the log shows IB hardware is turning it off a cost; else a note.
+            severity: if ib_hw.is_some() && span != Span::OneHost {
+                Severity::Error
+            } else {
+                Severity::Note
+            },
+            confirm: None,
+            messages: Vec::new(),
             kind: Kind::IbDisabled,
             summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
             evidence,
@@ -488,7 +568,7 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Findin
                   ports up with `ibstat`) and remove the variable."
                 .to_string(),
         });
-    } else if !no_ib.is_empty() {
+    } else if !no_ib.is_empty() && span != Span::OneHost {
         // Fallen back: "NET/IB : No device found." followed by "Using network Socket", and
         // the first `via NET/Socket` connection of that process.
         let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
@@ -557,7 +637,32 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Findin
                     join(&fell)
                 ));
             }
+            if let Some(l) = ib_hw {
+                evidence.insert(l.evidence());
+            }
+            // A job across hosts with IB hardware in sight: the fallback costs (an error).
+            // A device seen but not opened is the cause itself, whatever the span. Without
+            // IB hardware in the log, sockets may be all there is: a note, exit 0.
+            let unopened = ib_hw.is_some_and(|l| l.msg.starts_with("NET/IB : Unable to open"));
+            let severity = match (span, ib_hw) {
+                (Span::Hosts, Some(_)) => Severity::Error,
+                _ if unopened => Severity::Error,
+                _ => {
+                    summary.push_str(
+                        " (the log shows no InfiniBand/RoCE hardware: if the nodes have none, \
+                         sockets are all there is)",
+                    );
+                    Severity::Note
+                }
+            };
             out.push(Finding {
+                severity,
+                confirm: Some(
+                    "`ibv_devinfo` where the ranks run (inside the container) lists the HCA \
+                     and its port as PORT_ACTIVE; `ls /dev/infiniband` shows uverbs devices."
+                        .into(),
+                ),
+                messages: Vec::new(),
                 kind: Kind::SocketFallback,
                 summary,
                 evidence: evidence.into_iter().collect(),
@@ -607,6 +712,9 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], out: &mut Vec<Findin
             );
         }
         out.push(Finding {
+            severity: Severity::Error,
+            confirm: None,
+            messages: Vec::new(),
             kind: Kind::P2pDisabled,
             summary,
             evidence,

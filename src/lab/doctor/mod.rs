@@ -7,15 +7,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::nccl_log::warnings::Severity;
 use crate::nccl_log::{self, Msg, Releases};
 
 mod checks;
+mod named;
+mod one_host;
 mod release;
 #[cfg(test)]
 mod tests;
 mod transports;
 
 use checks::*;
+use named::*;
+use one_host::*;
 pub use release::*;
 use transports::parse_transport;
 pub use transports::*;
@@ -34,6 +39,29 @@ pub enum Kind {
     SocketFallback,
     P2pDisabled,
     ShmFallback,
+    VirtualInterface,
+    ContainerNetwork,
+    IfnameNoMatch,
+    DuplicateGpu,
+    ShmTooSmall,
+    IbRetryExceeded,
+    IbGdrPci,
+    UnreachablePeer,
+    RoceGid,
+    Memlock,
+    CudaOom,
+    FabricManager,
+    NcclTooOld,
+    CollectiveMismatch,
+    VersionsDiffer,
+    PeerGone,
+    ForeignConnection,
+    TopoFile,
+    CudaError,
+    /// A WARN the table of NCCL's messages names, with no more specific check.
+    NcclWarning,
+    /// A WARN the table does not know: listed with its line, never dropped.
+    UnknownWarning,
 }
 
 impl Kind {
@@ -49,6 +77,27 @@ impl Kind {
             Kind::SocketFallback => "socket-fallback",
             Kind::P2pDisabled => "p2p-disabled",
             Kind::ShmFallback => "shm-fallback",
+            Kind::VirtualInterface => "virtual-interface",
+            Kind::ContainerNetwork => "container-network",
+            Kind::IfnameNoMatch => "ifname-no-match",
+            Kind::DuplicateGpu => "duplicate-gpu",
+            Kind::ShmTooSmall => "shm-too-small",
+            Kind::IbRetryExceeded => "ib-retry-exceeded",
+            Kind::IbGdrPci => "ib-gdr-pci",
+            Kind::UnreachablePeer => "unreachable-peer",
+            Kind::RoceGid => "roce-gid",
+            Kind::Memlock => "memlock",
+            Kind::CudaOom => "cuda-oom",
+            Kind::FabricManager => "fabric-manager",
+            Kind::NcclTooOld => "nccl-too-old",
+            Kind::CollectiveMismatch => "collective-mismatch",
+            Kind::VersionsDiffer => "versions-differ",
+            Kind::PeerGone => "peer-gone",
+            Kind::ForeignConnection => "foreign-connection",
+            Kind::TopoFile => "topo-file",
+            Kind::CudaError => "cuda-error",
+            Kind::NcclWarning => "nccl-warning",
+            Kind::UnknownWarning => "unknown-warning",
         }
     }
 }
@@ -59,10 +108,63 @@ named!(Kind);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     pub kind: Kind,
+    /// `error`: the cause of a failure (exit 1); `note`: worth knowing, not a fault (exit 0).
+    pub severity: Severity,
     pub summary: String,
     /// (file, 1-based line number, the line) for every line the finding rests on.
     pub evidence: Vec<(String, usize, String)>,
     pub fix: String,
+    /// How to confirm the cause on the machine, where the finding says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<String>,
+    /// The rows of NCCL's message table behind the finding.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<MessageRef>,
+}
+
+impl Finding {
+    /// A finding of `kind` at error severity, with no confirmation step or table rows.
+    fn error(
+        kind: Kind,
+        summary: String,
+        evidence: Vec<(String, usize, String)>,
+        fix: &str,
+    ) -> Self {
+        Finding {
+            kind,
+            severity: Severity::Error,
+            summary,
+            evidence,
+            fix: fix.to_string(),
+            confirm: None,
+            messages: Vec::new(),
+        }
+    }
+}
+
+/// A row of NCCL's message table, as a finding cites it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MessageRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub format: String,
+    pub family: String,
+    pub releases: String,
+    /// The newest release's source place: `2.28.9 init.cc:1234`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+}
+
+impl MessageRef {
+    fn of(r: &nccl_log::warnings::Row) -> Self {
+        MessageRef {
+            id: r.id.clone(),
+            format: r.format.clone(),
+            family: r.family.clone(),
+            releases: r.releases.clone(),
+            site: r.sites.first().cloned(),
+        }
+    }
 }
 
 /// One NCCL log line: where it is and what it says (read by [`crate::nccl_log`]).
@@ -100,21 +202,60 @@ struct Parsed<'a> {
 }
 
 /// Every NCCL line of every file, parsed, in order (empty lines, such as the one before each
-/// WARN, and other programs' output are skipped).
+/// WARN, and other programs' output are skipped). Two kinds of line without NCCL's header are
+/// kept as WARNs: the message PyTorch quotes after `Last error:`, and a line that is, whole,
+/// one of NCCL's WARN messages (its header lost when it was pasted).
 fn parse_files(files: &[(String, String)]) -> Vec<Parsed<'_>> {
-    files
-        .iter()
-        .flat_map(|(file, text)| {
-            text.lines().enumerate().filter_map(move |(i, t)| {
-                Some(Parsed {
-                    file,
-                    no: i + 1,
-                    text: t,
-                    line: nccl_log::parse_line(t)?,
-                })
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (file, text) in files {
+        let mut quoted = false;
+        for (i, t) in text.lines().enumerate() {
+            let after_last_error = std::mem::take(&mut quoted);
+            let at = |line| Parsed {
+                file,
+                no: i + 1,
+                text: t,
+                line,
+            };
+            let c = nccl_log::input::clean(t);
+            // PyTorch's message run into one line: `… NCCL version 2.18.5 … Last error: …`.
+            if let Some(inline) = nccl_log::input::inline_last_error(&c.text) {
+                out.push(at(nccl_log::Line::bare(nccl_log::Level::Warn, &inline)));
+            }
+            match nccl_log::parse_line(t) {
+                Some(l) => out.push(at(l)),
+                None => {
+                    quoted = nccl_log::input::announces_last_error(&c.text);
+                    if let Some(l) = bare_warning(&c.text, after_last_error) {
+                        out.push(at(l));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A line that is one of NCCL's WARN messages without NCCL's header: the message PyTorch
+/// quotes after `Last error:`, nccl-tests' `HOST: Test CUDA failure common.cu:941 '…'`, or a
+/// line that is, whole, a WARN of the table with enough literal text to be sure.
+fn bare_warning(text: &str, quoted: bool) -> Option<nccl_log::Line> {
+    let table = nccl_log::warnings::Table::shipped();
+    let text = text.trim();
+    if text.is_empty() || text.len() > 512 {
+        return None;
+    }
+    let warn = |t: &str| Some(nccl_log::Line::bare(nccl_log::Level::Warn, t));
+    if quoted {
+        return warn(text);
+    }
+    if let Some(t) = nccl_log::input::nccl_tests_failure(text) {
+        return warn(t);
+    }
+    table
+        .name(nccl_log::Level::Warn, text)
+        .filter(|(r, how)| *how == nccl_log::warnings::Match::Whole && table.literal_len(r) >= 24)
+        .and_then(|_| warn(text))
 }
 
 fn lines_of<'a>(parsed: &'a [Parsed<'a>]) -> Vec<Line<'a>> {
@@ -249,8 +390,58 @@ fn join<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
 
 /// Read every file's NCCL lines and return the findings, in a fixed order.
 pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
+    analyze_report(files).findings
+}
+
+/// One WARN line of the logs and the row of NCCL's message table that names it (None: not in
+/// the table).
+#[derive(Debug, Clone, Serialize)]
+pub struct WarnLine {
+    pub file: String,
+    pub line: usize,
+    pub text: String,
+    pub named: Option<MessageRef>,
+    /// `whole`, or `cut` for a line cut short and named by its start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<nccl_log::warnings::Match>,
+}
+
+/// What `doctor --log` reports: the findings, every WARN line named, and how many NCCL lines
+/// the files held.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    pub warnings: Vec<WarnLine>,
+    /// NCCL lines read per file, in the files' order.
+    pub nccl_lines: Vec<usize>,
+}
+
+/// [`analyze`], with every WARN line named and the NCCL lines counted.
+pub fn analyze_report(files: &[(String, String)]) -> Report {
     let parsed = parse_files(files);
+    let nccl_lines = files
+        .iter()
+        .map(|(f, _)| parsed.iter().filter(|p| p.file == f.as_str()).count())
+        .collect();
     let lines = lines_of(&parsed);
+    let warnings = warnings(&lines)
+        .into_iter()
+        .map(|w| WarnLine {
+            file: w.line.file.to_string(),
+            line: w.line.no,
+            text: w.line.text.trim_end().to_string(),
+            named: w.row.map(|(r, _)| MessageRef::of(r)),
+            matched: w.row.map(|(_, m)| m),
+        })
+        .collect();
+    Report {
+        findings: findings(&lines),
+        warnings,
+        nccl_lines,
+    }
+}
+
+fn findings(lines: &[Line]) -> Vec<Finding> {
     let hosts: BTreeSet<&str> = lines
         .iter()
         .map(|l| l.host)
@@ -262,11 +453,13 @@ pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
         .filter_map(|l| env_setting(l.m, "NCCL_SOCKET_IFNAME").map(|v| (l, v)))
         .collect();
 
+    let span = span(lines, &hosts);
     let cx = Context {
-        lines: &lines,
+        lines,
         hosts: &hosts,
         uses: &uses,
         ifname_env: &ifname_env,
+        span,
     };
     let mut out = Vec::new();
     for check in CHECKS {
@@ -276,7 +469,27 @@ pub fn analyze(files: &[(String, String)]) -> Vec<Finding> {
                 .all(|f| CHECKS.iter().any(|c| c.kinds.contains(&f.kind)))
         );
     }
+    // Every WARN line no check above rests on, named through NCCL's message table.
+    let claimed: BTreeSet<(String, usize)> = out
+        .iter()
+        .flat_map(|f| f.evidence.iter().map(|(file, no, _)| (file.clone(), *no)))
+        .collect();
+    named_warnings(lines, &claimed, &mut out);
     out
+}
+
+/// Does a finding already rest on this line (cite it as evidence)?
+fn rests_on(out: &[Finding], l: &Line) -> bool {
+    out.iter().any(|f| {
+        f.evidence
+            .iter()
+            .any(|(file, no, _)| file == l.file && *no == l.no)
+    })
+}
+
+/// Exit status of `doctor --log`: 1 when any finding is an error, else 0.
+pub fn any_error(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.severity == Severity::Error)
 }
 
 /// What every check reads: the lines, the hosts, the interfaces in use, NCCL_SOCKET_IFNAME.
@@ -285,6 +498,8 @@ struct Context<'a> {
     hosts: &'a BTreeSet<&'a str>,
     uses: &'a [IfaceUse<'a>],
     ifname_env: &'a [(&'a Line<'a>, &'a str)],
+    /// How far the job reaches: one host, several, or the log does not say.
+    span: Span,
 }
 
 /// One check of the logs: the findings it can make, and how it looks.
@@ -312,12 +527,32 @@ const CHECKS: &[Check] = &[
         run: |c, out| connect_retries(c.lines, out),
     },
     Check {
-        kinds: &[Kind::NoSocketInterface],
+        kinds: &[Kind::ContainerNetwork],
+        run: |c, out| container_network(c.lines, c.uses, out),
+    },
+    Check {
+        kinds: &[Kind::NoSocketInterface, Kind::IfnameNoMatch],
         run: |c, out| no_socket_interface(c.lines, c.ifname_env, out),
     },
     Check {
         kinds: &[Kind::IbDisabled, Kind::SocketFallback, Kind::P2pDisabled],
-        run: |c, out| ib_and_p2p(c.lines, c.uses, out),
+        run: |c, out| ib_and_p2p(c.lines, c.uses, c.span, out),
+    },
+    Check {
+        kinds: &[Kind::VirtualInterface],
+        run: |c, out| virtual_interface(c.span, c.uses, out),
+    },
+    Check {
+        kinds: &[Kind::UnreachablePeer, Kind::LocalInterface],
+        run: |c, out| unreachable_peer(c.lines, c.span, out),
+    },
+    Check {
+        kinds: &[Kind::CollectiveMismatch],
+        run: |c, out| collective_mismatch(c.lines, out),
+    },
+    Check {
+        kinds: &[Kind::VersionsDiffer],
+        run: |c, out| versions_differ(c.lines, out),
     },
     Check {
         kinds: &[Kind::ShmFallback],

@@ -58,7 +58,8 @@ fn env_lines() {
              a:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n\
              a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.\n";
     let f = one("x.log", t);
-    assert_eq!(kinds(&f), ["no-socket-interface", "p2p-disabled"]);
+    // A set NCCL_SOCKET_IFNAME is find-or-fail: the finding names the value.
+    assert_eq!(kinds(&f), ["ifname-no-match", "p2p-disabled"]);
     assert!(f[0].summary.contains("ens5"));
 }
 
@@ -291,4 +292,134 @@ fn a_bridge_address_on_eth0_across_hosts_is_a_container_without_host_network() {
         )
         .is_empty()
     );
+}
+
+#[test]
+fn sockets_on_one_host_or_without_ib_hardware_are_no_alarm() {
+    // A two-GPU desktop: no IB, every connection P2P: nothing to say.
+    let desktop = "d:1:1 [0] NCCL INFO NET/IB : No device found.\n\
+                   d:1:1 [0] NCCL INFO NET/Socket : Using [0]enp5s0:192.168.1.20<0>\n\
+                   d:1:1 [0] NCCL INFO Using network Socket\n\
+                   d:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n";
+    assert!(
+        one("x.log", desktop).is_empty(),
+        "{:?}",
+        one("x.log", desktop)
+    );
+    // Two cloud VMs without IB over sockets: a note at most, never an error.
+    let vms = "a:1:1 [0] NCCL INFO NET/IB : No device found.\n\
+               a:1:1 [0] NCCL INFO Using network Socket\n\
+               b:2:2 [0] NCCL INFO NET/IB : No device found.\n\
+               b:2:2 [0] NCCL INFO Using network Socket\n\
+               a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n";
+    let f = one("x.log", vms);
+    assert_eq!(kinds(&f), ["socket-fallback"]);
+    assert_eq!(f[0].severity, Severity::Note);
+    assert!(!any_error(&f));
+    // With IPoIB on the hosts the fallback costs: an error.
+    let ipoib = vms.replace(
+        "Using network Socket",
+        "Using network Socket\na:1:1 [0] NCCL INFO Bootstrap : Using ib0:10.1.0.1<0>",
+    );
+    let f = one("x.log", &ipoib);
+    assert_eq!(f[0].severity, Severity::Error, "{f:?}");
+    // NCCL_IB_DISABLE=1 on a machine the log shows no IB on: a note.
+    let ib_off = "a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n";
+    let f = one("x.log", ib_off);
+    assert_eq!(kinds(&f), ["ib-disabled"]);
+    assert_eq!(f[0].severity, Severity::Note);
+}
+
+#[test]
+fn a_virtual_interface_on_a_job_across_hosts_is_named() {
+    for (iface, addr) in [
+        ("veth1a2b3c", "172.18.0.5"),
+        ("br-5f1e2d", "172.19.0.1"),
+        ("virbr0", "192.168.122.1"),
+        ("lxcbr0", "10.0.3.1"),
+        ("tailscale0", "100.64.0.7"),
+        ("eth1", "169.254.3.4"),
+    ] {
+        let t = format!(
+            "a:1:1 [0] NCCL INFO Bootstrap : Using {iface}:{addr}<0>\n\
+             a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
+        );
+        let f = one("x.log", &t);
+        assert_eq!(kinds(&f), ["virtual-interface"], "{iface}");
+        assert_eq!(f[0].severity, Severity::Error);
+        assert!(f[0].summary.contains(iface), "{}", f[0].summary);
+        // The same on a job known to be on one host is fine.
+        let one_host = t.replace("nNodes 2", "nNodes 1");
+        assert!(one("x.log", &one_host).is_empty(), "{iface}");
+    }
+}
+
+#[test]
+fn coll_lines_that_disagree_at_one_op_count_are_a_mismatch() {
+    let t = "a:1:1 [0] NCCL INFO AllReduce: opCount 2a sendbuff 0x1 recvbuff 0x1 count 4096 datatype 7 op 0 root 0 comm 0x5 [nranks=4] stream 0x9\n\
+             a:2:2 [1] NCCL INFO AllReduce: opCount 2a sendbuff 0x1 recvbuff 0x1 count 4096 datatype 7 op 0 root 0 comm 0x6 [nranks=4] stream 0x9\n\
+             b:3:3 [0] NCCL INFO AllReduce: opCount 2a sendbuff 0x1 recvbuff 0x1 count 2048 datatype 7 op 0 root 0 comm 0x7 [nranks=4] stream 0x9\n\
+             a:1:1 [0] NCCL INFO AllReduce: opCount 2b sendbuff 0x1 recvbuff 0x1 count 8 datatype 7 op 0 root 0 comm 0x5 [nranks=4] stream 0x9\n";
+    let f = one("x.log", t);
+    let mm: Vec<&Finding> = f
+        .iter()
+        .filter(|f| f.kind == Kind::CollectiveMismatch)
+        .collect();
+    assert_eq!(mm.len(), 1, "{f:?}");
+    assert!(mm[0].summary.contains("4096") && mm[0].summary.contains("2048"));
+    assert_eq!(mm[0].evidence.len(), 2, "one line per distinct call");
+}
+
+#[test]
+fn different_releases_across_hosts_are_a_finding_and_one_release_is_not() {
+    let t = "NCCL version 2.14.3+cuda11.7\n\
+             n1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+             NCCL version 2.19.3+cuda12.3\n\
+             n2:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n";
+    let f = one("x.log", t);
+    assert_eq!(kinds(&f), ["versions-differ"]);
+    assert!(f[0].summary.contains("n1 2.14.3") && f[0].summary.contains("n2 2.19.3"));
+    let same = t.replace("2.19.3+cuda12.3", "2.14.3+cuda11.7");
+    assert!(one("x.log", &same).is_empty());
+}
+
+#[test]
+fn named_warnings_give_their_cause() {
+    for (warn, kind) in [
+        (
+            "NET/IB : Got completion from peer 10.0.0.2<4242> with error 12, opcode 0, len 0, vendor err 129 (Send) localGid ::ffff:10.0.0.1 remoteGids ::ffff:10.0.0.2",
+            "ib-retry-exceeded",
+        ),
+        (
+            "NET/IB : Got completion from peer fe80::1%ib0<53249> with error 4, opcode 32564, len 32564, vendor err 81 (Send)",
+            "ib-gdr-pci",
+        ),
+        (
+            "Call to ibv_reg_mr failed with error Cannot allocate memory",
+            "memlock",
+        ),
+        ("Failed to CUDA calloc 8388608 bytes", "cuda-oom"),
+        (
+            "Cuda failure 802 'system not yet initialized'",
+            "fabric-manager",
+        ),
+        (
+            "Cuda failure 'no kernel image is available for execution on the device'",
+            "nccl-too-old",
+        ),
+        (
+            "Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space left on device (28)",
+            "shm-too-small",
+        ),
+        (
+            "socketProgress: Connection closed by remote peer n2<32926>",
+            "peer-gone",
+        ),
+    ] {
+        let t = format!("a:1:1 [0] misc/x.cc:1 NCCL WARN {warn}\n");
+        let f = one("x.log", &t);
+        assert_eq!(kinds(&f), [kind], "{warn}");
+        assert_eq!(f[0].severity, Severity::Error);
+        assert!(!f[0].fix.is_empty() && f[0].confirm.is_some(), "{kind}");
+    }
 }

@@ -3,11 +3,12 @@
 //! the gradients. It is what run-time hangs happen in: thousands of steps in, one rank skips a
 //! collective, calls it with another size, stops, or dies, and the others wait.
 //!
-//! Before each collective every rank sends its ring neighbours a header: its sequence number
-//! and what it is calling. A neighbour whose header differs fails the collective at once with a
-//! report, as PyTorch does with TORCH_DISTRIBUTED_DEBUG=DETAIL (NCCL itself has no such check:
-//! it would wait, or move the wrong bytes). A neighbour that never sends one is waited for
-//! until the rank's own timeout; the launcher's watchdog usually calls the hang first.
+//! Before each collective every rank tells its ring neighbours its sequence number and what it
+//! is calling: the lab's stand-in for the bytes NCCL's kernels exchange. The ranks behave as
+//! NCCL does, which compares nothing across ranks: a neighbour whose call differs is not an
+//! error, the rank enters its own call and waits in it (the launcher's watchdog then calls the
+//! hang, and the flight recorders show the two calls side by side). A neighbour that never
+//! sends is waited for likewise until the rank's own timeout.
 //!
 //! Each rank keeps a flight recorder ([`crate::lab::hang::trace::Recorder`]) and, with a trace folder,
 //! writes it to `rank<r>.json` when a collective is called, starts and completes, so its last
@@ -94,7 +95,9 @@ fn call_of(count: u64) -> Call {
     }
 }
 
-/// The report when a neighbour's header differs, in the terms PyTorch's DETAIL check uses.
+/// What a rank whose neighbour called something else is waiting on, in the terms PyTorch's
+/// TORCH_DISTRIBUTED_DEBUG=DETAIL check uses (the rank's own timeout says it, if the
+/// watchdog has not already).
 pub fn mismatch_report(
     me: usize,
     mine: &(u64, Call, String),
@@ -103,8 +106,7 @@ pub fn mismatch_report(
 ) -> String {
     format!(
         "collective mismatch: rank {peer} is at collective #{} {} ({}), rank {me} at #{} {} ({}). \
-         Every rank must call the same collectives in the same order with the same sizes; \
-         stopping here instead of waiting or exchanging the wrong bytes",
+         Every rank must call the same collectives in the same order with the same sizes",
         theirs.0,
         theirs.1.describe(),
         theirs.2,
@@ -112,6 +114,19 @@ pub fn mismatch_report(
         mine.1.describe(),
         mine.2
     )
+}
+
+/// What a rank does when its neighbour's call is not its own: what NCCL does. NCCL checks a
+/// call against nothing but itself (v2.28.9 src/misc/argcheck.cc:45 `ArgsCheck`: root, type,
+/// op, pointers); the one cross-rank size check, NET/Socket's `message truncated`
+/// (src/transport/net_socket.cc:565), fires only when a sender's chunk over the socket network
+/// is larger than what its receiver posted, on the Simple protocol. At the lab's sizes (16 to
+/// 64 KiB, where NCCL's tuner picks LL) nothing checks: the kernels spin on flags that never
+/// come. So the rank waits inside its call until `wait` (the launcher's watchdog, set to the
+/// same timeout, normally ends it first) and then reports a hang.
+fn wait_as_nccl(wait: Duration, what: &str) -> Fault {
+    std::thread::sleep(wait);
+    Fault::Hang(format!("no progress in {}s: {what}", wait.as_secs()))
 }
 
 /// The flight recorder, journaled on disk as the rank runs when there is a trace folder
@@ -262,19 +277,28 @@ pub fn run(
                         err(&e)
                     }
                 })?;
+            let mut differs = None;
             for (peer, frame) in replies {
                 let theirs: Header = serde_json::from_slice(&frame)
                     .map_err(|e| err(&format!("rank {peer}'s header: {e}")))?;
-                if theirs != mine {
-                    return Err(Fault::Error(mismatch_report(
+                if theirs != mine && differs.is_none() {
+                    differs = Some((peer, theirs));
+                }
+            }
+            journal.start(seq)?;
+            if let Some((peer, theirs)) = differs {
+                // NCCL compares nothing across ranks: each launches its own call and waits
+                // for bytes that never line up (see `wait_as_nccl`).
+                return Err(wait_as_nccl(
+                    wait,
+                    &mismatch_report(
                         rank,
                         &(mine.seq, mine.call.clone(), mine.label.clone()),
                         peer,
                         &(theirs.seq, theirs.call, theirs.label),
-                    )));
-                }
+                    ),
+                ));
             }
-            journal.start(seq)?;
             if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
                 // Staged silently, as a debugger or a job scheduler stops a process: the
                 // evidence (state T in /proc, the flight recorders) has to find it.

@@ -13,6 +13,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::lab::Event;
 use crate::lab::bench::launch::Msg;
 use crate::lab::hang::scenario::{self, Fix, Fixed, LabReport, Scenario};
+use crate::lab::hang::trace::{GPU_LEGEND, GpuUtil};
 use crate::nccl_log::{self, Level, Profile, Release};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::theme::Theme;
@@ -751,18 +752,27 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     if !r.staged.ranks.is_empty() {
         out.push(Line::styled(
             format!(
-                "  {:<4} {:<5} {:<32} state  R runs, S waits, T stopped",
-                "rank", "node", "phase"
+                "  {:<4} {:<5} {:<32} {:<5} {:<6}",
+                "rank", "node", "phase", "state", "GPU"
             ),
             t.strong,
         ));
         for rr in &r.staged.ranks {
             let state = rr.state.as_deref().unwrap_or("-");
+            let gpu = rr.gpu_util.map_or("-", GpuUtil::shown);
             out.push(Line::from(vec![
                 Span::raw(format!("  {:<4} {:<5} {:<32} ", rr.rank, rr.node, rr.phase)),
                 Span::styled(
-                    state.to_string(),
+                    format!("{state:<5} "),
                     if state == "T" || state == "gone" {
+                        t.error
+                    } else {
+                        t.base
+                    },
+                ),
+                Span::styled(
+                    gpu.to_string(),
+                    if rr.gpu_util == Some(GpuUtil::Idle) {
                         t.error
                     } else {
                         t.base
@@ -770,6 +780,7 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
                 ),
             ]));
         }
+        out.push(Line::styled(format!("  {GPU_LEGEND}"), t.dim));
     }
     out.push(Line::styled(" evidence from the staged run", t.h2));
     out.extend(evidence_of(&r.diagnosis, t));

@@ -13,6 +13,11 @@ pub(super) type NcclRule = (
 /// What `doctor --log`'s findings name as a scenario's culprit, in order.
 pub(super) const NCCL_RULES: &[NcclRule] = &[
     (
+        crate::lab::doctor::Kind::IfnameNoMatch,
+        Culprit::IfaceNotFound,
+        |_| true,
+    ),
+    (
         crate::lab::doctor::Kind::NoSocketInterface,
         Culprit::IfaceNotFound,
         |_| true,
@@ -157,6 +162,16 @@ pub(super) fn train_evidence(
         seq,
         label,
         table: trace::table(&traces, &a, 6),
+        gpu_util: (0..s.nodes * s.ranks_per_node)
+            .map(|r| {
+                let t = traces.iter().find(|t| t.rank == r);
+                let gone = trace::Process::Gone {
+                    code: None,
+                    signal: None,
+                };
+                trace::GpuUtil::of(t.map_or(&gone, |t| &t.process), t)
+            })
+            .collect(),
     });
     d
 }

@@ -12,6 +12,10 @@ pub struct RankReport {
     /// running, `S` sleeping (waiting on a socket), `T` stopped, `gone` ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// What `nvidia-smi` would show of the rank's GPU while the job is stuck, as NCCL behaves
+    /// (absent when the run did not get stuck).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_util: Option<crate::lab::hang::trace::GpuUtil>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +79,9 @@ pub struct TraceEvidence {
     pub label: Option<String>,
     /// The dumps side by side around the divergence (`trace::table`).
     pub table: Vec<crate::lab::hang::trace::Row>,
+    /// Per rank (index = rank), its GPU as NCCL would leave it ([`crate::lab::hang::trace::GpuUtil::of`]).
+    #[serde(default)]
+    pub gpu_util: Vec<crate::lab::hang::trace::GpuUtil>,
 }
 
 impl Diagnosis {

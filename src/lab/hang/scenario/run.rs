@@ -2,6 +2,7 @@
 //! fix re-run, and the flight-recorder folders they leave.
 
 use super::*;
+use crate::lab::hang::trace::GpuUtil;
 
 /// What one run of the sanity all-reduce on the cluster did.
 pub(super) struct RunResult {
@@ -424,6 +425,7 @@ pub fn run_on(
                     .find(|(pr, _)| *pr == r)
                     .map(|(_, p)| p.clone())
             }),
+            gpu_util: None,
         })
         .collect::<Vec<_>>();
     let mut diagnosis = staged.evidence.clone().unwrap_or_default();
@@ -442,6 +444,7 @@ pub fn run_on(
                         .find(|(r, _)| *r == rr.rank)
                         .map(|(_, a)| a.clone())
                 });
+            rr.gpu_util = gpu_util(staged.outcome, &diagnosis, &rr);
             rr
         })
         .collect();
@@ -475,6 +478,22 @@ pub fn run_on(
         fixed,
         commands: c.commands.clone(),
     }
+}
+
+/// A stuck rank's GPU as NCCL would leave it: from its flight recorder in a run-time hang;
+/// before the first collective (a hang in NCCL's init, which runs on the CPU) idle, unless the
+/// process is stopped or gone. None where the run did not get stuck.
+fn gpu_util(outcome: Outcome, d: &Diagnosis, rr: &RankReport) -> Option<GpuUtil> {
+    if matches!(outcome, Outcome::Ok | Outcome::Pass) {
+        return None;
+    }
+    if let Some(t) = &d.trace {
+        return t.gpu_util.get(rr.rank).copied();
+    }
+    Some(match rr.state.as_deref() {
+        Some("T" | "gone") => GpuUtil::NoProcess,
+        _ => GpuUtil::Idle,
+    })
 }
 
 pub(super) fn fixed_run(

@@ -132,9 +132,10 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
             "rank {odd} is at collective #{seq} {}{}, rank {expected} at #{seq} {}{}. \
              The same collective number is a different call: a rank took another branch (an \
              uneven last batch, a collective skipped or added on some ranks), so the two wait \
-             on different operations. NCCL itself would not notice: it would wait forever or \
-             exchange the wrong bytes. ringlab's header check (and PyTorch's \
-             TORCH_DISTRIBUTED_DEBUG=DETAIL) stops at the first such call.",
+             on different operations. NCCL compares nothing across ranks: every rank waits \
+             inside its call, its GPU spinning, until a watchdog ends the job (or the wrong \
+             bytes are summed). PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL checks each call's \
+             shapes across ranks and stops at the first that differs.",
             theirs.call.describe(),
             label(theirs),
             others.call.describe(),

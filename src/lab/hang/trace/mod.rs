@@ -153,6 +153,50 @@ pub enum Process {
     },
 }
 
+/// What `nvidia-smi` shows of a rank's GPU while a job hangs under NCCL: the signal engineers
+/// read first. A rank inside a collective has launched its kernel, which spins polling for
+/// its peers' bytes (near 100 % utilisation, no progress); a rank that never launched the
+/// collective (it is elsewhere: a data loader, a branch, a host-side wait, or NCCL's init,
+/// which runs on the CPU) leaves its GPU idle at 0 %; a stopped or gone process has nothing of
+/// its own to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuUtil {
+    /// Near 100 %: a kernel spinning inside a collective.
+    Spinning,
+    /// 0 %: no collective launched.
+    Idle,
+    /// —: the process is stopped or gone.
+    NoProcess,
+}
+
+/// What the state and GPU columns mean, under the table that shows them.
+pub const GPU_LEGEND: &str = "state: R runs, S waits, T stopped · GPU as NCCL leaves it: ~100 % \
+                              spinning inside a collective, 0 % never launched it, — no process";
+
+impl GpuUtil {
+    /// As the hang screen and `lab run` print it.
+    pub fn shown(self) -> &'static str {
+        match self {
+            GpuUtil::Spinning => "~100 %",
+            GpuUtil::Idle => "0 %",
+            GpuUtil::NoProcess => "—",
+        }
+    }
+
+    /// A rank's GPU from its process and its flight recorder: inside a started, uncompleted
+    /// collective it spins; otherwise it idles.
+    pub fn of(process: &Process, trace: Option<&RankTrace>) -> Self {
+        match process {
+            Process::Stopped | Process::Gone { .. } => GpuUtil::NoProcess,
+            Process::Running => match trace.and_then(|t| t.entries.last()) {
+                Some(e) if e.state == State::Started => GpuUtil::Spinning,
+                _ => GpuUtil::Idle,
+            },
+        }
+    }
+}
+
 /// One rank's dump.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankTrace {
