@@ -157,18 +157,32 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     let mut sighup = signal(SignalKind::hangup())?;
     let mut dirty = true;
     let mut exit = Exit::Done;
+    // The terminal can go away without a SIGHUP reaching this process (its pane killed, its
+    // shell not passing the signal on): reads then return EOF or EIO, which crossterm's reader
+    // retries for ever. So the loop asks the terminal itself every half second.
+    let mut alive = tokio::time::interval(Duration::from_millis(500));
+    alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    const GONE: Exit = Exit::Signal(libc::SIGHUP);
     while !app.quit {
+        // A frame or a clipboard write that cannot reach the terminal: it is gone.
         if dirty {
-            terminal.draw(|f| app::render(&app, f))?;
+            if terminal.draw(|f| app::render(&app, f)).is_err() {
+                exit = GONE;
+                break;
+            }
             dirty = false;
         }
         // OSC 52: the terminal puts the text on the clipboard (where it allows it; the screen
         // that asked also wrote a plain file and said where).
-        if let Some(text) = app.clipboard.take() {
-            crossterm::execute!(
+        if let Some(text) = app.clipboard.take()
+            && crossterm::execute!(
                 terminal.backend_mut(),
                 crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
-            )?;
+            )
+            .is_err()
+        {
+            exit = GONE;
+            break;
         }
         let tick = app.tick_interval();
         let status_until = app::status_deadline(&mut app);
@@ -190,9 +204,15 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
                         dirty |= handle(&mut app, &ev);
                     }
                 }
-                Some(Err(e)) => return Err(e.into()),
-                None => break,
+                // The terminal's input failed or ended: save and leave, as on SIGHUP.
+                Some(Err(_)) | None => { exit = GONE; break }
             },
+            _ = alive.tick() => {
+                if term::gone() {
+                    exit = GONE;
+                    break;
+                }
+            }
             Some(msg) = rx.recv() => {
                 app::receive(&mut app, msg);
                 // Coalesce a burst of reports into one frame.
@@ -222,6 +242,12 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         exit = Exit::Interrupted;
     }
     app.save_progress();
+    if exit == GONE {
+        // ratatui's Terminal shows the cursor again when dropped and, when that write fails,
+        // prints to stderr with eprintln!, which panics on a terminal that is gone. Nothing
+        // can be shown there any more: let the process take it down.
+        std::mem::forget(terminal);
+    }
     let failed = recording.borrow_mut().error.take();
     if let Some(e) = failed {
         return Err(TuiError::Io(io::Error::new(

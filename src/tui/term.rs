@@ -39,6 +39,30 @@ pub fn restore() {
     let _ = out.flush();
 }
 
+/// Has the terminal gone away (its pty closed, the session hung up)? A hung-up terminal
+/// answers every `tcgetattr` with EIO (Linux's `hung_up_tty_ioctl`), and `poll` reports
+/// POLLHUP on it; a terminal that is merely idle does neither.
+pub fn gone() -> bool {
+    let fd = libc::STDIN_FILENO;
+    let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
+    // SAFETY: tcgetattr writes a termios into the buffer it is given, or fails.
+    let attr_failed = unsafe { libc::tcgetattr(fd, t.as_mut_ptr()) } != 0;
+    let attr_gone = attr_failed
+        && matches!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EIO | libc::ENOTTY | libc::EBADF | libc::ENXIO)
+        );
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, a zero timeout: poll only fills in revents.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    let hung = n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
+    attr_gone || hung
+}
+
 fn install_panic_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {

@@ -39,4 +39,5 @@ mod tcp_backend;
 mod tcp_lab;
 mod tcp_new_schedules;
 mod tpcalc_view;
+mod tty_gone;
 mod tui;
