@@ -354,6 +354,14 @@ impl Table {
             .map(|(r, _)| (r, Match::Cut))
     }
 
+    /// How long the literal text before a row's first value is.
+    pub fn lead_len(&self, row: &Row) -> usize {
+        self.rows
+            .iter()
+            .position(|r| std::ptr::eq(r, row))
+            .map_or(0, |i| self.patterns[i].lead.trim_end().len())
+    }
+
     /// How many literal characters a row's format has (how telling a match on it is).
     pub fn literal_len(&self, row: &Row) -> usize {
         self.rows

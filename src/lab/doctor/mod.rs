@@ -57,6 +57,7 @@ pub enum Kind {
     PeerGone,
     ForeignConnection,
     TopoFile,
+    InvalidUsage,
     CudaError,
     /// A WARN the table of NCCL's messages names, with no more specific check.
     NcclWarning,
@@ -95,6 +96,7 @@ impl Kind {
             Kind::PeerGone => "peer-gone",
             Kind::ForeignConnection => "foreign-connection",
             Kind::TopoFile => "topo-file",
+            Kind::InvalidUsage => "invalid-usage",
             Kind::CudaError => "cuda-error",
             Kind::NcclWarning => "nccl-warning",
             Kind::UnknownWarning => "unknown-warning",
@@ -254,7 +256,12 @@ fn bare_warning(text: &str, quoted: bool) -> Option<nccl_log::Line> {
     }
     table
         .name(nccl_log::Level::Warn, text)
-        .filter(|(r, how)| *how == nccl_log::warnings::Match::Whole && table.literal_len(r) >= 24)
+        // Whole, with enough literal text; or cut (a message split over lines when it was
+        // pasted) where the part before its first value is long enough to be NCCL's alone.
+        .filter(|(r, how)| match how {
+            nccl_log::warnings::Match::Whole => table.literal_len(r) >= 24,
+            nccl_log::warnings::Match::Cut => table.lead_len(r) >= 32,
+        })
         .and_then(|_| warn(text))
 }
 
@@ -553,6 +560,10 @@ const CHECKS: &[Check] = &[
     Check {
         kinds: &[Kind::VersionsDiffer],
         run: |c, out| versions_differ(c.lines, out),
+    },
+    Check {
+        kinds: &[Kind::TopoFile],
+        run: |c, out| topology_file(c.lines, out),
     },
     Check {
         kinds: &[Kind::ShmFallback],

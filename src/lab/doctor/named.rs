@@ -51,6 +51,11 @@ const BY_ID: &[(&str, Kind)] = &[
     ("collective-mismatch", Kind::CollectiveMismatch),
     ("socket-message-truncated", Kind::CollectiveMismatch),
     ("bootstrap-message-truncated", Kind::CollectiveMismatch),
+    ("invalid-usage", Kind::InvalidUsage),
+    ("comm-destroyed-twice", Kind::InvalidUsage),
+    ("comm-not-ready", Kind::InvalidUsage),
+    ("group-", Kind::InvalidUsage),
+    ("p2p-self-unmatched", Kind::InvalidUsage),
 ];
 
 /// The cause a WARN shows, where the doctor knows one: by the row's id, then by the values the
@@ -262,6 +267,18 @@ const SAID: &[(Kind, &str, &str, &str)] = &[
          GPUs the job sees; `NCCL_TOPO_DUMP_FILE=/tmp/topo.xml` writes what NCCL detects.",
         "Compare the file NCCL_TOPO_FILE (or the plugin) points at with the dump of a run \
          without it.",
+    ),
+    (
+        Kind::InvalidUsage,
+        "the program called NCCL wrongly (an invalid argument, a communicator used after it \
+         was destroyed or before it was ready, a group call NCCL does not allow): the bug is in \
+         the caller, the framework or your code, not in the machine",
+        "Read the WARN: it names the call and the argument. Look for a framework bug at your \
+         version (search its tracker for the message) or your own misuse: every rank must pass \
+         the same root in range, valid device pointers, and must not use a communicator after \
+         destroying or aborting it.",
+        "The `file:line -> 4` (invalid argument) or `-> 5` (invalid usage) lines after the WARN \
+         show the call it failed in.",
     ),
     (
         Kind::NoSocketInterface,

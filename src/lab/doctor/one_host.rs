@@ -365,3 +365,53 @@ pub(super) fn versions_differ(lines: &[Line], out: &mut Vec<Finding>) {
     );
     out.push(f);
 }
+
+/// NCCL_TOPO_FILE or NCCL_GRAPH_FILE set: NCCL reads the machine's topology (or, with
+/// NCCL_GRAPH_FILE, its very rings and trees) from a file instead of the machine. A file for
+/// another VM size or a subset of GPUs breaks init or picks bad paths. An error where the log
+/// shows a WARN besides (something failed); else a note.
+pub(super) fn topology_file(lines: &[Line], out: &mut Vec<Finding>) {
+    let set: Vec<(&Line, &str, &str)> = lines
+        .iter()
+        .filter_map(|l| {
+            ["NCCL_GRAPH_FILE", "NCCL_TOPO_FILE"]
+                .into_iter()
+                .find_map(|n| env_setting(l.m, n).map(|v| (l, n, v)))
+        })
+        .collect();
+    let Some((_, name, value)) = set.first() else {
+        return;
+    };
+    let failed = lines.iter().any(|l| l.p.level == nccl_log::Level::Warn);
+    let graph = set.iter().any(|(_, n, _)| *n == "NCCL_GRAPH_FILE");
+    let mut f = Finding::error(
+        Kind::TopoFile,
+        format!(
+            "{name}={value} is set: NCCL takes {} from that file instead of detecting this \
+             machine, so a file written for another machine (another VM size, all GPUs where \
+             the job sees a subset) breaks init or picks bad paths{}",
+            if graph {
+                "its rings and trees (NCCL_GRAPH_FILE is for experiments, not production)"
+            } else {
+                "the topology"
+            },
+            if failed {
+                ""
+            } else {
+                " (the log shows no failure, so this is only a note)"
+            }
+        ),
+        set.iter().map(|(l, ..)| l.evidence()).collect(),
+        "Unset the variable (images such as Azure's set it in /etc/nccl.conf or the \
+         environment) and let NCCL detect the machine; keep a topology file only where it was \
+         written for exactly this machine and GPU set.",
+    );
+    f.confirm = Some(format!(
+        "Run once without {name} (and check /etc/nccl.conf, ~/.nccl.conf): if the job then \
+         starts, the file was the cause."
+    ));
+    if !failed {
+        f.severity = Severity::Note;
+    }
+    out.push(f);
+}
