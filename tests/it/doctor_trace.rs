@@ -184,3 +184,21 @@ fn the_labs_own_dumps_read_back() {
     assert_eq!(d["culprit"]["kind"], "mismatch", "{d:#}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A small pickle of lists nested 8 000 to 200 000 deep (16 KB to 400 KB) is refused with a
+/// reason and exit 2; it overflowed the stack and aborted the process before (finding M3).
+#[test]
+fn a_deeply_nested_pickle_is_refused_not_a_stack_overflow() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for n in [8_000usize, 200_000] {
+        let p = tmp.path().join(format!("deep{n}.pkl"));
+        let mut b = vec![0x80, 2];
+        b.extend(std::iter::repeat_n(b']', n));
+        b.extend(std::iter::repeat_n(b'a', n - 1));
+        b.push(b'.');
+        std::fs::write(&p, b).expect("write");
+        let (code, _, err) = doctor(&["--trace", &p.display().to_string()]);
+        assert_eq!(code, 2, "{n}: {err}");
+        assert!(err.contains("nest more than"), "{n}: {err}");
+    }
+}

@@ -26,7 +26,7 @@ pub struct BenchArgs {
     #[arg(short = 'n', long = "iters", default_value_t = crate::lab::DEFAULT_ITERS as u64, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub iters: u64,
     /// Warm-up iterations per size (then one more untimed run and a barrier, as nccl-tests).
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = crate::lab::DEFAULT_WARMUP as u64)]
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = crate::lab::DEFAULT_WARMUP as u64, value_parser = clap::value_parser!(u64).range(0..=100000))]
     pub warmup: u64,
     /// Time each row this many times and show the median, with the spread (slowest − fastest)
     /// / median: on a busy machine one run can be off by 3-5×, and a row whose spread is
@@ -213,6 +213,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         job.warmup,
         args.check
     );
+    if world == 1 && !quiet {
+        // L8: a one-rank table reads like a real measurement; say what it is.
+        eprintln!(
+            "ringlab bench: note: one rank moves no data between ranks, so busbw is 0 by \
+             definition (nccl-tests prints the same); --nproc-per-node 2 or more measures a link"
+        );
+    }
     let shared = prepared
         .as_ref()
         .and_then(|x| x.notes.iter().find(|n| n.starts_with(gpu::SHARED_GPU)));

@@ -114,12 +114,26 @@ fn pair(
 fn port(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<u16>, String> {
     match env("MASTER_PORT") {
         None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("MASTER_PORT={v:?} is not a port (1-65535)")),
+        // 0 would have rank 0 bind a random port the others cannot know (L3).
+        Some(v) => match v.trim().parse::<u16>() {
+            Ok(p) if p > 0 => Ok(Some(p)),
+            _ => Err(format!("MASTER_PORT={v:?} is not a port (1-65535)")),
+        },
     }
+}
+
+/// A node's share of the world can be no larger than the world (L4).
+fn local_within(
+    (local, local_name): (usize, &str),
+    (size, size_name): (usize, &str),
+) -> Result<(), String> {
+    if local > size {
+        return Err(format!(
+            "{local_name}={local} is larger than {size_name}={size}: a node cannot hold more \
+             ranks than the whole job"
+        ));
+    }
+    Ok(())
 }
 
 /// torchrun's workers (torch/distributed/run.py, elastic agent): RANK, WORLD_SIZE,
@@ -145,6 +159,7 @@ fn torchrun(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<World>, Strin
         None if on_loopback => (rank, size),
         None => (0, 1),
     };
+    local_within((local_size, "LOCAL_WORLD_SIZE"), (size, "WORLD_SIZE"))?;
     Ok(Some(World {
         launcher: Launcher::Torchrun,
         rank,
@@ -196,16 +211,23 @@ fn slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<World>, String> 
     };
     let local_rank = num(env, "SLURM_LOCALID")?.unwrap_or(0);
     let nodes = num(env, "SLURM_STEP_NUM_NODES")?.unwrap_or(1);
+    if nodes == 0 {
+        return Err("SLURM_STEP_NUM_NODES=0: a step has at least one node".into());
+    }
     // "2" or "2(x3)" or "2,1": the first node's count is this node's where all are alike.
     let local_size = match env("SLURM_STEP_TASKS_PER_NODE") {
         Some(v) => v
             .split(|c: char| !c.is_ascii_digit())
             .next()
             .and_then(|d| d.parse().ok())
-            .ok_or_else(|| format!("SLURM_STEP_TASKS_PER_NODE={v:?} is not a task count"))?,
+            .filter(|&n: &usize| n > 0)
+            .ok_or_else(|| {
+                format!("SLURM_STEP_TASKS_PER_NODE={v:?} is not a task count (at least 1)")
+            })?,
         None if nodes == 1 => size,
         None => size.div_ceil(nodes),
     };
+    local_within((local_size, "SLURM_STEP_TASKS_PER_NODE"), (size, size_var))?;
     let first_host = match env("SLURM_STEP_NODELIST").or_else(|| env("SLURM_JOB_NODELIST")) {
         Some(list) => expand_hostlist(&list)
             .map_err(|e| format!("SLURM_STEP_NODELIST={list:?}: {e}"))?
@@ -517,6 +539,49 @@ mod tests {
         assert_eq!(detect(&env(&[]), None), Ok(None));
         let e = detect(&env(&[]), Some(Launcher::Slurm)).expect_err("forced");
         assert!(e.contains("srun"), "{e}");
+    }
+
+    #[test]
+    fn contradictory_or_zero_launcher_values_are_refused_by_name() {
+        for (vars, says) in [
+            (
+                &[
+                    ("SLURM_STEP_ID", "0"),
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_STEP_NUM_TASKS", "2"),
+                    ("SLURM_STEP_NUM_NODES", "0"),
+                    ("SLURM_JOB_ID", "5"),
+                ][..],
+                "SLURM_STEP_NUM_NODES=0",
+            ),
+            (
+                &[
+                    ("SLURM_STEP_ID", "0"),
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_STEP_NUM_TASKS", "2"),
+                    ("SLURM_STEP_TASKS_PER_NODE", "0"),
+                ][..],
+                "SLURM_STEP_TASKS_PER_NODE",
+            ),
+            (
+                &[
+                    ("RANK", "0"),
+                    ("WORLD_SIZE", "2"),
+                    ("LOCAL_RANK", "0"),
+                    ("LOCAL_WORLD_SIZE", "8"),
+                    ("MASTER_ADDR", "127.0.0.1"),
+                    ("MASTER_PORT", "29500"),
+                ][..],
+                "LOCAL_WORLD_SIZE=8 is larger than WORLD_SIZE=2",
+            ),
+            (
+                &[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "0")][..],
+                "MASTER_PORT=\"0\" is not a port (1-65535)",
+            ),
+        ] {
+            let e = detect(&env(vars), None).expect_err(says);
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

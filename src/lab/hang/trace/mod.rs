@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod analyse;
+mod pickle_depth;
 mod pytorch;
 mod record;
 mod table;
@@ -329,6 +330,14 @@ fn read_file(f: &Path) -> Result<RankTrace, TraceError> {
         .map_err(err)?;
     // A pickle starts with its PROTO opcode; anything else is read as JSON.
     if bytes.first() == Some(&0x80) {
+        let deep = pickle_depth::depth(&bytes, pickle_depth::MAX_DEPTH);
+        if deep > pickle_depth::MAX_DEPTH {
+            return Err(err(format!(
+                "not a flight-recorder dump: its values nest more than {} deep (PyTorch's nest \
+                 about 5)",
+                pickle_depth::MAX_DEPTH
+            )));
+        }
         let v: serde_pickle::Value = serde_pickle::value_from_slice(
             &bytes,
             // Shared objects (memo references) are common in PyTorch's pickles.
