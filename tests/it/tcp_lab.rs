@@ -1064,3 +1064,53 @@ fn the_tuner_runs_small_all_reduces_with_recursive_doubling() {
         "{text}"
     );
 }
+
+/// Ctrl-Z then `fg` of the launcher is no hang (finding M2): the ranks wait on its pipes while
+/// it is stopped, so when it runs again every progress clock starts afresh. A 4 s stop of a
+/// job whose watchdog is 2 s, then 3 s more of running: no HANG, and it ends cleanly on SIGINT.
+#[test]
+fn stopping_and_continuing_the_launcher_is_not_a_hang() {
+    let child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "bench",
+            "--backend",
+            "tcp",
+            "--nproc-per-node",
+            "2",
+            "-b",
+            "4M",
+            "-e",
+            "4M",
+            "-n",
+            "100000",
+            "--timeout",
+            "2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill {sig}");
+    };
+    // The pauses are the scenario itself (a stop longer than the watchdog), not a wait for
+    // a condition.
+    std::thread::sleep(Duration::from_secs(2));
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(4));
+    signal("-CONT");
+    std::thread::sleep(Duration::from_secs(3));
+    signal("-INT");
+    let out = child.wait_with_output().expect("wait");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("HANG"), "a stop read as a hang:\n{text}");
+}

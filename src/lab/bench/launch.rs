@@ -698,6 +698,10 @@ impl RankState {
     }
 }
 
+/// A gap between two rounds of the watch loop longer than this means the launcher itself was
+/// stopped: ten of its 200 ms rounds.
+const STOPPED_GAP: Duration = Duration::from_secs(2);
+
 fn watch(
     ranks: &mut Ranks,
     rx: &mpsc::Receiver<Inner>,
@@ -785,6 +789,10 @@ fn watch(
                 .collect(),
         }
     };
+    // The loop comes round every 200 ms at most. A much longer gap means this process was
+    // stopped (Ctrl-Z, SIGSTOP) and the ranks, blocked on its pipes, were held with it: their
+    // silence is the launcher's, so every progress clock starts again (finding M2).
+    let mut came_round = Instant::now();
     loop {
         if st
             .iter()
@@ -899,6 +907,12 @@ fn watch(
             return Err(LaunchError::Setup("cancelled".into()));
         }
         let now = Instant::now();
+        if now - came_round > STOPPED_GAP {
+            for (_, s) in st.iter_mut() {
+                s.last = now;
+            }
+        }
+        came_round = now;
         // A rank that has not said its first word is still starting (exec, loading, a busy
         // machine): that is not a hang until START_GRACE has passed as well.
         let patience = |s: &RankState| {
