@@ -10,13 +10,18 @@
 //! active virtualenv or conda, every `X/bin` on PATH (a venv on PATH but not activated), the
 //! system prefixes and `$HOME/.local`. Never another user's home: loading a library runs its
 //! code, so a library (or a folder above it) that another user than the invoking one and root
-//! could have written is refused, saying why.
+//! could have written is refused, saying why: by its mode, by a group with another member in
+//! it (root's included) or by an ACL entry ([`trust`], modelled on OpenSSH's StrictModes).
 //!
 //! Nothing here loads CUDA or NCCL: this runs in the launcher, which never does.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+pub mod trust;
+use trust::At;
+pub use trust::{UserDb, group_is_private, group_others};
 
 /// The variable that names the NCCL library to use, skipping the search.
 pub const OVERRIDE: &str = "RINGLAB_NCCL_LIB";
@@ -70,10 +75,10 @@ impl PartialEq for Held {
 impl Eq for Held {}
 
 /// Open `real` (a path with no link left in it) once, without following a link in its last
-/// part, and check what was opened: a regular file that passes [`entry_problem`]. The
-/// descriptor is then made inheritable. Errors say why.
-fn open_checked(real: &Path, uid: u32, gid: u32, strict: bool) -> Result<Held, String> {
-    use std::os::fd::AsRawFd;
+/// part, and check what was opened: a regular file that passes [`trust::entry_problem`] (its
+/// ACL read through the descriptor). The descriptor is then made inheritable. Errors say why.
+fn open_checked(real: &Path, uid: u32, strict: bool) -> Result<Held, String> {
+    use std::os::fd::{AsFd, AsRawFd};
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -86,7 +91,7 @@ fn open_checked(real: &Path, uid: u32, gid: u32, strict: bool) -> Result<Held, S
     if !m.is_file() {
         return Err(format!("{} is not a regular file", real.display()));
     }
-    if strict && let Some(why) = entry_problem(real, &m, uid, gid) {
+    if strict && let Some(why) = trust::entry_problem(real, &m, At::Fd(f.as_fd()), uid) {
         return Err(why);
     }
     // SAFETY: F_SETFD on a descriptor this function owns; 0 clears FD_CLOEXEC only.
@@ -302,51 +307,10 @@ pub enum LinkAt {
     Private,
 }
 
-/// What is wrong with one entry on a path, if anything: it must be owned by `uid` or root, and
-/// not writable by group or others (a sticky directory such as /tmp, where nobody may replace
-/// what another user owns, and a group-writable one whose group is root's or the user's
-/// private group, are allowed). A symlink's own mode means nothing: only its owner counts.
-fn entry_problem(p: &Path, m: &std::fs::Metadata, uid: u32, gid: u32) -> Option<String> {
-    let mode = m.mode();
-    let what = if m.file_type().is_symlink() {
-        "link"
-    } else if m.is_dir() {
-        "folder"
-    } else {
-        "file"
-    };
-    if m.uid() != uid && m.uid() != 0 {
-        return Some(format!(
-            "the {what} {} belongs to uid {}, not to you (uid {uid}) or root",
-            p.display(),
-            m.uid()
-        ));
-    }
-    if m.file_type().is_symlink() {
-        return None;
-    }
-    let sticky = m.is_dir() && mode & 0o1000 != 0;
-    if mode & 0o002 != 0 && !sticky {
-        return Some(format!(
-            "the {what} {} is writable by every user (mode {:o})",
-            p.display(),
-            mode & 0o7777
-        ));
-    }
-    if mode & 0o020 != 0 && !sticky && m.gid() != 0 && !private_group(m.gid(), uid, gid) {
-        return Some(format!(
-            "the {what} {} is writable by group {} (mode {:o})",
-            p.display(),
-            m.gid(),
-            mode & 0o7777
-        ));
-    }
-    None
-}
-
 /// Can someone other than `uid` and root change what `path` holds? `None` if not; else why.
-/// The file it resolves to and every directory above that are checked ([`entry_problem`]).
-pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
+/// The file it resolves to and every directory above that are checked
+/// ([`trust::entry_problem`]).
+pub fn writable_by_others(path: &Path, uid: u32) -> Option<String> {
     let real = match std::fs::canonicalize(path) {
         Ok(p) => p,
         Err(e) => return Some(format!("{} cannot be resolved: {e}", path.display())),
@@ -354,7 +318,7 @@ pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
     for p in real.ancestors() {
         match std::fs::metadata(p) {
             Ok(m) => {
-                if let Some(why) = entry_problem(p, &m, uid, gid) {
+                if let Some(why) = trust::entry_problem(p, &m, At::Path(p), uid) {
                     return Some(why);
                 }
             }
@@ -364,94 +328,11 @@ pub fn writable_by_others(path: &Path, uid: u32, gid: u32) -> Option<String> {
     None
 }
 
-/// Is `group` the user's own private group (the user-private-group convention: the user's
-/// primary group, named after the user), with nobody else in it: no other member listed in the
-/// group database and no other user whose primary group it is (a second account made with
-/// the same gid can write wherever the group can)? A shared primary group such as `users` is
-/// not.
-fn private_group(group: u32, uid: u32, gid: u32) -> bool {
-    if group != gid {
-        return false;
-    }
-    let db = UserDb::read();
-    group_is_private(group, uid, &db)
-}
-
-/// What [`private_group`] needs of the user and group databases.
-#[derive(Debug, Default, Clone)]
-pub struct UserDb {
-    /// (user name, uid, primary gid) of every account.
-    pub users: Vec<(String, u32, u32)>,
-    /// (group name, gid, listed members) of every group.
-    pub groups: Vec<(String, u32, Vec<String>)>,
-}
-
-impl UserDb {
-    /// Every account and group this machine knows (NSS: files, and LDAP or SSSD where they
-    /// enumerate).
-    pub fn read() -> Self {
-        let mut db = UserDb::default();
-        // SAFETY: the *ent iterators return pointers into static storage, read at once and
-        // copied; this runs in the launcher before it starts any thread that uses them.
-        unsafe {
-            libc::setpwent();
-            loop {
-                let pw = libc::getpwent();
-                if pw.is_null() {
-                    break;
-                }
-                let name = std::ffi::CStr::from_ptr((*pw).pw_name)
-                    .to_string_lossy()
-                    .into_owned();
-                db.users.push((name, (*pw).pw_uid, (*pw).pw_gid));
-            }
-            libc::endpwent();
-            libc::setgrent();
-            loop {
-                let gr = libc::getgrent();
-                if gr.is_null() {
-                    break;
-                }
-                let name = std::ffi::CStr::from_ptr((*gr).gr_name)
-                    .to_string_lossy()
-                    .into_owned();
-                let mut members = Vec::new();
-                let mut m = (*gr).gr_mem;
-                while !m.is_null() && !(*m).is_null() {
-                    members.push(std::ffi::CStr::from_ptr(*m).to_string_lossy().into_owned());
-                    m = m.add(1);
-                }
-                db.groups.push((name, (*gr).gr_gid, members));
-            }
-            libc::endgrent();
-        }
-        db
-    }
-}
-
-/// [`private_group`] over a given database: `group` is named after user `uid`, and every
-/// account that belongs to it (by primary gid or as a listed member) is that user.
-pub fn group_is_private(group: u32, uid: u32, db: &UserDb) -> bool {
-    let Some((me, _, _)) = db.users.iter().find(|(_, u, _)| *u == uid) else {
-        return false;
-    };
-    let Some((gname, _, members)) = db.groups.iter().find(|(_, g, _)| *g == group) else {
-        return false;
-    };
-    gname == me
-        && members.iter().all(|m| m == me)
-        && db
-            .users
-            .iter()
-            .filter(|(_, _, g)| *g == group)
-            .all(|(_, u, _)| *u == uid)
-}
-
 /// Can someone other than `uid` and root change what gets loaded through `path`? Both the path
 /// as written (every link and folder on it, since `LD_LIBRARY_PATH` names them and a link can
 /// be swapped by whoever can write the folder holding it) and the file it resolves to, with
 /// the folders above that. `None` if not; else why.
-pub fn untrusted(path: &Path, uid: u32, gid: u32) -> Option<String> {
+pub fn untrusted(path: &Path, uid: u32) -> Option<String> {
     let written = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -460,19 +341,19 @@ pub fn untrusted(path: &Path, uid: u32, gid: u32) -> Option<String> {
     for p in written.ancestors().filter(|p| !p.as_os_str().is_empty()) {
         match std::fs::symlink_metadata(p) {
             Ok(m) => {
-                if let Some(why) = entry_problem(p, &m, uid, gid) {
+                if let Some(why) = trust::entry_problem(p, &m, At::Path(p), uid) {
                     return Some(why);
                 }
             }
             Err(e) => return Some(format!("{}: {e}", p.display())),
         }
     }
-    writable_by_others(path, uid, gid)
+    writable_by_others(path, uid)
 }
 
-fn me() -> (u32, u32) {
-    // SAFETY: getuid and getgid have no preconditions.
-    unsafe { (libc::getuid(), libc::getgid()) }
+fn me() -> u32 {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() }
 }
 
 /// The library in `dir`: `libnccl.so`, else `libnccl.so.2`, else the highest
@@ -520,14 +401,14 @@ pub fn find_in(places: &[Place], link: &LinkAt) -> Result<Found, FindError> {
 /// by another account on a shared GPU box, even for root) it is loaded with a warning that
 /// says why, naming the owner.
 fn use_lib(lib: &Path, explicit: bool, how: &str, link_at: &LinkAt) -> Result<Found, FindError> {
-    let (uid, gid) = me();
+    let uid = me();
     let refuse = |why: String| FindError::Untrusted {
         lib: lib.to_path_buf(),
         how: how.to_string(),
         why,
     };
     let mut strict = true;
-    if let Some(why) = untrusted(lib, uid, gid) {
+    if let Some(why) = untrusted(lib, uid) {
         if !explicit {
             return Err(refuse(why));
         }
@@ -542,7 +423,7 @@ fn use_lib(lib: &Path, explicit: bool, how: &str, link_at: &LinkAt) -> Result<Fo
     // The file checked is the file loaded: open it once, check the open file, and let the
     // ranks load that descriptor. (The path was checked above; between that check and this
     // open the name could point elsewhere, which the checks on the open file catch.)
-    let held = open_checked(&real, uid, gid, strict).map_err(refuse)?;
+    let held = open_checked(&real, uid, strict).map_err(refuse)?;
     let (dir, private) = match link_at {
         LinkAt::Dir(d) => (d.clone(), None),
         LinkAt::Private => {
@@ -666,43 +547,6 @@ pub fn ld_library_path(found: &Found, current: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn db(users: &[(&str, u32, u32)], groups: &[(&str, u32, &[&str])]) -> UserDb {
-        UserDb {
-            users: users
-                .iter()
-                .map(|(n, u, g)| (n.to_string(), *u, *g))
-                .collect(),
-            groups: groups
-                .iter()
-                .map(|(n, g, m)| (n.to_string(), *g, m.iter().map(|x| x.to_string()).collect()))
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_private_group_has_nobody_else_in_it() {
-        // alice's own group, nobody else: private.
-        let alone = db(
-            &[("alice", 1000, 1000), ("bob", 1001, 1001)],
-            &[("alice", 1000, &[])],
-        );
-        assert!(group_is_private(1000, 1000, &alone));
-        // bob was made with alice's gid as his primary group: he can write where it can.
-        let by_primary = db(
-            &[("alice", 1000, 1000), ("mallory", 1002, 1000)],
-            &[("alice", 1000, &[])],
-        );
-        assert!(!group_is_private(1000, 1000, &by_primary));
-        // listed as a member in /etc/group.
-        let by_member = db(&[("alice", 1000, 1000)], &[("alice", 1000, &["mallory"])]);
-        assert!(!group_is_private(1000, 1000, &by_member));
-        // alice listed in her own group is still alone; a shared group is not hers.
-        let listed_self = db(&[("alice", 1000, 1000)], &[("alice", 1000, &["alice"])]);
-        assert!(group_is_private(1000, 1000, &listed_self));
-        let users = db(&[("alice", 1000, 100)], &[("users", 100, &[])]);
-        assert!(!group_is_private(100, 1000, &users));
-    }
 
     fn tree() -> PathBuf {
         let d = std::env::temp_dir().join(format!(
