@@ -6,8 +6,9 @@
 //! was, and the victim's folder is untouched.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -150,6 +151,15 @@ fn a_lab_run_uses_no_name_a_stranger_planted() {
     );
 }
 
+/// Tests that make accounts or change who is in a group hold this, one at a time: useradd and
+/// usermod lock /etc/passwd and /etc/group, and one test's accounts must not turn up as
+/// members in another's groups.
+static ACCOUNTS: Mutex<()> = Mutex::new(());
+
+fn accounts_lock() -> MutexGuard<'static, ()> {
+    ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Accounts made for one test and removed after it, whatever happens.
 struct Accounts(Vec<&'static str>, Vec<&'static str>);
 
@@ -177,7 +187,6 @@ fn run(cmd: &str, args: &[&str]) {
 #[test]
 fn the_trust_rule_sees_every_member_of_a_private_group() {
     use ringlab::comm::ncclfind::{UserDb, group_is_private};
-    let have = |c: &str| Command::new(c).arg("--help").output().is_ok();
     if !is_root() || !have("useradd") || !have("groupadd") {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -194,6 +203,7 @@ fn the_trust_rule_sees_every_member_of_a_private_group() {
         eprintln!("not root or no useradd: the account-making half is skipped");
         return;
     }
+    let _one_at_a_time = accounts_lock();
     let _accounts = Accounts(
         vec!["rlabt-mallory", "rlabt-eve", "rlabt-alice"],
         vec!["rlabt-alice"],
@@ -231,6 +241,255 @@ fn the_trust_rule_sees_every_member_of_a_private_group() {
     assert!(
         !group_is_private(group, alice, &UserDb::read()),
         "by /etc/group"
+    );
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new(cmd).arg("--help").output().is_ok()
+}
+
+/// What the NCCL search makes of the library in `dir`: found, or the refusal's words.
+fn nccl_verdict(dir: &Path) -> Result<(), String> {
+    use ringlab::comm::ncclfind::{FindError, LinkAt, Place, find_in};
+    let place = Place {
+        dir: dir.to_path_buf(),
+        how: "LD_LIBRARY_PATH".into(),
+    };
+    match find_in(&[place], &LinkAt::Private) {
+        Ok(_) => Ok(()),
+        Err(e @ FindError::Untrusted { .. }) => Err(e.to_string()),
+        Err(e) => panic!("neither found nor refused: {e}"),
+    }
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// A library where it usually lives: a folder, 0755, holding `libnccl.so.2`, 0644, both the
+/// invoker's (root's, in CI), in a 0755 folder so other accounts can reach it.
+fn library_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let top = tempfile::tempdir().expect("tempdir");
+    chmod(top.path(), 0o755);
+    let dir = top.path().join("lib");
+    std::fs::create_dir(&dir).expect("mkdir");
+    chmod(&dir, 0o755);
+    let lib = dir.join("libnccl.so.2");
+    std::fs::write(&lib, b"\x7fELF trusted").expect("write");
+    chmod(&lib, 0o644);
+    (top, dir, lib)
+}
+
+/// Give `who` (`u:ID` or `g:ID`) read and write on `path` through its POSIX ACL, as an
+/// administrator would with setfacl; where setfacl is missing, by writing the attribute it
+/// writes (entries sorted by tag, a mask covering the named entry).
+fn grant(path: &Path, who: &str) {
+    if have("setfacl") {
+        let perm = if path.is_dir() { "rwx" } else { "rw" };
+        return run(
+            "setfacl",
+            &["-m", &format!("{who}:{perm}"), &path.display().to_string()],
+        );
+    }
+    let (tag, id) = who.split_once(':').expect("u:ID or g:ID");
+    let id: u32 = id.parse().expect("a numeric id");
+    let mode = std::fs::metadata(path).expect("stat").mode();
+    let any = u32::MAX;
+    let mut entries = vec![(0x01u16, (mode >> 6) & 7, any)];
+    if tag == "u" {
+        entries.push((0x02, 6, id));
+    }
+    entries.push((0x04, (mode >> 3) & 7, any));
+    if tag == "g" {
+        entries.push((0x08, 6, id));
+    }
+    entries.extend([(0x10, 6 | ((mode >> 3) & 7), any), (0x20, mode & 7, any)]);
+    let mut value = 2u32.to_le_bytes().to_vec();
+    for (t, p, i) in entries {
+        value.extend(t.to_le_bytes());
+        value.extend((p as u16).to_le_bytes());
+        value.extend(i.to_le_bytes());
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: NUL-terminated name and path; `value` is read for its length only.
+    let rc = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+}
+
+/// Drop every ACL entry of `path` but those the mode shows.
+fn drop_acl(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: NUL-terminated name and path.
+    let rc = unsafe { libc::removexattr(c.as_ptr(), c"system.posix_acl_access".as_ptr()) };
+    assert_eq!(rc, 0, "removexattr: {}", std::io::Error::last_os_error());
+}
+
+/// Finding H1 (a) and (c): an ACL entry lets another account write a library (or a folder
+/// above it) while the mode shows no "other" write. The search refuses it, naming the entry
+/// and the path; without the ACL, or with one naming only the invoker, it loads. An owner may
+/// set ACLs on their own files, so this needs no root; as root (CI) it also shows the attack
+/// is real: the other account (nobody) writes the library.
+#[test]
+fn a_library_an_acl_lets_another_account_write_is_refused() {
+    let (_top, dir, lib) = library_tree();
+    assert_eq!(
+        nccl_verdict(&dir),
+        Ok(()),
+        "a 0755/0644 tree of the invoker's"
+    );
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    // Another account: nobody, unless that is who runs this.
+    let other = if me == 65534 { 65533 } else { 65534 };
+    // (a) An ACL giving another user write on the library.
+    grant(&lib, &format!("u:{other}"));
+    let mode = std::fs::metadata(&lib).expect("stat").mode() & 0o777;
+    assert_eq!(mode, 0o664, "with an ACL the group bits are its mask");
+    if is_root() && have("setpriv") {
+        let evil = format!("printf evil > '{}'", lib.display());
+        let (uid, gid) = (format!("--reuid={other}"), format!("--regid={other}"));
+        let out = Command::new("setpriv")
+            .args([&uid, &gid, "--clear-groups", "sh", "-c", &evil])
+            .output()
+            .expect("setpriv");
+        assert!(
+            out.status.success(),
+            "the ACL lets uid {other} write: {out:?}"
+        );
+    }
+    let e = nccl_verdict(&dir).expect_err("another user may write the library");
+    let said = format!("the file {}: an ACL gives user ", lib.display());
+    assert!(e.contains(&said) && e.contains(&format!("{other}")), "{e}");
+    assert!(e.starts_with("refusing to load"), "{e}");
+    drop_acl(&lib);
+    chmod(&lib, 0o644);
+    assert_eq!(nccl_verdict(&dir), Ok(()), "the ACL gone");
+    // An ACL naming the invoker only: nobody else may write.
+    grant(&lib, &format!("u:{me}"));
+    assert_eq!(nccl_verdict(&dir), Ok(()), "an ACL for the invoker");
+    drop_acl(&lib);
+    chmod(&lib, 0o644);
+    // (c) The same on the folder above: whoever writes it can swap the library's name.
+    grant(&dir, &format!("u:{other}"));
+    let e = nccl_verdict(&dir).expect_err("another user may write the folder");
+    let said = format!("the folder {}: an ACL gives user ", dir.display());
+    assert!(e.contains(&said), "{e}");
+    drop_acl(&dir);
+    chmod(&dir, 0o755);
+    // A named group with write (nogroup: nobody's primary group; or one the database does not
+    // know), on the library.
+    grant(&lib, &format!("g:{other}"));
+    let e = nccl_verdict(&dir).expect_err("a group with another member may write");
+    assert!(e.contains("an ACL gives group "), "{e}");
+    drop_acl(&lib);
+    chmod(&lib, 0o644);
+    assert_eq!(nccl_verdict(&dir), Ok(()));
+}
+
+/// Finding H1 (b): gid 0 is a group like any other. A group-writable library (or folder) is
+/// trusted only while its group has no member but the invoker and root, counting members
+/// listed in /etc/group and accounts whose primary group it is. Root alone in group root, and
+/// a group with nobody in it, are fine; `usermod -aG root OTHER` makes the library refused,
+/// naming the member. The full test needs root (CI runs as root: it makes accounts and
+/// changes group root); without it, the membership rule is checked on /etc/passwd- and
+/// /etc/group-like files written here and read back.
+#[test]
+fn a_group_writable_library_is_refused_while_its_group_has_another_member() {
+    use ringlab::comm::ncclfind::{UserDb, group_others};
+    if !is_root()
+        || !["useradd", "usermod", "gpasswd", "groupadd"]
+            .iter()
+            .all(|c| have(c))
+    {
+        let files = tempfile::tempdir().expect("tempdir");
+        let (passwd, group) = (files.path().join("passwd"), files.path().join("group"));
+        std::fs::write(
+            &passwd,
+            "root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/:/bin/sh\n",
+        )
+        .expect("write");
+        std::fs::write(&group, "root:x:0:alice\nalice:x:1000:\nsolo:x:2000:\n").expect("write");
+        let read = |p: &Path| std::fs::read_to_string(p).expect("read");
+        let db = UserDb::parse(&read(&passwd), &read(&group));
+        assert_eq!(group_others(0, 0, &db), Ok(vec!["alice".to_string()]));
+        assert_eq!(
+            group_others(0, 1000, &db),
+            Ok(vec![]),
+            "alice and root only"
+        );
+        assert_eq!(group_others(2000, 0, &db), Ok(vec![]), "nobody in it");
+        assert!(group_others(3000, 0, &db).is_err(), "an unknown group");
+        eprintln!("not root or no useradd: the accounts half needs root; checked the rule");
+        return;
+    }
+    let _one_at_a_time = accounts_lock();
+    let (other, solo) = ("rlabt-h1-other", "rlabt-h1-solo");
+    let _accounts = Accounts(vec![other], vec![solo]);
+    run("useradd", &["-M", "-N", other]);
+    let (_top, dir, lib) = library_tree();
+    assert_eq!(nccl_verdict(&dir), Ok(()), "root:root 0755/0644");
+    chmod(&lib, 0o664);
+    let root_alone = group_others(0, 0, &UserDb::read()).is_ok_and(|o| o.is_empty());
+    if root_alone {
+        assert_eq!(nccl_verdict(&dir), Ok(()), "group root, root alone in it");
+    } else {
+        eprintln!("group root has members on this machine: its root-alone case is skipped");
+    }
+    run("usermod", &["-aG", "root", other]);
+    if have("runuser") {
+        let evil = format!("printf evil > '{}'", lib.display());
+        let out = Command::new("runuser")
+            .args(["-u", other, "--", "sh", "-c", &evil])
+            .output()
+            .expect("runuser");
+        assert!(
+            out.status.success(),
+            "group root lets {other} write: {out:?}"
+        );
+    }
+    let e = nccl_verdict(&dir).expect_err("a member of group root may write");
+    let said = format!(
+        "the file {} is writable by group root, which has other members: ",
+        lib.display()
+    );
+    assert!(e.contains(&said) && e.contains(other), "{e}");
+    // A group-writable folder is the same: the folder is named.
+    chmod(&lib, 0o644);
+    chmod(&dir, 0o775);
+    let e = nccl_verdict(&dir).expect_err("a member of group root may write the folder");
+    assert!(
+        e.contains(&format!(
+            "the folder {} is writable by group root",
+            dir.display()
+        )),
+        "{e}"
+    );
+    run("gpasswd", &["-d", other, "root"]);
+    if root_alone {
+        assert_eq!(nccl_verdict(&dir), Ok(()), "the member gone");
+    }
+    // A group with nobody in it is private; a member makes it shared.
+    run("groupadd", &[solo]);
+    for p in [&dir, &lib] {
+        run("chgrp", &[solo, &p.display().to_string()]);
+    }
+    chmod(&lib, 0o664);
+    assert_eq!(nccl_verdict(&dir), Ok(()), "a group nobody else is in");
+    run("usermod", &["-aG", solo, other]);
+    let e = nccl_verdict(&dir).expect_err("a group with another member");
+    assert!(
+        e.contains(&format!(
+            "writable by group {solo}, which has other members: {other}"
+        )),
+        "{e}"
     );
 }
 
