@@ -9,6 +9,7 @@ pub mod log;
 pub mod nccl;
 pub mod ncclfind;
 pub mod net;
+pub mod owner;
 pub mod p2p;
 pub mod reduce;
 pub mod shm;

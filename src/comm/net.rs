@@ -355,6 +355,8 @@ impl Greeters {
     /// Take `conn` in (closing the longest-silent one from its address if over the cap);
     /// returns its ticket for [`Greeters::greeted`], or why it could not be taken in.
     pub fn admit(&self, conn: &TcpStream) -> io::Result<Ticket> {
+        // Another user on this host is refused before it can say a word (H3).
+        super::owner::check(conn)?;
         let ip = conn.peer_addr()?.ip();
         let handle = conn.try_clone()?;
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -33,6 +33,7 @@ mod quiz;
 mod resource_bounds;
 mod ring_cli;
 mod ring_view;
+mod strangers;
 mod study_pty;
 mod study_tui;
 mod tcp_backend;

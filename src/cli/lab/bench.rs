@@ -396,7 +396,27 @@ pub(super) fn joined_world(
         Ok(hex) => {
             crate::comm::wire::token_from_hex(&hex).ok_or("RINGLAB_TOKEN must be 32 hex digits")?
         }
-        Err(_) => w.token(),
+        // One host: the store and the ranks admit only this uid's connections from this host
+        // (comm::owner), so the derived token only keeps two jobs apart.
+        Err(_) if w.local_size >= w.size => w.token(),
+        Err(_) if launch.insecure_token => {
+            eprintln!(
+                "ringlab: warning: --insecure-token: this job's token is derived from {}, which \
+                 anyone who can reach the store can derive too: a stranger can join it",
+                w.read.join(", ")
+            );
+            w.token()
+        }
+        Err(_) => {
+            return Err(format!(
+                "{who}, across hosts, and RINGLAB_TOKEN is not set: the token would be derived \
+                 from public values ({}), so anyone who can reach the store could join. Set the \
+                 same secret on every node (`export RINGLAB_TOKEN=$(openssl rand -hex 16)` \
+                 before the launcher, which passes it on), or pass --insecure-token to run \
+                 anyway",
+                w.read.join(", ")
+            ));
+        }
     };
     let launch = Launch {
         nproc_per_node: 1,

@@ -45,6 +45,11 @@ pub struct LaunchArgs {
     /// Seconds without progress from a rank before the job is declared hung and killed.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
+    /// Under a launcher across hosts without RINGLAB_TOKEN, run anyway with a token derived
+    /// from the launcher's public variables, which anyone who can reach the store can derive
+    /// too (warned on every run).
+    #[arg(long)]
+    pub insecure_token: bool,
 }
 
 impl LaunchArgs {
