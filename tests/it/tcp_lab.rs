@@ -1114,3 +1114,97 @@ fn stopping_and_continuing_the_launcher_is_not_a_hang() {
     );
     assert!(!text.contains("HANG"), "a stop read as a hang:\n{text}");
 }
+
+/// The ranks a launcher started (its pid in RINGLAB_PARENT), by rank.
+fn rank_pids(parent: u32) -> Vec<(usize, i32)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let vars: Vec<String> = env
+            .split(|&b| b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        if !vars.contains(&format!("RINGLAB_PARENT={parent}")) {
+            continue;
+        }
+        if let Some(r) = vars
+            .iter()
+            .find_map(|v| v.strip_prefix("RINGLAB_RANK="))
+            .and_then(|r| r.parse().ok())
+        {
+            out.push((r, pid));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A kill of any rank at any moment names the killed rank first (finding M1): 20 kills, of
+/// rank 0 or 1, from the moment both exist to well into the run, on every transport (SHM and
+/// P2P within the node, sockets with NCCL_SHM_DISABLE=1, SHM with NCCL_P2P_DISABLE=1). Before,
+/// the survivor's broken pipe was often reported as the cause.
+#[test]
+fn a_killed_rank_is_named_first_on_every_transport() {
+    let transports: [&[(&str, &str)]; 3] = [
+        &[],
+        &[("NCCL_SHM_DISABLE", "1")],
+        &[("NCCL_P2P_DISABLE", "1")],
+    ];
+    for i in 0..20usize {
+        let victim = i % 2;
+        let child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "--nproc-per-node",
+                "2",
+                "-b",
+                "16M",
+                "-e",
+                "16M",
+                "-n",
+                "200",
+                "--timeout",
+                "30",
+            ])
+            .envs(transports[i % 3].iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let start = Instant::now();
+        let pids = loop {
+            let p = rank_pids(child.id());
+            if p.len() == 2 || start.elapsed() > Duration::from_secs(30) {
+                break p;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(pids.len(), 2, "run {i}: both ranks started");
+        // When to kill is the scenario: from at once to 0.6 s into the run.
+        std::thread::sleep(Duration::from_millis((i as u64 * 37) % 600));
+        let pid = pids[victim].1;
+        // SAFETY: kill sends a signal to a process this test started (a rank of its job).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let failed = err
+            .lines()
+            .find_map(|l| l.split_once("job failed: ").map(|(_, r)| r.to_string()))
+            .unwrap_or_else(|| panic!("run {i}: no failure line:\n{err}"));
+        assert!(
+            failed.starts_with(&format!("rank {victim} was killed")),
+            "run {i} ({:?}), killed rank {victim}: {failed}",
+            transports[i % 3]
+        );
+    }
+}
