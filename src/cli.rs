@@ -624,6 +624,22 @@ fn divisors(n: usize) -> String {
 }
 
 /// Tell (on stderr, never failing the check) about review history whose items are gone.
+/// Text from a file or another user made safe for a terminal: control characters (an escape
+/// sequence could retitle, recolour, move or clear the screen) are shown as `\x1b`-style
+/// escapes (tabs and line ends stay). Every text path that prints what a file, a dump, a log or a variable said goes
+/// through it (finding L1).
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' && c != '\n' {
+                format!("\\x{:02x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn report_orphans(files: &[SourceFile], drills: &[SourceFile]) {
     let path = progress::data_dir().join(progress::FILE_NAME);
     let Ok(p) = progress::read_file(&path) else {
@@ -640,7 +656,7 @@ fn report_orphans(files: &[SourceFile], drills: &[SourceFile]) {
         eprintln!(
             "ringlab check: note: your progress has review history for {} item(s) no longer in the course (kept): {}",
             orphans.len(),
-            orphans.join(", ")
+            printable(&orphans.join(", "))
         );
     }
 }

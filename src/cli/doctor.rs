@@ -208,19 +208,7 @@ pub fn read_log(p: &std::path::Path) -> Result<String, String> {
     Ok(text)
 }
 
-/// Text from a file made safe for a terminal: control characters (an escape sequence in a
-/// log could recolour, move or clear the screen) are shown as `\x1b`-style escapes.
-pub fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\t' {
-                format!("\\x{:02x}", c as u32)
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
+pub use crate::cli::printable;
 
 fn render(
     files: &[(String, String)],
@@ -521,21 +509,22 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        // Dumps are files others may have written: what they say is shown, never obeyed.
         println!("Flight recorders: {} rank(s) of {}", traces.len(), a.world);
         for t in &traces {
             println!(
                 "  rank {}: {} ({} collective(s), {})",
                 t.rank,
-                t.source,
+                printable(&t.source),
                 t.entries.len(),
-                t.format
+                printable(&t.format)
             );
         }
         println!(
             "\nLined up by collective number (✓ completed, … in flight, · scheduled, — never entered):"
         );
         for row in &table {
-            println!("{row}");
+            println!("{}", printable(row));
         }
         match &a.culprit {
             Some(c) => println!(
@@ -544,9 +533,9 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
                 c.seq()
                     .map(|s| format!(", collective #{s}"))
                     .unwrap_or_default(),
-                a.explanation
+                printable(&a.explanation)
             ),
-            None => println!("\nNo rank diverged: {}", a.explanation),
+            None => println!("\nNo rank diverged: {}", printable(&a.explanation)),
         }
     }
     Ok(if a.culprit.is_some() {

@@ -150,15 +150,23 @@ fn item_json(bank: &Bank, e: &Entry, answers: bool) -> Value {
 
 fn write_item_text(out: &mut impl Write, e: &Entry, answers: bool) -> io::Result<()> {
     let it = &e.item;
-    writeln!(out, "{} ({}) {}:{}", it.id, it.kind.name(), e.path, e.line)?;
-    writeln!(out, "  {}", it.prompt)?;
+    let p = crate::cli::printable;
+    writeln!(
+        out,
+        "{} ({}) {}:{}",
+        p(&it.id),
+        it.kind.name(),
+        p(&e.path),
+        e.line
+    )?;
+    writeln!(out, "  {}", p(&it.prompt))?;
     for (i, c) in it.choices.iter().enumerate() {
-        writeln!(out, "    {}) {c}", letter(i))?;
+        writeln!(out, "    {}) {}", letter(i), p(c))?;
     }
     if answers {
         match it.instantiate(0) {
             Ok(inst) if !it.is_parametric() => {
-                writeln!(out, "  answer: {}", describe_answer(it, &inst))?;
+                writeln!(out, "  answer: {}", p(&describe_answer(it, &inst)))?;
             }
             Ok(inst) => {
                 let drawn: Vec<String> = inst
@@ -173,8 +181,8 @@ fn write_item_text(out: &mut impl Write, e: &Entry, answers: bool) -> io::Result
                 writeln!(
                     out,
                     "  answer: {how}; e.g. with {}: {}",
-                    drawn.join(", "),
-                    describe_answer(it, &inst)
+                    p(&drawn.join(", ")),
+                    p(&describe_answer(it, &inst))
                 )?;
             }
             Err(e) => writeln!(out, "  answer: cannot be computed: {e}")?,
@@ -224,7 +232,7 @@ pub fn stats_cmd(lessons: &Option<PathBuf>, args: &StatsArgs) -> anyhow::Result<
         eprintln!(
             "ringlab: {} item(s) with review history are no longer in the course (kept): {}",
             s.stats.orphans.len(),
-            s.stats.orphans.join(", ")
+            crate::cli::printable(&s.stats.orphans.join(", "))
         );
     }
     app.stack.push(Screen::Stats(Box::new(s)));

@@ -189,3 +189,38 @@ fn the_lab_watchdog_can_be_set_for_every_scenario() {
         err(&out)
     );
 }
+
+/// What a lesson folder or a flight-recorder dump says is shown, never obeyed (finding L1): an
+/// escape sequence in a quiz prompt (one that retitles the terminal, one that clears it) comes
+/// out of `quiz --list` as `\x1b…` text, not as the bytes.
+#[test]
+fn escape_sequences_in_a_lesson_are_shown_not_sent_to_the_terminal() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/quiz/01-basics.md"
+    ))
+    .expect("fixture");
+    // TOML basic strings take \u escapes: the file holds the escape characters themselves.
+    let evil = src.replace(
+        "How many steps does a ring all-reduce take on 4 ranks?",
+        "How many steps\\u001b]2;PWNED\\u0007\\u001b[2J?",
+    );
+    std::fs::write(tmp.path().join("01-basics.md"), evil).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["quiz", "--list", "--lessons"])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.stdout.contains(&0x1b),
+        "raw ESC reached the terminal:\n{text}"
+    );
+    assert!(text.contains("\\x1b]2;PWNED\\x07\\x1b[2J"), "{text}");
+}

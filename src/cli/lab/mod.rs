@@ -184,7 +184,10 @@ fn fail(e: LaunchError) -> anyhow::Result<ExitCode> {
     match e {
         LaunchError::Setup(s) => anyhow::bail!(s),
         LaunchError::Failed(f) => {
-            eprintln!("ringlab: job failed: {f}");
+            eprintln!(
+                "ringlab: job failed: {}",
+                crate::cli::printable(&f.to_string())
+            );
             Ok(ExitCode::from(1))
         }
     }
