@@ -1208,3 +1208,47 @@ fn a_killed_rank_is_named_first_on_every_transport() {
         );
     }
 }
+
+/// Two ranks of one launcher job given different -n fail at once, naming the flag, instead
+/// of waiting out the timeout (finding L2).
+#[test]
+fn ranks_given_different_call_counts_are_told_at_once() {
+    let port = (20000 + std::process::id() % 20000).to_string();
+    let rank = |r: &str, iters: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--backend",
+                "tcp",
+                "-b",
+                "4K",
+                "-e",
+                "4K",
+                "-n",
+                iters,
+                "--timeout",
+                "60",
+            ])
+            .envs([
+                ("RANK", r),
+                ("WORLD_SIZE", "2"),
+                ("LOCAL_RANK", r),
+                ("LOCAL_WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", port.as_str()),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    let mut zero = rank("0", "100");
+    let one = rank("1", "200").wait_with_output().expect("rank 1");
+    let err = String::from_utf8_lossy(&one.stderr);
+    let _ = zero.kill();
+    let _ = zero.wait();
+    assert!(!one.status.success());
+    assert!(err.contains("-n 200 where rank 0 has 100"), "{err}");
+    // Told, not timed out: the message names the flag, no HANG.
+    assert!(!err.contains("HANG"), "{err}");
+}

@@ -131,6 +131,7 @@ fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
             env, job, spec, &mut store, phase, &mut out,
         )?);
     }
+    same_calls_as_rank_0(&mut store, rank, job)?;
     let mut rig: Box<dyn Rig + '_> = match job.backend {
         crate::lab::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
         crate::lab::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
@@ -195,6 +196,82 @@ fn share_row(store: &mut StoreClient, env: &RankEnv, ev: &Event) -> Result<Vec<E
             serde_json::from_str(&got).map_err(|e| error(format!("rank {r}'s row: {e}")))
         })
         .collect()
+}
+
+/// What decides how many calls a rank makes, as its flags say: the same on every rank, or
+/// one waits in a barrier while the others are still in collectives it never joins.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Calls {
+    sizes: Vec<u64>,
+    iters: usize,
+    warmup: usize,
+    check: bool,
+    repeat: usize,
+}
+
+impl Calls {
+    fn of(job: &Job) -> Self {
+        Calls {
+            sizes: job.sizes.clone(),
+            iters: job.iters,
+            warmup: job.warmup,
+            check: job.check,
+            repeat: job.repeat,
+        }
+    }
+
+    /// The flags that differ, in words: `-n 200 where rank 0 has 100`.
+    fn differences(&self, zero: &Calls) -> Vec<String> {
+        let mut d = Vec::new();
+        let size = |c: &Calls| match (c.sizes.first(), c.sizes.last()) {
+            (Some(a), Some(b)) => format!("{} sizes from {a} to {b} B", c.sizes.len()),
+            _ => "no sizes".into(),
+        };
+        if self.sizes != zero.sizes {
+            d.push(format!(
+                "-b/-e/-f: {} where rank 0 has {}",
+                size(self),
+                size(zero)
+            ));
+        }
+        for (flag, mine, theirs) in [
+            ("-n", self.iters, zero.iters),
+            ("-w", self.warmup, zero.warmup),
+            ("-R", self.repeat, zero.repeat),
+            ("-c", usize::from(self.check), usize::from(zero.check)),
+        ] {
+            if mine != theirs {
+                d.push(format!("{flag} {mine} where rank 0 has {theirs}"));
+            }
+        }
+        d
+    }
+}
+
+/// Every rank's calls must be rank 0's (finding L2): rank 0 publishes what its flags say, the
+/// others compare and fail at once, naming the flags, instead of waiting out the timeout.
+fn same_calls_as_rank_0(store: &mut StoreClient, rank: usize, job: &Job) -> Result<(), Fault> {
+    if job.kind == JobKind::Train {
+        return Ok(());
+    }
+    let mine = Calls::of(job);
+    if rank == 0 {
+        let text = serde_json::to_string(&mine).map_err(error)?;
+        return store.set("calls/0", &text).map_err(error);
+    }
+    let wait = Duration::from_secs(job.timeout_s.max(1));
+    let text = store.get("calls/0", wait).map_err(error)?;
+    let zero: Calls =
+        serde_json::from_str(&text).map_err(|e| error(format!("rank 0's calls: {e}")))?;
+    let d = mine.differences(&zero);
+    if d.is_empty() {
+        return Ok(());
+    }
+    Err(error(format!(
+        "rank {rank} would make other calls than rank 0 ({}): every rank must be given the same \
+         -b/-e/-f/-n/-w/-c/-R, or one waits for collectives the others never call",
+        d.join("; ")
+    )))
 }
 
 fn error(e: impl std::fmt::Display) -> Fault {
