@@ -482,11 +482,23 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
         return check(lessons, &rest);
     }
     let mut drills = Vec::new();
+    // Files that could not be read: reported as errors, the others checked (L7).
+    let mut unread: Vec<LoadError> = Vec::new();
+    let mut each = |dir: &Path| -> anyhow::Result<Vec<SourceFile>> {
+        let mut ok = Vec::new();
+        for f in crate::course::lesson::read_dir_each(dir)? {
+            match f {
+                Ok(f) => ok.push(f),
+                Err(e) => unread.push(e),
+            }
+        }
+        Ok(ok)
+    };
     let (what, files) = if paths.is_empty() {
         match lessons {
             Some(dir) => {
                 drills = read_drill_sources(dir)?;
-                (dir.display().to_string(), read_dir_sources(dir)?)
+                (dir.display().to_string(), each(dir)?)
             }
             None => {
                 drills = crate::course::lesson::embedded_drill_sources();
@@ -496,7 +508,11 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     } else {
         let mut files = Vec::new();
         for p in paths {
-            files.extend(sources_at(p)?);
+            if p.is_dir() {
+                files.extend(each(p)?);
+            } else {
+                files.extend(sources_at(p)?);
+            }
             if p.is_dir() {
                 drills.extend(read_drill_sources(p)?);
             }
@@ -504,7 +520,7 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
         let names: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
         (names.join(", "), files)
     };
-    if files.is_empty() && drills.is_empty() {
+    if files.is_empty() && drills.is_empty() && unread.is_empty() {
         eprintln!("ringlab check: no lesson files (*.md) in {what}: nothing to check");
         return Ok(ExitCode::from(1));
     }
@@ -513,10 +529,13 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
         report_orphans(&files, &drills);
     }
     let mut out = io::stdout().lock();
+    for e in &unread {
+        writeln!(out, "error: {}", printable(&e.to_string()))?;
+    }
     for d in &diags {
         writeln!(out, "{d}")?;
     }
-    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let errors = diags.iter().filter(|d| d.is_error()).count() + unread.len();
     let what = match drills.len() {
         0 => what,
         n => format!("{what} (and {n} drill file(s))"),

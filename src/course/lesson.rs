@@ -178,7 +178,15 @@ impl Course {
 
     /// Lessons from a folder (top-level `*.md` files), and drills from its `drills/` folder.
     pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
-        let files = read_dir_sources(dir)?;
+        // A file that cannot be read is skipped, saying so, and the rest load (L7); `check`
+        // reports it as an error.
+        let mut files = Vec::new();
+        for f in read_dir_each(dir)? {
+            match f {
+                Ok(f) => files.push(f),
+                Err(e) => eprintln!("ringlab: skipped a lesson file: {e}"),
+            }
+        }
         if files.is_empty() {
             return Err(LoadError::Empty {
                 path: dir.display().to_string(),
@@ -296,8 +304,15 @@ pub fn read_drill_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
 /// The folder inside a lessons folder that holds drill files.
 pub const DRILLS_DIR: &str = "drills";
 
-/// Top-level `*.md` files of a folder, sorted by name.
+/// Top-level `*.md` files of a folder, sorted by name; the first that cannot be read is the
+/// error.
 pub fn read_dir_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
+    read_dir_each(dir)?.into_iter().collect()
+}
+
+/// Top-level `*.md` files of a folder, sorted by name, each read or its error: one file that
+/// cannot be read (too large, unreadable) stops none of the others (finding L7).
+pub fn read_dir_each(dir: &Path) -> Result<Vec<Result<SourceFile, LoadError>>, LoadError> {
     let io = |err| LoadError::Io {
         path: dir.display().to_string(),
         err,
@@ -308,7 +323,7 @@ pub fn read_dir_sources(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
         .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md"))
         .collect();
     paths.sort();
-    paths.iter().map(|p| read_source(p)).collect()
+    Ok(paths.iter().map(|p| read_source(p)).collect())
 }
 
 pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {

@@ -283,3 +283,48 @@ fn scenario_files_are_checked_with_their_line() {
     assert!(line.contains("unroutable-adress"), "{out}");
     assert_eq!(out.lines().count(), 1, "only the bad file: {out}");
 }
+
+/// One lesson over the size limit stops neither `check` nor `--lessons` (finding L7): it is
+/// reported as an error and the other files are checked, or loaded.
+#[test]
+fn an_oversized_lesson_is_reported_and_the_rest_still_checked() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for f in ["01-sample.md", "02-second.md"] {
+        std::fs::copy(
+            format!("{}/tests/fixtures/tui/{f}", env!("CARGO_MANIFEST_DIR")),
+            tmp.path().join(f),
+        )
+        .expect("copy");
+    }
+    let big = tmp.path().join("03-big.md");
+    std::fs::write(&big, vec![b'a'; 5 << 20]).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .arg("check")
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("03-big.md") && stdout.contains("over the 4 MiB"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("2 lesson file(s)"),
+        "the others were checked: {stderr}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["quiz", "--list", "--lessons"])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped a lesson file"));
+}
