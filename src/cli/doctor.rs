@@ -120,7 +120,17 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let mut files = Vec::with_capacity(paths.len());
+    // The doctor holds about 13 bytes per byte of log: a budget across all files, not only per
+    // file (finding L6). Files past it are skipped, each named.
+    let mut total = 0u64;
+    let mut skipped = Vec::new();
     for p in &paths {
+        let len = std::fs::metadata(p).map_or(0, |m| m.len());
+        if total + len > MAX_LOGS_TOTAL && !files.is_empty() {
+            skipped.push(format!("{} ({} B)", p.display(), len));
+            continue;
+        }
+        total += len;
         match read_log(p) {
             Ok(text) => files.push((p.display().to_string(), text)),
             Err(e) => {
@@ -128,6 +138,15 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(2));
             }
         }
+    }
+    if !skipped.is_empty() {
+        eprintln!(
+            "ringlab doctor: note: read {} file(s), {total} B, up to the {} the doctor reads in \
+             all; skipped {}: give it the ranks around the failure",
+            files.len(),
+            crate::units::format_bytes(MAX_LOGS_TOTAL),
+            printable(&skipped.join(", "))
+        );
     }
     let report = analyze_report(&files);
     if report.nccl_lines.iter().all(|&n| n == 0) {
@@ -177,6 +196,10 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     })
 }
+
+/// What `doctor --log` reads across all its files (each file is also held to
+/// [`crate::files::MAX_LOG_BYTES`]): at about 13 bytes held per byte, under 2 GB.
+pub const MAX_LOGS_TOTAL: u64 = 128 << 20;
 
 /// A log file's text: at most [`crate::files::MAX_LOG_BYTES`], and text. A file with NUL
 /// bytes, or mostly bytes that are neither text nor UTF-8, is not a log (a core dump, a

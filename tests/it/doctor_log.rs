@@ -523,3 +523,35 @@ fn every_warn_line_is_named_or_listed() {
     assert_eq!(f[1]["evidence"][0][1], 5);
     assert_eq!(out.status.code(), Some(1), "the duplicate GPU is an error");
 }
+
+/// `doctor --log` holds to a budget across all its files, not only per file (finding L6): a
+/// file that would take the total past it is skipped and named, and the others are read.
+#[test]
+fn files_past_the_total_budget_are_skipped_and_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let small = |n: &str| {
+        let p = tmp.path().join(n);
+        std::fs::write(
+            &p,
+            "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n",
+        )
+        .expect("w");
+        p
+    };
+    let (a, c) = (small("r0.log"), small("r2.log"));
+    // Sparse: its size counts against the budget without costing disk; it is never read.
+    let b = tmp.path().join("r1.log");
+    std::fs::File::create(&b)
+        .expect("create")
+        .set_len(130 << 20)
+        .expect("size");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["doctor", "--log"])
+        .args([&a, &b, &c])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("skipped") && err.contains("r1.log"), "{err}");
+    assert!(err.contains("read 2 file(s)"), "{err}");
+}
