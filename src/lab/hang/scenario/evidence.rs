@@ -110,6 +110,17 @@ pub(super) fn train_evidence(
         Ok(t) => t,
         Err(e) => {
             d.explanation = format!("no flight recorder to read: {e}");
+            // The usual reason the ranks could not write them: a full /dev/shm (L10).
+            if let Some(free) = super::run::shm_free(dir)
+                && free < 1 << 20
+            {
+                d.explanation.push_str(&format!(
+                    "; {} has {} free, so the ranks could not write their recorders: free it \
+                     (`ringlab lab cleanup` removes old ones; `df -h /dev/shm`)",
+                    dir.parent().unwrap_or(dir).display(),
+                    crate::units::format_bytes(free)
+                ));
+            }
             return d;
         }
     };

@@ -302,8 +302,16 @@ pub(super) fn interface_rows(c: &Cluster) -> Vec<IfaceRow> {
 /// there is one (memory: the ranks rewrite their recorder three times per collective, which on
 /// a disk file system costs more than the collective), else the temporary folder.
 pub(super) fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
+    // Folders of earlier runs age out on their own (L10): a day is long enough to read them
+    // again with `doctor --trace`, and `lab cleanup` takes them sooner.
+    let _ = remove_trace_dirs_quiet_for(TRACE_DIR_KEEP);
     let shm = std::path::Path::new("/dev/shm");
-    let base = if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
+    // A /dev/shm with no room would leave the ranks unable to write their recorders: the
+    // temporary folder then, slower but there.
+    let roomy = shm_free(shm).is_none_or(|free| free >= TRACE_DIR_ROOM);
+    let base = if shm.is_dir()
+        && roomy
+        && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
     {
         shm.to_path_buf()
     } else {
@@ -321,6 +329,31 @@ pub const TRACE_DIR_QUIET: std::time::Duration = std::time::Duration::from_secs(
 /// `doctor --trace`), untouched for [`TRACE_DIR_QUIET`]. Returns what was removed, and the
 /// folders kept because they changed more recently (a lab may still be writing them).
 pub fn remove_old_trace_dirs() -> (Vec<String>, Vec<String>) {
+    remove_trace_dirs_quiet_for(TRACE_DIR_QUIET)
+}
+
+/// How long a run's flight-recorder folder is kept before a later run removes it.
+pub const TRACE_DIR_KEEP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// The room a run's flight recorders need in /dev/shm (a few hundred KiB, with margin).
+const TRACE_DIR_ROOM: u64 = 8 << 20;
+
+/// Bytes free for this user in the file system at `path` (statvfs), if it can be asked.
+pub fn shm_free(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: statvfs fills the buffer it is given for a NUL-terminated path, or fails.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so the buffer is filled.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// [`remove_old_trace_dirs`], for folders untouched for `quiet`.
+fn remove_trace_dirs_quiet_for(quiet: std::time::Duration) -> (Vec<String>, Vec<String>) {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
@@ -346,7 +379,7 @@ pub fn remove_old_trace_dirs() -> (Vec<String>, Vec<String>) {
                 .modified()
                 .ok()
                 .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > TRACE_DIR_QUIET);
+                .is_some_and(|age| age > quiet);
             if !old {
                 kept.push(path.display().to_string());
             } else if std::fs::remove_dir_all(&path).is_ok() {
