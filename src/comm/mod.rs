@@ -3,6 +3,7 @@
 
 pub mod cma;
 pub mod engine;
+pub mod fdpass;
 pub mod header;
 pub mod ifaces;
 pub mod log;

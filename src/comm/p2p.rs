@@ -2,17 +2,20 @@
 //! transport maps the peer GPU's buffer (CUDA IPC or cuMem handles) instead of staging it:
 //!
 //! - **Mapped buffers.** A rank's collective buffers live in an anonymous memory file
-//!   (`memfd_create(2)`, no name anywhere, gone with the last process that maps it). Its
-//!   partners on the node map it read-only through `/proc/PID/fd/N`, and copy or reduce
+//!   (`memfd_create(2)`, no name anywhere, gone with the last process that maps it). It hands
+//!   the file's descriptor to its partners on the node over their Unix connection
+//!   ([`super::fdpass`]); they map it read-only, and copy or reduce
 //!   straight out of it at memcpy speed. A descriptor on the FIFO says which region and
 //!   where; the bytes never enter the FIFO.
 //! - **Cross-memory attach** ([`super::cma`]) for anything else large (bytes staged aside
 //!   for a same-step overwrite, a buffer the caller allocated itself): the receiver reads the
 //!   sender's memory with `process_vm_readv(2)`.
 //!
-//! Who may do either is the kernel's ptrace rule: opening another process's `/proc/PID/fd`
-//! entry needs PTRACE_MODE_READ, `process_vm_readv` PTRACE_MODE_ATTACH, both refused to
-//! another user (and to a non-dumpable process's peers without CAP_SYS_PTRACE). Nothing is
+//! A handed-over descriptor is mapped only when it is a regular file of this process's user of
+//! exactly the announced size. Who may read another process's memory is the kernel's ptrace
+//! rule (`process_vm_readv` needs PTRACE_MODE_ATTACH, refused to another user, and to a
+//! non-dumpable process's peers without CAP_SYS_PTRACE); the process is the one the kernel
+//! names at the other end of the Unix connection, never a pid from a frame. Nothing is
 //! assumed: each mapping and each probe is tried at setup, and a refusal falls back (to
 //! cross-memory attach, then to the FIFO), said in the log.
 
@@ -181,25 +184,21 @@ pub struct PeerRegion {
 unsafe impl Send for PeerRegion {}
 
 impl PeerRegion {
-    /// Map region `fd` of process `pid` (`len` bytes) through `/proc/PID/fd/FD`.
-    pub fn open(pid: u32, fd: i32, len: usize, id: u32) -> io::Result<Self> {
+    /// Map a partner's region from the descriptor it handed over ([`super::fdpass`]): a
+    /// regular file of this process's user of exactly `len` bytes (a region is at least one
+    /// byte), or an error saying what it is instead.
+    pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize, id: u32) -> io::Result<Self> {
         use std::os::fd::AsRawFd;
-        let f = std::fs::File::open(format!("/proc/{pid}/fd/{fd}"))?;
-        let got = f.metadata()?.len();
-        if got < len as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("process {pid}'s buffer is {got} bytes, {len} announced"),
-            ));
-        }
-        // SAFETY: a fresh read-only shared mapping of the file just opened.
+        super::fdpass::check(&fd, len.max(1))
+            .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
+        // SAFETY: a fresh read-only shared mapping of the file just checked.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len.max(1),
                 libc::PROT_READ,
                 libc::MAP_SHARED,
-                f.as_raw_fd(),
+                fd.as_raw_fd(),
                 0,
             )
         };
@@ -291,7 +290,11 @@ mod tests {
         let r = Arc::new(Region::new(1 << 16).expect("region"));
         let mut buf = SharedBuf::Region(r.clone());
         buf.bytes_mut()[100..104].copy_from_slice(&[1, 2, 3, 4]);
-        let peer = PeerRegion::open(std::process::id(), r.fd(), r.len(), 7).expect("map");
+        // SAFETY: the region's fd is open for the borrow; it is duplicated, not taken.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(r.fd()) }
+            .try_clone_to_owned()
+            .expect("dup");
+        let peer = PeerRegion::from_fd(fd, r.len(), 7).expect("map");
         assert_eq!(peer.get(100, 4), Some(&[1u8, 2, 3, 4][..]));
         assert!(peer.get((1 << 16) - 2, 4).is_none());
         assert!(peer.get(usize::MAX, 2).is_none());

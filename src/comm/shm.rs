@@ -88,21 +88,19 @@ pub enum ShmError {
         len: usize,
         err: io::Error,
     },
-    #[error("Error: could not open {path}: {err}")]
-    Open { path: String, err: io::Error },
-    #[error("{path} is {got} bytes, expected {want}")]
-    Size { path: String, got: u64, want: usize },
+    /// A descriptor a partner handed over that is not what a segment must be.
+    #[error("refusing to map {path}: {why}")]
+    Refused { path: String, why: String },
 }
 
 impl ShmError {
     /// The errno behind it (28 is ENOSPC: /dev/shm is full).
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Self::Create { err, .. }
-            | Self::Extend { err, .. }
-            | Self::Map { err, .. }
-            | Self::Open { err, .. } => err.raw_os_error(),
-            Self::Size { .. } => None,
+            Self::Create { err, .. } | Self::Extend { err, .. } | Self::Map { err, .. } => {
+                err.raw_os_error()
+            }
+            Self::Refused { .. } => None,
         }
     }
 }
@@ -114,6 +112,8 @@ pub struct Segment {
     len: usize,
     path: PathBuf,
     linked: bool,
+    /// The creator's descriptor, which it hands its partners ([`super::fdpass`]).
+    fd: Option<std::os::fd::OwnedFd>,
 }
 
 // SAFETY: the mapping is plain memory; all shared access goes through atomics or the FIFO
@@ -179,15 +179,17 @@ impl Segment {
             });
         }
         let ptr = map(fd, len);
-        cleanup_fd(fd);
         match ptr {
             Ok(ptr) => Ok(Self {
                 ptr,
                 len,
                 path,
                 linked: true,
+                // SAFETY: fd is open and ours alone; the segment owns it from here.
+                fd: Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }),
             }),
             Err(err) => {
+                cleanup_fd(fd);
                 let _ = std::fs::remove_file(&path);
                 Err(ShmError::Map {
                     path: shown,
@@ -198,40 +200,33 @@ impl Segment {
         }
     }
 
-    /// Map a partner's segment, which must be `len` bytes.
-    pub fn open(path: &Path, len: usize) -> Result<Self, ShmError> {
-        use std::os::fd::IntoRawFd;
-        let shown = path.display().to_string();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|err| ShmError::Open {
-                path: shown.clone(),
-                err,
-            })?;
-        let got = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if got != len as u64 {
-            return Err(ShmError::Size {
-                path: shown,
-                got,
-                want: len,
-            });
-        }
-        let fd = f.into_raw_fd();
-        let ptr = map(fd, len);
-        cleanup_fd(fd);
-        let ptr = ptr.map_err(|err| ShmError::Map {
-            path: shown,
+    /// Map a partner's segment from the descriptor it handed over ([`super::fdpass`]), which
+    /// must be a regular file of this process's user of exactly `len` bytes; `shown` names it
+    /// in messages. Nothing is opened by name: a name is whatever the sender wants it to be.
+    pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize, shown: &str) -> Result<Self, ShmError> {
+        use std::os::fd::AsRawFd;
+        super::fdpass::check(&fd, len).map_err(|why| ShmError::Refused {
+            path: shown.to_string(),
+            why,
+        })?;
+        let ptr = map(fd.as_raw_fd(), len).map_err(|err| ShmError::Map {
+            path: shown.to_string(),
             len,
             err,
         })?;
         Ok(Self {
             ptr,
             len,
-            path: path.to_path_buf(),
+            path: PathBuf::from(shown),
             linked: false,
+            fd: None,
         })
+    }
+
+    /// The creator's descriptor, to hand to partners (None for a partner's segment).
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.fd.as_ref().map(AsFd::as_fd)
     }
 
     pub fn path(&self) -> &Path {
@@ -682,7 +677,12 @@ mod tests {
         let held = tmp();
         let dir = held.path();
         let mut mine = Segment::create(dir, segment_len(1, 65536)).expect("create");
-        let theirs = Segment::open(mine.path(), mine.len()).expect("open");
+        let fd = mine
+            .fd()
+            .expect("the creator holds its descriptor")
+            .try_clone_to_owned()
+            .expect("dup");
+        let theirs = Segment::from_fd(fd, mine.len(), "the test's segment").expect("map");
         mine.unlink();
         let tx = theirs.fifo(0, 65536).expect("fifo");
         let rx = mine.fifo(0, 65536).expect("fifo");

@@ -214,6 +214,9 @@ pub struct TcpComm {
     shm: Option<super::transport::shm::Links>,
     /// Per peer: how its bytes travel (None: not a partner).
     transports: Vec<Option<Transport>>,
+    /// Per peer of this node: the Unix connection its memory comes over as descriptors
+    /// ([`super::fdpass`]).
+    unix: super::transport::UnixLinks,
     staging: AlignedBuf,
     send_stage: AlignedBuf,
     /// Spin briefly before sleeping in a receive: only when every local rank has a core.
@@ -237,12 +240,11 @@ pub struct TcpComm {
     next_region: u32,
 }
 
-/// A rank's buffers as it offers them to a P2P partner.
+/// A rank's buffers as it offers them to a P2P partner: (id, bytes) each, in the order their
+/// descriptors follow over the pair's Unix connection ([`super::fdpass`]).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct RegionOffer {
-    pid: u32,
-    /// (id, fd in the offering process, bytes).
-    regions: Vec<(u32, i32, usize)>,
+    regions: Vec<(u32, usize)>,
 }
 
 /// A connection's channel line, where the emulated release prints it: at once (up to 2.21,
@@ -437,7 +439,7 @@ impl TcpComm {
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
         phase("transports");
         let mut deferred = Vec::new();
-        let (shm, transports) =
+        let (shm, transports, unix) =
             super::transport::connect(env, &mut peers, partners, &mut deferred)?;
         phase("warm up connections");
         // Only sockets that will carry a collective's bytes need their windows opened.
@@ -464,6 +466,7 @@ impl TcpComm {
             peers,
             shm,
             transports,
+            unix,
             staging: AlignedBuf::default(),
             send_stage: AlignedBuf::default(),
             spin: spins(pinned, here, env.local_world, cores),
@@ -531,15 +534,16 @@ impl TcpComm {
         }
         let mut made: Vec<Option<Arc<Region>>> = Vec::with_capacity(lens.len());
         let mut offer = RegionOffer {
-            pid: std::process::id(),
             regions: Vec::new(),
         };
+        let mut fds = Vec::new();
         for &len in lens {
             match Region::new(len) {
                 Ok(r) => {
                     let id = self.next_region;
                     self.next_region = self.next_region.wrapping_add(1);
-                    offer.regions.push((id, r.fd(), len));
+                    offer.regions.push((id, len));
+                    fds.push(r.fd());
                     let r = Arc::new(r);
                     self.spans.push((id, r.span()));
                     self.mine.push((id, r.clone()));
@@ -563,20 +567,43 @@ impl TcpComm {
             "buffer offer",
             SETUP_WAIT,
         )?;
+        // The buffers themselves go as descriptors (a send does not wait for the partner).
+        for &p in &p2p {
+            let s = self
+                .unix
+                .get(p)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
+            super::fdpass::send_fds(s, &fds).map_err(|source| CommError::Io {
+                rank,
+                what: format!("handing rank {p} this rank's buffers"),
+                source,
+            })?;
+        }
         let mut acks: Vec<Vec<u8>> = Vec::with_capacity(p2p.len());
         for (&p, r) in p2p.iter().zip(&replies) {
             let theirs: RegionOffer = serde_json::from_slice(r)
                 .map_err(|e| setup(format!("rank {p}'s buffer offer: {e}")))?;
+            let s = self
+                .unix
+                .get(p)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
             let mut ids = Vec::new();
-            for &(id, fd, len) in &theirs.regions {
-                match PeerRegion::open(theirs.pid, fd, len, id) {
+            for &(id, len) in &theirs.regions {
+                // Every announced buffer's descriptor is taken, so the next call finds the
+                // connection in step; a refused one falls back to cross-memory attach.
+                let fd = super::fdpass::recv_fd(s, SETUP_WAIT)
+                    .map_err(|e| setup(format!("rank {p}'s buffer {id} did not come: {e}")))?;
+                match PeerRegion::from_fd(fd, len, id)
+                    .map_err(|e| format!("rank {p}'s buffer {id}: {e}"))
+                {
                     Ok(m) => {
                         ids.push(id);
                         self.theirs[p].push(m);
                     }
-                    Err(e) => log::info(&format!(
-                        "P2P: cannot map rank {p}'s buffer ({e}): its large messages come by \
-                         cross-memory attach"
+                    Err(e) => log::warn(&format!(
+                        "P2P: cannot map {e}: its large messages come by cross-memory attach"
                     )),
                 }
             }

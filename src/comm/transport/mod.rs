@@ -158,6 +158,10 @@ pub struct PeerInfo {
     pub pid: u32,
     pub probe_addr: usize,
     pub probe_value: u64,
+    /// The abstract Unix socket this rank listens on for its node's partners
+    /// ([`super::fdpass`]); empty: none (no shared memory with this rank).
+    #[serde(default)]
+    pub sock: String,
 }
 
 impl PeerInfo {
@@ -186,6 +190,7 @@ impl PeerInfo {
             pid: std::process::id(),
             probe_addr: probe.addr,
             probe_value: probe.value,
+            sock: String::new(),
         }
     }
 }
@@ -223,28 +228,88 @@ pub fn select(me: &PeerInfo, peer: &PeerInfo) -> (Transport, Vec<(Transport, Str
     (Transport::Net, said)
 }
 
+/// Per rank: the Unix-domain connection to a partner of this node (None: not one), over
+/// which memory is handed as descriptors ([`super::fdpass`]).
+pub type UnixLinks = Vec<Option<std::os::unix::net::UnixStream>>;
+
+/// What [`connect`] returns: the shared-memory links (None without a local partner), per rank
+/// its transport (None: not a partner), and per rank the Unix connection to a local partner.
+pub(super) type Connected = (Option<shm::Links>, Vec<Option<Transport>>, UnixLinks);
+
 /// Choose each partner's transport from the table and connect them all: a collective call
-/// of every rank with partners. Returns the shared-memory links (None without a local
-/// partner) and, per rank, its transport (None: not a partner).
+/// of every rank with partners.
+///
+/// Partners that may share memory (same host and /dev/shm, both allowing it) first connect
+/// over a Unix-domain socket ([`super::fdpass::pair_up`]); from then on a partner's process is
+/// the one the kernel names at the other end of that socket (`SO_PEERCRED`), not the pid its
+/// hello claims, and a partner of another user is refused.
 pub(super) fn connect(
     env: &RankEnv,
     peers: &mut [Option<TcpStream>],
     partners: &[usize],
     deferred: &mut Vec<Msg>,
-) -> Result<(Option<shm::Links>, Vec<Option<Transport>>), CommError> {
+) -> Result<Connected, CommError> {
     let rank = env.rank;
     let setup = |what: String| CommError::Setup { rank, what };
     let mut transports: Vec<Option<Transport>> = vec![None; env.world];
+    let mut unix: UnixLinks = (0..env.world).map(|_| None).collect();
     if partners.is_empty() {
-        return Ok((None, transports));
+        return Ok((None, transports, unix));
     }
-    let me = PeerInfo::here(env);
+    let mut me = PeerInfo::here(env);
+    let listener = if me.locality.shm {
+        match super::fdpass::Listener::bind() {
+            Ok(l) => {
+                me.sock = l.name().to_string();
+                Some(l)
+            }
+            Err(e) => {
+                log::info(&format!(
+                    "SHM unavailable (no Unix socket for local partners: {e}): using NET"
+                ));
+                me.locality.shm = false;
+                None
+            }
+        }
+    } else {
+        None
+    };
     let hello = serde_json::to_vec(&me).map_err(|e| setup(e.to_string()))?;
     let replies = swap_frames(rank, peers, partners, &hello, "transport hello", SETUP_WAIT)?;
-    let mut local = Vec::new();
+    let mut infos = Vec::with_capacity(partners.len());
     for (&p, r) in partners.iter().zip(&replies) {
-        let theirs: PeerInfo = serde_json::from_slice(r)
+        let mut theirs: PeerInfo = serde_json::from_slice(r)
             .map_err(|e| setup(format!("rank {p}'s transport hello: {e}")))?;
+        if theirs.sock.is_empty() {
+            theirs.locality.shm = false;
+        }
+        infos.push((p, theirs));
+    }
+    if let Some(listener) = &listener {
+        let near: Vec<(usize, String)> = infos
+            .iter()
+            .filter(|(_, t)| me.locality.shm_with(&t.locality))
+            .map(|(p, t)| (*p, t.sock.clone()))
+            .collect();
+        let deadline = std::time::Instant::now() + SETUP_WAIT;
+        let paired = super::fdpass::pair_up(rank, listener, &near, deadline)
+            .map_err(|e| setup(format!("connecting to this node's partners: {e}")))?;
+        for (p, stream, cred) in paired {
+            if let Some((_, info)) = infos.iter_mut().find(|(q, _)| *q == p) {
+                let pid = u32::try_from(cred.pid).unwrap_or(0);
+                if info.pid != pid {
+                    log::info(&format!(
+                        "rank {p} said it is process {}, the kernel says {pid}: using {pid}",
+                        info.pid
+                    ));
+                }
+                info.pid = pid;
+            }
+            unix[p] = Some(stream);
+        }
+    }
+    let mut local = Vec::new();
+    for (p, theirs) in infos {
         let (t, said) = select(&me, &theirs);
         for (tried, why) in said {
             log::info(&format!(
@@ -255,7 +320,10 @@ pub(super) fn connect(
         }
         transports[p] = Some(t);
         match t {
-            Transport::Net => net::connect(env, p, &theirs, deferred),
+            Transport::Net => {
+                unix[p] = None;
+                net::connect(env, p, &theirs, deferred);
+            }
             Transport::P2p | Transport::Shm => local.push(shm::Partner {
                 rank: p,
                 info: theirs,
@@ -264,10 +332,10 @@ pub(super) fn connect(
         }
     }
     if local.is_empty() {
-        return Ok((None, transports));
+        return Ok((None, transports, unix));
     }
-    let links = shm::connect(env, peers, &local, &mut transports, deferred)?;
-    Ok((Some(links), transports))
+    let links = shm::connect(env, peers, &unix, &local, &mut transports, deferred)?;
+    Ok((Some(links), transports, unix))
 }
 
 #[cfg(test)]
@@ -311,6 +379,7 @@ mod tests {
             pid: std::process::id(),
             probe_addr: probe.addr,
             probe_value: probe.value,
+            sock: String::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 
 use super::{Connector, Decline, PeerInfo, Transport};
 use crate::comm::log;
@@ -47,23 +48,58 @@ pub struct Links {
     _theirs: Vec<crate::comm::shm::Segment>,
 }
 
-/// Where a rank's segment is and which FIFO in it belongs to whom.
+/// A rank's segment: its shape, and which FIFO in it belongs to whom. The segment itself goes
+/// to each partner as a descriptor over their Unix connection ([`crate::comm::fdpass`]); the
+/// name is for the log only and is never opened.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Offer {
-    path: String,
-    len: usize,
-    fifo: usize,
+pub(crate) struct Offer {
+    pub(crate) path: String,
+    pub(crate) len: usize,
+    pub(crate) fifo: usize,
     /// Slot k is the FIFO rank `slots[k]` writes into.
-    slots: Vec<usize>,
+    pub(crate) slots: Vec<usize>,
 }
 
 /// What a rank says once it has mapped its partners' segments and probed them.
 #[derive(serde::Serialize, serde::Deserialize, Default)]
-struct Ack {
+pub(crate) struct Ack {
     /// Empty, or why a segment could not be mapped.
-    error: String,
+    pub(crate) error: String,
     /// This rank will read the partner's large messages from its memory.
-    reads: bool,
+    pub(crate) reads: bool,
+}
+
+/// The descriptor of partner `p`'s segment, taken from their Unix connection, mapped once
+/// it proves to be what `offer` describes for this job's FIFO size `fifo`.
+fn take_segment(
+    p: usize,
+    unix: Option<&UnixStream>,
+    offer: &Offer,
+    fifo: usize,
+    world: usize,
+) -> Result<crate::comm::shm::Segment, String> {
+    use crate::comm::shm::{Segment, segment_len};
+    let s = unix.ok_or_else(|| format!("rank {p} has no local connection to hand its segment"))?;
+    let fd = crate::comm::fdpass::recv_fd(s, SETUP_WAIT)
+        .map_err(|e| format!("rank {p}'s shared-memory segment did not come: {e}"))?;
+    if offer.fifo != fifo {
+        return Err(format!(
+            "rank {p}'s segment has FIFOs of {} bytes, this rank's {fifo}",
+            offer.fifo
+        ));
+    }
+    if offer.slots.iter().any(|&r| r >= world) {
+        return Err(format!("rank {p}'s segment names a rank outside the job"));
+    }
+    let want = segment_len(offer.slots.len(), fifo);
+    if offer.len != want {
+        return Err(format!(
+            "rank {p}'s segment is announced as {} bytes, its {} FIFOs take {want}",
+            offer.len,
+            offer.slots.len()
+        ));
+    }
+    Segment::from_fd(fd, want, &format!("rank {p}'s segment")).map_err(|e| e.to_string())
 }
 
 /// Make this rank's segment, map every local partner's, agree, and unlink: the FIFOs of every
@@ -71,6 +107,7 @@ struct Ack {
 pub(crate) fn connect(
     env: &RankEnv,
     peers: &mut [Option<TcpStream>],
+    unix: &[Option<UnixStream>],
     local: &[Partner],
     transports: &mut [Option<Transport>],
     deferred: &mut Vec<Msg>,
@@ -104,6 +141,22 @@ pub(crate) fn connect(
         "shared-memory segment",
         SETUP_WAIT,
     )?;
+    // The segment itself goes to each partner as a descriptor (a send does not wait for the
+    // partner to take it); then each partner's comes in.
+    let Some(my_fd) = mine.fd().map(|f| f.as_raw_fd()) else {
+        return Err(setup("this rank's segment has no descriptor".into()));
+    };
+    for &p in &ranks {
+        let s = unix
+            .get(p)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
+        crate::comm::fdpass::send_fds(s, &[my_fd]).map_err(|source| CommError::Io {
+            rank,
+            what: format!("handing rank {p} this rank's segment"),
+            source,
+        })?;
+    }
     let mut theirs = Vec::with_capacity(local.len());
     let mut pipes: Vec<Option<Pipe>> = (0..env.world).map(|_| None).collect();
     let mut failure: Option<String> = None;
@@ -111,42 +164,48 @@ pub(crate) fn connect(
         let p = partner.rank;
         let offer: Offer =
             serde_json::from_slice(o).map_err(|e| setup(format!("rank {p}'s segment: {e}")))?;
-        let opened = Segment::open(std::path::Path::new(&offer.path), offer.len)
-            .map_err(|e| e.to_string())
-            .and_then(|seg| {
-                let slot = offer
-                    .slots
-                    .iter()
-                    .position(|&r| r == rank)
-                    .ok_or_else(|| format!("rank {p}'s segment has no FIFO for rank {rank}"))?;
-                let tx = seg
-                    .fifo(slot, offer.fifo)
-                    .ok_or_else(|| format!("rank {p}'s segment is too small"))?;
-                let rx = mine
-                    .fifo(k, fifo)
-                    .ok_or_else(|| "this rank's segment is too small".to_string())?;
-                let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
-                // Single copy from p where the table chose P2P (both allow it, and this rank
-                // has read p's memory).
-                let cma_from = partner
-                    .p2p
-                    .then(|| libc::pid_t::try_from(partner.info.pid).ok())
-                    .flatten();
-                pipes[p] = Some(Pipe {
-                    tx,
-                    rx,
-                    peer_bell: seg.bell(),
-                    fd,
-                    cma_from,
-                    cma_to: false,
-                });
-                Ok(seg)
+        let opened = take_segment(
+            p,
+            unix.get(p).and_then(Option::as_ref),
+            &offer,
+            fifo,
+            env.world,
+        )
+        .and_then(|seg| {
+            let slot = offer
+                .slots
+                .iter()
+                .position(|&r| r == rank)
+                .ok_or_else(|| format!("rank {p}'s segment has no FIFO for rank {rank}"))?;
+            let tx = seg
+                .fifo(slot, offer.fifo)
+                .ok_or_else(|| format!("rank {p}'s segment is too small"))?;
+            let rx = mine
+                .fifo(k, fifo)
+                .ok_or_else(|| "this rank's segment is too small".to_string())?;
+            let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
+            // Single copy from p where the table chose P2P (both allow it, and this rank
+            // has read p's memory).
+            let cma_from = partner
+                .p2p
+                .then(|| libc::pid_t::try_from(partner.info.pid).ok())
+                .flatten();
+            pipes[p] = Some(Pipe {
+                tx,
+                rx,
+                peer_bell: seg.bell(),
+                fd,
+                cma_from,
+                cma_to: false,
             });
+            Ok(seg)
+        });
         match opened {
             Ok(seg) => {
                 log::info(&format!(
                     "MMAP imported shareable host buffer {} size {}",
-                    offer.path, offer.len
+                    offer.path.escape_debug(),
+                    offer.len
                 ));
                 theirs.push(seg);
             }
@@ -213,4 +272,164 @@ pub(crate) fn connect(
         _mine: mine,
         _theirs: theirs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Finding H4: a partner that names a file, or hands over a descriptor that is not a
+    //! segment, gets nothing mapped; the file it names is never opened.
+    use super::*;
+    use crate::comm::fdpass;
+    use crate::comm::shm::{fifo_size, segment_len};
+    use crate::comm::wire::{read_frame, write_frame};
+    use std::io::Write as _;
+    use std::net::TcpListener;
+    use std::os::fd::OwnedFd;
+    use std::time::Duration;
+
+    /// What the fake partner hands over as its "segment".
+    enum Hand {
+        Nothing,
+        Fd(OwnedFd),
+    }
+
+    /// Rank 0 connects as usual with a fake rank 1 that sends `offer` and then `hand` over
+    /// their Unix connection; returns rank 0's result as text.
+    fn against(offer: &Offer, hand: Hand) -> Result<(), String> {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("listener");
+        let addr = listener.local_addr().expect("addr");
+        let fake_tcp = TcpStream::connect(addr).expect("dial");
+        let (real_tcp, _) = listener.accept().expect("accept");
+        let (real_unix, fake_unix) = UnixStream::pair().expect("unix pair");
+        let env = RankEnv {
+            rank: 0,
+            world: 2,
+            local_rank: 0,
+            local_world: 2,
+            token: [7; crate::comm::wire::TOKEN_LEN],
+            store: addr,
+            multi_node: false,
+            shm: true,
+        };
+        let me = crate::comm::transport::PeerInfo::here(&env);
+        let local = [Partner {
+            rank: 1,
+            info: me,
+            p2p: false,
+        }];
+        let frame = serde_json::to_vec(offer).expect("json");
+        let fake = std::thread::spawn(move || {
+            let mut s = fake_tcp;
+            let _theirs = read_frame(&mut s).expect("rank 0's offer");
+            write_frame(&mut s, &frame).expect("offer");
+            // Rank 0's own segment comes over the Unix connection: taken, never used.
+            let _seg = fdpass::recv_fd(&fake_unix, Duration::from_secs(10));
+            match hand {
+                Hand::Nothing => drop(fake_unix),
+                Hand::Fd(fd) => {
+                    fdpass::send_fds(&fake_unix, &[fd.as_raw_fd()]).expect("send");
+                    drop(fd);
+                }
+            }
+            let _ack = read_frame(&mut s);
+            let ack = serde_json::to_vec(&Ack::default()).expect("json");
+            let _ = write_frame(&mut s, &ack);
+            let _ = s.flush();
+        });
+        let mut peers = vec![None, Some(real_tcp)];
+        let unix = vec![None, Some(real_unix)];
+        let mut transports = vec![None, None];
+        let mut deferred = Vec::new();
+        let res = connect(
+            &env,
+            &mut peers,
+            &unix,
+            &local,
+            &mut transports,
+            &mut deferred,
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+        fake.join().expect("fake partner");
+        res
+    }
+
+    fn victim(dir: &std::path::Path, len: usize) -> std::path::PathBuf {
+        let p = dir.join("victim");
+        std::fs::write(&p, vec![b'A'; len]).expect("victim");
+        p
+    }
+
+    fn untouched(p: &std::path::Path, len: usize) {
+        assert_eq!(std::fs::read(p).expect("read victim"), vec![b'A'; len]);
+    }
+
+    #[test]
+    fn a_named_file_is_never_opened_and_a_wrong_descriptor_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = fifo_size().expect("fifo");
+        let want = segment_len(1, fifo);
+        let v = victim(dir.path(), 4096);
+        let link = dir.path().join("ringlab-shm-1-link");
+        std::os::unix::fs::symlink(&v, &link).expect("symlink");
+        let offer = |path: &std::path::Path, len: usize| Offer {
+            path: path.display().to_string(),
+            len,
+            fifo,
+            slots: vec![0],
+        };
+        let rw = |p: &std::path::Path| -> OwnedFd {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(p)
+                .expect("open")
+                .into()
+        };
+
+        // The repro's offer: the victim's own name and size, and no descriptor at all.
+        let e = against(&offer(&v, 4096), Hand::Nothing).expect_err("a name alone");
+        assert!(
+            e.contains("rank 1's shared-memory segment did not come"),
+            "{e}"
+        );
+        untouched(&v, 4096);
+
+        // A link to the victim, and the victim's descriptor: refused for its size.
+        let e = against(&offer(&link, want), Hand::Fd(rw(&v))).expect_err("wrong size");
+        assert!(e.contains("refusing to map rank 1's segment"), "{e}");
+        assert!(
+            e.contains(&format!("4096 bytes, expected exactly {want}")),
+            "{e}"
+        );
+        untouched(&v, 4096);
+
+        // Announced at the victim's size: not what a segment of one FIFO is.
+        let e = against(&offer(&v, 4096), Hand::Fd(rw(&v))).expect_err("announced size");
+        assert!(e.contains("announced as 4096 bytes"), "{e}");
+        untouched(&v, 4096);
+
+        // Not a file at all.
+        let mut p = [0; 2];
+        // SAFETY: p is a writable pair of ints.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        // SAFETY: fresh fds of ours, taken over once each.
+        let (r, _w) = unsafe {
+            use std::os::fd::FromRawFd as _;
+            (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1]))
+        };
+        let e = against(&offer(&v, want), Hand::Fd(r)).expect_err("a pipe");
+        assert!(e.contains("not a regular file"), "{e}");
+        untouched(&v, 4096);
+
+        // Another user's file of exactly the right size (as root: chowned to uid 65534).
+        if fdpass::euid() == 0 {
+            let other = dir.path().join("other");
+            std::fs::write(&other, vec![b'A'; want]).expect("sized victim");
+            std::os::unix::fs::chown(&other, Some(65534), Some(65534)).expect("chown");
+            let e = against(&offer(&other, want), Hand::Fd(rw(&other))).expect_err("uid");
+            assert!(e.contains("owned by uid 65534"), "{e}");
+            untouched(&other, want);
+        }
+    }
 }
