@@ -203,3 +203,33 @@ fn nccls_own_log_names_the_culprit_of_each_scenario() {
         "a healthy log names nothing"
     );
 }
+
+/// A run's flight-recorder folder older than a day is removed by the next run (L10); one
+/// younger is kept for `doctor --trace`.
+#[test]
+fn flight_recorder_folders_age_out() {
+    let base = std::path::Path::new("/dev/shm");
+    if !base.is_dir() {
+        return;
+    }
+    let old = base.join(format!("ringlab-trace-agetest-old-{}", std::process::id()));
+    let young = base.join(format!(
+        "ringlab-trace-agetest-young-{}",
+        std::process::id()
+    ));
+    for d in [&old, &young] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2 days ago"])
+        .arg(&old)
+        .status()
+        .expect("touch");
+    assert!(touched.success());
+    let dir = run::fresh_trace_dir("agetest").expect("a fresh folder");
+    assert!(!old.exists(), "a two-day-old folder is gone");
+    assert!(young.exists(), "a new one is kept");
+    for d in [&young, &dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
