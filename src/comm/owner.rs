@@ -71,10 +71,18 @@ pub fn check(conn: &TcpStream) -> io::Result<()> {
     }
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    let owner = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .find_map(|t| uid_in(&t, theirs, ours));
+    // This thread's network namespace, which may not be the process's: the hang lab's store
+    // listens inside a node's namespace from a thread that entered it (/proc/net is the
+    // main thread's).
+    let owner = [
+        "/proc/thread-self/net/tcp",
+        "/proc/thread-self/net/tcp6",
+        "/proc/net/tcp",
+        "/proc/net/tcp6",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .find_map(|t| uid_in(&t, theirs, ours));
     match owner {
         Some(uid) if uid == me => Ok(()),
         Some(uid) => Err(io::Error::new(
