@@ -2,7 +2,6 @@
 //! NCCL sanity check (an all-reduce of ones must equal the world size) as a torch.distributed
 //! script, and says on stderr how to launch it on one node and on two.
 
-use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -360,22 +359,21 @@ fn write_out(
             default_name.to_string()
         }
         Some(path) => {
-            let opened = if force {
-                // Replaces a file, never writes through a link planted at the name.
-                crate::files::create_replacing(path)
-            } else {
-                OpenOptions::new().write(true).create_new(true).open(path)
-            };
-            let mut f = match opened {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => anyhow::bail!(
+            // A private temporary file renamed over the name: never written through a link
+            // planted there, never into a file someone else made (see `files`).
+            match crate::files::write_private_replace(
+                path,
+                text.as_bytes(),
+                crate::files::FILE_MODE,
+                force,
+            ) {
+                Ok(()) => {}
+                Err(crate::files::WriteError::Exists(_)) => anyhow::bail!(
                     "{} already exists; not overwriting it (pass --force to replace it)",
                     path.display()
                 ),
-                Err(e) => anyhow::bail!("cannot write {}: {e}", path.display()),
-            };
-            f.write_all(text.as_bytes())?;
-            f.flush()?;
+                Err(e) => anyhow::bail!("{e}"),
+            }
             eprintln!("ringlab export: wrote {}", path.display());
             path.display().to_string()
         }

@@ -52,15 +52,23 @@ pub fn present(lessons: &Option<PathBuf>, args: &PresentArgs) -> anyhow::Result<
             },
         ));
     }
-    if let Some(file) = &args.record
-        && !args.force
-        && std::fs::symlink_metadata(file).is_ok()
-    {
-        eprintln!(
-            "ringlab: {} exists: kept; pass --force to replace it, or record to another file",
-            file.display()
-        );
-        return Ok(ExitCode::from(2));
+    if let Some(file) = &args.record {
+        // Refused before the screen opens: a link at the name (with or without --force), or
+        // a file there without --force. The recorder checks again as it creates the file.
+        match crate::files::check_name(file, args.force) {
+            Ok(()) => {}
+            Err(crate::files::WriteError::Exists(_)) => {
+                eprintln!(
+                    "ringlab: {} exists: kept; pass --force to replace it, or record to another file",
+                    file.display()
+                );
+                return Ok(ExitCode::from(2));
+            }
+            Err(e) => {
+                eprintln!("ringlab: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
     }
     let entry = match &args.lesson {
         Some(id) => match app.course.position_of(id) {
@@ -93,6 +101,7 @@ pub fn present(lessons: &Option<PathBuf>, args: &PresentArgs) -> anyhow::Result<
         app,
         RunOptions {
             record: args.record.clone(),
+            replace_record: args.force,
             ..Default::default()
         },
     ))

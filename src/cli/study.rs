@@ -247,18 +247,27 @@ pub fn progress_cmd(cmd: &ProgressCommand) -> anyhow::Result<ExitCode> {
             println!("{}", dir.join(progress::FILE_NAME).display());
         }
         ProgressCommand::Export { file, force } => {
-            if !force && std::fs::symlink_metadata(file).is_ok() {
-                eprintln!(
-                    "ringlab: {} exists; kept it (add --force to replace it)",
-                    file.display()
-                );
-                return Ok(ExitCode::from(2));
+            // Refused before progress is even loaded: a link at the name (with or without
+            // --force: never written through), or a file there without --force.
+            match crate::files::check_name(file, *force) {
+                Ok(()) => {}
+                Err(crate::files::WriteError::Exists(_)) => {
+                    eprintln!(
+                        "ringlab: {} exists; kept it (add --force to replace it)",
+                        file.display()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => {
+                    eprintln!("ringlab: {e}");
+                    return Ok(ExitCode::from(2));
+                }
             }
             let (p, notice) = progress::load(&dir)?;
             if let Some(n) = notice {
                 eprintln!("ringlab: {n}");
             }
-            progress::write_file(file, &p)?;
+            progress::write_file(file, &p, *force)?;
             eprintln!(
                 "ringlab: exported {} lesson(s) and {} item(s) ({} reviews) to {}",
                 p.lessons.len(),

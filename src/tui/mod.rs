@@ -96,6 +96,8 @@ impl Exit {
 pub struct RunOptions {
     /// Record the session as an asciicast v2 file.
     pub record: Option<std::path::PathBuf>,
+    /// Replace a file already at `record` (`--force`; a link there is refused either way).
+    pub replace_record: bool,
     /// Follow a presenter: its slides arrive on this socket (`ringlab present --notes`).
     pub follow: Option<std::os::unix::net::UnixStream>,
 }
@@ -120,7 +122,7 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     use tokio::signal::unix::{SignalKind, signal};
     let (w, h) = crossterm::terminal::size()?;
     let recorder = match &opts.record {
-        Some(path) => Some(record::Recorder::create(path, w, h)?),
+        Some(path) => Some(record::Recorder::create(path, w, h, opts.replace_record)?),
         None => None,
     };
     let _guard = term::TerminalGuard::enter()?;

@@ -18,13 +18,24 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Create `path` and write the header for a `width` × `height` terminal.
-    pub fn create(path: &Path, width: u16, height: u16) -> io::Result<Self> {
-        let file = crate::files::create_replacing(path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot write the recording {}: {e}", path.display()),
-            )
+    /// Create `path` and write the header for a `width` × `height` terminal. The file is made
+    /// private and renamed over the name (`files::create_private_replace`): a link at the name
+    /// is refused, an existing file kept unless `replace`.
+    pub fn create(path: &Path, width: u16, height: u16, replace: bool) -> io::Result<Self> {
+        use crate::files::{self, WriteError};
+        let file = files::create_private_replace(path, files::FILE_MODE, replace).map_err(|e| {
+            let kind = match &e {
+                WriteError::Exists(_) => io::ErrorKind::AlreadyExists,
+                WriteError::Link(_) => io::ErrorKind::InvalidInput,
+                WriteError::Failed { error, .. } => error.kind(),
+            };
+            let said = match e {
+                WriteError::Failed { error, .. } => {
+                    format!("cannot write the recording {}: {error}", path.display())
+                }
+                e => e.to_string(),
+            };
+            io::Error::new(kind, said)
         })?;
         let mut out = BufWriter::new(file);
         let header = serde_json::json!({
@@ -165,7 +176,7 @@ mod tests {
     fn a_recording_is_a_header_then_timed_output_events() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("demo.cast");
-        let rec = Recorder::create(&path, 100, 30).expect("create");
+        let rec = Recorder::create(&path, 100, 30, false).expect("create");
         let shared = Recording::shared(Some(rec));
         let mut tee = Tee::new(Vec::new(), shared.clone());
         tee.write_all("hello ".as_bytes()).expect("write");

@@ -43,3 +43,61 @@ pub fn tagged(tag: &str, arg: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Tests that make or remove local accounts, or change who is in a group, hold this, one at a
+/// time: useradd and userdel refuse to run while another holds /etc/passwd's lock, and one
+/// test's accounts must not turn up as members in another's groups.
+static ACCOUNTS: Mutex<()> = Mutex::new(());
+
+pub fn accounts() -> MutexGuard<'static, ()> {
+    ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A second real local account for a test (another uid, no home, no login shell), removed
+/// when dropped, whatever the test does. Only root can make one: `make` is None otherwise,
+/// or where `useradd`/`runuser` are missing. Hold [`accounts`] around its life.
+pub struct Stranger {
+    pub name: String,
+    pub uid: u32,
+}
+
+impl Stranger {
+    pub fn make(tag: &str) -> Option<Self> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let have = |c: &str| Command::new(c).arg("--help").output().is_ok();
+        if !root || !have("useradd") || !have("runuser") {
+            return None;
+        }
+        let name = format!("rlabt-{tag}-{}", std::process::id() % 100_000);
+        let _ = Command::new("userdel").arg(&name).output();
+        let made = Command::new("useradd")
+            .args(["-M", "-N", "-s", "/usr/sbin/nologin", &name])
+            .output()
+            .expect("useradd");
+        assert!(made.status.success(), "useradd {name}: {made:?}");
+        let id = Command::new("id").args(["-u", &name]).output().expect("id");
+        let uid = String::from_utf8_lossy(&id.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("id -u {name}: {e}: {id:?}"));
+        Some(Self { name, uid })
+    }
+
+    /// `args` run as this account (`runuser -u`); its output, after asserting it succeeded.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new("runuser")
+            .args(["-u", &self.name, "--"])
+            .args(args)
+            .output()
+            .expect("runuser");
+        assert!(out.status.success(), "as {}: {args:?}: {out:?}", self.name);
+        out
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.name).output();
+    }
+}

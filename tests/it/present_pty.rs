@@ -182,6 +182,54 @@ fn presenter_walks_a_lesson_plays_a_narrated_ring_and_records_a_cast() {
     }
 }
 
+/// `--record FILE --force` over a file someone else left there (0666, in a shared sticky
+/// folder) replaces its inode: the recording is a new file of ours, not theirs written into.
+/// As root the file is planted by a second real account made for the test; without root by
+/// the test itself (then that the owner changes needs root to show).
+#[test]
+fn recording_over_a_planted_file_replaces_its_inode() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let _one_at_a_time = crate::common::accounts();
+    let stranger = crate::common::Stranger::make("cast");
+    let home = tempfile::tempdir().expect("tempdir");
+    let shared = tempfile::tempdir().expect("shared");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777))
+        .expect("chmod 1777");
+    let cast = shared.path().join("talk.cast");
+    let plant = format!("umask 0; echo theirs > {}", cast.display());
+    match &stranger {
+        Some(s) => {
+            s.run(&["sh", "-c", &plant]);
+        }
+        None => {
+            let out = Command::new("sh")
+                .args(["-c", &plant])
+                .output()
+                .expect("sh");
+            assert!(out.status.success(), "{out:?}");
+        }
+    }
+    let old = std::fs::metadata(&cast).expect("planted");
+    let mut t = Term::start(
+        &format!(
+            "--lessons tests/fixtures/tui present sample --record {} --force",
+            cast.display()
+        ),
+        home.path(),
+    );
+    t.wait("slide 1/4");
+    t.send("q");
+    t.wait("EXIT=0");
+    let new = std::fs::symlink_metadata(&cast).expect("recorded");
+    assert!(new.is_file());
+    assert_ne!(new.ino(), old.ino(), "a new inode, not theirs written into");
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(new.uid(), unsafe { libc::geteuid() });
+    assert_eq!(new.mode() & 0o022, 0, "nobody else may write it");
+    let text = std::fs::read_to_string(&cast).expect("read");
+    assert!(text.starts_with("{") && !text.contains("theirs"), "{text}");
+}
+
 #[test]
 fn a_notes_terminal_follows_the_presenter() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -8,7 +8,6 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -118,7 +117,7 @@ fn a_lab_run_uses_no_name_a_stranger_planted() {
     );
 
     // Files the user names: a link planted where the export or a recording would go is
-    // refused, not written through (only --force replaces, and then the link itself).
+    // refused, not written through (with --force too: see the test below).
     let script = shared.path().join("sanity.py");
     std::os::unix::fs::symlink(victim.path().join("keep.txt"), &script).expect("plant");
     let cast = shared.path().join("talk.cast");
@@ -149,15 +148,6 @@ fn a_lab_run_uses_no_name_a_stranger_planted() {
         std::fs::read(victim.path().join("keep.txt")).expect("victim"),
         b"the victim's data\n"
     );
-}
-
-/// Tests that make accounts or change who is in a group hold this, one at a time: useradd and
-/// usermod lock /etc/passwd and /etc/group, and one test's accounts must not turn up as
-/// members in another's groups.
-static ACCOUNTS: Mutex<()> = Mutex::new(());
-
-fn accounts_lock() -> MutexGuard<'static, ()> {
-    ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Accounts made for one test and removed after it, whatever happens.
@@ -203,7 +193,7 @@ fn the_trust_rule_sees_every_member_of_a_private_group() {
         eprintln!("not root or no useradd: the account-making half is skipped");
         return;
     }
-    let _one_at_a_time = accounts_lock();
+    let _one_at_a_time = crate::common::accounts();
     let _accounts = Accounts(
         vec!["rlabt-mallory", "rlabt-eve", "rlabt-alice"],
         vec!["rlabt-alice"],
@@ -430,7 +420,7 @@ fn a_group_writable_library_is_refused_while_its_group_has_another_member() {
         eprintln!("not root or no useradd: the accounts half needs root; checked the rule");
         return;
     }
-    let _one_at_a_time = accounts_lock();
+    let _one_at_a_time = crate::common::accounts();
     let (other, solo) = ("rlabt-h1-other", "rlabt-h1-solo");
     let _accounts = Accounts(vec![other], vec![solo]);
     run("useradd", &["-M", "-N", other]);
@@ -601,4 +591,161 @@ fn another_user_cannot_read_a_ranks_buffers() {
         ringlab::comm::p2p::PeerRegion::from_fd(dup, 4096, 0).is_ok(),
         "a partner's view"
     );
+}
+
+/// Files the user names (`progress export`, `export sanity-script --out`, `present --record`)
+/// in a shared sticky folder where another user planted the names first. A link at the name
+/// (to a file of the victim's, or to a name that does not exist yet) is refused with and
+/// without `--force`, and neither the link nor what it points to changes; a file at the name
+/// is kept without `--force` and, with it, replaced by a new inode (a private temporary file
+/// renamed over it), so it ends ours, 0644 at most, with nothing of the planter's left in it;
+/// temporary names planted for the next PIDs are never used. As root the names are planted by
+/// a second real account made for the test (and removed after it); without root the test
+/// plants them itself: the same refusals and the same new inode, but that the file changes
+/// owner, and that its planter can no longer write it, needs root to show.
+#[test]
+fn names_planted_in_a_shared_folder_are_refused_or_replaced_never_written_through() {
+    use std::os::unix::fs::MetadataExt;
+    let _one_at_a_time = crate::common::accounts();
+    let stranger = crate::common::Stranger::make("plant");
+    let shared = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777))
+        .expect("chmod 1777");
+    let vault = tempfile::tempdir().expect("victim");
+    let victim = vault.path().join("keep.txt");
+    std::fs::write(&victim, b"the victim's data\n").expect("victim file");
+    let ghost = vault.path().join("made-by-ringlab");
+    let home = tempfile::tempdir().expect("home");
+    let at = |name: &str| shared.path().join(name).display().to_string();
+    let plant = |args: &[&str]| match &stranger {
+        Some(s) => {
+            s.run(args);
+        }
+        None => run(args[0], &args[1..]),
+    };
+    let (victim_s, ghost_s) = (victim.display().to_string(), ghost.display().to_string());
+    plant(&["ln", "-s", &victim_s, &at("progress.json")]);
+    plant(&["ln", "-s", &ghost_s, &at("p2.json")]);
+    plant(&["ln", "-s", &victim_s, &at("nccl_sanity.py")]);
+    plant(&["ln", "-s", &victim_s, &at("talk.cast")]);
+    plant(&["ln", "-s", &ghost_s, &at("ghost.cast")]);
+    let dir = shared.path().display().to_string();
+    plant(&[
+        "sh",
+        "-c",
+        &format!(
+            "umask 0; cd {dir} && echo theirs > theirs.json && echo theirs > theirs.py && \
+             last=$(cat /proc/sys/kernel/ns_last_pid); \
+             for p in $(seq $last $((last + 300))); do echo theirs > .exp.json.tmp-$p; done"
+        ),
+    ]);
+    let before = picture(shared.path());
+    let ringlab = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args(args)
+            .env("RINGLAB_HOME", home.path())
+            .output()
+            .expect("run ringlab");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for force in [&[][..], &["--force"][..]] {
+        for (args, name) in [
+            (&["progress", "export"][..], "progress.json"),
+            (&["progress", "export"][..], "p2.json"),
+            (&["export", "sanity-script", "--out"][..], "nccl_sanity.py"),
+            (&["present", "--record"][..], "talk.cast"),
+            (&["present", "--record"][..], "ghost.cast"),
+        ] {
+            let mut a = args.to_vec();
+            let path = at(name);
+            a.push(&path);
+            a.extend_from_slice(force);
+            let (code, err) = ringlab(&a);
+            assert_ne!(code, Some(0), "{a:?} wrote through the link: {err}");
+            assert!(err.contains("symbolic link"), "{a:?}: {err}");
+        }
+    }
+    assert_eq!(
+        picture(shared.path()),
+        before,
+        "the planted names are as they were"
+    );
+    assert_eq!(
+        std::fs::read(&victim).expect("victim"),
+        b"the victim's data\n"
+    );
+    assert!(
+        !ghost.exists(),
+        "nothing was made where a dangling link points"
+    );
+
+    // A file at the name: kept without --force; with it, replaced by a new inode of ours.
+    let planter = stranger.as_ref().map(|s| s.uid);
+    for (args, name, holds) in [
+        (&["progress", "export"][..], "theirs.json", "\"schema\""),
+        (
+            &["export", "sanity-script", "--out"][..],
+            "theirs.py",
+            "all_reduce",
+        ),
+    ] {
+        let path = at(name);
+        let old = std::fs::metadata(&path).expect("planted");
+        let mut a = args.to_vec();
+        a.push(&path);
+        let (code, err) = ringlab(&a);
+        assert_ne!(code, Some(0), "{err}");
+        assert!(err.contains("--force"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).expect("kept"), "theirs\n");
+        a.push("--force");
+        let (code, err) = ringlab(&a);
+        assert_eq!(code, Some(0), "{a:?}: {err}");
+        let new = std::fs::symlink_metadata(&path).expect("written");
+        assert!(new.is_file());
+        assert_ne!(
+            new.ino(),
+            old.ino(),
+            "{name}: a new inode, not theirs written into"
+        );
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(new.uid(), unsafe { libc::geteuid() }, "{name} is ours");
+        assert_eq!(new.mode() & 0o022, 0, "{name}: nobody else may write it");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.contains(holds) && !text.contains("theirs"), "{text}");
+        if let Some(s) = &stranger {
+            let tried = Command::new("runuser")
+                .args([
+                    "-u",
+                    &s.name,
+                    "--",
+                    "sh",
+                    "-c",
+                    &format!("echo evil >> {path}"),
+                ])
+                .output()
+                .expect("runuser");
+            assert!(
+                !tried.status.success(),
+                "the planter can no longer write {name}"
+            );
+            assert_ne!(Some(new.uid()), planter);
+        }
+    }
+    // The planted temporary names: the export used none of them.
+    let (code, err) = ringlab(&["progress", "export", &at("exp.json")]);
+    assert_eq!(code, Some(0), "{err}");
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let exp = std::fs::symlink_metadata(at("exp.json")).expect("exported");
+    assert_eq!((exp.uid(), exp.mode() & 0o022), (me, 0));
+    for entry in picture(shared.path()) {
+        if entry.0.starts_with(".exp.json.tmp-") {
+            assert!(before.contains(&entry), "{entry:?} was touched");
+        } else {
+            assert!(!entry.0.contains(".tmp-"), "left behind: {entry:?}");
+        }
+    }
 }

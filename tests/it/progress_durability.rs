@@ -189,7 +189,7 @@ fn items_file(path: &Path, prefix: &str, n: usize) {
     for i in 0..n {
         p.items.insert(format!("{prefix}-{i}"), rec.clone());
     }
-    progress::write_file(path, &p).expect("write");
+    progress::write_file(path, &p, false).expect("write");
 }
 
 #[test]
@@ -279,5 +279,72 @@ fn stats_json_warns_when_progress_cannot_be_saved() {
         w.iter()
             .any(|x| x.as_str().is_some_and(|s| s.contains("read-only"))),
         "{v:#}"
+    );
+}
+
+/// `ringlab ARGS` with `home` as its home, given `secs` to finish (a read that blocks is
+/// killed and fails the test); its exit code and stderr.
+fn run_within(home: &Path, args: &[&str], secs: u64) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = Command::new(bin())
+        .args(args)
+        .env("RINGLAB_HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("poll") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still running after {secs} s (blocked on a FIFO?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).expect("stderr");
+    }
+    (status.code(), err)
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("c");
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A FIFO where a file is read (no writer ever comes) is refused at once: given to `progress
+/// import`, `doctor --log`, `check`, or standing at ringlab's own progress.json (which blocked
+/// every command that loads progress before: it was checked by name, then read).
+#[test]
+fn a_fifo_is_refused_at_once_wherever_a_file_is_read() {
+    let home = tempfile::tempdir().expect("home");
+    let fifo = home.path().join("fifo");
+    mkfifo(&fifo);
+    let f = fifo.display().to_string();
+    for args in [
+        &["progress", "import", &f][..],
+        &["doctor", "--log", &f][..],
+        &["check", &f][..],
+    ] {
+        let (code, err) = run_within(home.path(), args, 20);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+    }
+    mkfifo(&home.path().join(progress::FILE_NAME));
+    let out = home.path().join("out.json").display().to_string();
+    let (code, err) = run_within(home.path(), &["progress", "export", &out], 20);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    assert_eq!(
+        err.matches("not a regular file").count(),
+        1,
+        "said once: {err}"
     );
 }

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -182,20 +181,30 @@ pub enum LessonMark {
     Done,
 }
 
+/// Why progress was not read or written. Each message says the OS error once (no error
+/// chain below it: `{:#}` would repeat it).
 #[derive(Debug, thiserror::Error)]
 pub enum ProgressError {
-    #[error("cannot write progress to {path}: {source}")]
-    Write {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot read progress from {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot write progress to {path}: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("cannot read progress from {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    /// A link or an existing file at a name the user gave (export).
+    #[error("{0}")]
+    Name(crate::files::WriteError),
+}
+
+impl ProgressError {
+    /// A failed private write, in this error's words.
+    pub fn from_write(e: crate::files::WriteError) -> Self {
+        match e {
+            crate::files::WriteError::Failed { path, error } => Self::Write {
+                path: path.display().to_string(),
+                error,
+            },
+            e => Self::Name(e),
+        }
+    }
 }
 
 /// What loading found, for the app to tell the learner.

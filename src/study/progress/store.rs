@@ -24,34 +24,49 @@ pub(super) struct SchemaOnly {
 /// Load progress from `dir`. A missing file is a fresh start; a corrupt or newer one is
 /// quarantined (renamed with a timestamp) and reported, never overwritten.
 pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError> {
+    use crate::files::ReadError;
     remove_stale_temps(dir);
     let path = dir.join(FILE_NAME);
-    if let Ok(m) = fs::metadata(&path)
-        && m.len() > crate::files::MAX_PROGRESS_BYTES
-    {
-        return quarantine(
-            &path,
-            format!(
-                "is {} bytes, over the {} a progress file may be",
-                m.len(),
-                crate::units::format_bytes(crate::files::MAX_PROGRESS_BYTES)
-            ),
-        );
-    }
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let limit = crate::files::MAX_PROGRESS_BYTES;
+    // Opened first, then checked by its descriptor: a FIFO at the name is refused at once.
+    let bytes = match crate::files::read_limited(&path, limit) {
+        Ok(b) => b,
+        Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok((Progress::default(), None));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            return quarantine(&path, "is not UTF-8 text".into());
+        Err(ReadError::TooBig(len)) => {
+            return quarantine(
+                &path,
+                format!(
+                    "is {len} bytes, over the {} a progress file may be",
+                    crate::units::format_bytes(limit)
+                ),
+            );
         }
-        Err(source) => {
+        Err(ReadError::Io(error)) => {
             return Err(ProgressError::Read {
                 path: path.display().to_string(),
-                source,
+                error,
             });
         }
+        Err(ReadError::Folder) => {
+            return Err(ProgressError::Read {
+                path: path.display().to_string(),
+                error: std::io::Error::other("a folder, not a file"),
+            });
+        }
+        Err(ReadError::NotRegular) => {
+            return Err(ProgressError::Read {
+                path: path.display().to_string(),
+                error: std::io::Error::other(
+                    "not a regular file (a FIFO, socket or device): move it aside",
+                ),
+            });
+        }
+    };
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(_) => return quarantine(&path, "is not UTF-8 text".into()),
     };
     match serde_json::from_str::<SchemaOnly>(&text) {
         Ok(s) if s.schema > SCHEMA => {
@@ -141,16 +156,23 @@ pub fn read_file(path: &Path) -> Result<Progress, String> {
     Ok(p)
 }
 
-/// Write progress to any path, atomically (export).
-pub fn write_file(path: &Path, progress: &Progress) -> Result<(), ProgressError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map_or_else(|| FILE_NAME.into(), |n| n.to_string_lossy().into_owned());
-    save_as(&dir, &name, progress)
+/// Write progress to a file the user names (export): a private temporary file renamed over
+/// the name ([`crate::files::write_private_replace`]); a link at the name is refused, never
+/// followed; an existing file is kept unless `force`.
+pub fn write_file(path: &Path, progress: &Progress, force: bool) -> Result<(), ProgressError> {
+    let bytes = to_json(path, progress)?;
+    crate::files::write_private_replace(path, &bytes, crate::files::FILE_MODE, force)
+        .map_err(ProgressError::from_write)
+}
+
+/// The file's bytes, pretty-printed.
+pub(super) fn to_json(path: &Path, progress: &Progress) -> Result<Vec<u8>, ProgressError> {
+    let mut bytes = serde_json::to_vec_pretty(progress).map_err(|e| ProgressError::Write {
+        path: path.display().to_string(),
+        error: std::io::Error::other(e),
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 pub(super) fn quarantine(
@@ -159,9 +181,9 @@ pub(super) fn quarantine(
 ) -> Result<(Progress, Option<LoadNotice>), ProgressError> {
     let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
     let moved_to = path.with_file_name(format!("{FILE_NAME}.quarantined-{stamp}"));
-    fs::rename(path, &moved_to).map_err(|source| ProgressError::Write {
+    fs::rename(path, &moved_to).map_err(|error| ProgressError::Write {
         path: moved_to.display().to_string(),
-        source,
+        error,
     })?;
     Ok((
         Progress::default(),
@@ -212,9 +234,9 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
 pub(super) fn lock(dir: &Path) -> Result<Option<File>, ProgressError> {
     use std::os::fd::AsRawFd;
     let path = dir.join(".progress.lock");
-    let err = |source| ProgressError::Write {
+    let err = |error| ProgressError::Write {
         path: path.display().to_string(),
-        source,
+        error,
     };
     fs::create_dir_all(dir).map_err(err)?;
     let f = fs::OpenOptions::new()
@@ -265,8 +287,8 @@ pub(super) fn resolve_links(path: &Path) -> PathBuf {
     p
 }
 
-/// Leftover `.progress.json.tmp-PID` files of processes that no longer exist (a save killed
-/// between write and rename).
+/// Leftover `.progress.json.tmp-PID-RANDOM` files (`.progress.json.tmp-PID` from older builds)
+/// of processes that no longer exist (a save killed between write and rename).
 pub(super) fn remove_stale_temps(dir: &Path) {
     // A symlinked progress file is written next to its target: look there too.
     let target = resolve_links(&dir.join(FILE_NAME));
@@ -289,6 +311,7 @@ pub(super) fn remove_stale_temps_named(dir: &Path, name: &str) {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
             .strip_prefix(&prefix)
+            .and_then(|p| p.split('-').next())
             .and_then(|p| p.parse::<i32>().ok())
         else {
             continue;
@@ -303,33 +326,19 @@ pub(super) fn remove_stale_temps_named(dir: &Path, name: &str) {
     }
 }
 
-/// Write atomically: a reader sees the old file or the new one, never a mix or nothing. A
-/// symlinked file is written through: the link stays and its target gets the new contents.
+/// Write ringlab's own progress file atomically: a reader sees the old file or the new one,
+/// never a mix or nothing. A symbolic link the user made at `dir/name` is written through:
+/// the link stays and its target is replaced, by a private temporary file beside the target
+/// renamed over it ([`crate::files::write_private_replace`]). Only this file is followed;
+/// files the user names for export never are ([`write_file`]).
 pub(super) fn save_as(dir: &Path, name: &str, progress: &Progress) -> Result<(), ProgressError> {
-    let mut path = dir.join(name);
-    let err = |path: &Path, source| ProgressError::Write {
+    let path = dir.join(name);
+    fs::create_dir_all(dir).map_err(|error| ProgressError::Write {
         path: path.display().to_string(),
-        source,
-    };
-    fs::create_dir_all(dir).map_err(|e| err(&path, e))?;
-    path = resolve_links(&path);
-    let (dir, name) = match (path.parent(), path.file_name()) {
-        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
-        _ => (dir.to_path_buf(), name.to_string()),
-    };
-    let json =
-        serde_json::to_string_pretty(progress).map_err(|e| err(&path, std::io::Error::other(e)))?;
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(json.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(|e| err(&path, e))
+        error,
+    })?;
+    let target = resolve_links(&path);
+    let bytes = to_json(&target, progress)?;
+    crate::files::write_private_replace(&target, &bytes, crate::files::FILE_MODE, true)
+        .map_err(ProgressError::from_write)
 }

@@ -263,7 +263,7 @@ fn imports_with_impossible_grades_or_dates_are_refused_naming_the_item() {
         "grade-255".into(),
         record("2026-11-01T10:00:00Z", 255, "2026-11-02T10:00:00Z"),
     );
-    write_file(&file, &p).expect("write");
+    write_file(&file, &p, true).expect("write");
     let e = read_file(&file).expect_err("grade 255");
     assert!(e.contains("`grade-255`") && e.contains("grade 255"), "{e}");
     let mut p = Progress::default();
@@ -271,7 +271,7 @@ fn imports_with_impossible_grades_or_dates_are_refused_naming_the_item() {
         "far".into(),
         record("9999-01-01T00:00:00Z", 3, "9999-01-02T00:00:00Z"),
     );
-    write_file(&file, &p).expect("write");
+    write_file(&file, &p, true).expect("write");
     let e = read_file(&file).expect_err("year 9999");
     assert!(e.contains("`far`") && e.contains("2000..2200"), "{e}");
     // A FIFO is refused, not read forever.
@@ -309,10 +309,16 @@ fn stale_temp_files_of_dead_processes_are_removed_at_load() {
     let mine = dir
         .path()
         .join(format!(".{FILE_NAME}.tmp-{}", std::process::id()));
+    // Today's names add a random part after the PID.
+    let dead_new = dir
+        .path()
+        .join(format!(".{FILE_NAME}.tmp-{}-Ab3xYz9QwErT", 1 << 23));
     fs::write(&dead, "{").expect("write");
+    fs::write(&dead_new, "{").expect("write");
     fs::write(&mine, "{").expect("write");
     load(dir.path()).expect("load");
     assert!(!dead.exists(), "a dead writer's temp file is removed");
+    assert!(!dead_new.exists(), "with its random part too");
     assert!(mine.exists(), "a live process's is not");
 }
 
@@ -360,4 +366,73 @@ fn a_save_merges_what_another_process_saved_meanwhile() {
     let (back, _) = load(dir.path()).expect("load");
     assert!(back.items.contains_key("a") && back.items.contains_key("b"));
     assert!(b.items.contains_key("a"), "the saver's copy now has it too");
+}
+
+#[test]
+fn a_fifo_at_the_progress_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join(FILE_NAME);
+    let c = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("c");
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(load(&d).map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("answered at once, not blocked on the FIFO")
+        .expect_err("refused");
+    assert!(e.contains("not a regular file"), "{e}");
+}
+
+/// The disk-full message says the OS error once, also through anyhow's `{:#}` (which prints
+/// every error in a chain).
+#[test]
+fn a_write_error_says_the_os_error_once() {
+    let e = ProgressError::Write {
+        path: "/full/progress.json".into(),
+        error: std::io::Error::from_raw_os_error(libc::ENOSPC),
+    };
+    let said = format!("{:#}", anyhow::Error::new(e));
+    assert_eq!(said.matches("os error 28").count(), 1, "{said}");
+    let dir = tempfile::tempdir().expect("tmp");
+    let e = write_file(
+        &dir.path().join("nowhere/x.json"),
+        &Progress::default(),
+        true,
+    )
+    .expect_err("no folder");
+    let said = format!("{:#}", anyhow::Error::new(e));
+    assert_eq!(said.matches("os error 2").count(), 1, "{said}");
+}
+
+/// Export never follows a link at the name, with or without force; ringlab's own progress
+/// file in its home may be one (the user's), and is written through, by a private temporary
+/// file beside the target.
+#[test]
+fn export_refuses_a_link_and_replaces_a_file_by_a_new_inode() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("tmp");
+    let victim = dir.path().join("victim");
+    fs::write(&victim, "the victim's").expect("write");
+    let link = dir.path().join("p.json");
+    std::os::unix::fs::symlink(&victim, &link).expect("link");
+    let p = Progress::default();
+    for force in [false, true] {
+        let e = write_file(&link, &p, force).expect_err("a link");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+    }
+    assert_eq!(fs::read_to_string(&victim).expect("read"), "the victim's");
+    let plain = dir.path().join("q.json");
+    fs::write(&plain, "old").expect("write");
+    let ino = fs::metadata(&plain).expect("meta").ino();
+    assert!(matches!(
+        write_file(&plain, &p, false),
+        Err(ProgressError::Name(crate::files::WriteError::Exists(_)))
+    ));
+    write_file(&plain, &p, true).expect("force");
+    assert_ne!(fs::metadata(&plain).expect("meta").ino(), ino);
+    assert_eq!(read_file(&plain).expect("reads"), p);
 }

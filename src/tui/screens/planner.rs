@@ -309,18 +309,21 @@ impl PlannerState {
                 format!("{base}-{i}.sh")
             };
             let path = dir.join(name);
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path);
-            match file {
-                Ok(mut f) => Some(
-                    std::io::Write::write_all(&mut f, text.as_bytes())
-                        .map(|()| path.clone())
-                        .map_err(|e| format!("{}: {e}", path.display())),
-                ),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
-                Err(e) => Some(Err(format!("{}: {e}", path.display()))),
+            // Private and renamed into place, never over anything already there: a file or a
+            // link at a name means the next number.
+            match crate::files::write_private_replace(
+                &path,
+                text.as_bytes(),
+                crate::files::FILE_MODE,
+                false,
+            ) {
+                Ok(()) => Some(Ok(path)),
+                Err(crate::files::WriteError::Exists(_) | crate::files::WriteError::Link(_)) => {
+                    None
+                }
+                Err(crate::files::WriteError::Failed { path, error }) => {
+                    Some(Err(format!("{}: {error}", path.display())))
+                }
             }
         });
         match written {
