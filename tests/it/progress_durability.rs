@@ -348,3 +348,95 @@ fn a_fifo_is_refused_at_once_wherever_a_file_is_read() {
         "said once: {err}"
     );
 }
+
+/// A progress file that starts with a UTF-8 byte order mark (an editor saved it so) loads,
+/// is not moved aside, and imports.
+#[test]
+fn a_progress_file_with_a_byte_order_mark_loads() {
+    let home = tempfile::tempdir().expect("home");
+    let files = tempfile::tempdir().expect("files");
+    let plain = files.path().join("plain.json");
+    items_file(&plain, "bom", 3);
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend(std::fs::read(&plain).expect("read"));
+    std::fs::write(home.path().join(progress::FILE_NAME), &bytes).expect("write");
+    let out = files.path().join("out.json").display().to_string();
+    let (code, err) = run_within(home.path(), &["progress", "export", &out], 30);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("quarantined"), "{err}");
+    assert!(err.contains("3 item(s)"), "{err}");
+    assert!(
+        home.path().join(progress::FILE_NAME).exists(),
+        "not moved aside"
+    );
+    let other = tempfile::tempdir().expect("other");
+    let bom = files.path().join("bom.json");
+    std::fs::write(&bom, &bytes).expect("write");
+    let (code, err) = run_within(
+        other.path(),
+        &["progress", "import", &bom.display().to_string()],
+        30,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("3 new item(s)"), "{err}");
+}
+
+/// An import within the 16 MiB a file may be, but past what progress may hold (here one item
+/// with 10 001 reviews, and an id of 300 bytes), is refused with the reason and the limit,
+/// and the progress there is as it was: nothing is saved that the next start would set aside.
+#[test]
+fn an_oversized_import_is_refused_with_a_reason() {
+    let home = tempfile::tempdir().expect("home");
+    let files = tempfile::tempdir().expect("files");
+    let mine = files.path().join("mine.json");
+    items_file(&mine, "mine", 2);
+    let m = mine.display().to_string();
+    assert_eq!(
+        run_within(home.path(), &["progress", "import", &m], 30).0,
+        Some(0)
+    );
+    let saved = std::fs::read(home.path().join(progress::FILE_NAME)).expect("saved");
+
+    let (p, _) = progress::load(home.path()).expect("load");
+    let one = p.items.values().next().expect("an item").clone();
+    let mut busy = one.clone();
+    busy.reviews = (0..10_001)
+        .map(|i| {
+            let mut r = one.reviews[0].clone();
+            r.at += chrono::Duration::minutes(i);
+            r
+        })
+        .collect();
+    let mut big = Progress::default();
+    big.items.insert("busy".into(), busy);
+    let file = files.path().join("big.json");
+    std::fs::write(&file, serde_json::to_vec(&big).expect("json")).expect("write");
+    let (code, err) = run_within(
+        home.path(),
+        &["progress", "import", &file.display().to_string()],
+        60,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("10001 reviews") && err.contains("over the 10000"),
+        "{err}"
+    );
+    let mut long = Progress::default();
+    long.items.insert("x".repeat(300), one);
+    std::fs::write(&file, serde_json::to_vec(&long).expect("json")).expect("write");
+    let (code, err) = run_within(
+        home.path(),
+        &["progress", "import", &file.display().to_string()],
+        30,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("300 bytes") && err.contains("at most 256"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(home.path().join(progress::FILE_NAME)).expect("read"),
+        saved,
+        "progress as it was"
+    );
+}

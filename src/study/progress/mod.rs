@@ -23,6 +23,16 @@ pub use store::*;
 pub const SCHEMA: u32 = 2;
 pub const FILE_NAME: &str = "progress.json";
 
+/// What an imported file may hold (`validate`): items (and lessons, and labs) per file,
+/// reviews per item, bytes per id. A course has hundreds of items and a learner a few
+/// reviews a day of each: these are far past any real history, and well short of a file the
+/// loader would refuse ([`crate::files::MAX_PROGRESS_BYTES`]).
+pub const MAX_ITEMS: usize = 100_000;
+pub const MAX_REVIEWS_PER_ITEM: usize = 10_000;
+pub const MAX_ID_BYTES: usize = 256;
+/// A review's mode ("quiz", "drill", "mock") is a short word.
+pub const MAX_MODE_BYTES: usize = 32;
+
 /// A lesson counts as read when the reader has seen this much of it.
 pub const DONE_FRACTION: f64 = 0.95;
 
@@ -192,6 +202,12 @@ pub enum ProgressError {
     /// A link or an existing file at a name the user gave (export).
     #[error("{0}")]
     Name(crate::files::WriteError),
+    #[error(
+        "progress would be {len} bytes, over the {} a progress file may be (the next start \
+         would set it aside): not written to {path}, which is unchanged",
+        crate::units::format_bytes(crate::files::MAX_PROGRESS_BYTES)
+    )]
+    TooBig { path: String, len: u64 },
 }
 
 impl ProgressError {
@@ -278,12 +294,11 @@ impl Progress {
             } else {
                 report.kept += 1;
             }
+            // By (time, grade), in a set: items may hold thousands of reviews.
+            let mut seen: std::collections::HashSet<(DateTime<Utc>, u8)> =
+                mine.reviews.iter().map(|m| (m.at, m.grade)).collect();
             for r in &theirs.reviews {
-                if !mine
-                    .reviews
-                    .iter()
-                    .any(|m| m.at == r.at && m.grade == r.grade)
-                {
+                if seen.insert((r.at, r.grade)) {
                     mine.reviews.push(r.clone());
                 }
             }
@@ -319,11 +334,58 @@ impl Progress {
     }
 
     /// What is wrong with a file to import, naming each item: grades outside 1..=4, dates
-    /// outside 2000..2200, numbers that are not finite or out of range.
+    /// outside 2000..2200, numbers that are not finite or out of range; more than
+    /// [`MAX_ITEMS`] items (lessons, labs), [`MAX_REVIEWS_PER_ITEM`] reviews of one item, an id
+    /// over [`MAX_ID_BYTES`] bytes or with control characters.
     pub fn validate(&self) -> Result<(), String> {
         let mut bad = Vec::new();
+        for (what, n) in [
+            ("items", self.items.len()),
+            ("lessons", self.lessons.len()),
+            ("labs", self.labs.len()),
+        ] {
+            if n > MAX_ITEMS {
+                bad.push(format!(
+                    "{n} {what}, over the {MAX_ITEMS} a progress file may hold"
+                ));
+            }
+        }
+        let ids = self
+            .items
+            .keys()
+            .map(|id| ("item", id))
+            .chain(self.lessons.keys().map(|id| ("lesson", id)))
+            .chain(self.labs.keys().map(|id| ("lab", id)));
+        for (what, id) in ids {
+            if id.len() > MAX_ID_BYTES {
+                bad.push(format!(
+                    "{what} `{}`: an id of {} bytes (ids are at most {MAX_ID_BYTES})",
+                    shown_id(id),
+                    id.len()
+                ));
+            }
+            if id.chars().any(char::is_control) {
+                bad.push(format!(
+                    "{what} `{}`: the id has control characters",
+                    shown_id(id)
+                ));
+            }
+        }
         for (id, r) in &self.items {
+            let id = shown_id(id);
+            if r.reviews.len() > MAX_REVIEWS_PER_ITEM {
+                bad.push(format!(
+                    "item `{id}`: {} reviews, over the {MAX_REVIEWS_PER_ITEM} an item may have",
+                    r.reviews.len()
+                ));
+            }
             for rv in &r.reviews {
+                if rv.mode.len() > MAX_MODE_BYTES || rv.mode.chars().any(char::is_control) {
+                    bad.push(format!(
+                        "item `{id}`: a review's mode `{}` is not a mode",
+                        shown_id(&rv.mode)
+                    ));
+                }
                 if !(1..=4).contains(&rv.grade) {
                     bad.push(format!(
                         "item `{id}`: grade {} (grades are 1..=4: again, hard, good, easy)",
@@ -355,6 +417,7 @@ impl Progress {
             }
         }
         for (id, l) in &self.lessons {
+            let id = shown_id(id);
             if !l.read.is_finite() || !(0.0..=1.0).contains(&l.read) {
                 bad.push(format!("lesson `{id}`: read {} is not 0..=1", l.read));
             }
@@ -438,4 +501,24 @@ impl Progress {
             }
         }
     }
+}
+
+/// An id as an error message shows it: control characters escaped (`\x1b`), at most 40
+/// characters (then `…`).
+fn shown_id(id: &str) -> String {
+    let mut out: String = id
+        .chars()
+        .take(40)
+        .map(|c| {
+            if c.is_control() {
+                format!("\\x{:02x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    if id.chars().nth(40).is_some() {
+        out.push('…');
+    }
+    out
 }

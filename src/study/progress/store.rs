@@ -64,7 +64,7 @@ pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError>
             });
         }
     };
-    let text = match String::from_utf8(bytes) {
+    let text = match String::from_utf8(without_bom(bytes)) {
         Ok(t) => t,
         Err(_) => return quarantine(&path, "is not UTF-8 text".into()),
     };
@@ -138,7 +138,8 @@ pub fn read_file(path: &Path) -> Result<Progress, String> {
     let shown = path.display();
     let bytes =
         crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+    let text =
+        String::from_utf8(without_bom(bytes)).map_err(|_| format!("{shown} is not UTF-8 text"))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
     if let Some(s) = value.get("schema").and_then(serde_json::Value::as_u64)
@@ -156,6 +157,15 @@ pub fn read_file(path: &Path) -> Result<Progress, String> {
     Ok(p)
 }
 
+/// `bytes` without a leading UTF-8 byte order mark (an editor's, or Windows Notepad's): JSON
+/// has none, and a file that starts with one is still progress, not corrupt.
+pub(super) fn without_bom(mut bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.starts_with(b"\xef\xbb\xbf") {
+        bytes.drain(..3);
+    }
+    bytes
+}
+
 /// Write progress to a file the user names (export): a private temporary file renamed over
 /// the name ([`crate::files::write_private_replace`]); a link at the name is refused, never
 /// followed; an existing file is kept unless `force`.
@@ -165,13 +175,35 @@ pub fn write_file(path: &Path, progress: &Progress, force: bool) -> Result<(), P
         .map_err(ProgressError::from_write)
 }
 
-/// The file's bytes, pretty-printed.
+/// The file's bytes: pretty-printed, or compact where pretty would pass the limit the loader
+/// reads ([`crate::files::MAX_PROGRESS_BYTES`]); more than that even compact is refused, so
+/// nothing is saved that the next start would set aside.
 pub(super) fn to_json(path: &Path, progress: &Progress) -> Result<Vec<u8>, ProgressError> {
-    let mut bytes = serde_json::to_vec_pretty(progress).map_err(|e| ProgressError::Write {
-        path: path.display().to_string(),
-        error: std::io::Error::other(e),
-    })?;
+    encode(progress, crate::files::MAX_PROGRESS_BYTES).map_err(|e| match e {
+        Ok(len) => ProgressError::TooBig {
+            path: path.display().to_string(),
+            len,
+        },
+        Err(e) => ProgressError::Write {
+            path: path.display().to_string(),
+            error: std::io::Error::other(e),
+        },
+    })
+}
+
+/// [`to_json`] for a `limit`: the bytes, or the compact size past it (`Err(Ok(len))`).
+pub(super) fn encode(
+    progress: &Progress,
+    limit: u64,
+) -> Result<Vec<u8>, Result<u64, serde_json::Error>> {
+    let mut bytes = serde_json::to_vec_pretty(progress).map_err(Err)?;
+    if bytes.len() as u64 >= limit {
+        bytes = serde_json::to_vec(progress).map_err(Err)?;
+    }
     bytes.push(b'\n');
+    if bytes.len() as u64 > limit {
+        return Err(Ok(bytes.len() as u64));
+    }
     Ok(bytes)
 }
 

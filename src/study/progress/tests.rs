@@ -368,6 +368,152 @@ fn a_save_merges_what_another_process_saved_meanwhile() {
     assert!(b.items.contains_key("a"), "the saver's copy now has it too");
 }
 
+/// An item with `n` reviews, a minute apart.
+fn many_reviews(n: usize) -> ItemRecord {
+    let mut r = record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z");
+    let first = r.reviews[0].clone();
+    r.reviews = (0..n)
+        .map(|i| Review {
+            at: first.at + chrono::Duration::minutes(i as i64),
+            ..first.clone()
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped_not_quarantined() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut p = Progress::default();
+    p.items.insert(
+        "x".into(),
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    save(dir.path(), &mut p).expect("save");
+    let path = dir.path().join(FILE_NAME);
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend(fs::read(&path).expect("read"));
+    fs::write(&path, &bytes).expect("write");
+    let (back, notice) = load(dir.path()).expect("load");
+    assert_eq!(notice, None, "not quarantined");
+    assert_eq!(back, p);
+    // An imported file with one too.
+    let other = dir.path().join("other.json");
+    fs::write(&other, &bytes).expect("write");
+    assert_eq!(read_file(&other).expect("imports"), p);
+}
+
+#[test]
+fn imports_past_the_limits_are_refused_saying_the_limit() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("in.json");
+    let refused = |p: &Progress| {
+        write_file(&file, p, true).expect("write");
+        read_file(&file).expect_err("refused")
+    };
+    let mut p = Progress::default();
+    p.items
+        .insert("busy".into(), many_reviews(MAX_REVIEWS_PER_ITEM + 1));
+    let e = refused(&p);
+    assert!(
+        e.contains("`busy`") && e.contains("10001 reviews") && e.contains("10000"),
+        "{e}"
+    );
+    p.items
+        .insert("busy".into(), many_reviews(MAX_REVIEWS_PER_ITEM));
+    write_file(&file, &p, true).expect("write");
+    read_file(&file).expect("at the limit is fine");
+
+    let mut p = Progress::default();
+    let long = "x".repeat(MAX_ID_BYTES + 1);
+    p.items.insert(
+        long,
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    let e = refused(&p);
+    assert!(e.contains("257 bytes") && e.contains("256"), "{e}");
+    assert!(e.len() < 400, "the id is not repeated whole: {e}");
+
+    let mut p = Progress::default();
+    p.items.insert(
+        "evil\u{1b}]2;PWNED\u{7}".into(),
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    let e = refused(&p);
+    assert!(e.contains("control characters"), "{e}");
+    assert!(
+        e.contains("evil\\x1b]2;PWNED\\x07") && !e.contains('\u{1b}'),
+        "{e:?}"
+    );
+
+    let mut p = Progress::default();
+    let one = record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z");
+    for i in 0..=MAX_ITEMS {
+        p.items.insert(format!("i{i}"), one.clone());
+    }
+    let e = p.validate().expect_err("too many");
+    assert!(e.contains("100001 items") && e.contains("100000"), "{e}");
+}
+
+/// Nothing is saved that the next start would set aside: a file that would pass the loader's
+/// limit pretty-printed is written compact, and one that would pass it even so is refused,
+/// leaving the file there as it was.
+#[test]
+fn a_save_never_writes_more_than_the_loader_reads() {
+    let mut p = Progress::default();
+    for i in 0..3 {
+        p.items.insert(format!("a{i}"), many_reviews(50));
+    }
+    let pretty = serde_json::to_vec_pretty(&p).expect("json").len() as u64;
+    let compact = serde_json::to_vec(&p).expect("json").len() as u64;
+    assert!(
+        compact + 1 < pretty,
+        "the test's premise: {compact} < {pretty}"
+    );
+    // Pretty where it fits, compact where only that fits, refused past that.
+    assert_eq!(
+        encode(&p, pretty + 1).expect("fits").len() as u64,
+        pretty + 1
+    );
+    let small = encode(&p, compact + 1).expect("compact fits");
+    assert_eq!(small.len() as u64, compact + 1);
+    let back: Progress = serde_json::from_slice(&small).expect("reads back");
+    assert_eq!(back, p);
+    assert!(matches!(encode(&p, compact), Err(Ok(n)) if n == compact + 1));
+
+    // At the real limit: a save past it is refused and the file there stays as it was.
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut small = Progress::default();
+    small.items.insert(
+        "x".into(),
+        record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z"),
+    );
+    save(dir.path(), &mut small).expect("save");
+    let path = dir.path().join(FILE_NAME);
+    let on_disk = fs::read(&path).expect("read");
+    let mut big = Progress::default();
+    let mut r = record("2026-11-01T10:00:00Z", 3, "2026-11-02T10:00:00Z");
+    // Long modes (which an import refuses, but a save does not look at) make it big quickly.
+    r.reviews[0].mode = "m".repeat(1 << 20);
+    for i in 0..17 {
+        big.items.insert(format!("b{i}"), r.clone());
+    }
+    let e = save(dir.path(), &mut big).expect_err("too big");
+    assert!(matches!(e, ProgressError::TooBig { .. }), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("16 MiB") && said.contains("unchanged"),
+        "{said}"
+    );
+    assert_eq!(fs::read(&path).expect("read"), on_disk, "unchanged");
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn a_fifo_at_the_progress_file_is_refused_at_once() {
     let dir = tempfile::tempdir().expect("tmp");
