@@ -530,7 +530,7 @@ fn check(lessons: &Option<PathBuf>, paths: &[PathBuf]) -> anyhow::Result<ExitCod
     }
     let mut out = io::stdout().lock();
     for e in &unread {
-        writeln!(out, "error: {}", printable(&e.to_string()))?;
+        eprintln!("ringlab check: {}", printable(&e.to_string()));
     }
     for d in &diags {
         writeln!(out, "{d}")?;

@@ -309,7 +309,7 @@ fn an_oversized_lesson_is_reported_and_the_rest_still_checked() {
     );
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        stdout.contains("03-big.md") && stdout.contains("over the 4 MiB"),
+        stderr.contains("03-big.md") && stderr.contains("over the 4 MiB"),
         "{stdout}"
     );
     assert!(

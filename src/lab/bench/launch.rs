@@ -698,31 +698,16 @@ impl RankState {
     }
 }
 
-/// A rank other than `reporter` whose process ended without saying done: killed by a
-/// signal (first), else exited with a failing status. The sentence that says so.
+/// A rank other than `reporter` whose process was killed by a signal before saying done: the
+/// sentence that says so. (A rank that exits with a status after its peer's failure is a
+/// consequence, not a cause: NCCL's abort, a broken link.)
 fn died_first(st: &[(usize, RankState)], reporter: usize) -> Option<String> {
     use std::os::unix::process::ExitStatusExt;
-    let dead = |want_signal: bool| {
-        st.iter().find_map(|(r, s)| {
-            let status = s.exited?;
-            if *r == reporter || s.done || status.success() {
-                return None;
-            }
-            match (status.signal(), want_signal) {
-                (Some(sig), true) => Some(format!(
-                    "rank {r} was killed by signal {sig} during {}",
-                    s.phase
-                )),
-                (None, false) => Some(format!(
-                    "rank {r} exited with status {} during {}",
-                    status.code().unwrap_or(-1),
-                    s.phase
-                )),
-                _ => None,
-            }
-        })
-    };
-    dead(true).or_else(|| dead(false))
+    st.iter().find_map(|(r, s)| {
+        let sig = s.exited?.signal()?;
+        (*r != reporter && !s.done)
+            .then(|| format!("rank {r} was killed by signal {sig} during {}", s.phase))
+    })
 }
 
 /// A gap between two rounds of the watch loop longer than this means the launcher itself was
@@ -880,7 +865,7 @@ fn watch(
                             // pipe): let the exits and the other reports of this moment come
                             // in, so the failure says who died, as torchrun's agent sees it.
                             settle(ranks, &mut st, rx, on, Duration::from_secs(1));
-                            // A rank that died meanwhile is the cause: it comes first (M1).
+                            // A rank killed meanwhile is the cause: it comes first (M1).
                             let (kind, reason) = match died_first(&st, rank) {
                                 Some(died) => (FailKind::Exit, format!("{died}; then {reason}")),
                                 None => (kind, reason),
