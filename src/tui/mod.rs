@@ -1,4 +1,5 @@
-//! The terminal app: a tokio event loop over crossterm's EventStream feeding a TEA core.
+//! The terminal app: a tokio event loop over crossterm's events (read on a thread of their
+//! own, see [`key_reader`]) feeding a TEA core.
 
 pub mod app;
 pub mod bigboard;
@@ -17,7 +18,6 @@ use std::io::{self, IsTerminal};
 use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use std::time::Duration;
 
-use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc;
@@ -153,7 +153,15 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         });
     }
     app.bg = Some(tx);
-    let mut events = crossterm::event::EventStream::new();
+    let (mut events, reader_stop) = key_reader();
+    // The reader stops within its poll interval when the loop ends, however it ends.
+    struct StopReader(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for StopReader {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let _stop_reader = StopReader(reader_stop);
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sighup = signal(SignalKind::hangup())?;
@@ -189,17 +197,14 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         let tick = app.tick_interval();
         let status_until = app::status_deadline(&mut app);
         tokio::select! {
-            ev = events.next() => match ev {
+            ev = events.recv() => match ev {
                 Some(Ok(ev)) => {
                     if let Event::Resize(w, h) = ev {
                         recording.borrow_mut().resize(w, h);
                     }
                     dirty |= handle(&mut app, &ev);
-                    // Coalesce: apply whatever else is already waiting before drawing. (A zero
-                    // timeout, not `now_or_never`: the stream must keep this task's waker.)
-                    while let Ok(Some(Ok(ev))) =
-                        tokio::time::timeout(Duration::ZERO, events.next()).await
-                    {
+                    // Coalesce: apply whatever else is already waiting before drawing.
+                    while let Ok(Ok(ev)) = events.try_recv() {
                         if let Event::Resize(w, h) = ev {
                             recording.borrow_mut().resize(w, h);
                         }
@@ -244,10 +249,11 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         exit = Exit::Interrupted;
     }
     app.save_progress();
-    if exit == GONE {
-        // ratatui's Terminal shows the cursor again when dropped and, when that write fails,
-        // prints to stderr with eprintln!, which panics on a terminal that is gone. Nothing
-        // can be shown there any more: let the process take it down.
+    // ratatui's Terminal shows the cursor again when dropped and, when that write fails,
+    // prints to stderr with eprintln!, which panics on a terminal that is gone (the user may
+    // quit and close it at once). Show it here; where that fails nothing can be shown there
+    // any more, and the process takes the terminal down instead of dropping it.
+    if terminal.show_cursor().is_err() {
         std::mem::forget(terminal);
     }
     let failed = recording.borrow_mut().error.take();
@@ -258,6 +264,42 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         )));
     }
     Ok(exit)
+}
+
+/// Terminal events, read on a thread of their own and sent to the loop. crossterm 0.29 reads
+/// a terminal that has gone away (a hung-up pty: read gives 0 or EIO) in a loop it never
+/// leaves (src/event/source/unix/mio.rs, `try_read`), and its EventStream does that read on
+/// the caller's thread: the loop then never came back to notice the terminal was gone. On a
+/// thread of its own that spin blocks nothing: the loop's liveness check still runs, saves and
+/// exits. The flag stops the thread when the loop ends (it polls every 100 ms).
+fn key_reader() -> (
+    mpsc::UnboundedReceiver<io::Result<Event>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let spawned = std::thread::Builder::new()
+        .name("keys".into())
+        .spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                let ev = match crossterm::event::poll(Duration::from_millis(100)) {
+                    Ok(false) => continue,
+                    Ok(true) => crossterm::event::read(),
+                    Err(e) => Err(e),
+                };
+                let failed = ev.is_err();
+                if tx.send(ev).is_err() || failed {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        // No thread: the loop sees the channel closed, as a terminal gone, and says why.
+        crate::comm::log::warn(&format!("no thread to read the terminal: {e}"));
+    }
+    (rx, stop)
 }
 
 fn handle(app: &mut App, ev: &Event) -> bool {

@@ -5,30 +5,54 @@
 //! notices, saves progress and exits, 20 times in 20.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A pty of 80x24: (master, slave).
+/// A pty of 80x24: (master, slave). Both ends are opened close-on-exec from the start (std
+/// opens every file so): the other tests of this binary start processes all the time, and a
+/// master one of them inherited would keep the pty open after this test closed it.
 fn openpty() -> (std::fs::File, OwnedFd) {
-    let (mut m, mut s) = (-1, -1);
+    use std::os::unix::fs::OpenOptionsExt;
+    let master = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open("/dev/ptmx")
+        .expect("open /dev/ptmx");
+    let m = master.as_raw_fd();
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: grantpt, unlockpt and ptsname_r on a master just opened; the buffer outlives
+    // the call and its length is given.
+    unsafe {
+        assert_eq!(libc::grantpt(m), 0, "grantpt");
+        assert_eq!(libc::unlockpt(m), 0, "unlockpt");
+        assert_eq!(
+            libc::ptsname_r(m, name.as_mut_ptr(), name.len()),
+            0,
+            "ptsname_r"
+        );
+    }
+    // SAFETY: ptsname_r wrote a NUL-terminated name into the buffer.
+    let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&path)
+        .expect("open the slave");
     let ws = libc::winsize {
         ws_row: 24,
         ws_col: 80,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: openpty writes two descriptors; the pointers it is given outlive the call.
-    let r = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
-    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
-    // Neither end may leak into the child: a master it held would keep the pty open.
-    for fd in [m, s] {
-        // SAFETY: fcntl on descriptors just opened.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
-    // SAFETY: both descriptors were just opened and are owned here alone.
-    unsafe { (std::fs::File::from_raw_fd(m), OwnedFd::from_raw_fd(s)) }
+    // SAFETY: TIOCSWINSZ reads one winsize.
+    unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    (master, OwnedFd::from(slave))
 }
 
 /// Read from the master until `needle` shows or `limit` passes (the app's first frame).
