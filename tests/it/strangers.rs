@@ -41,15 +41,18 @@ fn a_connection_another_uid_owns_is_refused_and_ones_own_admitted() {
 }
 
 /// Under a launcher across hosts, a token derived from the launcher's public variables keeps
-/// no stranger out: without RINGLAB_TOKEN the rank refuses to start, naming both ways on, and
-/// `--insecure-token` runs anyway with a warning.
+/// no stranger out: without RINGLAB_TOKEN, and without rank 0's private token file in a home
+/// it shares, the rank refuses to start, naming the ways on, and `--insecure-token` runs
+/// anyway with a warning.
 #[test]
 fn a_job_across_hosts_needs_a_secret_token() {
+    let home = tempfile::tempdir().expect("home");
     let run = |extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ringlab"));
         c.args(["sanity", "--backend", "tcp", "--timeout", "2"])
             .args(extra)
             .env_remove("RINGLAB_TOKEN")
+            .env("RINGLAB_HOME", home.path())
             // Rank 1 of 2, one per node: rank 0 (never started) would be on another host.
             .envs([
                 ("RANK", "1"),
@@ -71,4 +74,51 @@ fn a_job_across_hosts_needs_a_secret_token() {
     let out = run(&["--insecure-token"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("warning: --insecure-token"), "{err}");
+}
+
+/// Two ranks, each a node of its own, sharing a home as cluster nodes do, and no RINGLAB_TOKEN:
+/// rank 0 writes a fresh token to a file only its user can read, rank 1 reads it, and the job
+/// runs (issue 47 item 3).
+#[test]
+fn ranks_across_hosts_share_rank_0s_private_token_file() {
+    let home = tempfile::tempdir().expect("home");
+    let port = (21000 + std::process::id() % 20000).to_string();
+    let rank = |r: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args(["sanity", "--backend", "tcp", "--timeout", "30"])
+            .env_remove("RINGLAB_TOKEN")
+            .env("RINGLAB_HOME", home.path())
+            .envs([
+                ("RANK", r),
+                ("WORLD_SIZE", "2"),
+                ("LOCAL_RANK", "0"),
+                ("LOCAL_WORLD_SIZE", "1"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", port.as_str()),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    let zero = rank("0");
+    let one = rank("1");
+    let (zero, one) = (
+        zero.wait_with_output().expect("rank 0"),
+        one.wait_with_output().expect("rank 1"),
+    );
+    for (r, o) in [(0, &zero), (1, &one)] {
+        assert!(
+            o.status.success(),
+            "rank {r}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let jobs = home.path().join("jobs");
+    let files: Vec<_> = std::fs::read_dir(&jobs).expect("jobs").flatten().collect();
+    assert_eq!(files.len(), 1, "one token file");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = files[0].metadata().expect("meta").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "only its user can read it");
 }

@@ -399,23 +399,33 @@ pub(super) fn joined_world(
         // One host: the store and the ranks admit only this uid's connections from this host
         // (comm::owner), so the derived token only keeps two jobs apart.
         Err(_) if w.local_size >= w.size => w.token(),
-        Err(_) if launch.insecure_token => {
+        // Across hosts: rank 0's private token file in ringlab's home, which the others share.
+        Err(_) if !launch.insecure_token => {
+            let home = crate::study::progress::data_dir();
+            let wait = Duration::from_secs(launch.timeout);
+            let made = if w.rank == 0 {
+                crate::lab::bench::token_file::create(&home, &w)
+            } else {
+                crate::lab::bench::token_file::read(&home, &w, std::time::SystemTime::now(), wait)
+            };
+            made.map_err(|e| {
+                format!(
+                    "{who}, across hosts, and RINGLAB_TOKEN is not set: {e}. Without a secret the \
+                     token would be derived from public values ({}), so anyone who can reach the \
+                     store could join: set the same RINGLAB_TOKEN on every node (`export \
+                     RINGLAB_TOKEN=$(openssl rand -hex 16)` before the launcher), or pass \
+                     --insecure-token to run anyway",
+                    w.read.join(", ")
+                )
+            })?
+        }
+        Err(_) => {
             eprintln!(
                 "ringlab: warning: --insecure-token: this job's token is derived from {}, which \
                  anyone who can reach the store can derive too: a stranger can join it",
                 w.read.join(", ")
             );
             w.token()
-        }
-        Err(_) => {
-            return Err(format!(
-                "{who}, across hosts, and RINGLAB_TOKEN is not set: the token would be derived \
-                 from public values ({}), so anyone who can reach the store could join. Set the \
-                 same secret on every node (`export RINGLAB_TOKEN=$(openssl rand -hex 16)` \
-                 before the launcher, which passes it on), or pass --insecure-token to run \
-                 anyway",
-                w.read.join(", ")
-            ));
         }
     };
     let launch = Launch {

@@ -7,6 +7,7 @@ pub mod measure;
 pub mod pattern;
 pub mod rank;
 pub mod table;
+pub mod token_file;
 pub mod world;
 
 use std::collections::BTreeMap;
