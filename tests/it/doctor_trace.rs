@@ -151,6 +151,8 @@ fn the_labs_own_dumps_read_back() {
             "--mode",
             "emulated",
         ])
+        // The hang is what is read here, not the wait for it: a 2 s watchdog.
+        .env("RINGLAB_LAB_TIMEOUT", "2")
         .output()
         .expect("lab run");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)

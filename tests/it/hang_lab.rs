@@ -637,14 +637,18 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
 /// reads as NCCL leaves it: spinning inside the collective.
 #[test]
 fn a_mismatched_call_hangs_as_under_nccl_and_the_recorders_name_it() {
-    let out = ringlab(&[
-        "lab",
-        "run",
-        "uneven-last-batch",
-        "--json",
-        "--mode",
-        "emulated",
-    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args([
+            "lab",
+            "run",
+            "uneven-last-batch",
+            "--json",
+            "--mode",
+            "emulated",
+        ])
+        .env(QUICK_WATCHDOG.0, QUICK_WATCHDOG.1)
+        .output()
+        .expect("run ringlab");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(v["staged"]["outcome"], "hang", "{v:#}");

@@ -1066,8 +1066,8 @@ fn the_tuner_runs_small_all_reduces_with_recursive_doubling() {
 }
 
 /// Ctrl-Z then `fg` of the launcher is no hang (finding M2): the ranks wait on its pipes while
-/// it is stopped, so when it runs again every progress clock starts afresh. A 4 s stop of a
-/// job whose watchdog is 2 s, then 3 s more of running: no HANG, and it ends cleanly on SIGINT.
+/// it is stopped, so when it runs again every progress clock starts afresh. A 3 s stop of a
+/// job whose watchdog is 2 s, then 2.5 s more of running: no HANG, and it ends cleanly on SIGINT.
 #[test]
 fn stopping_and_continuing_the_launcher_is_not_a_hang() {
     let child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
@@ -1100,11 +1100,11 @@ fn stopping_and_continuing_the_launcher_is_not_a_hang() {
     };
     // The pauses are the scenario itself (a stop longer than the watchdog), not a wait for
     // a condition.
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(1));
     signal("-STOP");
-    std::thread::sleep(Duration::from_secs(4));
-    signal("-CONT");
     std::thread::sleep(Duration::from_secs(3));
+    signal("-CONT");
+    std::thread::sleep(Duration::from_millis(2500));
     signal("-INT");
     let out = child.wait_with_output().expect("wait");
     let text = format!(
