@@ -285,7 +285,13 @@ pub(super) fn collective_mismatch(lines: &[Line], out: &mut Vec<Finding>) {
     for ((op, nranks), calls) in by {
         let kinds: BTreeSet<(&str, u64, u32)> =
             calls.iter().map(|(_, f, c, d)| (*f, *c, *d)).collect();
-        if kinds.len() < 2 {
+        // One process with two calls at this opCount has two communicators of this size (TP
+        // and DP, say), whose numbers run apart: nothing to compare.
+        let mut procs = BTreeSet::new();
+        let one_comm = calls
+            .iter()
+            .all(|(l, ..)| procs.insert((l.file, l.host, l.pid)));
+        if kinds.len() < 2 || !one_comm {
             continue;
         }
         let mut seen = BTreeSet::new();

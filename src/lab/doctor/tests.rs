@@ -368,6 +368,15 @@ fn coll_lines_that_disagree_at_one_op_count_are_a_mismatch() {
     assert_eq!(mm.len(), 1, "{f:?}");
     assert!(mm[0].summary.contains("4096") && mm[0].summary.contains("2048"));
     assert_eq!(mm[0].evidence.len(), 2, "one line per distinct call");
+    // Two communicators of one size in one process (TP and DP): their opCounts run apart, and
+    // different calls at one number are no mismatch.
+    let two_comms = "a:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 4096 datatype 7 op 0 root 0 comm 0x5 [nranks=2] stream 0x9\n\
+                     a:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 65536 datatype 7 op 0 root 0 comm 0x8 [nranks=2] stream 0x9\n";
+    let f = one("x.log", two_comms);
+    assert!(
+        f.iter().all(|f| f.kind != Kind::CollectiveMismatch),
+        "{f:?}"
+    );
 }
 
 #[test]
