@@ -55,7 +55,10 @@ pub fn uid_in(table: &str, theirs: SocketAddr, ours: SocketAddr) -> Option<u32> 
         let f: Vec<&str> = line.split_whitespace().collect();
         let local = plain(parse_addr(f.get(1)?)?);
         let remote = plain(parse_addr(f.get(2)?)?);
-        (local == plain(theirs) && remote == plain(ours))
+        // ESTABLISHED only: a TIME_WAIT entry of an earlier connection with the same four
+        // addresses belongs to no process (uid 0).
+        let live = f.get(3).is_some_and(|st| *st == "01");
+        (live && local == plain(theirs) && remote == plain(ours))
             .then(|| f.get(7)?.parse().ok())
             .flatten()
     })
