@@ -199,8 +199,9 @@ const SAID: &[(Kind, &str, &str, &str)] = &[
          index: NCCL uses a GID (address) the other side cannot route to, such as the \
          link-local one",
         "Choose the RoCEv2 GID that carries the routable IP: `show_gids` lists them; set \
-         NCCL_IB_GID_INDEX to it (often 3), or from NCCL 2.21 leave NCCL_IB_ROCE_VERSION_NUM \
-         and NCCL_IB_ADDR_FAMILY to pick it.",
+         NCCL_IB_GID_INDEX to it (often 3), or, from NCCL 2.21, leave NCCL_IB_GID_INDEX unset \
+         and let NCCL pick by NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and \
+         NCCL_IB_ROCE_VERSION_NUM.",
         "`show_gids` (or /sys/class/infiniband/*/ports/*/gids) on both hosts: the index in use \
          has an fe80:: address or RoCE v1.",
     ),
@@ -228,9 +229,9 @@ const SAID: &[(Kind, &str, &str, &str)] = &[
         Kind::NcclTooOld,
         "CUDA could not run NCCL's kernels on this GPU: the NCCL build has no code for its \
          architecture (an NCCL release older than the GPU, or a build for other SMs)",
-        "Use an NCCL release that supports the GPU (Hopper needs 2.15+ built for sm_90, \
-         Blackwell 2.25+ built for sm_100/sm_120), usually by upgrading the framework wheel or \
-         the container image.",
+        "Use an NCCL build that includes the GPU's architecture (its compute capability), \
+         usually by upgrading the framework wheel or the container image, whose NCCL and CUDA \
+         are built for a list of architectures.",
         "The `NCCL version` banner and `nvidia-smi --query-gpu=compute_cap --format=csv`.",
     ),
     (
