@@ -1252,3 +1252,35 @@ fn ranks_given_different_call_counts_are_told_at_once() {
     // Told, not timed out: the message names the flag, no HANG.
     assert!(!err.contains("HANG"), "{err}");
 }
+
+/// `-w` is bounded as `-n` is (finding L5), and a one-rank table says that busbw is 0 by
+/// definition (L8).
+#[test]
+fn warmup_is_bounded_and_a_one_rank_table_says_what_it_is() {
+    let out = ringlab(&["bench", "-w", "99999999999"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--warmup_iters") && err.contains("0..=100000"),
+        "{err}"
+    );
+    let out = ringlab(&[
+        "bench",
+        "--backend",
+        "tcp",
+        "--nproc-per-node",
+        "1",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "-n",
+        "2",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("one rank moves no data") && err.contains("busbw is 0"),
+        "{err}"
+    );
+}
