@@ -5,7 +5,8 @@
 //! The prefixes, as each tool writes them:
 //! - Open MPI `mpirun --tag-output`: `[1,0]<stdout>:` (job, rank; no space after);
 //! - Slurm `srun -l`: `0: ` (the task number, right-aligned by width);
-//! - torchrun `--tee`/`--log-dir` and PyTorch's own: `[rank0]:`, `[default0]:`;
+//! - torchrun `--tee`/`--log-dir` and PyTorch's own: `[rank0]:`, `[default0]:`; another
+//!   launcher's `[trainer3]:`;
 //! - `kubectl logs --timestamps`: an RFC 3339 time and a space;
 //! - journald (`journalctl`): `Mar 05 10:11:12 host prog[123]: `;
 //! - docker compose: `svc_1  | ` (the service padded to the widest name);
@@ -92,6 +93,20 @@ fn torchrun(s: &str) -> Option<(Source, &str)> {
         Source::Rank(n.parse().ok()?),
         rest.strip_prefix(' ').unwrap_or(rest),
     ))
+}
+
+/// Any other launcher's `[label]:` (a job step's `[trainer3]:`, `[trainer0|0]:`): a label
+/// without spaces, so a time stamp in brackets is left alone.
+fn bracketed(s: &str) -> Option<(Source, &str)> {
+    let rest = s.strip_prefix('[')?;
+    let (tag, rest) = rest.split_once("]:")?;
+    let ok = !tag.is_empty() && tag.len() <= 40 && !tag.contains(char::is_whitespace);
+    ok.then(|| {
+        (
+            Source::Named(tag.to_string()),
+            rest.strip_prefix(' ').unwrap_or(rest),
+        )
+    })
 }
 
 /// `0: ` / ` 12: ` → task 0 / 12.
@@ -204,6 +219,7 @@ pub fn clean(raw: &str) -> Cleaned<'_> {
         }
         let stripped = mpirun(t)
             .or_else(|| torchrun(t))
+            .or_else(|| bracketed(t))
             .or_else(|| srun(t).filter(|(_, r)| looks_nccl(r)))
             .or_else(|| compose(t).filter(|(_, r)| looks_nccl(r)))
             .or_else(|| host_colon(t).filter(|(_, r)| looks_nccl(r)));
@@ -270,6 +286,10 @@ mod tests {
             (format!("  3: {LINE}"), Some(Source::Rank(3))),
             (format!("[rank3]: {LINE}"), Some(Source::Rank(3))),
             (format!("[default3]:{LINE}"), Some(Source::Rank(3))),
+            (
+                format!("[trainer0|0]:{LINE}"),
+                Some(Source::Named("trainer0|0".into())),
+            ),
             (
                 format!("trainer_1  | {LINE}"),
                 Some(Source::Named("trainer_1".into())),

@@ -703,11 +703,15 @@ fn host_pid_tid(tok: &str) -> Option<(String, u32, u32)> {
 /// One line of an NCCL log, in any release's shape: None for lines that are not NCCL's (an
 /// empty line, a program's own output).
 pub fn parse_line(raw: &str) -> Option<Line> {
-    let cleaned = input::clean(raw);
+    parse_cleaned(&input::clean(raw))
+}
+
+/// [`parse_line`] on a line [`input::clean`] has already taken apart.
+pub fn parse_cleaned(cleaned: &input::Cleaned) -> Option<Line> {
     let mut line = parse_clean(&cleaned.text)?;
-    line.source = cleaned.source;
+    line.source = cleaned.source.clone();
     if line.timestamp.is_none() {
-        line.timestamp = cleaned.stamp;
+        line.timestamp = cleaned.stamp.clone();
     }
     Some(line)
 }

@@ -94,6 +94,10 @@ pub struct Row {
     pub causes: Vec<String>,
     pub fix: String,
     pub confirm: String,
+    /// Characters of literal text in the format, spaces aside: how telling a whole match is.
+    pub literal: usize,
+    /// Length of the literal text before the first value: how telling a cut match is.
+    pub lead_len: usize,
 }
 
 /// A row's format, compiled: the pattern and how specific it is.
@@ -101,10 +105,8 @@ pub struct Row {
 struct Pattern {
     /// The literal text before the first conversion: a cheap first test.
     lead: String,
-    /// Characters of literal text in the whole format, spaces aside: the most specific match
-    /// wins; between equals, the one with more typed conversions (`%d`, `%p`: each a
-    /// constraint), then with fewer free ones (`%s`).
-    literal: usize,
+    /// Between rows whose literal text is as long ([`Row::literal`]), the one with more typed
+    /// conversions (`%d`, `%p`: each a constraint), then with fewer free ones (`%s`).
     typed: usize,
     free: usize,
     /// The newest release that prints the row (its first site): between rows NCCL prints
@@ -255,6 +257,7 @@ impl Table {
                 .find(|f| f.id == r.family)
                 .ok_or_else(|| format!("row `{}`: no family `{}`", r.format, r.family))?;
             let (source, lead, literal, (typed, free)) = format_regex(&r.format);
+            let lead_len = lead.trim_end().len();
             let newest = r
                 .sites
                 .first()
@@ -270,7 +273,6 @@ impl Table {
                 .unwrap_or_default();
             patterns.push(Pattern {
                 lead,
-                literal,
                 typed,
                 free,
                 newest,
@@ -292,6 +294,8 @@ impl Table {
                 severity: r.severity,
                 releases: r.releases,
                 sites: r.sites,
+                literal,
+                lead_len,
             });
         }
         let mut index: HashMap<(Level, String), Vec<usize>> = HashMap::new();
@@ -336,11 +340,11 @@ impl Table {
                 .iter()
                 .chain(&self.short)
                 .map(|&i| (&self.rows[i], &self.patterns[i]))
-                .filter(move |(r, p)| r.level == level && (p.literal > 0 || p.typed > 0))
+                .filter(move |(r, p)| r.level == level && (r.literal > 0 || p.typed > 0))
         };
         let whole = candidates()
             .filter(|(_, p)| text.starts_with(&p.lead) && p.is_match(text))
-            .max_by_key(|(_, p)| (p.literal, p.typed, std::cmp::Reverse(p.free), p.newest));
+            .max_by_key(|(r, p)| (r.literal, p.typed, std::cmp::Reverse(p.free), p.newest));
         if let Some((r, _)) = whole {
             return Some((r, Match::Whole));
         }
@@ -352,22 +356,6 @@ impl Table {
             })
             .max_by_key(|(_, p)| p.lead.len())
             .map(|(r, _)| (r, Match::Cut))
-    }
-
-    /// How long the literal text before a row's first value is.
-    pub fn lead_len(&self, row: &Row) -> usize {
-        self.rows
-            .iter()
-            .position(|r| std::ptr::eq(r, row))
-            .map_or(0, |i| self.patterns[i].lead.trim_end().len())
-    }
-
-    /// How many literal characters a row's format has (how telling a match on it is).
-    pub fn literal_len(&self, row: &Row) -> usize {
-        self.rows
-            .iter()
-            .position(|r| std::ptr::eq(r, row))
-            .map_or(0, |i| self.patterns[i].literal)
     }
 }
 

@@ -430,7 +430,8 @@ pub(super) fn no_socket_interface(
         .iter()
         .filter(|l| {
             matches!(l.m, Msg::NoSocketInterface | Msg::NoSubnetInterface { .. })
-                || l.msg.contains("is neither AF_INET(")
+                || l.row_id()
+                    .is_some_and(|id| id.starts_with("socket-family-invalid"))
         })
         // A container's missing subnet is the container-network finding's.
         .filter(|l| !rests_on(out, l))
@@ -516,7 +517,7 @@ fn ib_hardware<'a>(lines: &'a [Line<'a>], uses: &'a [IfaceUse<'a>]) -> Option<&'
         .or_else(|| {
             lines.iter().find(|l| {
                 (l.msg.starts_with("NET/IB : Using [") && !l.msg.contains("No device"))
-                    || l.msg.starts_with("NET/IB : Unable to open device")
+                    || l.row_id() == Some("ib-open-device-failed")
                     || l.msg.starts_with("Using network IB")
                     || matches!(parse_transport(l.m), Some((Transport::NetIb, _)))
             })
@@ -643,7 +644,7 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], span: Span, out: &mu
             // A job across hosts with IB hardware in sight: the fallback costs (an error).
             // A device seen but not opened is the cause itself, whatever the span. Without
             // IB hardware in the log, sockets may be all there is: a note, exit 0.
-            let unopened = ib_hw.is_some_and(|l| l.msg.starts_with("NET/IB : Unable to open"));
+            let unopened = ib_hw.is_some_and(|l| l.row_id() == Some("ib-open-device-failed"));
             let severity = match (span, ib_hw) {
                 (Span::Hosts, Some(_)) => Severity::Error,
                 _ if unopened => Severity::Error,

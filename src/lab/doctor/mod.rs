@@ -183,9 +183,19 @@ struct Line<'a> {
     m: &'a Msg,
     /// The whole line, parsed.
     p: &'a nccl_log::Line,
+    /// A WARN's row in NCCL's message table, and how it matched.
+    row: Option<Named>,
 }
 
+/// A row of NCCL's message table and how a line matched it.
+type Named = (&'static nccl_log::warnings::Row, nccl_log::warnings::Match);
+
 impl Line<'_> {
+    /// The id of the table row that names this WARN, where it has one.
+    fn row_id(&self) -> Option<&'static str> {
+        self.row.and_then(|(r, _)| r.id.as_deref())
+    }
+
     fn evidence(&self) -> (String, usize, String) {
         (
             self.file.to_string(),
@@ -201,6 +211,16 @@ struct Parsed<'a> {
     no: usize,
     text: &'a str,
     line: nccl_log::Line,
+    row: Option<Named>,
+}
+
+/// A WARN's row: by the WARN rows, else by the INFO ones (NCCL prints a WARN as an INFO inside
+/// NOWARN, 2.28.9 src/debug.cc:280, and some builds the other way).
+fn name_warning(text: &str) -> Option<Named> {
+    let table = nccl_log::warnings::Table::shipped();
+    table
+        .name(nccl_log::Level::Warn, text)
+        .or_else(|| table.name(nccl_log::Level::Info, text))
 }
 
 /// Every NCCL line of every file, parsed, in order (empty lines, such as the one before each
@@ -213,23 +233,32 @@ fn parse_files(files: &[(String, String)]) -> Vec<Parsed<'_>> {
         let mut quoted = false;
         for (i, t) in text.lines().enumerate() {
             let after_last_error = std::mem::take(&mut quoted);
-            let at = |line| Parsed {
+            // Each WARN is named once, here (what was named to find it is kept).
+            let at = |line: nccl_log::Line, row: Option<Option<Named>>| Parsed {
                 file,
                 no: i + 1,
                 text: t,
+                row: row.unwrap_or_else(|| {
+                    (line.level == nccl_log::Level::Warn)
+                        .then(|| name_warning(&line.text))
+                        .flatten()
+                }),
                 line,
             };
             let c = nccl_log::input::clean(t);
             // PyTorch's message run into one line: `… NCCL version 2.18.5 … Last error: …`.
             if let Some(inline) = nccl_log::input::inline_last_error(&c.text) {
-                out.push(at(nccl_log::Line::bare(nccl_log::Level::Warn, &inline)));
+                out.push(at(
+                    nccl_log::Line::bare(nccl_log::Level::Warn, &inline),
+                    None,
+                ));
             }
-            match nccl_log::parse_line(t) {
-                Some(l) => out.push(at(l)),
+            match nccl_log::parse_cleaned(&c) {
+                Some(l) => out.push(at(l, None)),
                 None => {
                     quoted = nccl_log::input::announces_last_error(&c.text);
-                    if let Some(l) = bare_warning(&c.text, after_last_error) {
-                        out.push(at(l));
+                    if let Some((l, row)) = bare_warning(&c.text, after_last_error) {
+                        out.push(at(l, row));
                     }
                 }
             }
@@ -241,28 +270,28 @@ fn parse_files(files: &[(String, String)]) -> Vec<Parsed<'_>> {
 /// A line that is one of NCCL's WARN messages without NCCL's header: the message PyTorch
 /// quotes after `Last error:`, nccl-tests' `HOST: Test CUDA failure common.cu:941 '…'`, or a
 /// line that is, whole, a WARN of the table with enough literal text to be sure.
-fn bare_warning(text: &str, quoted: bool) -> Option<nccl_log::Line> {
-    let table = nccl_log::warnings::Table::shipped();
+/// With the row that named it where naming is how it was found (None: name it later).
+fn bare_warning(text: &str, quoted: bool) -> Option<(nccl_log::Line, Option<Option<Named>>)> {
     let text = text.trim();
     if text.is_empty() || text.len() > 512 {
         return None;
     }
-    let warn = |t: &str| Some(nccl_log::Line::bare(nccl_log::Level::Warn, t));
+    let warn = |t: &str| nccl_log::Line::bare(nccl_log::Level::Warn, t);
     if quoted {
-        return warn(text);
+        return Some((warn(text), None));
     }
     if let Some(t) = nccl_log::input::nccl_tests_failure(text) {
-        return warn(t);
+        return Some((warn(t), None));
     }
-    table
+    nccl_log::warnings::Table::shipped()
         .name(nccl_log::Level::Warn, text)
         // Whole, with enough literal text; or cut (a message split over lines when it was
         // pasted) where the part before its first value is long enough to be NCCL's alone.
         .filter(|(r, how)| match how {
-            nccl_log::warnings::Match::Whole => table.literal_len(r) >= 24,
-            nccl_log::warnings::Match::Cut => table.lead_len(r) >= 32,
+            nccl_log::warnings::Match::Whole => r.literal >= 24,
+            nccl_log::warnings::Match::Cut => r.lead_len >= 32,
         })
-        .and_then(|_| warn(text))
+        .map(|named| (warn(text), Some(Some(named))))
 }
 
 fn lines_of<'a>(parsed: &'a [Parsed<'a>]) -> Vec<Line<'a>> {
@@ -277,6 +306,7 @@ fn lines_of<'a>(parsed: &'a [Parsed<'a>]) -> Vec<Line<'a>> {
             msg: &p.line.text,
             m: &p.line.msg,
             p: &p.line,
+            row: p.row,
         })
         .collect()
 }
