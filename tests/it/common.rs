@@ -101,3 +101,24 @@ impl Drop for Stranger {
         let _ = Command::new("userdel").arg(&self.name).output();
     }
 }
+
+/// `ringlab ARGS` as rank `rank` of a two-rank torchrun-style job on this host's loopback
+/// (RANK, WORLD_SIZE, LOCAL_*, MASTER_*, no RINGLAB_TOKEN). `one_per_node`: each rank a node
+/// of its own, as on two hosts.
+pub fn torchrun_rank(args: &[&str], rank: usize, one_per_node: bool, port: u16) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringlab"));
+    let (local_rank, local_size) = if one_per_node {
+        ("0".to_string(), "1")
+    } else {
+        (rank.to_string(), "2")
+    };
+    c.args(args)
+        .env_remove("RINGLAB_TOKEN")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_RANK", local_rank)
+        .env("LOCAL_WORLD_SIZE", local_size)
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string());
+    c
+}

@@ -47,22 +47,14 @@ fn a_connection_another_uid_owns_is_refused_and_ones_own_admitted() {
 #[test]
 fn a_job_across_hosts_needs_a_secret_token() {
     let home = tempfile::tempdir().expect("home");
+    // Rank 1 of 2, one per node: rank 0 (never started) would be on another host.
     let run = |extra: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ringlab"));
-        c.args(["sanity", "--backend", "tcp", "--timeout", "2"])
-            .args(extra)
-            .env_remove("RINGLAB_TOKEN")
+        let mut args = vec!["sanity", "--backend", "tcp", "--timeout", "2"];
+        args.extend_from_slice(extra);
+        crate::common::torchrun_rank(&args, 1, true, 29977)
             .env("RINGLAB_HOME", home.path())
-            // Rank 1 of 2, one per node: rank 0 (never started) would be on another host.
-            .envs([
-                ("RANK", "1"),
-                ("WORLD_SIZE", "2"),
-                ("LOCAL_RANK", "0"),
-                ("LOCAL_WORLD_SIZE", "1"),
-                ("MASTER_ADDR", "127.0.0.1"),
-                ("MASTER_PORT", "29977"),
-            ]);
-        c.output().expect("run")
+            .output()
+            .expect("run")
     };
     let out = run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -82,27 +74,22 @@ fn a_job_across_hosts_needs_a_secret_token() {
 #[test]
 fn ranks_across_hosts_share_rank_0s_private_token_file() {
     let home = tempfile::tempdir().expect("home");
-    let port = (21000 + std::process::id() % 20000).to_string();
-    let rank = |r: &str| {
-        Command::new(env!("CARGO_BIN_EXE_ringlab"))
-            .args(["sanity", "--backend", "tcp", "--timeout", "30"])
-            .env_remove("RINGLAB_TOKEN")
-            .env("RINGLAB_HOME", home.path())
-            .envs([
-                ("RANK", r),
-                ("WORLD_SIZE", "2"),
-                ("LOCAL_RANK", "0"),
-                ("LOCAL_WORLD_SIZE", "1"),
-                ("MASTER_ADDR", "127.0.0.1"),
-                ("MASTER_PORT", port.as_str()),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn")
+    let port = (21000 + std::process::id() % 20000) as u16;
+    let rank = |r: usize| {
+        crate::common::torchrun_rank(
+            &["sanity", "--backend", "tcp", "--timeout", "30"],
+            r,
+            true,
+            port,
+        )
+        .env("RINGLAB_HOME", home.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
     };
-    let zero = rank("0");
-    let one = rank("1");
+    let zero = rank(0);
+    let one = rank(1);
     let (zero, one) = (
         zero.wait_with_output().expect("rank 0"),
         one.wait_with_output().expect("rank 1"),

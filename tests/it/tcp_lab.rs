@@ -1213,10 +1213,10 @@ fn a_killed_rank_is_named_first_on_every_transport() {
 /// of waiting out the timeout (finding L2).
 #[test]
 fn ranks_given_different_call_counts_are_told_at_once() {
-    let port = (20000 + std::process::id() % 20000).to_string();
-    let rank = |r: &str, iters: &str| {
-        Command::new(env!("CARGO_BIN_EXE_ringlab"))
-            .args([
+    let port = (20000 + std::process::id() % 20000) as u16;
+    let rank = |r: usize, iters: &str| {
+        crate::common::torchrun_rank(
+            &[
                 "bench",
                 "--backend",
                 "tcp",
@@ -1228,22 +1228,18 @@ fn ranks_given_different_call_counts_are_told_at_once() {
                 iters,
                 "--timeout",
                 "60",
-            ])
-            .envs([
-                ("RANK", r),
-                ("WORLD_SIZE", "2"),
-                ("LOCAL_RANK", r),
-                ("LOCAL_WORLD_SIZE", "2"),
-                ("MASTER_ADDR", "127.0.0.1"),
-                ("MASTER_PORT", port.as_str()),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn")
+            ],
+            r,
+            false,
+            port,
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
     };
-    let mut zero = rank("0", "100");
-    let one = rank("1", "200").wait_with_output().expect("rank 1");
+    let mut zero = rank(0, "100");
+    let one = rank(1, "200").wait_with_output().expect("rank 1");
     let err = String::from_utf8_lossy(&one.stderr);
     let _ = zero.kill();
     let _ = zero.wait();

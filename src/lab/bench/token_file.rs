@@ -16,10 +16,7 @@ use super::world::World;
 
 /// Where this job's token file is, in ringlab's home `home`.
 pub fn path(home: &Path, w: &World) -> PathBuf {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{}/{}", w.launcher, w.job).bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = super::world::fnv(format!("{}/{}", w.launcher, w.job).as_bytes());
     home.join("jobs")
         .join(format!("{}-{h:016x}.token", w.launcher))
 }

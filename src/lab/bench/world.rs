@@ -76,7 +76,7 @@ impl World {
 }
 
 /// FNV-1a, 64 bits: a stable hash of the job's name (not for security).
-fn fnv(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
