@@ -191,6 +191,43 @@ fn the_doctor_names_the_causes_of_real_logs() {
         "{shown_right} of {shown} right where the log shows the cause: under 90 %:\n{report}"
     );
     assert!(causes.len() >= 15, "{} causes: at least 15", causes.len());
+    // The README states the score: it is this run's, not a number typed once and left.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let healthy = all.iter().filter(|(_, c)| c.expect.is_empty()).count();
+    for said in [
+        format!("holds {n} logs"),
+        format!("none, for {healthy} healthy logs"),
+        format!("**{right} right, {partial} partial, {silent} silent, {wrong} wrong of {n}**"),
+        format!("{shown_right} of {shown} right where"),
+        format!("({} causes)", causes.len()),
+    ] {
+        assert!(readme.contains(&said), "README should say `{said}`");
+    }
+}
+
+/// The README's counts of NCCL's message table are the table's.
+#[test]
+fn the_readme_counts_the_message_table_as_it_is() {
+    let t = ringlab::nccl_log::warnings::Table::shipped();
+    let sites = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/nccl_log/warns-v2.28.9.txt"
+    ))
+    .expect("the list");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        format!("{} rows in {} families", t.rows.len(), t.families.len()),
+        format!(
+            "the {} WARN calls of 2.28.9",
+            sites.lines().filter(|l| !l.trim().is_empty()).count()
+        ),
+    ] {
+        assert!(flat.contains(&said), "README should say `{said}`");
+    }
 }
 
 /// What the corpus is for: every launcher prefix the doctor reads is in it.
