@@ -8,6 +8,12 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// This process's effective user: whose files and connections are "ours".
+pub fn euid() -> libc::uid_t {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// A new private folder `base/PREFIXxxxxxxxxxxxx` (12 random characters), kept until the
 /// caller removes it. Errors name the folder.
 pub fn fresh_dir(base: &Path, prefix: &str) -> io::Result<PathBuf> {

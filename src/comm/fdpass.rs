@@ -61,11 +61,7 @@ pub fn peer_cred(s: &impl AsRawFd) -> io::Result<Cred> {
     })
 }
 
-/// This process's effective user.
-pub fn euid() -> libc::uid_t {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub use crate::private::euid;
 
 /// A rank's listening socket, and the name partners dial.
 pub struct Listener {

@@ -72,8 +72,7 @@ pub fn check(conn: &TcpStream) -> io::Result<()> {
     if !is_ours(plain(theirs).ip()) {
         return Ok(());
     }
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::private::euid();
     // This thread's network namespace, which may not be the process's: the hang lab's store
     // listens inside a node's namespace from a thread that entered it (/proc/net is the
     // main thread's).

@@ -21,18 +21,13 @@ pub fn path(home: &Path, w: &World) -> PathBuf {
         .join(format!("{}-{h:016x}.token", w.launcher))
 }
 
-// SAFETY: geteuid cannot fail.
-fn me() -> u32 {
-    unsafe { libc::geteuid() }
-}
-
 /// The folder, made if need be (0700), and refused unless it is this user's and closed to
 /// others.
 fn folder(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     let m = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !m.is_dir() || m.uid() != me() || m.mode() & 0o077 != 0 {
+    if !m.is_dir() || m.uid() != crate::private::euid() || m.mode() & 0o077 != 0 {
         return Err(format!(
             "{} is not a folder only you can use (mode {:o}, owner uid {}): refusing to keep a \
              job's token there",
@@ -89,7 +84,7 @@ fn read_once(p: &Path, started: SystemTime) -> Result<Option<Token>, String> {
         Err(e) => return Err(format!("{}: {e}", p.display())),
     };
     let m = f.metadata().map_err(|e| format!("{}: {e}", p.display()))?;
-    if !m.is_file() || m.uid() != me() || m.mode() & 0o077 != 0 {
+    if !m.is_file() || m.uid() != crate::private::euid() || m.mode() & 0o077 != 0 {
         return Err(format!(
             "{} is not a file only you can read (mode {:o}, owner uid {}): refusing its token",
             p.display(),

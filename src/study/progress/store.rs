@@ -238,7 +238,7 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return out;
     };
-    // SAFETY: access and statvfs read a NUL-terminated path; st is a valid out pointer.
+    // SAFETY: access reads a NUL-terminated path.
     unsafe {
         if libc::access(c.as_ptr(), libc::W_OK) != 0 {
             out.push(format!(
@@ -246,15 +246,13 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
                 std::io::Error::last_os_error()
             ));
         }
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut st) == 0 {
-            let free = st.f_bavail as u64 * st.f_frsize as u64;
-            if free < 1 << 20 {
-                out.push(format!(
-                    "the file system of {shown} is full ({free} bytes free): progress will not be saved"
-                ));
-            }
-        }
+    }
+    if let Some(free) = crate::files::free_bytes(dir)
+        && free < 1 << 20
+    {
+        out.push(format!(
+            "the file system of {shown} is full ({free} bytes free): progress will not be saved"
+        ));
     }
     out
 }

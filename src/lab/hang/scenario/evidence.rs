@@ -111,7 +111,7 @@ pub(super) fn train_evidence(
         Err(e) => {
             d.explanation = format!("no flight recorder to read: {e}");
             // The usual reason the ranks could not write them: a full /dev/shm (L10).
-            if let Some(free) = super::run::shm_free(dir)
+            if let Some(free) = crate::files::free_bytes(dir)
                 && free < 1 << 20
             {
                 d.explanation.push_str(&format!(

@@ -308,7 +308,7 @@ pub(super) fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, Stri
     let shm = std::path::Path::new("/dev/shm");
     // A /dev/shm with no room would leave the ranks unable to write their recorders: the
     // temporary folder then, slower but there.
-    let roomy = shm_free(shm).is_none_or(|free| free >= TRACE_DIR_ROOM);
+    let roomy = crate::files::free_bytes(shm).is_none_or(|free| free >= TRACE_DIR_ROOM);
     let base = if shm.is_dir()
         && roomy
         && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
@@ -337,20 +337,6 @@ pub const TRACE_DIR_KEEP: std::time::Duration = std::time::Duration::from_secs(2
 
 /// The room a run's flight recorders need in /dev/shm (a few hundred KiB, with margin).
 const TRACE_DIR_ROOM: u64 = 8 << 20;
-
-/// Bytes free for this user in the file system at `path` (statvfs), if it can be asked.
-pub fn shm_free(path: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: statvfs fills the buffer it is given for a NUL-terminated path, or fails.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so the buffer is filled.
-    let st = unsafe { st.assume_init() };
-    Some(st.f_bavail.saturating_mul(st.f_frsize))
-}
 
 /// [`remove_old_trace_dirs`], for folders untouched for `quiet`.
 fn remove_trace_dirs_quiet_for(quiet: std::time::Duration) -> (Vec<String>, Vec<String>) {
