@@ -821,8 +821,8 @@ fn hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x").unwrap_or(s), 16).ok()
 }
 
-/// The word after `key ` in `text`.
-fn after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+/// The word after `key ` in `text` (`nNodes 2` → `2`).
+pub fn after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let mut words = text.split_whitespace();
     while let Some(w) = words.next() {
         if w == key {

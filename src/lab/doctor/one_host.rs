@@ -22,7 +22,7 @@ pub(super) fn span(lines: &[Line], hosts: &BTreeSet<&str>) -> Span {
     }
     let nodes: Vec<u64> = lines
         .iter()
-        .filter_map(|l| after_word(l.msg, "nNodes").and_then(|n| n.parse().ok()))
+        .filter_map(|l| nccl_log::after(l.msg, "nNodes").and_then(|n| n.parse().ok()))
         .collect();
     if nodes.iter().any(|&n| n > 1) {
         return Span::Hosts;
@@ -42,13 +42,6 @@ pub(super) fn span(lines: &[Line], hosts: &BTreeSet<&str>) -> Span {
     } else {
         Span::Unknown
     }
-}
-
-/// The word after `key` in `text` (`nNodes 2` → `2`).
-fn after_word<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    let mut w = text.split_whitespace();
-    w.by_ref().find(|x| *x == key)?;
-    w.next()
 }
 
 /// Interfaces that exist to connect containers, VMs or a VPN on one machine: Docker's
