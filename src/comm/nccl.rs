@@ -115,6 +115,66 @@ pub mod api {
         }
     }
 
+    /// NCCL_CONFIG_UNDEF_INT: "NCCL picks" (nccl.h).
+    pub const UNDEF_INT: c_int = c_int::MIN;
+
+    /// `ncclConfig_t` as NVIDIA/nccl v2.28.9-1 `src/nccl.h.in:74-93` lays it out (every release
+    /// since 2.14 only appended fields). NCCL copies min(`size`, its own sizeof) bytes over its
+    /// defaults and resets the fields newer than `version` (`src/init.cc:1804-1848`), so 2.18 to
+    /// 2.27 read the head they know and 2.28+ the whole of it.
+    #[repr(C)]
+    pub struct Config28 {
+        size: usize,
+        magic: u32,
+        version: u32,
+        blocking: c_int,
+        cga_cluster_size: c_int,
+        min_ctas: c_int,
+        max_ctas: c_int,
+        net_name: *const std::ffi::c_char,
+        split_share: c_int,
+        traffic_class: c_int,
+        comm_name: *const std::ffi::c_char,
+        collnet_enable: c_int,
+        cta_policy: c_int,
+        shrink_share: c_int,
+        nvls_ctas: c_int,
+        n_channels_per_net_peer: c_int,
+        nvlink_centric_sched: c_int,
+    }
+
+    impl Config28 {
+        /// NCCL_VERSION(2, 28, 0).
+        pub const VERSION: u32 = 22800;
+
+        /// The communicator ringlab times on, split from the non-blocking one once its init
+        /// has settled: blocking (a call returns when its work is on the stream, with no
+        /// thread launched per call: H1), sharing the parent's resources (`splitShare`), and
+        /// NVLink-centric scheduling on, as nccl-tests v2.19.6 sets it for NCCL >= 2.28
+        /// (`src/common.cu:204-205`; NCCL reads it on sm >= 100 with CUDA 13 only).
+        pub fn timed() -> Self {
+            Self {
+                size: std::mem::size_of::<Self>(),
+                magic: Config14::MAGIC,
+                version: Self::VERSION,
+                blocking: 1,
+                cga_cluster_size: UNDEF_INT,
+                min_ctas: UNDEF_INT,
+                max_ctas: UNDEF_INT,
+                net_name: std::ptr::null(),
+                split_share: 1,
+                traffic_class: UNDEF_INT,
+                comm_name: std::ptr::null(),
+                collnet_enable: UNDEF_INT,
+                cta_policy: UNDEF_INT,
+                shrink_share: UNDEF_INT,
+                nvls_ctas: UNDEF_INT,
+                n_channels_per_net_peer: UNDEF_INT,
+                nvlink_centric_sched: 1,
+            }
+        }
+    }
+
     type Op7 =
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Code;
 
@@ -126,6 +186,9 @@ pub mod api {
         pub comm_init_rank_config:
             Option<unsafe extern "C" fn(*mut Comm, c_int, Id, c_int, *mut Config14) -> Code>,
         pub comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Code,
+        /// (comm, color, key, newcomm, config); NCCL >= 2.18.
+        pub comm_split:
+            Option<unsafe extern "C" fn(Comm, c_int, c_int, *mut Comm, *mut Config28) -> Code>,
         /// NCCL >= 2.14.
         pub comm_finalize: Option<unsafe extern "C" fn(Comm) -> Code>,
         pub comm_destroy: unsafe extern "C" fn(Comm) -> Code,
@@ -190,6 +253,7 @@ pub mod api {
                 comm_init_rank: need!("ncclCommInitRank"),
                 comm_init_rank_config: may!("ncclCommInitRankConfig"),
                 comm_init_all: need!("ncclCommInitAll"),
+                comm_split: may!("ncclCommSplit"),
                 comm_finalize: may!("ncclCommFinalize"),
                 comm_destroy: need!("ncclCommDestroy"),
                 comm_abort: need!("ncclCommAbort"),
@@ -466,9 +530,16 @@ pub struct NcclRank {
     world: usize,
     /// ncclCommAbort ran: the communicator is gone and must not be destroyed.
     aborted: bool,
-    /// Made non-blocking (ncclCommInitRankConfig, blocking = 0): a call may return
-    /// ncclInProgress, and the communicator is then polled until it settles.
-    nonblocking: bool,
+    /// The non-blocking communicator `comm` was split from ([`split_blocking`]): kept for the
+    /// life of the child (they share resources), destroyed or aborted after it.
+    parent: Option<nsys::ncclComm_t>,
+    /// [`NcclRank::close`] ran: nothing is left to tear down.
+    closed: bool,
+    /// The one communicator (and its parent) of this process ([`NcclRank::init`]): finalized
+    /// before it is destroyed. ncclCommInitAll's, driven together from one thread, are only
+    /// destroyed one by one, as nccl-tests does (a finalize of one alone could wait on the
+    /// others).
+    alone: bool,
     /// How long such a settle, or the init, may take before it counts as a hang.
     allowance: Duration,
     /// Progress marks: an event recorded after every so many launched bytes or calls, so a
@@ -573,8 +644,77 @@ fn settle(
                 }
             )));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        pause(t0.elapsed());
     }
+}
+
+/// How a poll loop waits between polls of NCCL: spin (yielding) for the first 2 ms, where a
+/// collective's launch on a non-blocking communicator settles (tens of µs: a sleep there
+/// would cost every call a millisecond, H1), then sleep with a backoff up to 1 ms for what
+/// takes longer (an init, a connect).
+fn pause(waited: Duration) {
+    if waited < Duration::from_millis(2) {
+        std::thread::yield_now();
+    } else {
+        let us = (waited.as_micros() / 20).clamp(50, 1000) as u64;
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+/// What `NCCL_COMM_BLOCKING` in the environment makes of every communicator's `blocking`
+/// (NVIDIA/nccl v2.28.9-1 `src/init.cc:1647-1649`, envConfigOverride: 0 or 1 wins over the
+/// config, anything else is ignored; NCCL_PARAM reads it with strtoll, base 0).
+pub fn env_blocking(value: Option<&str>) -> Option<bool> {
+    let v = value?.trim();
+    let n = if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()?
+    } else {
+        v.parse::<i64>().ok()?
+    };
+    match n {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+/// The communicator to time on (H1). From NCCL 2.23 every call on a non-blocking communicator
+/// launches its work on a new thread and returns ncclInProgress (NVIDIA/nccl v2.28.9-1
+/// `src/include/group.h:123` takes the group's mode from the communicator, `src/group.cc:706-738`
+/// creates the thread), so timing there would time a thread launch and a poll per call; PyTorch
+/// and nccl-tests time on blocking communicators. So once the non-blocking init (kept: it is
+/// what lets a rank abort a stuck init itself) has settled, every rank splits it into a
+/// blocking child of the same ranks (color 0, key = rank) sharing its resources. The split
+/// runs under the parent's mode (its job is queued on the parent, `src/group.cc:28-60`), so it
+/// is polled and abortable like the init. None where there is nothing to split: NCCL < 2.18
+/// (no ncclCommSplit), or `NCCL_COMM_BLOCKING=1` already made the parent blocking.
+/// `NCCL_COMM_BLOCKING=0` makes the child non-blocking too (envConfigOverride); calls are then
+/// settled one by one, as asked.
+fn split_blocking(
+    a: &api::Api,
+    parent: nsys::ncclComm_t,
+    rank: usize,
+    allowance: Duration,
+) -> Result<Option<nsys::ncclComm_t>, WaitFault> {
+    let env = std::env::var("NCCL_COMM_BLOCKING").ok();
+    let (Some(split), false) = (a.comm_split, env_blocking(env.as_deref()) == Some(true)) else {
+        return Ok(None);
+    };
+    let mut child: nsys::ncclComm_t = std::ptr::null_mut();
+    let mut cfg = api::Config28::timed();
+    // SAFETY: parent is a live, settled communicator; child and cfg are valid pointers.
+    let r = unsafe { split(parent, 0, rank as c_int, &mut child, &mut cfg) };
+    if !matches!(r, api::SUCCESS | api::IN_PROGRESS) {
+        return Err(WaitFault::Error(describe("ncclCommSplit", r, parent)));
+    }
+    // NCCL stores the child only when the split is done (ncclCommInitRankFunc).
+    settle(a, parent, "ncclCommSplit", allowance)?;
+    if child.is_null() {
+        return Err(WaitFault::Error(
+            "ncclCommSplit settled without a communicator".into(),
+        ));
+    }
+    Ok(Some(child))
 }
 
 /// The phase a rank reports while it creates its CUDA context: the launcher's watchdog gives
@@ -617,7 +757,7 @@ impl NcclRank {
             internal: id.map(|b| b as std::ffi::c_char),
         };
         let mut comm: nsys::ncclComm_t = std::ptr::null_mut();
-        let nonblocking = a.comm_init_rank_config.is_some();
+        let mut parent = None;
         match a.comm_init_rank_config {
             Some(f) => {
                 let what = "ncclCommInitRankConfig";
@@ -627,22 +767,27 @@ impl NcclRank {
                 let done = match r {
                     api::SUCCESS | api::IN_PROGRESS if !comm.is_null() => {
                         settle(a, comm, what, allowance)
+                            .and_then(|()| split_blocking(a, comm, rank, allowance))
                     }
                     _ => Err(WaitFault::Error(describe(what, r, comm))),
                 };
-                if let Err(e) = done {
-                    if !comm.is_null() {
-                        // SAFETY: NCCL allows an abort of a communicator whose init is in
-                        // progress or failed (it stops and joins its init thread).
-                        unsafe { (a.comm_abort)(comm) };
+                match done {
+                    Ok(Some(child)) => parent = Some(std::mem::replace(&mut comm, child)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        if !comm.is_null() {
+                            // SAFETY: NCCL allows an abort of a communicator whose init is in
+                            // progress or failed (it stops and joins its init thread).
+                            unsafe { (a.comm_abort)(comm) };
+                        }
+                        return Err(match e {
+                            WaitFault::Timeout(m) => WaitFault::Timeout(format!(
+                                "rank {rank}: {m}; aborted the communicator (a peer that never \
+                                 joined, or a bootstrap that cannot reach the root?)"
+                            )),
+                            other => other,
+                        });
                     }
-                    return Err(match e {
-                        WaitFault::Timeout(m) => WaitFault::Timeout(format!(
-                            "rank {rank}: {m}; aborted the communicator (a peer that never \
-                             joined, or a bootstrap that cannot reach the root?)"
-                        )),
-                        other => other,
-                    });
                 }
             }
             None => {
@@ -656,10 +801,12 @@ impl NcclRank {
             ctx,
             stream,
             comm,
+            parent,
             rank,
             world,
             aborted: false,
-            nonblocking,
+            closed: false,
+            alone: true,
             allowance,
             marks: Default::default(),
             since_mark: (0, 0),
@@ -685,7 +832,23 @@ impl NcclRank {
         // SAFETY: comms has room for `devices` communicators; ordinals lists as many devices.
         let r =
             unsafe { (a.comm_init_all)(comms.as_mut_ptr(), devices as c_int, ordinals.as_ptr()) };
-        check("ncclCommInitAll", r, std::ptr::null_mut())?;
+        // Blocking by default (no config), but `NCCL_COMM_BLOCKING=0` makes even these
+        // non-blocking (envConfigOverride): ncclInProgress, and each is polled until it settles.
+        let what = "ncclCommInitAll";
+        let settled = match r {
+            api::IN_PROGRESS if comms.iter().all(|c| !c.is_null()) => comms
+                .iter()
+                .try_for_each(|&c| settle(a, c, what, Duration::from_secs(60)))
+                .map_err(|(WaitFault::Error(m) | WaitFault::Timeout(m))| m),
+            r => check(what, r, std::ptr::null_mut()),
+        };
+        if let Err(e) = settled {
+            for &c in comms.iter().filter(|c| !c.is_null()) {
+                // SAFETY: each was returned by ncclCommInitAll and is aborted once.
+                unsafe { (a.comm_abort)(c) };
+            }
+            return Err(e);
+        }
         Ok(parts
             .into_iter()
             .zip(comms)
@@ -696,9 +859,10 @@ impl NcclRank {
                 comm,
                 rank,
                 world: devices,
+                parent: None,
                 aborted: false,
-                // ncclCommInitAll has no config: blocking communicators.
-                nonblocking: false,
+                closed: false,
+                alone: false,
                 allowance: Duration::from_secs(60),
                 marks: Default::default(),
                 since_mark: (0, 0),
@@ -758,7 +922,7 @@ impl NcclRank {
         count: usize,
         shift: usize,
         bufs: Bufs<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WaitFault> {
         let es = dtype.size();
         // This rank's chunk, as the schedules and the checker define it: reduce-scatter leaves
         // its result there, all-gather takes its contribution from there (nccl-tests' in-place
@@ -769,25 +933,19 @@ impl NcclRank {
             Bufs::OutOfPlace(s, r) => (s.len(), r.len()),
         };
         if !shift.is_multiple_of(es) {
-            return Err(format!(
+            return Err(WaitFault::Error(format!(
                 "{}: a shift of {shift} B is not a whole number of {es}-byte elements",
                 coll.nccl_api()
-            ));
+            )));
         }
         // What is left of each buffer past the shift must hold the call.
         let (send_len, recv_len) = (
             send_len.saturating_sub(shift),
             recv_len.saturating_sub(shift),
         );
-        check_bufs(coll, count, es, self.world, root, send_len, recv_len)?;
-        if coll == Collective::AllToAll && matches!(bufs, Bufs::InPlace(_)) {
-            return Err(
-                "alltoall: NCCL has no in-place all-to-all (nccl-tests does not check it either); \
-                 run it out of place"
-                    .into(),
-            );
-        }
-        let a = api::get()?;
+        check_bufs(coll, count, es, self.world, root, send_len, recv_len)
+            .map_err(WaitFault::Error)?;
+        let a = api::get().map_err(WaitFault::Error)?;
         let ty = nccl_type(dtype) as c_int;
         let rop = nccl_op(op) as c_int;
         let stream = self.stream.cu_stream() as nsys::cudaStream_t;
@@ -821,7 +979,8 @@ impl NcclRank {
         };
         // SAFETY: the pointers address live device buffers holding the call past the shift
         // (checked above), the communicator is initialised, and the stream belongs to this
-        // rank's context. In-place send/recv passes one buffer as both, as nccl-tests does.
+        // rank's context. In-place send/recv and all-to-all pass one buffer as both, as
+        // nccl-tests does (timed, never checked: the sends and receives race on a GPU).
         let r = unsafe {
             match coll {
                 Collective::AllReduce => {
@@ -885,14 +1044,12 @@ impl NcclRank {
         };
         match r {
             api::SUCCESS => {}
-            // A non-blocking communicator may still be connecting (NCCL >= 2.22 connects at
-            // the first collective): it must settle before the next call.
-            api::IN_PROGRESS if self.nonblocking => {
-                settle(a, comm, coll.nccl_api(), self.allowance).map_err(|e| match e {
-                    WaitFault::Error(m) | WaitFault::Timeout(m) => m,
-                })?
-            }
-            code => return Err(describe(coll.nccl_api(), code, comm)),
+            // Only a non-blocking communicator answers so (NCCL_COMM_BLOCKING=0, or a NCCL
+            // without ncclCommSplit): its launch runs on NCCL's thread, connecting first where
+            // NCCL >= 2.22 connects at the first call, and must settle before the next call.
+            // Still unsettled after the allowance is a hang, not an error (M1).
+            api::IN_PROGRESS => settle(a, comm, coll.nccl_api(), self.allowance)?,
+            code => return Err(WaitFault::Error(describe(coll.nccl_api(), code, comm))),
         }
         self.since_mark.0 += count * es;
         self.since_mark.1 += 1;
@@ -930,12 +1087,15 @@ impl NcclRank {
         on_progress: &mut dyn FnMut(),
     ) -> Result<(), WaitFault> {
         use cudarc::driver::sys::{CUresult, cuStreamQuery};
-        let a = api::get().map_err(WaitFault::Error)?;
         // Queries act on the current context: make it this rank's (single-process mode drives
         // several GPUs from one thread).
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| WaitFault::Error(format!("binding GPU {}'s context: {e:?}", self.rank)))?;
+        self.ctx.bind_to_thread().map_err(|e| {
+            WaitFault::Error(format!(
+                "binding rank {}'s GPU context (device {}): {e:?}",
+                self.rank,
+                self.ctx.ordinal()
+            ))
+        })?;
         let mut last_progress = std::time::Instant::now();
         let mut polls = 0u32;
         loop {
@@ -949,29 +1109,22 @@ impl NcclRank {
                 on_progress();
             }
             // SAFETY: the stream belongs to this rank's live context.
-            match unsafe { cuStreamQuery(self.stream.cu_stream()) } {
-                CUresult::CUDA_SUCCESS => {
-                    self.marks.clear();
-                    return Ok(());
-                }
-                CUresult::CUDA_ERROR_NOT_READY => {}
+            let idle = match unsafe { cuStreamQuery(self.stream.cu_stream()) } {
+                CUresult::CUDA_SUCCESS => true,
+                CUresult::CUDA_ERROR_NOT_READY => false,
                 other => {
                     return Err(WaitFault::Error(format!(
                         "the GPU stream failed: {other:?} (a kernel fault or a lost GPU)"
                     )));
                 }
-            }
-            let mut async_err: api::Code = api::SUCCESS;
-            // SAFETY: comm is initialised and not aborted; async_err is a valid out pointer.
-            let r = unsafe { (a.comm_get_async_error)(self.comm, &mut async_err) };
-            for code in [r, async_err] {
-                if !matches!(code, api::SUCCESS | api::IN_PROGRESS) {
-                    return Err(WaitFault::Error(describe(
-                        "NCCL (asynchronous error)",
-                        code,
-                        self.comm,
-                    )));
-                }
+            };
+            // Read after an idle stream too: an error NCCL raised while the last call ran
+            // would otherwise surface only at the next call, which the last call of a run
+            // never has (L9; NCCL re-raises it there, v2.28.9-1 `src/enqueue.cc:2637`).
+            self.async_error()?;
+            if idle {
+                self.marks.clear();
+                return Ok(());
             }
             if last_progress.elapsed() > timeout {
                 return Err(WaitFault::Timeout(format!(
@@ -991,17 +1144,91 @@ impl NcclRank {
         }
     }
 
+    /// NCCL's asynchronous error on the communicator, if it has one (ncclInProgress is none).
+    fn async_error(&self) -> Result<(), WaitFault> {
+        let a = api::get().map_err(WaitFault::Error)?;
+        let mut async_err: api::Code = api::SUCCESS;
+        // SAFETY: comm is initialised and not aborted; async_err is a valid out pointer.
+        let r = unsafe { (a.comm_get_async_error)(self.comm, &mut async_err) };
+        for code in [r, async_err] {
+            if !matches!(code, api::SUCCESS | api::IN_PROGRESS) {
+                return Err(WaitFault::Error(describe(
+                    "NCCL (asynchronous error)",
+                    code,
+                    self.comm,
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// After a [`group`] that ended in progress: wait until this communicator's part of it
+    /// has been launched (a hang past the allowance, an error as NCCL says).
+    pub fn settle_launch(&self) -> Result<(), WaitFault> {
+        let a = api::get().map_err(WaitFault::Error)?;
+        settle(a, self.comm, "ncclGroupEnd", self.allowance)
+    }
+
     /// ncclCommAbort: stop this communicator's work and free it without waiting on a stream
-    /// that may never finish. Idempotent.
+    /// that may never finish (the split child first, then its parent). Idempotent.
     pub fn abort(&mut self) {
-        if !self.aborted {
+        if !self.aborted && !self.closed {
             self.aborted = true;
             if let Ok(a) = api::get() {
-                // SAFETY: the communicator was initialised and is aborted once.
-                let _ = unsafe { (a.comm_abort)(self.comm) };
+                for c in std::iter::once(self.comm).chain(self.parent) {
+                    // SAFETY: each communicator was initialised and is aborted once.
+                    let _ = unsafe { (a.comm_abort)(c) };
+                }
             }
         }
     }
+
+    /// Tear down after a clean run: wait for the stream, then finalize (polled where NCCL
+    /// answers ncclInProgress) and destroy each communicator, the child before its parent.
+    /// A failure is reported (L9: a finalize that fails is an error of the run, not silent);
+    /// the communicators are then aborted instead.
+    pub fn close(&mut self) -> Result<(), String> {
+        if self.aborted || self.closed {
+            return Ok(());
+        }
+        let a = api::get()?;
+        if let Err(WaitFault::Error(m) | WaitFault::Timeout(m)) =
+            self.wait(Duration::from_secs(10), &mut || {})
+        {
+            self.abort();
+            return Err(format!("rank {}: before teardown: {m}", self.rank));
+        }
+        for c in std::iter::once(self.comm).chain(self.parent) {
+            let finalized = if self.alone { finalize(a, c) } else { Ok(()) };
+            if let Err(m) = finalized {
+                self.abort();
+                return Err(format!("rank {}: {m}; aborted instead", self.rank));
+            }
+            // SAFETY: the communicator is finalized, idle and destroyed once; the child is
+            // destroyed before the parent whose resources it shares.
+            let r = unsafe { (a.comm_destroy)(c) };
+            if let Err(m) = check("ncclCommDestroy", r, std::ptr::null_mut()) {
+                self.closed = true;
+                return Err(format!("rank {}: {m}", self.rank));
+            }
+        }
+        self.closed = true;
+        Ok(())
+    }
+}
+
+/// ncclCommFinalize where NCCL has it (2.14+), polled until done: it may answer ncclInProgress.
+fn finalize(a: &api::Api, comm: nsys::ncclComm_t) -> Result<(), String> {
+    let Some(f) = a.comm_finalize else {
+        return Ok(());
+    };
+    // SAFETY: the communicator is initialised, idle and not aborted.
+    let r = unsafe { f(comm) };
+    if !matches!(r, api::SUCCESS | api::IN_PROGRESS) {
+        return Err(describe("ncclCommFinalize", r, comm));
+    }
+    settle(a, comm, "ncclCommFinalize", Duration::from_secs(10))
+        .map_err(|(WaitFault::Error(m) | WaitFault::Timeout(m))| m)
 }
 
 /// What an enqueue checks before NCCL touches device memory: both buffers hold the whole
@@ -1043,56 +1270,35 @@ pub fn check_bufs(
     Ok(())
 }
 
-/// Run `f` between ncclGroupStart and ncclGroupEnd (one thread, several communicators).
-pub fn group<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    let a = api::get()?;
+/// Run `f` between ncclGroupStart and ncclGroupEnd (one thread, several communicators). The
+/// flag says the group ended in progress (non-blocking communicators: each must then be
+/// settled, [`NcclRank::settle_launch`], before its next call).
+pub fn group<T>(f: impl FnOnce() -> Result<T, WaitFault>) -> Result<(T, bool), WaitFault> {
+    let a = api::get().map_err(WaitFault::Error)?;
     // SAFETY: plain group brackets on the loaded library.
     check(
         "ncclGroupStart",
         unsafe { (a.group_start)() },
         std::ptr::null_mut(),
-    )?;
+    )
+    .map_err(WaitFault::Error)?;
     let r = f();
     // SAFETY: as above; the group is closed even when a call inside it failed.
-    let end = check(
-        "ncclGroupEnd",
-        unsafe { (a.group_end)() },
-        std::ptr::null_mut(),
-    );
+    let end = unsafe { (a.group_end)() };
     let v = r?;
-    end?;
-    Ok(v)
+    match end {
+        api::IN_PROGRESS => Ok((v, true)),
+        code => check("ncclGroupEnd", code, std::ptr::null_mut())
+            .map(|()| (v, false))
+            .map_err(WaitFault::Error),
+    }
 }
 
 impl Drop for NcclRank {
+    /// Whatever was not closed or aborted: closed now (a failure then aborts, unreported:
+    /// call [`NcclRank::close`] to hear it).
     fn drop(&mut self) {
-        if self.aborted {
-            return;
-        }
-        // Destroy only a communicator with nothing pending; one still busy after a while is
-        // aborted instead (ncclCommDestroy would block on it).
-        let Ok(a) = api::get() else {
-            return;
-        };
-        let quiet = self.wait(Duration::from_secs(10), &mut || {}).is_ok();
-        // A non-blocking communicator is finalized first and polled until that is done
-        // (ncclCommFinalize may return ncclInProgress); only then destroyed.
-        let finalized = quiet
-            && match (self.nonblocking, a.comm_finalize) {
-                (true, Some(f)) => {
-                    // SAFETY: the communicator is initialised, idle and not aborted.
-                    let r = unsafe { f(self.comm) };
-                    matches!(r, api::SUCCESS | api::IN_PROGRESS)
-                        && settle(a, self.comm, "ncclCommFinalize", Duration::from_secs(10)).is_ok()
-                }
-                _ => true,
-            };
-        if finalized {
-            // SAFETY: the communicator was initialised and is destroyed once.
-            let _ = unsafe { (a.comm_destroy)(self.comm) };
-        } else {
-            self.abort();
-        }
+        let _ = self.close();
     }
 }
 

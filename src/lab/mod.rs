@@ -209,7 +209,10 @@ pub enum Event {
         /// NaN for a placement that did not run (N/A); JSON carries it as null.
         #[serde(deserialize_with = "nan_if_null")]
         time_us: f64,
-        wrong: u64,
+        /// Elements that differ from the collective's definition, summed over this process's
+        /// ranks; None where the result was not checked (`-c 0`, or what nccl-tests does not
+        /// check either: [`bench::measure::checked`]). JSON carries it as null.
+        wrong: Option<u64>,
         /// With `-R K` (K > 1): (slowest − fastest) / median of the K timings.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spread: Option<f64>,

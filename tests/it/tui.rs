@@ -598,7 +598,7 @@ fn live_lab_layout_at_80x24_and_120x40() {
         time_us: 123.4,
         algbw_gbps: busbw,
         busbw_gbps: busbw,
-        wrong,
+        wrong: Some(wrong),
         transport: Some(ringlab::comm::tcp::Transports::only(
             ringlab::comm::tcp::Transport::Shm,
         )),

@@ -296,7 +296,8 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 row.time_us,
                 row.algbw_gbps,
                 row.busbw_gbps,
-                row.wrong
+                // Empty where not checked (nccl-tests' N/A; JSON says null).
+                row.wrong.map_or(String::new(), |w| w.to_string())
             )
         } else {
             let Some((o, row)) = pairs.push(row) else {
@@ -351,7 +352,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     } else if !args.csv {
         writeln!(out, "{}", table::footer(&summary))?;
     }
-    Ok(if summary.wrong_total == 0 {
+    Ok(if summary.wrong_total.unwrap_or(0) == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -128,13 +128,20 @@ pub fn check_for(job: &Job, ranks: usize, rank: usize) -> Check {
     }
 }
 
-/// The phase a rank reports while it times one size and placement.
-/// Whether the in-place placement of `job` runs: everywhere but all-to-all on NCCL, which
-/// refuses one buffer for both sides (the row shows N/A).
-pub fn in_place_runs(job: &Job) -> bool {
-    !(job.coll == Collective::AllToAll && job.backend == crate::lab::Backend::Nccl)
+/// Whether a placement's result is checked (nccl-tests' `reportErrors`): with `-c 1`, except
+/// in-place send/recv and all-to-all on NCCL, whose sends and receives of one buffer run at
+/// once on a GPU and leave an undefined result (H2, L2: NVIDIA/nccl v2.28.9-1
+/// `src/device/sendrecv.h:143-169`; nccl-tests v2.19.6 times both and reports N/A,
+/// `src/sendrecv.cu:33-34`, `src/alltoall.cu:43-44`). ringlab's own backend delivers them
+/// exactly, so they are checked there.
+pub fn checked(job: &Job, in_place: bool) -> bool {
+    job.check
+        && !(in_place
+            && job.backend == crate::lab::Backend::Nccl
+            && matches!(job.coll, Collective::SendRecv | Collective::AllToAll))
 }
 
+/// The phase a rank reports while it times one size and placement.
 pub fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
     format!(
         "{} {} B ({})",
@@ -267,20 +274,6 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
         let poison = host_buf(bytes, POISON)?;
         rig.barrier(&format!("size{k}"))?;
         for in_place in [false, true] {
-            if in_place && !in_place_runs(job) {
-                // NCCL has no in-place all-to-all (its sends and receives of one block would
-                // race): the row says N/A instead of aborting the sweep.
-                emit(Event::Row {
-                    rank: me,
-                    size,
-                    count: shown,
-                    in_place,
-                    time_us: f64::NAN,
-                    wrong: 0,
-                    spread: None,
-                });
-                continue;
-            }
             emit(Event::Phase {
                 rank: me,
                 phase: placement_label(job, size, in_place),
@@ -327,16 +320,18 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
                 runs.push(t0.elapsed().as_secs_f64() * 1e6 / iters as f64);
             }
             let (time_us, spread) = median_and_spread(&mut runs);
-            let mut wrong = 0;
-            if job.check {
+            let mut wrong = None;
+            if checked(job, in_place) {
                 stage(rig, &call, &inputs, &poison, true)?;
                 rig.launch(&call)?;
                 rig.complete(&mut || heart.beat(emit))?;
                 let mut got = host_buf(bytes, 0)?;
+                let mut n = 0;
                 for (slot, c) in checks.iter().enumerate() {
                     rig.download(slot, Which::Recv, &mut got)?;
-                    wrong += pattern::wrong(&got, c);
+                    n += pattern::wrong(&got, c);
                 }
+                wrong = Some(n);
             }
             emit(Event::Row {
                 rank: me,
@@ -578,7 +573,7 @@ mod tests {
                 let Event::Row { wrong, .. } = row else {
                     unreachable!()
                 };
-                assert_eq!(wrong, 0, "{coll:?}");
+                assert_eq!(wrong, Some(0), "{coll:?}");
             }
         }
     }
@@ -653,7 +648,7 @@ mod tests {
                 Collective::ReduceScatter => 1024,
                 _ => 2048,
             };
-            assert_eq!(wrong, want, "{coll:?} out of place");
+            assert_eq!(wrong, Some(want), "{coll:?} out of place");
         }
     }
 
@@ -698,6 +693,44 @@ mod tests {
         assert!(rig.aborted, "the communicator is aborted, not destroyed");
         assert!(rows.is_empty(), "no row for a failed size");
         assert!(Fault::Hang("x".into()).to_string().starts_with("HANG"));
+    }
+
+    /// H2, L1, L2: what nccl-tests does not check, ringlab does not count: -c 0 rows, and on
+    /// NCCL in-place send/recv and all-to-all (timed all the same, never skipped).
+    #[test]
+    fn unchecked_rows_carry_no_wrong_count_and_still_run() {
+        for coll in Collective::ALL {
+            let mut rig = Fake::new(2);
+            let (r, rows) = rows(
+                &mut rig,
+                &Job {
+                    check: false,
+                    ..job(coll)
+                },
+            );
+            r.expect("runs");
+            assert_eq!(rows.len(), 2, "{coll:?}");
+            for row in &rows {
+                let Event::Row { wrong, time_us, .. } = row else {
+                    unreachable!()
+                };
+                assert_eq!(*wrong, None, "{coll:?}: -c 0 counts nothing");
+                assert!(time_us.is_finite(), "{coll:?}: timed");
+            }
+        }
+        let nccl = |coll| Job {
+            backend: crate::lab::Backend::Nccl,
+            ..job(coll)
+        };
+        for coll in [Collective::SendRecv, Collective::AllToAll] {
+            assert!(checked(&nccl(coll), false), "{coll:?} out of place");
+            assert!(!checked(&nccl(coll), true), "{coll:?} in place on NCCL");
+            assert!(
+                checked(&job(coll), true),
+                "{coll:?} in place on ringlab's own backend"
+            );
+        }
+        assert!(checked(&nccl(Collective::AllReduce), true));
     }
 
     #[test]

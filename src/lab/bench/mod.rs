@@ -37,7 +37,8 @@ pub struct Row {
     pub time_us: f64,
     pub algbw_gbps: f64,
     pub busbw_gbps: f64,
-    pub wrong: u64,
+    /// None where nothing was checked (nccl-tests prints N/A): JSON null.
+    pub wrong: Option<u64>,
     /// How the bytes travelled (`SHM`, `NET`, `SHM+NET`), as the ranks reported it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::comm::tcp::Transports>,
@@ -54,7 +55,8 @@ pub struct Row {
 pub struct Summary {
     pub summary: bool,
     pub avg_busbw_gbps: f64,
-    pub wrong_total: u64,
+    /// Over the checked rows; None where no row was checked (JSON null).
+    pub wrong_total: Option<u64>,
     pub ranks: usize,
     pub backend: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,6 +77,14 @@ pub fn redop_and_root(job: &Job) -> (&'static str, i64) {
         -1
     };
     (redop, root)
+}
+
+/// Two #wrong counts together: a sum of those checked, None where neither was.
+pub fn add_wrong(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x + y),
+        (x, y) => x.or(y),
+    }
 }
 
 /// How one row's time is made from the ranks' times: nccl-tests' `-a/--average`.
@@ -222,7 +232,7 @@ impl Pairs {
 
 /// One row still being reported: (rank, time) so far, #wrong so far, nccl-tests' count.
 /// Per row: each rank's time, #wrong summed, the count, the widest spread a rank saw.
-type Pending = (Vec<(usize, f64)>, u64, u64, Option<f64>);
+type Pending = (Vec<(usize, f64)>, Option<u64>, u64, Option<f64>);
 
 /// Collects per-rank reports into rows: the time as `average` says (the mean over the ranks
 /// by default, as nccl-tests), #wrong the sum over ranks.
@@ -315,9 +325,9 @@ impl Collector {
         let e = self
             .pending
             .entry((*size, *in_place))
-            .or_insert((Vec::new(), 0, *count, None));
+            .or_insert((Vec::new(), None, *count, None));
         e.0.push((*rank, *time_us));
-        e.1 += wrong;
+        e.1 = add_wrong(e.1, *wrong);
         e.3 = match (e.3, *spread) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -379,7 +389,7 @@ impl Collector {
         Summary {
             summary: true,
             avg_busbw_gbps: ran.iter().sum::<f64>() / n,
-            wrong_total: self.rows.iter().map(|r| r.wrong).sum(),
+            wrong_total: self.rows.iter().fold(None, |t, r| add_wrong(t, r.wrong)),
             ranks: self.ranks,
             backend: self.backend,
             transport: self.transport(),
@@ -402,7 +412,7 @@ mod tests {
                 count: 128,
                 in_place: true,
                 time_us: t,
-                wrong: rank as u64,
+                wrong: Some(rank as u64),
                 spread: None,
             };
             assert!(c.feed(&row(1, 30.0)).is_none());
@@ -413,7 +423,7 @@ mod tests {
         assert_eq!(feed(Average::Min).time_us, 10.0);
         let max = feed(Average::Max);
         assert_eq!(max.time_us, 30.0);
-        assert_eq!(max.wrong, 1, "#wrong adds up over ranks");
+        assert_eq!(max.wrong, Some(1), "#wrong adds up over ranks");
         assert_eq!(Average::from_flag(1), Some(Average::Mean));
         assert_eq!(Average::from_flag(4), None);
     }
@@ -431,7 +441,7 @@ mod tests {
             count: size / 4,
             in_place,
             time_us: 1.0,
-            wrong: 0,
+            wrong: Some(0),
             spread: None,
         };
         let mut p = Pairs::default();
@@ -467,7 +477,7 @@ mod tests {
             count: 80,
             in_place,
             time_us: 1.0,
-            wrong: 0,
+            wrong: Some(0),
             spread: None,
         };
         let row = c.feed(&ev(false)).expect("one local rank");

@@ -278,6 +278,15 @@ fn error(e: impl std::fmt::Display) -> Fault {
     Fault::Error(e.to_string())
 }
 
+/// NCCL's failure as the run's fault: what never settled is a hang (M1), the rest an error.
+fn nccl_fault(w: crate::comm::nccl::WaitFault) -> Fault {
+    use crate::comm::nccl;
+    match w {
+        nccl::WaitFault::Error(m) => Fault::Error(m),
+        nccl::WaitFault::Timeout(m) => Fault::Hang(m),
+    }
+}
+
 /// One-byte collectives a TCP barrier ends with (see `TcpRig::barrier`).
 const SYNC_ROUNDS: usize = 4;
 
@@ -561,10 +570,7 @@ impl<'s> NcclRig<'s> {
         // Phases "cuda init on GPU g" (the launcher's watchdog allows a slow first context)
         // and "nccl init on GPU g" (the job's timeout; this rank aborts a stuck init itself
         // after its own patience, with NCCL's state in its report).
-        let g = NcclRank::init(gpu, rank, world, &id, patience, &phase).map_err(|w| match w {
-            nccl::WaitFault::Error(m) => Fault::Error(m),
-            nccl::WaitFault::Timeout(m) => Fault::Hang(m),
-        })?;
+        let g = NcclRank::init(gpu, rank, world, &id, patience, &phase).map_err(nccl_fault)?;
         Ok(Self {
             gs: vec![g],
             bufs: Vec::new(),
@@ -633,16 +639,21 @@ impl measure::Rig for NcclRig<'_> {
             return Err(error("launch before the buffers were allocated"));
         }
         if let ([g], [b]) = (self.gs.as_mut_slice(), self.bufs.as_mut_slice()) {
-            one(g, b)
+            one(g, b).map_err(nccl_fault)?;
         } else {
             let (gs, bufs) = (&mut self.gs, &mut self.bufs);
-            group(|| {
+            let ((), in_progress) = group(|| {
                 gs.iter_mut()
                     .zip(bufs.iter_mut())
                     .try_for_each(|(g, b)| one(g, b))
             })
+            .map_err(nccl_fault)?;
+            if in_progress {
+                gs.iter()
+                    .try_for_each(|g| g.settle_launch())
+                    .map_err(nccl_fault)?;
+            }
         }
-        .map_err(error)?;
         // Progress marks after the group has launched the work, never inside it.
         self.gs
             .iter_mut()
@@ -650,12 +661,8 @@ impl measure::Rig for NcclRig<'_> {
             .map_err(error)
     }
     fn complete(&mut self, on_progress: &mut dyn FnMut()) -> Result<(), Fault> {
-        use crate::comm::nccl::WaitFault;
         for g in &mut self.gs {
-            g.wait(self.patience, on_progress).map_err(|w| match w {
-                WaitFault::Error(m) => Fault::Error(m),
-                WaitFault::Timeout(m) => Fault::Hang(m),
-            })?;
+            g.wait(self.patience, on_progress).map_err(nccl_fault)?;
         }
         Ok(())
     }
@@ -673,6 +680,10 @@ impl Rig for NcclRig<'_> {
     /// Rank 0 hosts NCCL's bootstrap root: nobody leaves before everybody is done.
     fn finish(&mut self) -> Result<(), Fault> {
         measure::Rig::barrier(self, "nccl/done")?;
+        // Torn down here, where a failure can still be reported (L9), not in Drop.
+        for g in &mut self.gs {
+            g.close().map_err(error)?;
+        }
         // Done with the store (see TcpRig::finish): one key per rank this process drives.
         for r in self.first..self.first + self.gs.len() {
             self.store

@@ -62,12 +62,10 @@ pub fn line(out: &Row, inp: &Row) -> String {
             format!("{:>6}", "N/A")
         }
     };
-    let wrong = |r: &Row| {
-        if r.time_us.is_finite() {
-            format!("{:>5}", r.wrong)
-        } else {
-            format!("{:>5}", "N/A")
-        }
+    // nccl-tests v2.19.6 `src/util.cu:507-510`: N/A where the result is not checked.
+    let wrong = |r: &Row| match r.wrong {
+        Some(w) if r.time_us.is_finite() => format!("{w:>5}"),
+        _ => format!("{:>5}", "N/A"),
     };
     format!(
         "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}  {}  {}  {}  {}  {}  {}",
@@ -98,10 +96,11 @@ pub fn failed_line(size: u64, kind: &str, reason: &str) -> String {
 }
 
 pub fn footer(s: &Summary) -> String {
-    let oob = if s.wrong_total == 0 {
-        "0 OK".to_string()
-    } else {
-        format!("{} ERROR", s.wrong_total)
+    // Nothing checked reads N/A (ringlab's: nccl-tests would print "0 OK" for -c 0).
+    let oob = match s.wrong_total {
+        None => "N/A (nothing checked)".to_string(),
+        Some(0) => "0 OK".to_string(),
+        Some(w) => format!("{w} ERROR"),
     };
     format!(
         "# Out of bounds values : {oob}\n# Avg bus bandwidth    : {:.6} \n#",
@@ -130,7 +129,7 @@ mod tests {
             time_us: 23.21,
             algbw_gbps: 0.04,
             busbw_gbps: 0.04,
-            wrong: 0,
+            wrong: Some(0),
             transport: None,
             shared_gpu: false,
             spread: None,
@@ -166,7 +165,7 @@ mod tests {
         let s = Summary {
             summary: true,
             avg_busbw_gbps: 1.5,
-            wrong_total: 0,
+            wrong_total: Some(0),
             ranks: 2,
             backend: "tcp",
             transport: None,

@@ -200,7 +200,8 @@ pub enum LabUpdate {
 pub enum RunState {
     Idle,
     Running,
-    Done { avg_busbw: f64, wrong: u64 },
+    /// `wrong` is None where nothing was checked.
+    Done { avg_busbw: f64, wrong: Option<u64> },
     Failed(String),
     Cancelled,
 }
@@ -417,7 +418,7 @@ impl LabState {
                         let s = self.collector.as_ref().map(Collector::summary);
                         RunState::Done {
                             avg_busbw: s.as_ref().map_or(0.0, |s| s.avg_busbw_gbps),
-                            wrong: s.map_or(0, |s| s.wrong_total),
+                            wrong: s.and_then(|s| s.wrong_total),
                         }
                     }
                     Err(e) => RunState::Failed(e),
@@ -516,11 +517,16 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             t.accent,
         ),
         RunState::Done { avg_busbw, wrong } => Span::styled(
-            format!(
-                " done: avg busbw {avg_busbw:.3} GB/s · #wrong {wrong} {}",
-                if *wrong == 0 { "✓" } else { "✗" }
-            ),
-            if *wrong == 0 { t.ok } else { t.error },
+            match wrong {
+                Some(0) => format!(" done: avg busbw {avg_busbw:.3} GB/s · #wrong 0 ✓"),
+                Some(w) => format!(" done: avg busbw {avg_busbw:.3} GB/s · #wrong {w} ✗"),
+                None => format!(" done: avg busbw {avg_busbw:.3} GB/s · results not checked"),
+            },
+            if wrong.unwrap_or(0) == 0 {
+                t.ok
+            } else {
+                t.error
+            },
         ),
         RunState::Failed(e) => {
             Span::styled(format!(" ✗ {}", e.lines().next().unwrap_or("")), t.error)
@@ -596,7 +602,8 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
         t.strong,
     ));
     for (o, i) in &s.rows {
-        let style = if o.wrong + i.wrong == 0 {
+        let shown = |w: Option<u64>| w.map_or("-".to_string(), |w| w.to_string());
+        let style = if o.wrong.unwrap_or(0) + i.wrong.unwrap_or(0) == 0 {
             t.base
         } else {
             t.error
@@ -607,10 +614,10 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
                 format_bytes(o.size),
                 o.time_us,
                 o.busbw_gbps,
-                o.wrong,
+                shown(o.wrong),
                 i.time_us,
                 i.busbw_gbps,
-                i.wrong
+                shown(i.wrong)
             ),
             style,
         ));
@@ -838,7 +845,7 @@ mod tests {
         assert_eq!(screen.check, args.check == 1);
     }
 
-    fn row(in_place: bool, time_us: f64, busbw: f64, wrong: u64) -> Row {
+    fn row(in_place: bool, time_us: f64, busbw: f64, wrong: Option<u64>) -> Row {
         Row {
             coll: Collective::AllReduce,
             backend: "tcp",
@@ -880,7 +887,7 @@ mod tests {
         let app = app();
         let mut s = LabState::new(LabParams::default());
         s.rows
-            .push((row(false, 111.0, 7.25, 0), row(true, 222.0, 3.5, 1)));
+            .push((row(false, 111.0, 7.25, Some(0)), row(true, 222.0, 3.5, Some(1))));
         let text = screen(&s, &app);
         assert!(text.contains("out-of-place | in-place"), "{text}");
         let line = text
