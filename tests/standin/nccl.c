@@ -147,6 +147,7 @@ static int type_is_float(int t) {
 static struct {
     long fail_at, fail_code, async_at, fail_rank;
     long init_stuck; /* this rank's init never joins (-1: none) */
+    long connect_stuck; /* this call's launch (its connect, NCCL >= 2.22) never ends (0: none) */
     int lazy;
     size_t slot_bytes, chan_bytes;
     int debug; /* 0 none, 1 VERSION, 2 WARN, 3 INFO, 4 TRACE */
@@ -204,6 +205,7 @@ static void configure(void) {
      * as the int they are, not as an enum that lacks them). */
     if (cfg.fail_code < 1 || cfg.fail_code > 99) cfg.fail_code = ncclSystemError;
     cfg.init_stuck = env_long("STANDIN_NCCL_INIT_STUCK", -1);
+    cfg.connect_stuck = env_long("STANDIN_NCCL_CONNECT_STUCK", 0);
     cfg.async_at = env_long("STANDIN_NCCL_ASYNC_ERROR", 0);
     cfg.fail_rank = env_long("STANDIN_NCCL_FAIL_RANK", -1);
     cfg.lazy = (int)env_long("STANDIN_NCCL_LAZY", 0);
@@ -367,6 +369,7 @@ struct desc {
 
 struct rankinfo {
     _Atomic uint32_t present;
+    int32_t split_color, split_key; /* this rank's ncclCommSplit arguments */
     int32_t pid, dev;
     int64_t bus;
     _Atomic uint32_t doorbell; /* futex: p2p progress for this rank */
@@ -423,6 +426,14 @@ struct comm {
     _Atomic int init_state;
     _Atomic int cancel;    /* ncclCommAbort during init: the init thread gives up */
     _Atomic int init_done; /* the init thread has finished */
+    /* NCCL >= 2.23 on a non-blocking communicator (blocking = 0): every call's launch runs on
+     * a thread of its own and the call returns ncclInProgress (NVIDIA/nccl v2.28.9-1
+     * src/include/group.h:123, src/group.cc:706-738); `call_state` is ncclInProgress until
+     * that thread is done, then its result (src/group.cc:628-630, ncclCommGetAsyncError
+     * src/init.cc:2732-2736). */
+    int blocking;
+    _Atomic int call_state;
+    struct comm *parent; /* ncclCommSplit's: the area is the parent's, and so is the mapping */
 };
 
 static struct comm *g_comms; /* every communicator ever made (structs are never freed) */
@@ -465,6 +476,11 @@ static struct comm *fwd(struct comm *c, ncclResult_t *rc) {
 
 static void comm_unref(struct comm *c) {
     if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        if (c->parent) {
+            c->magic = 0;
+            comm_unref(c->parent); /* the child's hold on the area it shares */
+            return;
+        }
         if (!c->keep_map) {
             munmap(c->base, c->bytes);
             c->base = NULL;
@@ -933,29 +949,29 @@ static void exec_p2p(struct comm *c, struct op *ops, int nops) {
     uint64_t *done = calloc((size_t)nops, sizeof *done);
     char *hdr = calloc((size_t)nops, 1), *fin = calloc((size_t)nops, 1);
     char *busy_s = calloc((size_t)n, 1), *busy_r = calloc((size_t)n, 1);
-    char **snap = calloc((size_t)nops, sizeof *snap);
-    if (!done || !hdr || !fin || !busy_s || !busy_r || !snap) {
+    int *gate = malloc(sizeof *gate * ((size_t)nops + 1));
+    if (!done || !hdr || !fin || !busy_s || !busy_r || !gate) {
         set_async(c, ncclSystemError, "out of host memory");
         goto out;
     }
-    /* A send whose buffer a receive of the same group writes (ringlab's in-place send/recv
-     * passes one buffer as both) reads a copy taken at the start, so that the result does not
-     * depend on timing. On a GPU the two race; NCCL promises nothing for overlapping buffers. */
+    /* A send whose buffer a receive of the same group writes (in-place send/recv or
+     * all-to-all: one buffer as both) races that receive: NCCL runs send and receive warps at
+     * once (NVIDIA/nccl v2.28.9-1 src/device/sendrecv.h:143-169) and promises nothing, and
+     * nccl-tests does not check it (v2.19.6 src/sendrecv.cu:33-34). The stand-in plays one
+     * schedule of that race, the same every run: a receive from a lower rank lands before the
+     * send that shares its buffer reads it (a chain that always ends at a rank with no such
+     * wait, so it never deadlocks). */
     for (int i = 0; i < nops; i++) {
+        gate[i] = -1;
         if (ops[i].kind != K_SEND) continue;
         size_t sb = ops[i].count * type_size(ops[i].dtype);
         for (int j = 0; j < nops; j++) {
-            if (ops[j].kind != K_RECV ||
+            if (ops[j].kind != K_RECV || ops[j].peer >= me ||
                 !overlap(ops[i].send, sb, ops[j].recv, ops[j].count * type_size(ops[j].dtype)))
                 continue;
-            snap[i] = malloc(sb ? sb : 1);
-            if (!snap[i]) {
-                set_async(c, ncclSystemError, "out of host memory");
-                goto out;
-            }
-            memcpy(snap[i], ops[i].send, sb);
-            trace("rank %d: send %d reads a buffer a receive of its group writes (in place): "
-                  "sending a snapshot", me, i);
+            gate[i] = j;
+            trace("rank %d: send %d reads a buffer receive %d writes (in place): the receive "
+                  "lands first", me, i, j);
             break;
         }
     }
@@ -973,6 +989,7 @@ static void exec_p2p(struct comm *c, struct op *ops, int nops) {
             if (o->kind == K_SEND) {
                 if (busy_s[p]) continue; /* an earlier send to p goes first */
                 busy_s[p] = 1;
+                if (gate[i] >= 0 && !fin[gate[i]]) continue; /* in place: its receive first */
                 struct chan *ch = CHAN(c, me, p);
                 if (!hdr[i]) {
                     uint64_t cap = c->hdr->chan_bytes;
@@ -985,8 +1002,7 @@ static void exec_p2p(struct comm *c, struct op *ops, int nops) {
                     ring(c, p);
                 }
                 if (done[i] < bytes) {
-                    const char *src = snap[i] ? snap[i] : o->send;
-                    uint64_t k = chan_write(c, ch, src + done[i], bytes - done[i]);
+                    uint64_t k = chan_write(c, ch, (const char *)o->send + done[i], bytes - done[i]);
                     if (k) {
                         done[i] += k;
                         moved = 1;
@@ -1039,8 +1055,7 @@ static void exec_p2p(struct comm *c, struct op *ops, int nops) {
         }
     }
 out:
-    for (int i = 0; snap && i < nops; i++) free(snap[i]);
-    free(snap);
+    free(gate);
     free(done);
     free(hdr);
     free(fin);
@@ -1089,6 +1104,15 @@ static __thread ncclResult_t t_group_err;
 static _Atomic long g_calls;
 
 static ncclResult_t launch_ops(struct comm *c, struct op *ops, int nops) {
+    if (cfg.connect_stuck > 0 && ops[0].callno == cfg.connect_stuck && rank_selected(c)) {
+        /* A launch that never ends (STANDIN_NCCL_CONNECT_STUCK): NCCL >= 2.22 connects a
+         * communicator's peers at its first collective, inside the launch, and a connect to a
+         * peer that never answers waits there (until ncclCommAbort). */
+        WARN("standin: rank %d: call %ld's connect never completes (STANDIN_NCCL_CONNECT_STUCK=%ld)",
+             c->rank, ops[0].callno, cfg.connect_stuck);
+        while (!atomic_load(&c->aborted)) usleep(20000);
+        return ncclInvalidUsage;
+    }
     struct ktask *t = malloc(sizeof *t + sizeof(struct op) * (size_t)nops);
     if (!t) {
         WARN("standin: out of host memory");
@@ -1125,10 +1149,109 @@ static void tuning_line(struct op *o) {
     t_dev = save;
 }
 
+/* One kernel per communicator, its operations in call order, on one stream. */
+static ncclResult_t launch_group(struct op *ops, int nops) {
+    ncclResult_t res = ncclSuccess;
+    char *taken = calloc((size_t)nops + 1, 1);
+    struct op *mine = malloc(sizeof *mine * ((size_t)nops + 1));
+    if (!taken || !mine) {
+        WARN("standin: out of host memory");
+        res = ncclSystemError;
+    }
+    for (int i = 0; res == ncclSuccess && i < nops; i++) {
+        if (taken[i]) continue;
+        struct comm *c = ops[i].comm;
+        int k = 0;
+        for (int j = i; j < nops; j++) {
+            if (taken[j] || ops[j].comm != c) continue;
+            if (ops[j].stream != ops[i].stream) {
+                WARN("standin: rank %d's operations in one group use streams %p and %p; the "
+                     "stand-in runs a communicator's group on one stream",
+                     c->rank, ops[i].stream, ops[j].stream);
+                res = ncclInvalidUsage;
+                break;
+            }
+            taken[j] = 1;
+            mine[k++] = ops[j];
+        }
+        if (res == ncclSuccess) res = launch_ops(c, mine, k);
+    }
+    free(taken);
+    free(mine);
+    return res;
+}
+
+/* A non-blocking launch: the operations, and the thread that launches them. */
+struct async_launch {
+    int nops;
+    struct op ops[];
+};
+
+static void *async_launch_main(void *p) {
+    struct async_launch *j = p;
+    if (j->nops > 0) t_dev = j->ops[0].comm->dev;
+    ncclResult_t r = launch_group(j->ops, j->nops);
+    for (int i = 0; i < j->nops; i++) {
+        int first = 1;
+        for (int k = 0; k < i; k++) first &= j->ops[k].comm != j->ops[i].comm;
+        if (first) atomic_store(&j->ops[i].comm->call_state, (int)r);
+    }
+    for (int i = 0; i < j->nops; i++) {
+        int first = 1;
+        for (int k = 0; k < i; k++) first &= j->ops[k].comm != j->ops[i].comm;
+        if (first) comm_unref(j->ops[i].comm);
+    }
+    free(j);
+    return NULL;
+}
+
+/* Run `fn(arg)` on a detached thread of its own; 0 or the pthread error. */
+static int spawn(void *(*fn)(void *), void *arg) {
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&th, &at, fn, arg);
+    pthread_attr_destroy(&at);
+    if (e) WARN("standin: pthread_create: %s", strerror(e));
+    return e;
+}
+
+/* Launch `ops` as NCCL does for a non-blocking group: each communicator in progress, the
+ * launch on a new thread, ncclInProgress to the caller. */
+static ncclResult_t launch_nonblocking(struct op *ops, int nops) {
+    struct async_launch *j = malloc(sizeof *j + sizeof(struct op) * (size_t)nops);
+    if (!j) {
+        WARN("standin: out of host memory");
+        return ncclSystemError;
+    }
+    j->nops = nops;
+    memcpy(j->ops, ops, sizeof(struct op) * (size_t)nops);
+    for (int i = 0; i < nops; i++) {
+        int first = 1;
+        for (int k = 0; k < i; k++) first &= ops[k].comm != ops[i].comm;
+        if (!first) continue;
+        atomic_fetch_add(&ops[i].comm->refs, 1);
+        atomic_store(&ops[i].comm->call_state, ncclInProgress);
+    }
+    if (spawn(async_launch_main, j)) {
+        for (int i = 0; i < nops; i++) atomic_store(&ops[i].comm->call_state, ncclSuccess);
+        for (int i = 0; i < nops; i++) {
+            int first = 1;
+            for (int k = 0; k < i; k++) first &= ops[k].comm != ops[i].comm;
+            if (first) comm_unref(ops[i].comm);
+        }
+        free(j);
+        return ncclSystemError;
+    }
+    return ncclInProgress;
+}
+
 /* Queue an operation that passed its checks: now, or at the group's end. */
 static ncclResult_t submit(struct op *o) {
     tuning_line(o);
-    if (t_depth == 0) return launch_ops(o->comm, o, 1);
+    if (t_depth == 0)
+        return o->comm->blocking ? launch_ops(o->comm, o, 1) : launch_nonblocking(o, 1);
     if (t_nops == t_cap) {
         int cap = t_cap ? t_cap * 2 : 16;
         struct op *n = realloc(t_ops, sizeof *n * (size_t)cap);
@@ -1160,35 +1283,15 @@ EXPORT ncclResult_t ncclGroupEnd(void) {
     if (--t_depth > 0) return ncclSuccess;
     ncclResult_t res = t_group_err;
     t_group_err = ncclSuccess;
-    if (res == ncclSuccess) {
-        /* One kernel per communicator, its operations in call order, on one stream. */
-        char *taken = calloc((size_t)t_nops + 1, 1);
-        struct op *mine = malloc(sizeof *mine * ((size_t)t_nops + 1));
-        if (!taken || !mine) {
-            WARN("standin: out of host memory");
-            res = ncclSystemError;
+    /* The group's mode is its communicators' (NVIDIA/nccl v2.28.9-1 src/group.cc:51-60). */
+    int blocking = t_nops == 0 || t_ops[0].comm->blocking;
+    for (int i = 1; res == ncclSuccess && i < t_nops; i++)
+        if (t_ops[i].comm->blocking != blocking) {
+            WARN("Blocking and nonblocking communicators are not allowed in the same group.");
+            res = ncclInvalidArgument;
         }
-        for (int i = 0; res == ncclSuccess && i < t_nops; i++) {
-            if (taken[i]) continue;
-            struct comm *c = t_ops[i].comm;
-            int k = 0;
-            for (int j = i; j < t_nops; j++) {
-                if (taken[j] || t_ops[j].comm != c) continue;
-                if (t_ops[j].stream != t_ops[i].stream) {
-                    WARN("standin: rank %d's operations in one group use streams %p and %p; the "
-                         "stand-in runs a communicator's group on one stream",
-                         c->rank, t_ops[i].stream, t_ops[j].stream);
-                    res = ncclInvalidUsage;
-                    break;
-                }
-                taken[j] = 1;
-                mine[k++] = t_ops[j];
-            }
-            if (res == ncclSuccess) res = launch_ops(c, mine, k);
-        }
-        free(taken);
-        free(mine);
-    }
+    if (res == ncclSuccess && t_nops > 0)
+        res = blocking ? launch_group(t_ops, t_nops) : launch_nonblocking(t_ops, t_nops);
     t_nops = 0;
     return res;
 }
@@ -1274,6 +1377,11 @@ static ncclResult_t call(int kind, const void *send, void *recv, size_t count, i
     if (atomic_load(&c->finished)) {
         WARN("%s : communicator %p was destroyed or aborted", name, (void *)c);
         return fail_call(ncclInvalidUsage);
+    }
+    if (atomic_load(&c->call_state) == ncclInProgress) {
+        /* ncclCommEnsureReady (NVIDIA/nccl v2.28.9-1 src/init.cc:373-386). */
+        WARN("Attempt to use communicator before the previous operation returned ncclSuccess");
+        return fail_call(ncclInvalidArgument);
     }
     int ae = atomic_load(&c->async_err);
     if (ae > 0) {
@@ -1377,6 +1485,12 @@ static ncclResult_t call(int kind, const void *send, void *recv, size_t count, i
     if (sbytes && (r = check_buf(c, name, "sendbuff", send, sbytes))) return fail_call(r);
     if (rbytes && (r = check_buf(c, name, "recvbuff", recv, rbytes))) return fail_call(r);
     /* In place is one exact position; any other overlap is a bug NCCL does not catch. */
+    if (n == 1 && kind != K_SEND && kind != K_RECV && o.red != R_PREMULSUM && send == recv) {
+        /* One rank, in place, no scaling: NCCL launches nothing at all (NVIDIA/nccl v2.28.9-1
+         * src/enqueue.cc:2569-2571 -> ncclLaunchOneRank, src/device/onerank.cu:51). */
+        trace("nccl%s on 1 rank in place: nothing to launch", name);
+        return ncclSuccess;
+    }
     if (sbytes && rbytes && overlap(send, sbytes, recv, rbytes)) {
         const char *want = recv;
         const char *rule = "sendbuff == recvbuff";
@@ -1547,6 +1661,11 @@ EXPORT ncclResult_t ncclCommGetAsyncError(struct comm *c, ncclResult_t *err) {
             return ncclSuccess;
         }
         c = real;
+    }
+    int st = atomic_load(&c->call_state);
+    if (st != ncclSuccess) {
+        *err = (ncclResult_t)st; /* in progress, or the launch thread's failure */
+        return ncclSuccess;
     }
     int e = atomic_load(&c->async_err);
     *err = e > 0 ? (ncclResult_t)e : ncclSuccess;
@@ -2001,6 +2120,7 @@ static struct comm *comm_new(char *base, size_t bytes, int rank, int nranks, int
     c->rank = rank;
     c->nranks = nranks;
     c->dev = dev;
+    c->blocking = 1;
     atomic_store(&c->refs, 1);
     pthread_mutex_lock(&g_comms_mu);
     c->next_all = g_comms;
@@ -2211,6 +2331,16 @@ EXPORT ncclResult_t ncclCommInitRank(struct comm **out, int nranks, ncclUniqueId
     return init_rank(out, nranks, id, rank, have_cuda() ? current_device() : 0, NULL);
 }
 
+/* NCCL_COMM_BLOCKING overrides a communicator's mode when it is 0 or 1, and only then
+ * (NVIDIA/nccl v2.28.9-1 src/init.cc:1647-1649, envConfigOverride; read with strtoll, base 0). */
+static int env_blocking(int dflt) {
+    const char *env = getenv("NCCL_COMM_BLOCKING");
+    if (!env || !*env) return dflt;
+    char *end;
+    long long v = strtoll(env, &end, 0);
+    return v == 0 || v == 1 ? (int)v : dflt;
+}
+
 /* The fields of ncclConfig_t every release since 2.14 has, in its order (nccl.h). NCCL copies
  * min(size, its own sizeof) bytes over its defaults and resets fields newer than `version`. */
 struct config14 {
@@ -2232,6 +2362,7 @@ static void *init_main(void *arg) {
     struct comm *real = NULL;
     t_dev = j->dev;
     ncclResult_t r = init_rank(&real, j->nranks, j->id, j->rank, j->dev, &j->proxy->cancel);
+    if (real) real->blocking = 0; /* the config's mode is the communicator's, for every call */
     atomic_store(&j->proxy->real, real);
     atomic_store(&j->proxy->init_state, (int)r);
     atomic_store(&j->proxy->init_done, 1);
@@ -2255,8 +2386,7 @@ EXPORT ncclResult_t ncclCommInitRankConfig(struct comm **out, int nranks, ncclUn
         }
         if (config->blocking != CONFIG_UNDEF_INT) blocking = config->blocking;
     }
-    const char *env = getenv("NCCL_COMM_BLOCKING");
-    if (env && *env) blocking = atoi(env) != 0;
+    blocking = env_blocking(blocking);
     int dev = have_cuda() ? current_device() : 0;
     if (blocking) return init_rank(out, nranks, id, rank, dev, NULL);
     if (!have_cuda()) {
@@ -2293,6 +2423,37 @@ EXPORT ncclResult_t ncclCommInitRankConfig(struct comm **out, int nranks, ncclUn
     return (ncclResult_t)atomic_load(&p->init_state);
 }
 
+/* The rest of ncclCommInitAll: every device joins, then NCCL's checks; each communicator's
+ * state says how it ended (a failed one stays unusable). */
+struct initall_job {
+    struct comm **made;
+    int ndev;
+};
+
+static ncclResult_t initall_finish(struct initall_job *j) {
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < j->ndev && r == ncclSuccess; i++) {
+        int last;
+        r = join(j->made[i], &last);
+    }
+    for (int i = 0; i < j->ndev && r == ncclSuccess; i++) {
+        t_dev = j->made[i]->dev;
+        r = after_join(j->made[i]);
+    }
+    for (int i = 0; i < j->ndev; i++) {
+        if (r) atomic_store(&j->made[i]->finished, 1);
+        atomic_store(&j->made[i]->call_state, (int)r);
+    }
+    free(j->made);
+    free(j);
+    return r;
+}
+
+static void *initall_main(void *p) {
+    initall_finish(p);
+    return NULL;
+}
+
 EXPORT ncclResult_t ncclCommInitAll(struct comm **comms, int ndev, const int *devlist) {
     setup();
     banner();
@@ -2325,16 +2486,7 @@ EXPORT ncclResult_t ncclCommInitAll(struct comm **comms, int ndev, const int *de
     for (int i = 0; i < ndev && r == ncclSuccess; i++) {
         int dev = devlist ? devlist[i] : i;
         made[i] = comm_new(base, total, i, ndev, dev);
-        if (!made[i]) {
-            r = ncclSystemError;
-            break;
-        }
-        int last;
-        r = join(made[i], &last);
-    }
-    for (int i = 0; i < ndev && r == ncclSuccess; i++) {
-        t_dev = made[i]->dev;
-        r = after_join(made[i]);
+        if (!made[i]) r = ncclSystemError;
     }
     if (r) {
         for (int i = 0; i < ndev; i++)
@@ -2343,13 +2495,150 @@ EXPORT ncclResult_t ncclCommInitAll(struct comm **comms, int ndev, const int *de
         free(made);
         return r;
     }
-    /* One anonymous mapping serves them all; it stays for the life of the process. */
+    /* Blocking unless NCCL_COMM_BLOCKING=0, which makes even these non-blocking
+     * (envConfigOverride): the handles at once, ncclInProgress, the init on a thread. */
+    int blocking = env_blocking(1);
     for (int i = 0; i < ndev; i++) {
-        made[i]->keep_map = 1;
+        made[i]->keep_map = 1; /* one anonymous mapping serves them all, for the process's life */
+        made[i]->blocking = blocking;
         comms[i] = made[i];
     }
-    free(made);
+    struct initall_job *j = malloc(sizeof *j);
+    if (!j) {
+        free(made);
+        return ncclSystemError;
+    }
+    *j = (struct initall_job){made, ndev};
+    if (blocking) {
+        r = initall_finish(j);
+        if (r)
+            for (int i = 0; i < ndev; i++) comms[i] = NULL; /* nothing to use or to free */
+        return r;
+    }
+    for (int i = 0; i < ndev; i++) atomic_store(&made[i]->call_state, ncclInProgress);
+    if (spawn(initall_main, j)) {
+        for (int i = 0; i < ndev; i++) atomic_store(&made[i]->call_state, ncclSystemError);
+        return ncclSystemError;
+    }
+    return ncclInProgress;
+}
+
+/* ---------------------------------------------------------------- ncclCommSplit */
+
+/* The head of ncclConfig_t up to splitShare (2.18's layout; later releases append). */
+struct config18 {
+    size_t size;
+    unsigned int magic, version;
+    int blocking, cgaClusterSize, minCTAs, maxCTAs;
+    const char *netName;
+    int splitShare;
+};
+
+struct split_job {
+    struct comm *parent;
+    int color, key, blocking;
+    struct comm **out;
+};
+
+/* Every rank's color and key, exchanged through the area: only the split that keeps every
+ * rank, in its order, is modelled (what ringlab asks); anything else is refused. */
+static ncclResult_t split_work(struct split_job *j) {
+    struct comm *p = j->parent;
+    int who = -1, me = p->rank;
+    RI(p, me)->split_color = j->color;
+    RI(p, me)->split_key = j->key;
+    int w = barrier(p, &who);
+    for (int r = 0; w == WAIT_OK && r < p->nranks; r++) {
+        struct rankinfo *ri = RI(p, r);
+        if (ri->split_color != RI(p, 0)->split_color || (r > 0 && ri->split_key <= RI(p, r - 1)->split_key)) {
+            WARN("standin: ncclCommSplit: rank %d gave color %d key %d; the stand-in models only "
+                 "a split that keeps every rank in its order (one color, keys rising with rank)",
+                 r, ri->split_color, ri->split_key);
+            return ncclInvalidUsage;
+        }
+    }
+    if (w == WAIT_OK) w = barrier(p, &who); /* everyone has read the others' arguments */
+    if (w) {
+        wait_failed(p, w, who, "ncclCommSplit");
+        return (ncclResult_t)atomic_load(&p->async_err);
+    }
+    struct comm *c = comm_new(p->base, p->bytes, me, p->nranks, p->dev);
+    if (!c) return ncclSystemError;
+    c->blocking = j->blocking;
+    c->seq = p->seq;
+    c->parent = p;
+    atomic_fetch_add(&p->refs, 1);
+    t_dev = p->dev;
+    info("ncclCommSplit comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %llx parent %p "
+         "splitCount 1 color %d key %d - Init COMPLETE",
+         (void *)c, me, p->nranks, p->dev, p->dev, (unsigned long long)RI(p, me)->bus, (void *)p,
+         j->color, j->key);
+    /* NCCL hands the child over only once it is made (ncclCommInitRankFunc). */
+    __atomic_store_n(j->out, c, __ATOMIC_RELEASE);
     return ncclSuccess;
+}
+
+static void *split_main(void *arg) {
+    struct split_job *j = arg;
+    t_dev = j->parent->dev;
+    ncclResult_t r = split_work(j);
+    atomic_store(&j->parent->call_state, (int)r);
+    comm_unref(j->parent);
+    free(j);
+    return NULL;
+}
+
+/* The split runs in the parent's mode (its job is queued on the parent: NVIDIA/nccl v2.28.9-1
+ * src/init.cc:2550-2681, src/group.cc:28-60): on a non-blocking parent it returns
+ * ncclInProgress and the parent's state says when it is done; the child's own mode is the
+ * config's, else the parent's, NCCL_COMM_BLOCKING over both (envConfigOverride). */
+EXPORT ncclResult_t ncclCommSplit(struct comm *c, int color, int key, struct comm **newcomm,
+                                  struct config18 *config) {
+    setup();
+    if (!newcomm) return ncclInvalidArgument;
+    *newcomm = NULL;
+    if (!comm_ok(c)) {
+        WARN("ncclCommSplit : invalid communicator %p", (void *)c);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t fr;
+    struct comm *p = fwd(c, &fr);
+    if (!p || atomic_load(&p->call_state) == ncclInProgress) {
+        WARN("Attempt to use communicator before the previous operation returned ncclSuccess");
+        return ncclInvalidArgument;
+    }
+    if (atomic_load(&p->finished)) {
+        WARN("ncclCommSplit : communicator %p was destroyed or aborted", (void *)c);
+        return ncclInvalidUsage;
+    }
+    int blocking = p->blocking;
+    if (config) {
+        if (config->magic != CONFIG_MAGIC) {
+            WARN("ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER");
+            return ncclInvalidArgument;
+        }
+        if (config->size >= offsetof(struct config18, blocking) + sizeof(int) &&
+            config->blocking != CONFIG_UNDEF_INT)
+            blocking = config->blocking;
+    }
+    struct split_job *j = malloc(sizeof *j);
+    if (!j) return ncclSystemError;
+    *j = (struct split_job){p, color, key, env_blocking(blocking), newcomm};
+    atomic_fetch_add(&p->refs, 1);
+    if (p->blocking) {
+        ncclResult_t r = split_work(j);
+        comm_unref(p);
+        free(j);
+        return r;
+    }
+    atomic_store(&p->call_state, ncclInProgress);
+    if (spawn(split_main, j)) {
+        atomic_store(&p->call_state, ncclSuccess);
+        comm_unref(p);
+        free(j);
+        return ncclSystemError;
+    }
+    return ncclInProgress;
 }
 
 /* ---------------------------------------------------------------- teardown */
