@@ -4,9 +4,9 @@
 # entry point ringlab resolves. Only the library and the version are kept. Never fails the
 # caller: without network the test says it was skipped.
 #
-# Pinned to NCCL 2.28.9, the release the emulation, the stand-ins and the FFI review target
-# (the cu13 wheels on PyPI start at 2.32, so the pin is the cu12 wheel; the library's C API is
-# the same).
+# Pinned to NCCL 2.28.9, the release the emulation, the stand-ins and the FFI review target, in
+# the cu12 wheel (nvidia-nccl-cu13 on PyPI has 2.28.9 too, from 2.27.7 on: the release torch
+# 2.11.0 pins; the library's C API is the same, so either serves this test).
 #
 #   scripts/fetch-nccl-wheel.sh [REQUIREMENT]     (default nvidia-nccl-cu12==2.28.9)
 set -uo pipefail

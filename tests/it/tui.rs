@@ -59,7 +59,7 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
     // The hang lab's progress is on the map too: a solved scenario counts, a name no
     // scenario has does not.
     assert!(
-        text.contains(" 0 of 16 lessons done · hang lab: 0 of 12 scenarios solved (H)"),
+        text.contains(" 0 of 17 lessons done · hang lab: 0 of 12 scenarios solved (H)"),
         "{text}"
     );
     app.progress

@@ -104,7 +104,7 @@ pub fn mark(app: &App, entry: &Entry) -> &'static str {
     }
 }
 
-/// " 3 of 16 lessons done · hang lab: 1 of 12 scenarios solved (H)": the course's progress
+/// " 3 of 17 lessons done · hang lab: 1 of 12 scenarios solved (H)": the course's progress
 /// and the hang lab's (its list marks each solved scenario ✓).
 fn progress_line(app: &App) -> Line<'static> {
     let t = &app.theme;
