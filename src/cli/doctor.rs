@@ -373,7 +373,18 @@ fn machine(json: bool) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render_machine(&r));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(machine_exit(&r))
+}
+
+/// 1 where a machine with an NVIDIA driver cannot run the nccl backend (no GPU reported,
+/// NCCL missing or not loading): something to fix, as a log with findings exits 1 (L4). A
+/// machine without a driver is not broken: NCCL is simply not for it (0).
+fn machine_exit(r: &MachineReport) -> ExitCode {
+    if r.probe.driver_lib && r.nccl_backend.is_err() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn render_machine(r: &MachineReport) -> String {

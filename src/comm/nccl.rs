@@ -124,23 +124,23 @@ pub mod api {
     /// 2.27 read the head they know and 2.28+ the whole of it.
     #[repr(C)]
     pub struct Config28 {
-        size: usize,
-        magic: u32,
-        version: u32,
-        blocking: c_int,
-        cga_cluster_size: c_int,
-        min_ctas: c_int,
-        max_ctas: c_int,
-        net_name: *const std::ffi::c_char,
-        split_share: c_int,
-        traffic_class: c_int,
-        comm_name: *const std::ffi::c_char,
-        collnet_enable: c_int,
-        cta_policy: c_int,
-        shrink_share: c_int,
-        nvls_ctas: c_int,
-        n_channels_per_net_peer: c_int,
-        nvlink_centric_sched: c_int,
+        pub(super) size: usize,
+        pub(super) magic: u32,
+        pub(super) version: u32,
+        pub(super) blocking: c_int,
+        pub(super) cga_cluster_size: c_int,
+        pub(super) min_ctas: c_int,
+        pub(super) max_ctas: c_int,
+        pub(super) net_name: *const std::ffi::c_char,
+        pub(super) split_share: c_int,
+        pub(super) traffic_class: c_int,
+        pub(super) comm_name: *const std::ffi::c_char,
+        pub(super) collnet_enable: c_int,
+        pub(super) cta_policy: c_int,
+        pub(super) shrink_share: c_int,
+        pub(super) nvls_ctas: c_int,
+        pub(super) n_channels_per_net_peer: c_int,
+        pub(super) nvlink_centric_sched: c_int,
     }
 
     impl Config28 {
@@ -722,6 +722,8 @@ fn split_blocking(
 /// job's own timeout only from the next phase on.
 pub const CUDA_INIT: &str = "cuda init";
 pub const CUDA_INIT_GRACE: Duration = Duration::from_secs(90);
+/// The phase a rank reports while NCCL's init runs (`nccl init on GPU d`).
+pub const NCCL_INIT: &str = "nccl init";
 
 impl NcclRank {
     /// Open GPU `device` and join the communicator `id` as `rank` of `world`. `phase` hears
@@ -752,7 +754,7 @@ impl NcclRank {
             .new_stream()
             .map_err(derr("creating a stream"))
             .map_err(WaitFault::Error)?;
-        phase(&format!("nccl init on GPU {device}"));
+        phase(&format!("{NCCL_INIT} on GPU {device}"));
         let uid = nsys::ncclUniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };
@@ -835,19 +837,19 @@ impl NcclRank {
         // Blocking by default (no config), but `NCCL_COMM_BLOCKING=0` makes even these
         // non-blocking (envConfigOverride): ncclInProgress, and each is polled until it settles.
         let what = "ncclCommInitAll";
-        let settled = match r {
-            api::IN_PROGRESS if comms.iter().all(|c| !c.is_null()) => comms
+        if r == api::IN_PROGRESS && comms.iter().all(|c| !c.is_null()) {
+            let settled = comms
                 .iter()
-                .try_for_each(|&c| settle(a, c, what, Duration::from_secs(60)))
-                .map_err(|(WaitFault::Error(m) | WaitFault::Timeout(m))| m),
-            r => check(what, r, std::ptr::null_mut()),
-        };
-        if let Err(e) = settled {
-            for &c in comms.iter().filter(|c| !c.is_null()) {
-                // SAFETY: each was returned by ncclCommInitAll and is aborted once.
-                unsafe { (a.comm_abort)(c) };
+                .try_for_each(|&c| settle(a, c, what, Duration::from_secs(60)));
+            if let Err(WaitFault::Error(m) | WaitFault::Timeout(m)) = settled {
+                for &c in &comms {
+                    // SAFETY: each was returned by ncclCommInitAll and is aborted once.
+                    unsafe { (a.comm_abort)(c) };
+                }
+                return Err(m);
             }
-            return Err(e);
+        } else {
+            check(what, r, std::ptr::null_mut())?;
         }
         Ok(parts
             .into_iter()
@@ -1324,6 +1326,40 @@ mod tests {
         assert_eq!(u32::from_ne_bytes(b[12..16].try_into().expect("4")), 21400);
         assert_eq!(i32::from_ne_bytes(b[16..20].try_into().expect("4")), 0);
         assert_eq!(&b[20..24], &[0, 0, 0, 0]);
+    }
+
+    /// L5 and H1: the split's config is ncclConfig_t as NVIDIA/nccl v2.28.9-1 `src/nccl.h.in`
+    /// lays it out on 64-bit Linux, so NCCL 2.28+ reads splitShare and nvlinkCentricSched where
+    /// they are; every unset field is NCCL_CONFIG_UNDEF_INT.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn the_timed_config_has_ncclconfig_ts_2_28_layout() {
+        use std::mem::offset_of;
+        assert_eq!(std::mem::size_of::<api::Config28>(), 80);
+        assert_eq!(offset_of!(api::Config28, blocking), 16);
+        assert_eq!(offset_of!(api::Config28, net_name), 32);
+        assert_eq!(offset_of!(api::Config28, split_share), 40);
+        assert_eq!(offset_of!(api::Config28, comm_name), 48);
+        assert_eq!(offset_of!(api::Config28, nvlink_centric_sched), 76);
+        let c = api::Config28::timed();
+        assert_eq!((c.size, c.magic, c.version), (80, 0xcafe_beef, 22800));
+        assert_eq!(
+            (c.blocking, c.split_share, c.nvlink_centric_sched),
+            (1, 1, 1)
+        );
+        assert_eq!(c.cga_cluster_size, api::UNDEF_INT);
+        assert!(c.net_name.is_null() && c.comm_name.is_null());
+    }
+
+    /// NCCL_COMM_BLOCKING as envConfigOverride reads it: 0 or 1 win, anything else is ignored.
+    #[test]
+    fn nccl_comm_blocking_is_read_as_nccl_reads_it() {
+        assert_eq!(env_blocking(Some("1")), Some(true));
+        assert_eq!(env_blocking(Some(" 0 ")), Some(false));
+        assert_eq!(env_blocking(Some("0x1")), Some(true));
+        assert_eq!(env_blocking(Some("2")), None);
+        assert_eq!(env_blocking(Some("yes")), None);
+        assert_eq!(env_blocking(None), None);
     }
 
     #[test]

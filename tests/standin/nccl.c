@@ -2149,7 +2149,8 @@ static ncclResult_t join(struct comm *c, int *last) {
     return ncclSuccess;
 }
 
-/* Once every rank has joined: NCCL's duplicate GPU check. */
+/* Once every rank has joined: NCCL's duplicate GPU check (NVIDIA/nccl v2.28.9-1
+ * src/init.cc:901-907; ncclCommInitAll's repeated device, :2095-2099, is caught here too). */
 static ncclResult_t after_join(struct comm *c) {
     struct rankinfo *me = RI(c, c->rank);
     for (int r = 0; r < c->nranks; r++) {

@@ -438,6 +438,7 @@ pub(super) fn joined_world(
         token: Some(token),
         local: Some((w.local_rank, w.local_size)),
         timeout: base.timeout,
+        nccl_init_grace: base.nccl_init_grace,
         env: base.env.clone(),
         cancel: base.cancel.clone(),
         placement: None,

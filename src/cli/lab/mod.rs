@@ -77,6 +77,7 @@ impl LaunchArgs {
             master_addr: self.master_addr.clone(),
             master_port: self.master_port,
             timeout: Duration::from_secs(self.timeout),
+            nccl_init_grace: Duration::ZERO,
             env: Vec::new(),
             cancel: None,
             placement: None,

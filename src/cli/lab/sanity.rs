@@ -76,6 +76,10 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         return fail(e);
     }
     values.sort_by_key(|v| v.0);
+    // NCCL at world 1 runs (a smoke test of init, launch and teardown on one GPU) but proves
+    // no communication: a 1-rank in-place all-reduce launches nothing at all (NVIDIA/nccl
+    // v2.28.9-1 `src/enqueue.cc:2569-2571`, `src/device/onerank.cu:51`). It says so (L3).
+    let trivial = world < 2;
     let pass = values.len() == l.nproc_per_node && values.iter().all(|(_, v)| *v == world as f64);
     if quiet {
         if !pass {
@@ -88,7 +92,7 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
             .collect();
         println!(
             "{}",
-            serde_json::json!({"world_size": world, "pass": pass, "ranks": ranks, "ranks_per_gpu": job.ranks_per_gpu, "transport": transport})
+            serde_json::json!({"world_size": world, "pass": pass, "trivial": trivial, "ranks": ranks, "ranks_per_gpu": job.ranks_per_gpu, "transport": transport})
         );
     } else {
         for (r, v) in &values {
@@ -101,6 +105,12 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
             );
         }
         println!("{}: world size {world}", if pass { "PASS" } else { "FAIL" });
+        if trivial && pass {
+            println!(
+                "(trivial: world size 1 moves no data; NCCL launches nothing for a one-rank \
+                 in-place all-reduce, so this proves init, launch and teardown only)"
+            );
+        }
     }
     Ok(if pass {
         ExitCode::SUCCESS

@@ -25,6 +25,10 @@ pub struct Launch {
     pub master_port: u16,
     /// No progress from a rank for this long is a hang.
     pub timeout: Duration,
+    /// The least a rank's NCCL init (its `nccl init on GPU` phase) is given, where more than
+    /// `timeout`: a real init (NVML, topology, proxies, the network) in a VM can outlast a
+    /// lab's short watchdog, and must not read as a hang on a run meant to pass.
+    pub nccl_init_grace: Duration,
     /// Extra environment for every rank (the hang lab stages NCCL_SOCKET_IFNAME this way).
     pub env: Vec<(String, String)>,
     /// Set to stop the job: the ranks are killed and `run` returns `cancelled`.
@@ -75,6 +79,7 @@ impl Launch {
             master_addr: "127.0.0.1".into(),
             master_port: 0,
             timeout: Duration::from_secs(60),
+            nccl_init_grace: Duration::ZERO,
             env: Vec::new(),
             cancel: None,
             placement: None,
@@ -939,6 +944,8 @@ fn watch(
                 // Creating a CUDA context is not NCCL's init: a big GPU's first one can take
                 // seconds, and the scenario's short watchdog is for what comes after.
                 l.timeout.max(crate::comm::nccl::CUDA_INIT_GRACE)
+            } else if s.phase.starts_with(crate::comm::nccl::NCCL_INIT) {
+                l.timeout.max(l.nccl_init_grace)
             } else {
                 l.timeout
             }

@@ -124,6 +124,12 @@ pub(super) fn run_once(
         job.backend = crate::lab::Backend::Nccl;
         job.ranks_per_gpu = n.ranks_per_gpu;
         job.timeout_s = timeout + 5;
+        if fix.is_some() {
+            // A fix run is meant to pass: a real NCCL init that takes longer than the
+            // scenario's short watchdog must not read as a hang (L8). Staged runs keep it.
+            l.nccl_init_grace = FIX_NCCL_INIT_GRACE;
+            job.timeout_s = job.timeout_s.max(FIX_NCCL_INIT_GRACE.as_secs() + 5);
+        }
     }
     // A run-time scenario runs its training loop, each rank keeping its flight recorder in a
     // fresh folder; the right fix removes the staged fault.
@@ -549,6 +555,9 @@ pub fn try_fix_on(
 ) -> Fixed {
     fixed_run(s, &mut c, fix, nccl, on)
 }
+
+/// What a fix run on NCCL gives the ranks' init, whatever the scenario's watchdog.
+const FIX_NCCL_INIT_GRACE: Duration = Duration::from_secs(30);
 
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
 pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
