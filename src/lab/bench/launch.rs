@@ -937,19 +937,7 @@ fn watch(
         came_round = now;
         // A rank that has not said its first word is still starting (exec, loading, a busy
         // machine): that is not a hang until START_GRACE has passed as well.
-        let patience = |s: &RankState| {
-            if s.phase == STARTING {
-                l.timeout.max(START_GRACE)
-            } else if s.phase.starts_with(crate::comm::nccl::CUDA_INIT) {
-                // Creating a CUDA context is not NCCL's init: a big GPU's first one can take
-                // seconds, and the scenario's short watchdog is for what comes after.
-                l.timeout.max(crate::comm::nccl::CUDA_INIT_GRACE)
-            } else if s.phase.starts_with(crate::comm::nccl::NCCL_INIT) {
-                l.timeout.max(l.nccl_init_grace)
-            } else {
-                l.timeout
-            }
-        };
+        let patience = |s: &RankState| patience(l, &s.phase);
         if let Some((rank, s)) = st
             .iter()
             .find(|(_, s)| !s.done && now - s.last > patience(s))
@@ -984,9 +972,43 @@ fn watch(
     }
 }
 
+/// How long a rank in `phase` may go without a word before the watchdog calls it hung.
+fn patience(l: &Launch, phase: &str) -> Duration {
+    if phase == STARTING {
+        l.timeout.max(START_GRACE)
+    } else if phase.starts_with(crate::comm::nccl::CUDA_INIT) {
+        // Creating a CUDA context is not NCCL's init: a big GPU's first one can take
+        // seconds, and the scenario's short watchdog is for what comes after.
+        l.timeout.max(crate::comm::nccl::CUDA_INIT_GRACE)
+    } else if phase.starts_with(crate::comm::nccl::NCCL_INIT) {
+        l.timeout.max(l.nccl_init_grace)
+    } else {
+        l.timeout
+    }
+}
+
 #[cfg(test)]
 mod cpu_tests {
     use super::*;
+
+    /// L8: a run given an NCCL-init grace (the hang lab's fix runs: 30 s) waits that long in
+    /// `nccl init`, and only there; without one the job's timeout rules, as before.
+    #[test]
+    fn nccl_init_gets_its_grace_and_nothing_else_does() {
+        let mut l = Launch::single(2);
+        l.timeout = Duration::from_secs(6);
+        let init = format!("{} on GPU 0", crate::comm::nccl::NCCL_INIT);
+        assert_eq!(patience(&l, &init), Duration::from_secs(6));
+        l.nccl_init_grace = Duration::from_secs(30);
+        assert_eq!(patience(&l, &init), Duration::from_secs(30));
+        assert_eq!(
+            patience(&l, "all-reduce 8 B (in-place)"),
+            Duration::from_secs(6)
+        );
+        let cuda = format!("{} on GPU 0", crate::comm::nccl::CUDA_INIT);
+        assert_eq!(patience(&l, &cuda), crate::comm::nccl::CUDA_INIT_GRACE);
+        assert_eq!(patience(&l, STARTING), START_GRACE);
+    }
     use crate::lab::Job;
 
     #[test]

@@ -201,7 +201,10 @@ pub enum RunState {
     Idle,
     Running,
     /// `wrong` is None where nothing was checked.
-    Done { avg_busbw: f64, wrong: Option<u64> },
+    Done {
+        avg_busbw: f64,
+        wrong: Option<u64>,
+    },
     Failed(String),
     Cancelled,
 }
@@ -886,8 +889,10 @@ mod tests {
     fn the_table_puts_out_of_place_first_as_nccl_tests_does() {
         let app = app();
         let mut s = LabState::new(LabParams::default());
-        s.rows
-            .push((row(false, 111.0, 7.25, Some(0)), row(true, 222.0, 3.5, Some(1))));
+        s.rows.push((
+            row(false, 111.0, 7.25, Some(0)),
+            row(true, 222.0, 3.5, Some(1)),
+        ));
         let text = screen(&s, &app);
         assert!(text.contains("out-of-place | in-place"), "{text}");
         let line = text
