@@ -447,7 +447,7 @@ impl TcpComm {
             .iter()
             .enumerate()
             .map(|(p, s)| match transports.get(p) {
-                Some(Some(Transport::Net)) => s.as_ref().and_then(|s| s.try_clone().ok()),
+                Some(Some(Transport::NET)) => s.as_ref().and_then(|s| s.try_clone().ok()),
                 _ => None,
             })
             .collect();

@@ -1,23 +1,6 @@
 //! Experiments composed from the comm layer, returning results as data: the same structs the
 //! TUI shows and `--json` prints.
 
-/// `Display` and comparison with a `&str` for a lab enum that names itself with `name()` (the
-/// words the CLI, the JSON and the screen share).
-macro_rules! named {
-    ($t:ty) => {
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-        impl PartialEq<&str> for $t {
-            fn eq(&self, other: &&str) -> bool {
-                self.name() == *other
-            }
-        }
-    };
-}
-
 pub mod bench;
 pub mod doctor;
 pub mod fork;

@@ -180,23 +180,101 @@ pub struct Channel {
     pub via: String,
 }
 
-/// The transports a channel line names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which transport carries a connection's bytes, as NCCL names it: the one type for a log's
+/// channel lines, the doctor's counts and ringlab's own CPU transports (whose network is TCP
+/// sockets, [`Transport::NET`]). In NCCL's order of preference (src/transport.cc: P2P, SHM,
+/// NET; the first that can connect wins), the network by its plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Transport {
+    /// GPU to GPU over NVLink or PCIe (`P2P/CUMEM`, `P2P/IPC`, `P2P/direct pointer`, …); on
+    /// the CPU backend, single copy between processes of one node.
     P2p,
+    /// Through host shared memory (`/dev/shm`).
     Shm,
-    Net,
+    /// The network, by plugin (`NET/IB/…`, `NET/Socket/…`, `NET/<name>/…`).
+    Net(NetPlugin),
+}
+
+/// The network plugin of a `NET/…` connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NetPlugin {
+    /// The InfiniBand/RoCE verbs plugin (`NET/IB/…`).
+    Ib,
+    /// TCP sockets (`NET/Socket/…`).
+    Socket,
+    /// Any other plugin.
     Other,
 }
 
-impl Channel {
-    pub fn transport(&self) -> Transport {
-        match self.via.split('/').next().unwrap_or("") {
+impl Transport {
+    /// NCCL's network over TCP sockets: what ringlab's CPU backend uses between nodes.
+    pub const NET: Transport = Transport::Net(NetPlugin::Socket);
+    /// One of each kind, in NCCL's order (the network as sockets).
+    pub const ALL: [Transport; 3] = [Transport::P2p, Transport::Shm, Transport::NET];
+
+    /// NCCL's word for its kind: `P2P`, `SHM`, `NET`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::P2p => "P2P",
+            Transport::Shm => "SHM",
+            Transport::Net(_) => "NET",
+        }
+    }
+
+    /// With the network's plugin: `NET/IB`, `NET/Socket`, `NET (other plugin)`.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Transport::Net(NetPlugin::Ib) => "NET/IB",
+            Transport::Net(NetPlugin::Socket) => "NET/Socket",
+            Transport::Net(NetPlugin::Other) => "NET (other plugin)",
+            t => t.name(),
+        }
+    }
+
+    /// Its place among the kinds ([`Transport::ALL`]): 0, 1, 2.
+    pub fn kind_index(self) -> usize {
+        match self {
+            Transport::P2p => 0,
+            Transport::Shm => 1,
+            Transport::Net(_) => 2,
+        }
+    }
+
+    /// The transport a channel line's `via` text names (`P2P/CUMEM`, `SHM/direct/direct`,
+    /// `NET/IB/0/GDRDMA`); None for a word NCCL does not use.
+    pub fn from_via(via: &str) -> Option<Self> {
+        let mut parts = via.split('/');
+        Some(match parts.next()? {
             "P2P" => Transport::P2p,
             "SHM" => Transport::Shm,
-            "NET" => Transport::Net,
-            _ => Transport::Other,
-        }
+            "NET" => Transport::Net(match parts.next() {
+                Some("IB") => NetPlugin::Ib,
+                Some("Socket") => NetPlugin::Socket,
+                _ => NetPlugin::Other,
+            }),
+            _ => return None,
+        })
+    }
+}
+
+/// As the doctor's JSON has always named them: `p2p`, `shm`, `net_ib`, `net_socket`,
+/// `net_other`.
+impl serde::Serialize for Transport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match self {
+            Transport::P2p => "p2p",
+            Transport::Shm => "shm",
+            Transport::Net(NetPlugin::Ib) => "net_ib",
+            Transport::Net(NetPlugin::Socket) => "net_socket",
+            Transport::Net(NetPlugin::Other) => "net_other",
+        })
+    }
+}
+
+impl Channel {
+    /// The transport this line names; None for a `via` NCCL does not write.
+    pub fn transport(&self) -> Option<Transport> {
+        Transport::from_via(&self.via)
     }
 }
 
@@ -512,8 +590,8 @@ impl Msg {
             | Msg::UsingNetwork { .. } => INIT | NET,
             Msg::Retry(_) if p.minor() >= 27 => NET | INIT,
             Msg::Channel(c) => match c.transport() {
-                Transport::Shm => INIT | SHM,
-                Transport::P2p => INIT | P2P,
+                Some(Transport::Shm) => INIT | SHM,
+                Some(Transport::P2p) => INIT | P2P,
                 _ => INIT | NET,
             },
             Msg::Tuning { .. } => TUNING,
@@ -562,7 +640,7 @@ impl Msg {
                 "`connect returned …, exceeded error retry count` (no address)".into(),
                 Releases::new(24, 26),
             ),
-            Msg::Channel(c) if c.transport() == Transport::Shm => {
+            Msg::Channel(c) if c.transport() == Some(Transport::Shm) => {
                 // `via SHM/%s/%s` up to 2.29, `via SHM/direct` from 2.30 (src/transport/shm.cc
                 // at v2.29.7-1 and v2.30.7-1).
                 if c.via.matches('/').count() >= 2 {

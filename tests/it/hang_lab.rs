@@ -541,7 +541,11 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
     let theme = ringlab::tui::theme::Theme::from_env();
 
     let f = try_fix("^docker0");
-    assert_eq!(f.outcome, "hang", "{f:?}");
+    assert_eq!(
+        f.outcome,
+        ringlab::lab::hang::scenario::Outcome::Hang,
+        "{f:?}"
+    );
     let ev = f.evidence.as_ref().expect("the re-run's own evidence");
     let now = ev.advertised_by_rank(1);
     assert_eq!(now.len(), 2, "{now:?}");
@@ -561,7 +565,11 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
     assert!(!v.contains("not the cause"), "{v}");
 
     let f = try_fix("eth1");
-    assert_eq!(f.outcome, "error", "{f:?}");
+    assert_eq!(
+        f.outcome,
+        ringlab::lab::hang::scenario::Outcome::Error,
+        "{f:?}"
+    );
     let v = text(verdict_lines(
         "NCCL_SOCKET_IFNAME=eth1",
         &f,

@@ -24,34 +24,9 @@ use super::log;
 use super::tcp::{CommError, RankEnv, SETUP_WAIT, swap_frames};
 use crate::nccl_log::Msg;
 
-/// Which transport carries a peer's bytes, as NCCL names them, in NCCL's order of
-/// preference (src/transport.cc: P2P, SHM, NET; the first that can connect wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Transport {
-    /// Single copy: a partner on this node whose memory this rank may read, and which may read
-    /// this rank's ([`super::cma`]); small messages still go through the FIFO.
-    #[serde(rename = "P2P")]
-    P2p,
-    /// Shared memory: a partner on this node.
-    #[serde(rename = "SHM")]
-    Shm,
-    /// The network (TCP sockets here): a partner on another node, or SHM switched off.
-    #[serde(rename = "NET")]
-    Net,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::P2p => "P2P",
-            Self::Shm => "SHM",
-            Self::Net => "NET",
-        }
-    }
-
-    /// Every transport, in NCCL's order.
-    pub const ALL: [Transport; 3] = [Self::P2p, Self::Shm, Self::Net];
-}
+/// Which transport carries a peer's bytes: NCCL's one type ([`crate::nccl_log::Transport`]);
+/// the CPU backend's network is TCP sockets ([`Transport::NET`]).
+pub use crate::nccl_log::Transport;
 
 /// The transports a rank, or a whole job, used: a set shown in NCCL's order joined by `+`
 /// (`P2P`, `SHM+NET`, `-` for none). Events, rows and reports carry this type; only JSON
@@ -60,13 +35,9 @@ impl Transport {
 pub struct Transports([bool; Transport::ALL.len()]);
 
 impl Transports {
-    /// Its place in [`Transport::ALL`] (NCCL's order).
+    /// Its place in [`Transport::ALL`] (NCCL's order; the network whatever its plugin).
     fn index(t: Transport) -> usize {
-        match t {
-            Transport::P2p => 0,
-            Transport::Shm => 1,
-            Transport::Net => 2,
-        }
+        t.kind_index()
     }
     /// The set of one transport.
     pub fn only(t: Transport) -> Self {
@@ -225,7 +196,7 @@ pub fn select(me: &PeerInfo, peer: &PeerInfo) -> (Transport, Vec<(Transport, Str
             Err(Decline::Quietly) => {}
         }
     }
-    (Transport::Net, said)
+    (Transport::NET, said)
 }
 
 /// Per rank: the Unix-domain connection to a partner of this node (None: not one), over
@@ -320,7 +291,7 @@ pub(super) fn connect(
         }
         transports[p] = Some(t);
         match t {
-            Transport::Net => {
+            Transport::Net(_) => {
                 unix[p] = None;
                 net::connect(env, p, &theirs, deferred);
             }
@@ -344,7 +315,7 @@ mod tests {
 
     #[test]
     fn transport_sets_read_back_what_they_show_in_nccl_order() {
-        let set: Transports = [Transport::Net, Transport::P2p, Transport::Net]
+        let set: Transports = [Transport::NET, Transport::P2p, Transport::NET]
             .into_iter()
             .collect();
         assert_eq!(set.name(), "P2P+NET");
@@ -394,9 +365,9 @@ mod tests {
         assert_eq!(select(&no_p2p, &here), (Transport::Shm, vec![]));
         // SHM switched off: NET.
         let no_shm = info("a", true, false);
-        assert_eq!(select(&here, &no_shm), (Transport::Net, vec![]));
+        assert_eq!(select(&here, &no_shm), (Transport::NET, vec![]));
         // Another host: NET.
-        assert_eq!(select(&here, &info("b", true, true)).0, Transport::Net);
+        assert_eq!(select(&here, &info("b", true, true)).0, Transport::NET);
         // A partner whose memory cannot be read: SHM, and P2P says why.
         let gone = PeerInfo {
             pid: u32::MAX >> 2,

@@ -10,7 +10,7 @@ pub struct Net;
 
 impl Connector for Net {
     fn kind(&self) -> Transport {
-        Transport::Net
+        Transport::NET
     }
     fn can_connect(&self, _: &PeerInfo, _: &PeerInfo) -> Result<(), Decline> {
         Ok(())

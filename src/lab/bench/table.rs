@@ -24,7 +24,9 @@ pub fn transport_line(transports: &Transports) -> String {
         Transport::Shm => {
             "shared memory between the ranks of this node (copied in, copied out)".into()
         }
-        Transport::Net => "sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1".into(),
+        Transport::Net(_) => {
+            "sockets: to other nodes, or everywhere with NCCL_SHM_DISABLE=1".into()
+        }
     };
     let each: Vec<Transport> = transports.iter().collect();
     match each.as_slice() {

@@ -519,7 +519,10 @@ fn ib_hardware<'a>(lines: &'a [Line<'a>], uses: &'a [IfaceUse<'a>]) -> Option<&'
                 (l.msg.starts_with("NET/IB : Using [") && !l.msg.contains("No device"))
                     || l.row_id() == Some("ib-open-device-failed")
                     || l.msg.starts_with("Using network IB")
-                    || matches!(parse_transport(l.m), Some((Transport::NetIb, _)))
+                    || matches!(
+                        parse_transport(l.m),
+                        Some((Transport::Net(NetPlugin::Ib), _))
+                    )
             })
         })
 }
@@ -583,7 +586,10 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], span: Span, out: &mu
         }
         let mut first_socket_conn: BTreeMap<(&str, u32), &Line> = BTreeMap::new();
         for c in lines {
-            if matches!(parse_transport(c.m), Some((Transport::NetSocket, _))) {
+            if matches!(
+                parse_transport(c.m),
+                Some((Transport::Net(NetPlugin::Socket), _))
+            ) {
                 first_socket_conn.entry((c.file, c.pid)).or_insert(c);
             }
         }
@@ -616,7 +622,10 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], span: Span, out: &mu
                 .iter()
                 .filter(|l| {
                     l.msg.starts_with("Using network IB")
-                        || matches!(parse_transport(l.m), Some((Transport::NetIb, _)))
+                        || matches!(
+                            parse_transport(l.m),
+                            Some((Transport::Net(NetPlugin::Ib), _))
+                        )
                 })
                 .map(|l| l.host)
                 .filter(|h| !fell.contains(h))

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::nccl_log::warnings::Severity;
-use crate::nccl_log::{self, Msg, Releases};
+use crate::nccl_log::{self, Msg, NetPlugin, Releases, Transport};
 
 mod checks;
 mod named;
@@ -26,8 +26,22 @@ use transports::parse_transport;
 pub use transports::*;
 
 /// What a finding is about; its stable name (`local-interface`, …) is what `--json` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Kind {
     LocalInterface,
     ContainerBridge,
@@ -66,45 +80,11 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Its stable name (`local-interface`, …): the words `--json` prints, from strum.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::LocalInterface => "local-interface",
-            Kind::ContainerBridge => "container-bridge",
-            Kind::IfaceNamesDiffer => "iface-names-differ",
-            Kind::SubnetsDiffer => "subnets-differ",
-            Kind::ConnectRetry => "connect-retry",
-            Kind::NoSocketInterface => "no-socket-interface",
-            Kind::IbDisabled => "ib-disabled",
-            Kind::SocketFallback => "socket-fallback",
-            Kind::P2pDisabled => "p2p-disabled",
-            Kind::ShmFallback => "shm-fallback",
-            Kind::VirtualInterface => "virtual-interface",
-            Kind::ContainerNetwork => "container-network",
-            Kind::IfnameNoMatch => "ifname-no-match",
-            Kind::DuplicateGpu => "duplicate-gpu",
-            Kind::ShmTooSmall => "shm-too-small",
-            Kind::IbRetryExceeded => "ib-retry-exceeded",
-            Kind::IbGdrPci => "ib-gdr-pci",
-            Kind::UnreachablePeer => "unreachable-peer",
-            Kind::RoceGid => "roce-gid",
-            Kind::Memlock => "memlock",
-            Kind::CudaOom => "cuda-oom",
-            Kind::FabricManager => "fabric-manager",
-            Kind::NcclTooOld => "nccl-too-old",
-            Kind::CollectiveMismatch => "collective-mismatch",
-            Kind::VersionsDiffer => "versions-differ",
-            Kind::PeerGone => "peer-gone",
-            Kind::ForeignConnection => "foreign-connection",
-            Kind::TopoFile => "topo-file",
-            Kind::InvalidUsage => "invalid-usage",
-            Kind::CudaError => "cuda-error",
-            Kind::NcclWarning => "nccl-warning",
-            Kind::UnknownWarning => "unknown-warning",
-        }
+        self.into()
     }
 }
-
-named!(Kind);
 
 /// One misconfiguration found in the logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

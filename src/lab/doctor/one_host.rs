@@ -30,7 +30,7 @@ pub(super) fn span(lines: &[Line], hosts: &BTreeSet<&str>) -> Span {
     let mut local = 0;
     for l in lines {
         match parse_transport(l.m) {
-            Some((Transport::NetSocket | Transport::NetIb | Transport::NetOther, _)) => {
+            Some((Transport::Net(_), _)) => {
                 return Span::Hosts;
             }
             Some(_) => local += 1,

@@ -232,15 +232,15 @@ fn transport_lines_of_every_kind_parse() {
     );
     assert_eq!(
         p("Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA"),
-        Some(Transport::NetIb)
+        Some(Transport::Net(NetPlugin::Ib))
     );
     assert_eq!(
         p("Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0"),
-        Some(Transport::NetSocket)
+        Some(Transport::Net(NetPlugin::Socket))
     );
     assert_eq!(
         p("Channel 00/0 : 1[0] -> 0[0] [send] via NET/AWS Libfabric/0"),
-        Some(Transport::NetOther)
+        Some(Transport::Net(NetPlugin::Other))
     );
     assert_eq!(p("Channel 00/24 : 0 1 2 3"), None);
     assert_eq!(p("Connected all rings, use ring PXN 0 GDR 1"), None);

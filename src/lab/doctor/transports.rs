@@ -6,49 +6,10 @@ use super::*;
 /// `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read`, `Channel 00 : 0[0] -> 1[1] via
 /// SHM/direct/direct` (2.30: `via SHM/direct`) or `Channel 00/0 : 7[7] -> 8[0] [send] via
 /// NET/IB/0/GDRDMA` (NVIDIA/nccl src/transport/p2p.cc, shm.cc, net.cc at v2.27.3-1:
-/// `Channel %02d/%d : %d[%d] -> %d[%d] via %s…`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transport {
-    /// GPU to GPU over NVLink or PCIe (`P2P/CUMEM`, `P2P/IPC`, `P2P/direct pointer`, …).
-    P2p,
-    /// Through host shared memory (`/dev/shm`).
-    Shm,
-    /// The InfiniBand/RoCE verbs plugin (`NET/IB/…`).
-    NetIb,
-    /// TCP sockets (`NET/Socket/…`).
-    NetSocket,
-    /// Any other network plugin (`NET/<name>/…`).
-    NetOther,
-}
-
-impl Transport {
-    fn name(self) -> &'static str {
-        match self {
-            Transport::P2p => "P2P",
-            Transport::Shm => "SHM",
-            Transport::NetIb => "NET/IB",
-            Transport::NetSocket => "NET/Socket",
-            Transport::NetOther => "NET (other plugin)",
-        }
-    }
-}
-
-/// (transport, the text after `via `) of a `Channel … via …` line.
+/// `Channel %02d/%d : %d[%d] -> %d[%d] via %s…`), with the text after `via `.
 pub(super) fn parse_transport(m: &Msg) -> Option<(Transport, &str)> {
     let Msg::Channel(c) = m else { return None };
-    let mut parts = c.via.split('/');
-    let t = match parts.next()? {
-        "P2P" => Transport::P2p,
-        "SHM" => Transport::Shm,
-        "NET" => match parts.next()? {
-            "IB" => Transport::NetIb,
-            "Socket" => Transport::NetSocket,
-            _ => Transport::NetOther,
-        },
-        _ => return None,
-    };
-    Some((t, &c.via))
+    Some((c.transport()?, &c.via))
 }
 
 /// The transports one host's logged connections used, counted by kind.
@@ -91,7 +52,7 @@ pub fn transports_summary(t: &[HostTransports]) -> Vec<String> {
             let mut s = format!(
                 "{}: {}",
                 h.host,
-                join(h.counts.iter().map(|(t, n)| format!("{n} {}", t.name())))
+                join(h.counts.iter().map(|(t, n)| format!("{n} {}", t.detail())))
             );
             if h.gdrdma > 0 {
                 s.push_str(&format!(" ({} with GPUDirect RDMA)", h.gdrdma));

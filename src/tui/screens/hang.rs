@@ -218,7 +218,7 @@ impl HangState {
             }
             HangUpdate::Fixed(_, Ok(f)) => {
                 let text = self.trying.clone();
-                let passed = f.outcome == "pass";
+                let passed = f.outcome == scenario::Outcome::Pass;
                 if let Some(s) = self.scenario() {
                     let rec = app.progress.labs.entry(s.name.clone()).or_default();
                     rec.attempts += 1;
@@ -952,7 +952,7 @@ pub fn verdict_lines(
     claim: &str,
     t: &Theme,
 ) -> Vec<Line<'static>> {
-    if f.outcome == "pass" {
+    if f.outcome == scenario::Outcome::Pass {
         let mut out = vec![Line::styled(format!(" ✓ PASS with {text}: {claim}"), t.ok)];
         if let Some(tr) = &f.transport {
             out.push(Line::raw(format!("   transport: {tr}")));
@@ -961,7 +961,7 @@ pub fn verdict_lines(
         if staged.culprit == scenario::Culprit::ShmFull
             && f.transport
                 == Some(crate::comm::tcp::Transports::only(
-                    crate::comm::tcp::Transport::Net,
+                    crate::comm::tcp::Transport::NET,
                 ))
         {
             out.push(Line::styled(

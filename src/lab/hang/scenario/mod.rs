@@ -155,8 +155,20 @@ pub enum Expect {
 /// How a run ended: `ok` (went through), `hang` (the watchdog fired), `error` (a rank or the
 /// setup failed); a fix's re-run is `pass` when it went through with the right all-reduce
 /// (`ok` there means it went through with a wrong result).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Outcome {
     Ok,
     Pass,
@@ -166,16 +178,9 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Pass => "pass",
-            Outcome::Hang => "hang",
-            Outcome::Error => "error",
-        }
+        self.into()
     }
 }
-
-named!(Outcome);
 
 impl Scenario {
     /// A run-time hang (a training loop that stops mid-run), not one at start-up.
