@@ -277,7 +277,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::comm::log::init(0);
             lab::sanity(args)
         }
-        Some(Command::Rank) => Ok(crate::lab::bench::rank::main()),
+        Some(Command::Rank) => Ok(crate::lab::bench::rank::main(
+            crate::lab::hang::train::run_job,
+        )),
         Some(Command::NetnsHolder { shm, hostname }) => Ok(crate::lab::hang::cluster::holder_main(
             shm.as_deref(),
             hostname.as_deref(),

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod doctor;
 pub mod fork;
 pub mod hang;
+pub mod job;
 
 use serde::{Deserialize, Serialize};
 

@@ -9,8 +9,8 @@ pub struct BenchArgs {
     pub launch: LaunchArgs,
     /// Run as one rank of a launcher's world: auto (when torchrun, srun or mpirun started this
     /// process), none (start ranks here, ignoring any launcher), torchrun, slurm or mpi.
-    #[arg(long, default_value = "auto", value_parser = crate::lab::bench::world::parse_choice)]
-    pub launcher: crate::lab::bench::world::Choice,
+    #[arg(long, default_value = "auto", value_parser = crate::lab::job::world::parse_choice)]
+    pub launcher: crate::lab::job::world::Choice,
     #[command(flatten)]
     pub gpu: GpuArgs,
     /// Smallest size in bytes: 32M (bare K/M/G are powers of 1024, as in nccl-tests), 1MiB, 1MB (10^6), 1e6.
@@ -364,10 +364,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
 /// ranks itself. Errors name the flag or variable.
 pub(super) fn joined_world(
     launch: &LaunchArgs,
-    launcher: crate::lab::bench::world::Choice,
+    launcher: crate::lab::job::world::Choice,
     single_process: bool,
     base: &Launch,
-) -> Result<Option<(crate::lab::bench::world::World, Launch)>, String> {
+) -> Result<Option<(crate::lab::job::world::World, Launch)>, String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let Some(w) = launcher.world(&env)? else {
         return Ok(None);
@@ -405,9 +405,9 @@ pub(super) fn joined_world(
             let home = crate::study::progress::data_dir();
             let wait = Duration::from_secs(launch.timeout);
             let made = if w.rank == 0 {
-                crate::lab::bench::token_file::create(&home, &w)
+                crate::lab::job::token_file::create(&home, &w)
             } else {
-                crate::lab::bench::token_file::read(&home, &w, std::time::SystemTime::now(), wait)
+                crate::lab::job::token_file::read(&home, &w, std::time::SystemTime::now(), wait)
             };
             made.map_err(|e| {
                 format!(

@@ -9,8 +9,8 @@ pub struct SanityArgs {
     /// Run as one rank of a launcher's world: auto (when torchrun, srun or mpirun started this
     /// process), none, torchrun, slurm or mpi. Each rank then checks its own result; rank 0
     /// prints it.
-    #[arg(long, default_value = "auto", value_parser = crate::lab::bench::world::parse_choice)]
-    pub launcher: crate::lab::bench::world::Choice,
+    #[arg(long, default_value = "auto", value_parser = crate::lab::job::world::parse_choice)]
+    pub launcher: crate::lab::job::world::Choice,
     #[command(flatten)]
     pub gpu: GpuArgs,
     /// Print {"world_size","pass","ranks":[{"rank","value"}]}.

@@ -305,7 +305,7 @@ pub const SHARED_GPU: &str = "shared GPU: the bytes cross NET/Socket through hos
 /// The one place the command line and the app do this.
 pub fn prepare(
     job: &mut crate::lab::Job,
-    l: &mut crate::lab::bench::launch::Launch,
+    l: &mut crate::lab::job::launch::Launch,
     m: Machine,
     ask: &GpuAsk,
 ) -> Result<Prepared, String> {
@@ -422,18 +422,6 @@ pub fn algo_label(forced: Option<&str>, inherited: Option<&str>) -> String {
     }
 }
 
-/// The per-rank environment of an NCCL job: ranks that share a GPU each get a host id of
-/// their own (NCCL_HOSTID replaces the host hash NCCL compares in its duplicate-GPU check,
-/// and ranks on different "hosts" talk over NET).
-pub fn rank_env(job: &crate::lab::Job, rank: usize) -> Vec<(String, String)> {
-    if job.backend == crate::lab::Backend::Nccl && job.ranks_per_gpu > 1 {
-        let host = crate::comm::log::hostname();
-        vec![("NCCL_HOSTID".into(), format!("{host}-ringlab-rank{rank}"))]
-    } else {
-        Vec::new()
-    }
-}
-
 /// The algorithm and protocol NCCL reports for a collective in its tuning log line
 /// (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS including TUNING; rank 0 only):
 /// 2.24 and later `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`,
@@ -470,7 +458,7 @@ pub fn tuning_line(line: &str) -> Option<(u64, String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::bench::launch::Launch;
+    use crate::lab::job::launch::Launch;
     use crate::lab::{Backend, Job, JobKind};
 
     fn no_gpu() -> Machine {
@@ -583,6 +571,7 @@ mod tests {
             l.env
         );
         // Each rank its own host id; distinct across ranks.
+        use crate::lab::job::launch::rank_env;
         let a = rank_env(&job, 0);
         let b = rank_env(&job, 1);
         assert_eq!(a[0].0, "NCCL_HOSTID");

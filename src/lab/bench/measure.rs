@@ -18,7 +18,6 @@
 //! types, a value no crafted input can produce in the integer ones) instead of zeros, so a
 //! collective that writes nothing cannot pass.
 
-use std::fmt;
 use std::time::Instant;
 
 use crate::collective::{Algorithm, Collective, Dtype, Op, chunk_range};
@@ -34,34 +33,7 @@ pub enum Which {
     Recv,
 }
 
-/// Why a run stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fault {
-    /// The backend reported an error (NCCL's code and reason, a socket error…).
-    Error(String),
-    /// Work did not finish within the rank's own watchdog timeout.
-    Hang(String),
-}
-
-impl Fault {
-    pub fn is_hang(&self) -> bool {
-        matches!(self, Self::Hang(_))
-    }
-    pub fn message(&self) -> &str {
-        match self {
-            Self::Error(m) | Self::Hang(m) => m,
-        }
-    }
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Error(m) => write!(f, "{m}"),
-            Self::Hang(m) => write!(f, "HANG: {m}"),
-        }
-    }
-}
+pub use crate::lab::job::Fault;
 
 /// One collective call, the same on every local rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

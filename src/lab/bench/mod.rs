@@ -2,13 +2,10 @@
 //! and algbw/busbw exactly as nccl-tests defines them (collective::cost).
 
 pub mod gpu;
-pub mod launch;
 pub mod measure;
 pub mod pattern;
 pub mod rank;
 pub mod table;
-pub mod token_file;
-pub mod world;
 
 use std::collections::BTreeMap;
 

@@ -68,9 +68,14 @@ fn tie_to_parent() {
     }
 }
 
-pub fn main() -> ExitCode {
+/// How a training job's rank runs its loop (the hang lab's, handed in by the command that
+/// starts the rank: the bench does not name the hang lab).
+pub type TrainLoop =
+    fn(&RankEnv, &Job, &mut StoreClient, &dyn Fn(&str), &mut dyn FnMut(Event)) -> Result<(), Fault>;
+
+pub fn main(train: TrainLoop) -> ExitCode {
     tie_to_parent();
-    if let Err(e) = crate::lab::bench::launch::pin_to_planned_cpu() {
+    if let Err(e) = crate::lab::job::launch::pin_to_planned_cpu() {
         crate::comm::log::warn(&e);
     }
     let (env, job) = match read_env() {
@@ -82,7 +87,7 @@ pub fn main() -> ExitCode {
     };
     log::init(env.local_rank);
     let rank = env.rank;
-    match run(&env, &job) {
+    match run(&env, &job, train) {
         Ok(()) => {
             emit(&Event::Done { rank });
             ExitCode::SUCCESS
@@ -116,20 +121,14 @@ fn report(rank: usize, fault: &Fault) {
     });
 }
 
-fn run(env: &RankEnv, job: &Job) -> Result<(), Failed> {
+fn run(env: &RankEnv, job: &Job, train: TrainLoop) -> Result<(), Failed> {
     let rank = env.rank;
     let phase = |p: &str| phase_of(rank, p);
     phase("spawned");
     let mut store = StoreClient::connect(env.store, &env.token, rank as u32).map_err(error)?;
     let mut out = |ev: Event| emit(&ev);
     if job.kind == JobKind::Train {
-        let spec = job
-            .train
-            .as_ref()
-            .ok_or_else(|| error("a training job without its loop (job.train)"))?;
-        return Ok(crate::lab::hang::train::run(
-            env, job, spec, &mut store, phase, &mut out,
-        )?);
+        return Ok(train(env, job, &mut store, &phase, &mut out)?);
     }
     same_calls_as_rank_0(&mut store, rank, job)?;
     let mut rig: Box<dyn Rig + '_> = match job.backend {
@@ -478,7 +477,7 @@ impl Rig for TcpRig<'_> {
             .map_err(error)?;
         // Done with the store: its host (under a launcher, rank 0's process) may go.
         self.store
-            .set(&super::launch::left_key(self.comm.rank()), "1")
+            .set(&crate::lab::job::launch::left_key(self.comm.rank()), "1")
             .map_err(error)
     }
 }
@@ -687,7 +686,7 @@ impl Rig for NcclRig<'_> {
         // Done with the store (see TcpRig::finish): one key per rank this process drives.
         for r in self.first..self.first + self.gs.len() {
             self.store
-                .set(&super::launch::left_key(r), "1")
+                .set(&crate::lab::job::launch::left_key(r), "1")
                 .map_err(error)?;
         }
         Ok(())

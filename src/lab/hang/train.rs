@@ -23,8 +23,8 @@ use crate::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
 use crate::comm::reduce::AlignedBuf;
 use crate::comm::store::StoreClient;
 use crate::comm::tcp::{RankEnv, TcpComm, partners};
-use crate::lab::bench::measure::Fault;
 use crate::lab::hang::trace::{Call, Recorder};
+use crate::lab::job::Fault;
 use crate::lab::{Event, Job};
 
 /// What the loop runs.
@@ -193,6 +193,21 @@ impl Journal {
             Self::File(j) => j.recorder().next_seq(),
         }
     }
+}
+
+/// A training job's rank: its loop ([`run`]), from the job's `train` spec.
+pub fn run_job(
+    env: &RankEnv,
+    job: &Job,
+    store: &mut StoreClient,
+    phase: &dyn Fn(&str),
+    emit: &mut dyn FnMut(Event),
+) -> Result<(), Fault> {
+    let spec = job
+        .train
+        .as_ref()
+        .ok_or_else(|| Fault::Error("a training job without its loop (job.train)".into()))?;
+    run(env, job, spec, store, phase, emit)
 }
 
 /// Run the loop on this rank. `emit` reports phases, progress and the final value.

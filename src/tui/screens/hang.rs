@@ -11,9 +11,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::lab::Event;
-use crate::lab::bench::launch::Msg;
 use crate::lab::hang::scenario::{self, Fix, Fixed, LabReport, Scenario};
 use crate::lab::hang::trace::{GPU_LEGEND, GpuUtil};
+use crate::lab::job::launch::Msg;
 use crate::nccl_log::{self, Level, Profile, Release};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::theme::Theme;

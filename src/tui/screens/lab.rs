@@ -16,8 +16,8 @@ use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragrap
 use crate::collective::{Algorithm, Collective, Dtype};
 use crate::course::block::LabBlock;
 use crate::lab::bench::gpu;
-use crate::lab::bench::launch::{self, Launch, Msg};
 use crate::lab::bench::{Collector, Pairs, Row, sizes};
+use crate::lab::job::launch::{self, Launch, Msg};
 use crate::lab::{Backend, Event, Job};
 use crate::tui::app::{Action, App, Background, Outcome};
 use crate::tui::form::{Form, FormModel, cycle};

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use include_dir::{Dir, include_dir};
 use serde::{Deserialize, Serialize};
 
-use crate::lab::bench::launch::{self, Failure, Launch, LaunchError, Msg, Placement};
 use crate::lab::hang::cluster::{self, Cluster};
+use crate::lab::job::launch::{self, Failure, Launch, LaunchError, Msg, Placement};
 use crate::lab::{Event, Job};
 use crate::nccl_log;
 

@@ -232,7 +232,7 @@ pub(super) fn run_once(
             transport,
         },
         Err(LaunchError::Failed(f)) => {
-            let outcome = if f.kind == crate::lab::bench::launch::FailKind::Hang {
+            let outcome = if f.kind == crate::lab::job::launch::FailKind::Hang {
                 Outcome::Hang
             } else {
                 Outcome::Error
@@ -252,7 +252,7 @@ pub(super) fn run_once(
             outcome: Outcome::Error,
             run_s,
             failure: Some(Failure {
-                kind: crate::lab::bench::launch::FailKind::Error,
+                kind: crate::lab::job::launch::FailKind::Error,
                 reason: e,
                 ranks: Vec::new(),
                 logs: Vec::new(),
@@ -274,7 +274,7 @@ impl RunResult {
             outcome: Outcome::Error,
             run_s: 0.0,
             failure: Some(Failure {
-                kind: crate::lab::bench::launch::FailKind::Error,
+                kind: crate::lab::job::launch::FailKind::Error,
                 reason,
                 ranks: Vec::new(),
                 logs: Vec::new(),
@@ -390,7 +390,16 @@ pub(super) fn store_port(
     c: &Cluster,
 ) -> Result<(u16, Option<std::sync::Arc<std::net::TcpListener>>), String> {
     if c.mode() == "netns" {
-        return Ok((MASTER_PORT, None));
+        // Bound inside node 0's namespace (a socket stays in the namespace it was made in),
+        // at the fixed port the firewall scenarios stage their rules for.
+        let node0 = c
+            .netns_path(0)
+            .ok_or_else(|| "node 0 has no network namespace".to_string())?;
+        let addr = SocketAddr::new(c.bind_ip(IpAddr::V4(c.nodes[0].ip)), MASTER_PORT);
+        let l = cluster::in_netns(&node0, move || std::net::TcpListener::bind(addr))
+            .map_err(|e| format!("entering node 0: {e}"))?
+            .map_err(|e| format!("binding the store on {addr} in node 0: {e}"))?;
+        return Ok((MASTER_PORT, Some(std::sync::Arc::new(l))));
     }
     let ip = c.bind_ip(IpAddr::V4(c.nodes[0].ip));
     std::net::TcpListener::bind(SocketAddr::new(ip, 0))

@@ -136,23 +136,7 @@ pub struct Entry {
     pub completed_ns: Option<u64>,
 }
 
-/// How a rank's process stood when the dumps were gathered (the launcher knows; a stopped
-/// process cannot say so itself).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", tag = "state")]
-pub enum Process {
-    #[default]
-    Running,
-    /// Stopped (SIGSTOP, a debugger): state T in /proc.
-    Stopped,
-    /// Exited or killed.
-    Gone {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        code: Option<i32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        signal: Option<i32>,
-    },
-}
+pub use crate::lab::job::Process;
 
 /// What `nvidia-smi` shows of a rank's GPU while a job hangs under NCCL: the signal engineers
 /// read first. A rank inside a collective has launched its kernel, which spins polling for

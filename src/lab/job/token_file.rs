@@ -107,7 +107,7 @@ fn read_once(p: &Path, started: SystemTime) -> Result<Option<Token>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::bench::world::Launcher;
+    use crate::lab::job::world::Launcher;
 
     fn world(rank: usize) -> World {
         World {

@@ -151,7 +151,7 @@ pub struct Failure {
     /// The last log lines per rank.
     pub logs: Vec<(usize, Vec<String>)>,
     /// Each rank's process when the job failed: running, stopped (state T), or gone.
-    pub processes: Vec<(usize, crate::lab::hang::trace::Process)>,
+    pub processes: Vec<(usize, crate::lab::job::Process)>,
     /// Each rank's state letter in /proc/PID/stat when the job failed (R, S, D, T, …), or
     /// `gone` for a process that has ended.
     pub states: Vec<(usize, String)>,
@@ -283,11 +283,15 @@ pub fn run_with(
     if let Some(p) = &l.placement {
         let token = new_token().map_err(setup("making a job token"))?;
         let bind = p.store_bind;
+        // Nodes in namespaces of their own: the placement's maker binds the store's listener
+        // inside node 0 (only it can enter the namespace); the launcher serves on it.
         let server = match (p.netns.first(), &p.store_listener) {
             (_, Some(bound)) => StoreServer::serve(bound.clone(), token),
             (Some(node0), None) => {
-                crate::lab::hang::cluster::in_netns(node0, move || StoreServer::start(bind, token))
-                    .map_err(setup("entering node 0"))?
+                return Err(LaunchError::Setup(format!(
+                    "the nodes run in network namespaces ({node0}, …) but the placement brought \
+                     no store listener bound in node 0"
+                )));
             }
             (None, None) => StoreServer::start(bind, token),
         }
@@ -430,7 +434,7 @@ fn spawn_and_watch(
             .env("RINGLAB_PARENT", std::process::id().to_string())
             .envs(l.env.iter().map(|(k, v)| (k, v)))
             .envs(slot.env.iter().map(|(k, v)| (k, v)))
-            .envs(crate::lab::bench::gpu::rank_env(job, rank))
+            .envs(rank_env(job, rank))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -751,22 +755,22 @@ fn watch(
             .map(|(r, s)| {
                 let child = ranks.children.iter().find(|(cr, _)| cr == r);
                 let p = match s.exited {
-                    Some(_) if s.failed => crate::lab::hang::trace::Process::Running,
-                    Some(status) => crate::lab::hang::trace::Process::Gone {
+                    Some(_) if s.failed => crate::lab::job::Process::Running,
+                    Some(status) => crate::lab::job::Process::Gone {
                         code: status.code(),
                         signal: std::os::unix::process::ExitStatusExt::signal(&status),
                     },
                     None if child.is_some_and(|(_, c)| process_stopped(c.id())) => {
-                        crate::lab::hang::trace::Process::Stopped
+                        crate::lab::job::Process::Stopped
                     }
                     // Ended, not yet reaped: the exit the watch loop has not seen yet.
                     None if !s.failed && child.is_some_and(|(_, c)| process_ended(c.id())) => {
-                        crate::lab::hang::trace::Process::Gone {
+                        crate::lab::job::Process::Gone {
                             code: None,
                             signal: None,
                         }
                     }
-                    None => crate::lab::hang::trace::Process::Running,
+                    None => crate::lab::job::Process::Running,
                 };
                 (*r, p)
             })
@@ -984,6 +988,18 @@ fn patience(l: &Launch, phase: &str) -> Duration {
         l.timeout.max(l.nccl_init_grace)
     } else {
         l.timeout
+    }
+}
+
+/// The per-rank environment of an NCCL job: ranks that share a GPU each get a host id of
+/// their own (NCCL_HOSTID replaces the host hash NCCL compares in its duplicate-GPU check,
+/// and ranks on different "hosts" talk over NET).
+pub fn rank_env(job: &crate::lab::Job, rank: usize) -> Vec<(String, String)> {
+    if job.backend == crate::lab::Backend::Nccl && job.ranks_per_gpu > 1 {
+        let host = crate::comm::log::hostname();
+        vec![("NCCL_HOSTID".into(), format!("{host}-ringlab-rank{rank}"))]
+    } else {
+        Vec::new()
     }
 }
 
