@@ -22,22 +22,22 @@ enum Dep {
 }
 
 #[derive(Debug, Clone)]
-struct PlanOp {
-    send: bool,
-    peer: usize,
-    step: usize,
-    range: Range<usize>,
-    reduce: bool,
+pub(crate) struct PlanOp {
+    pub(crate) send: bool,
+    pub(crate) peer: usize,
+    pub(crate) step: usize,
+    pub(crate) range: Range<usize>,
+    pub(crate) reduce: bool,
     deps: Vec<Dep>,
     /// Offset in the send stage: this send's data is copied aside before a same-step receive
     /// overwrites it.
-    stage_at: Option<usize>,
+    pub(crate) stage_at: Option<usize>,
     /// Out of place: the parts of `range` this op reads from the input rather than the output
     /// (a send of bytes no receive has written yet; a reduction that is the first write).
-    fresh: Vec<Range<usize>>,
+    pub(crate) fresh: Vec<Range<usize>>,
     /// The call's header ([`super::header`]), first on its link: a send reads it from the
     /// send stage, a receive lands aside and is checked against this rank's own.
-    header: bool,
+    pub(crate) header: bool,
 }
 
 /// One rank's ops for one schedule, with their dependencies (built once, reused every run).
@@ -331,20 +331,32 @@ pub enum EngineError {
     },
 }
 
+impl EngineError {
+    /// `op` with `peer` has no connection at all.
+    pub(crate) fn not_connected(op: usize, peer: usize) -> Self {
+        Self::Io {
+            op,
+            peer,
+            err: io::ErrorKind::NotConnected.into(),
+        }
+    }
+}
+
 /// Per-run state of one op.
 #[derive(Clone, Default)]
-struct State {
+pub(crate) struct State {
     /// Send: bytes sent. Receive: bytes placed (copied, or reduced) into the buffer.
-    done: usize,
-    /// Receive: bytes read off the socket (for a reduction some wait in the staging window).
-    got: usize,
-    staged: bool,
+    pub(crate) done: usize,
+    /// Receive: bytes read off the link (for a reduction some wait in the staging window).
+    /// Single-copy send: bytes posted in descriptors.
+    pub(crate) got: usize,
+    pub(crate) staged: bool,
 }
 
 impl State {
     /// A receive read `k` more bytes: a copy has placed them, a reduction holds them in its
     /// staging window until they are reduced.
-    fn received(&mut self, k: usize, reduce: bool) {
+    pub(crate) fn received(&mut self, k: usize, reduce: bool) {
         self.got += k;
         if !reduce {
             self.done = self.got;
@@ -352,13 +364,131 @@ impl State {
     }
 }
 
-/// How this rank reaches one peer: a TCP socket, or (same node) a pair of shared-memory
-/// FIFOs. The schedule decides what moves; the link only where the bytes go.
+/// How this rank reaches one peer, each transport with its own progress ([`PeerLink`]): a TCP
+/// socket (NET), the pair's shared-memory FIFOs (SHM), or the FIFOs with single copy for large
+/// messages (P2P). The schedule decides what moves; the link only how the bytes go.
 #[derive(Clone, Copy)]
 pub enum Link<'a> {
     None,
-    Tcp(i32),
-    Shm(&'a super::shm::Pipe),
+    Tcp(super::transport::net::TcpLink),
+    Fifo(super::transport::shm::FifoLink<'a>),
+    P2p(super::transport::p2p::CmaLink<'a>),
+}
+
+/// One transport's progress on one peer: how a send moves the bytes that are ready, how a
+/// receive takes the header and then the bytes the buffer has room for (NCCL's
+/// `ncclTransportComm` carries the same: connect, then the proxy's progress). The engine
+/// decides what is ready and when an op is complete; the link moves bytes and says, through
+/// the [`Pass`], what it waits for.
+pub trait PeerLink {
+    /// Move op `i` (a send to `p`) forward: `ready` bytes of it may go. True when the op that
+    /// follows may go on at once once this one is whole (the header, then the call's bytes).
+    fn send(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+        ready: usize,
+    ) -> Result<bool, EngineError>;
+    /// Take more of op `i`, the header from `p`, into `run.heard[p]`: the bytes taken.
+    fn recv_header(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+    ) -> Result<usize, EngineError>;
+    /// Move op `i` (a receive from `p`) forward, as far as `lim` bytes of it.
+    fn recv(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+        lim: usize,
+    ) -> Result<(), EngineError>;
+    /// Shared memory: bytes already in the partner's FIFO to this rank (it may have left).
+    fn pending(&self) -> Option<usize> {
+        None
+    }
+    /// Shared memory: the partner's TCP connection, which closes when it dies.
+    fn liveness_fd(&self) -> Option<i32> {
+        None
+    }
+    /// Single copy: what the partner had read of this rank's memory so far.
+    fn acked(&self) -> u64 {
+        0
+    }
+}
+
+impl PeerLink for Link<'_> {
+    fn send(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+        ready: usize,
+    ) -> Result<bool, EngineError> {
+        match self {
+            Link::None if ready > run.st[i].done => Err(EngineError::not_connected(i, p)),
+            Link::None => Ok(true),
+            Link::Tcp(l) => l.send(run, pass, p, i, ready),
+            Link::Fifo(l) => l.send(run, pass, p, i, ready),
+            Link::P2p(l) => l.send(run, pass, p, i, ready),
+        }
+    }
+    fn recv_header(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+    ) -> Result<usize, EngineError> {
+        match self {
+            Link::None => Err(EngineError::not_connected(i, p)),
+            Link::Tcp(l) => l.recv_header(run, pass, p, i),
+            Link::Fifo(l) => l.recv_header(run, pass, p, i),
+            Link::P2p(l) => l.recv_header(run, pass, p, i),
+        }
+    }
+    fn recv(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+        lim: usize,
+    ) -> Result<(), EngineError> {
+        match self {
+            Link::None => Err(EngineError::not_connected(i, p)),
+            Link::Tcp(l) => l.recv(run, pass, p, i, lim),
+            Link::Fifo(l) => l.recv(run, pass, p, i, lim),
+            Link::P2p(l) => l.recv(run, pass, p, i, lim),
+        }
+    }
+    fn pending(&self) -> Option<usize> {
+        match self {
+            Link::Fifo(l) => l.pending(),
+            Link::P2p(l) => l.pending(),
+            _ => None,
+        }
+    }
+    fn liveness_fd(&self) -> Option<i32> {
+        match self {
+            Link::Fifo(l) => l.liveness_fd(),
+            Link::P2p(l) => l.liveness_fd(),
+            _ => None,
+        }
+    }
+    fn acked(&self) -> u64 {
+        match self {
+            Link::Fifo(l) => l.acked(),
+            Link::P2p(l) => l.acked(),
+            _ => 0,
+        }
+    }
 }
 
 pub struct Io<'a> {
@@ -390,7 +520,7 @@ pub struct Regions<'a> {
 impl Regions<'_> {
     /// Where `len` bytes at address `at` lie for peer `p`: in one of this rank's regions it
     /// has mapped, or (cross-memory attach) just at that address.
-    fn desc(&self, p: usize, at: usize, len: usize) -> super::p2p::Desc {
+    pub(crate) fn desc(&self, p: usize, at: usize, len: usize) -> super::p2p::Desc {
         let mapped = self.mapped_by.get(p).map_or(&[][..], Vec::as_slice);
         self.mine
             .iter()
@@ -416,11 +546,161 @@ pub const SEND_SLICE: usize = 256 << 10;
 /// Bytes of staging per reducing peer: small enough to stay in L2 while it is reduced.
 pub const STAGE_WINDOW: usize = 256 << 10;
 
+/// One call in progress: the plan, the buffers and every op's state, which each transport's
+/// [`PeerLink`] moves forward.
+pub struct Run<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) io: &'a Io<'a>,
+    pub(crate) input: Option<&'a [u8]>,
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) send_stage: &'a mut [u8],
+    pub(crate) staging: &'a mut [u8],
+    pub(crate) st: Vec<State>,
+    /// Per peer: the header it sent (as far as it has come).
+    pub(crate) heard: Vec<[u8; super::header::LEN]>,
+    /// Single copy, per partner: what it had read of this rank's memory before the current
+    /// send (every earlier call's reads are acknowledged before that call returns), and how
+    /// far into its current descriptor this rank has read.
+    pub(crate) ack_base: Vec<u64>,
+    pub(crate) desc_off: Vec<usize>,
+    /// Per peer: its current send and receive (positions in the plan's streams).
+    pub(crate) si: Vec<usize>,
+    pub(crate) ri: Vec<usize>,
+    remaining: usize,
+}
+
+impl<'a> Run<'a> {
+    /// Op `i` of the plan.
+    pub(crate) fn op(&self, i: usize) -> &'a PlanOp {
+        &self.plan.ops[i]
+    }
+    /// How far op `i` may go, given its dependencies (relative bytes).
+    pub(crate) fn limit(&self, i: usize) -> usize {
+        limit(self.plan, &self.st, i)
+    }
+    /// Out of place, what op `i` reads from the input; in place, nothing.
+    pub(crate) fn fresh(&self, i: usize) -> &'a [Range<usize>] {
+        if self.input.is_some() {
+            &self.plan.ops[i].fresh
+        } else {
+            &[]
+        }
+    }
+    /// Where peer `p`'s staging window starts (0 for a peer this rank does not reduce from).
+    pub(crate) fn window(&self, p: usize) -> usize {
+        self.plan
+            .reduce_peers
+            .iter()
+            .position(|&q| q == p)
+            .map_or(0, |k| k * STAGE_WINDOW)
+    }
+    /// Both ends decide alike from the op's length (their plans agree: the header said so).
+    pub(crate) fn single(&self, o: &PlanOp) -> bool {
+        !o.header && o.range.len() >= super::cma::min()
+    }
+    /// The bytes `a..b` of op `i`'s range as a send reads them: from the input where they are
+    /// still fresh there, else from the buffer; `b` is cut where the source changes.
+    pub(crate) fn source(&self, i: usize, a: usize, b: usize) -> &[u8] {
+        let (b, from_input) = run_from_input(self.fresh(i), a, b);
+        match self.input {
+            Some(src) if from_input => &src[a..b],
+            _ => &self.buf[a..b],
+        }
+    }
+    /// The bytes of send `i` from `from` to `to` (relative): the send stage where it was
+    /// copied aside, else [`Run::source`].
+    pub(crate) fn send_bytes(&self, i: usize, from: usize, to: usize) -> &[u8] {
+        let o = &self.plan.ops[i];
+        match o.stage_at {
+            Some(at) => &self.send_stage[at + from..at + to],
+            None => self.source(i, o.range.start + from, o.range.start + to),
+        }
+    }
+    /// Out of place, where a reduction is the first write of `at..at + n`: the output starts
+    /// as the input there.
+    pub(crate) fn first_write(&mut self, i: usize, at: usize, n: usize) {
+        if let Some(src) = self.input {
+            for (r, _) in runs(self.fresh(i), at, at + n).filter(|(_, f)| *f) {
+                self.buf[r.clone()].copy_from_slice(&src[r]);
+            }
+        }
+    }
+    /// Only one peer still has receives for this rank.
+    pub(crate) fn single_recv_peer(&self) -> bool {
+        self.plan
+            .recvs
+            .iter()
+            .zip(&self.ri)
+            .filter(|(q, i)| **i < q.len())
+            .count()
+            == 1
+    }
+    /// Peer `p`'s next receive after the current one, if any.
+    pub(crate) fn next_recv(&self, p: usize) -> Option<usize> {
+        self.plan.recvs[p].get(self.ri[p] + 1).copied()
+    }
+    /// Peer `p`'s next send after the current one, if any.
+    pub(crate) fn next_send(&self, p: usize) -> Option<usize> {
+        self.plan.sends[p].get(self.si[p] + 1).copied()
+    }
+}
+
+/// What one pass over the peers saw: whether anything moved, and what the rank would wait on.
+#[derive(Default)]
+pub struct Pass {
+    pub(crate) moved: bool,
+    /// A receive moved in this pass: that may have freed a send, which only the next pass
+    /// issues, so no receive after it may block.
+    pub(crate) received: bool,
+    /// Sends with bytes ready that could not all go.
+    pub(crate) active_sends: usize,
+    /// A shared-memory op waits for its partner: the doorbell will say.
+    pub(crate) shm_wait: bool,
+    /// Sockets to poll, each with the op and peer it waits for.
+    pub(crate) waits: Vec<(libc::pollfd, usize, usize)>,
+}
+
+impl Pass {
+    /// Wait for `fd` to become readable (POLLIN) or writable (POLLOUT), for op `op` with `peer`.
+    pub(crate) fn wait_fd(&mut self, fd: i32, events: i16, op: usize, peer: usize) {
+        self.waits.push((
+            libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            },
+            op,
+            peer,
+        ));
+    }
+    /// Nothing to send and one peer to hear from: a receive may block (spinning first).
+    pub(crate) fn may_block(&self, run: &Run) -> bool {
+        !self.received && self.active_sends == 0 && self.waits.is_empty() && run.single_recv_peer()
+    }
+}
+
+/// How far op i may go, given its dependencies (relative bytes).
+fn limit(plan: &Plan, st: &[State], i: usize) -> usize {
+    let mut lim = plan.ops[i].range.len();
+    for d in &plan.ops[i].deps {
+        match *d {
+            Dep::Full(j) if st[j].done < plan.ops[j].range.len() => return 0,
+            Dep::Staged(j) if !st[j].staged && st[j].done < plan.ops[j].range.len() => {
+                return 0;
+            }
+            Dep::Stream(j) => lim = lim.min(st[j].done),
+            _ => {}
+        }
+    }
+    lim
+}
+
 /// Run the plan on `buf`: in place, or out of place from `input` (as long as `buf`, never
 /// written). `send_stage` holds `plan.send_stage_len()` bytes; `staging` holds
 /// `plan.reduce_peers() × STAGE_WINDOW`. `header` opens every link this call uses; a peer
 /// whose header differs stops the run ([`EngineError::Mismatch`]) before any of its bytes
-/// are taken.
+/// are taken. Each pass moves every peer's current send and receive as far as its link
+/// allows; when nothing moved the rank waits (spin, doorbell or poll) for what it waits on.
 pub fn execute(
     plan: &Plan,
     io: &Io,
@@ -431,561 +711,246 @@ pub fn execute(
     staging: &mut [u8],
 ) -> Result<(), EngineError> {
     send_stage[plan.header_at..plan.header_at + super::header::LEN].copy_from_slice(header);
-    let mut heard = vec![[0u8; super::header::LEN]; io.links.len()];
-    // Single copy: per partner, what it had read of this rank's memory before this call
-    // (every earlier call's reads are acknowledged before that call returns), and how far
-    // into its current descriptor this rank has read.
-    let mut ack_base: Vec<u64> = io
-        .links
-        .iter()
-        .map(|l| match l {
-            Link::Shm(pipe) => pipe.tx.acked(),
-            _ => 0,
-        })
-        .collect();
-    let mut desc_off = vec![0usize; io.links.len()];
-    // Both ends decide alike from the op's length (their plans agree: the header said so).
-    let single = |o: &PlanOp| !o.header && o.range.len() >= super::cma::min();
     if let Some(src) = input {
         for r in &plan.upfront {
             buf[r.clone()].copy_from_slice(&src[r.clone()]);
         }
     }
-    // Out of place, what an op reads from the input; in place, nothing.
-    let fresh = |i: usize| -> &[Range<usize>] {
-        if input.is_some() {
-            &plan.ops[i].fresh
-        } else {
-            &[]
-        }
-    };
-    let n = plan.ops.len();
-    let mut st = vec![State::default(); n];
-    for (s, o) in st.iter_mut().zip(&plan.ops) {
-        s.staged = o.header && o.send;
-    }
-    let es = io.es.max(1);
-    // Per peer: the ops in stream order (sends and receives separately).
     let peers = io.links.len().min(plan.sends.len());
-    let (sends, recvs) = (&plan.sends, &plan.recvs);
-    let (mut si, mut ri) = (vec![0usize; peers], vec![0usize; peers]);
-    // Armed: this rank may sleep on its doorbell (and the count it saw when arming).
-    let mut armed = Armed {
-        bell: io.bell,
-        seen: None,
-    };
-    let mut remaining = n;
-    let mut pollfds: Vec<libc::pollfd> = Vec::new();
-    let window = |peer: usize| {
-        plan.reduce_peers
+    let mut run = Run {
+        plan,
+        io,
+        input,
+        buf,
+        send_stage,
+        staging,
+        st: plan
+            .ops
             .iter()
-            .position(|&p| p == peer)
-            .map_or(0, |k| k * STAGE_WINDOW)
+            .map(|o| State {
+                staged: o.header && o.send,
+                ..State::default()
+            })
+            .collect(),
+        heard: vec![[0u8; super::header::LEN]; io.links.len()],
+        ack_base: io.links.iter().map(PeerLink::acked).collect(),
+        desc_off: vec![0; io.links.len()],
+        si: vec![0; peers],
+        ri: vec![0; peers],
+        remaining: plan.ops.len(),
     };
-    // How far op i may go, given its dependencies (relative bytes).
-    let limit = |st: &[State], i: usize| -> usize {
-        let len = plan.ops[i].range.len();
-        let mut lim = len;
-        for d in &plan.ops[i].deps {
-            match *d {
-                Dep::Full(j) if st[j].done < plan.ops[j].range.len() => return 0,
-                Dep::Staged(j) if !st[j].staged && st[j].done < plan.ops[j].range.len() => {
-                    return 0;
-                }
-                Dep::Stream(j) => lim = lim.min(st[j].done),
-                _ => {}
-            }
-        }
-        lim
-    };
-    let mut idle_since: Option<std::time::Instant> = None;
-    // When the shared-memory partners were last checked for being alive.
-    let mut checked = std::time::Instant::now();
-    while remaining > 0 {
-        let mut moved = false;
-        // Set when a shared-memory op waits for its partner: the doorbell will say.
-        let mut shm_wait = false;
-        pollfds.clear();
-        let mut active_recvs = 0;
-        let mut active_sends = 0;
-        'peers: for p in 0..peers {
-            // The current send to p; a header sent whole is followed at once by the call's
-            // first bytes (on TCP in the same segment: the header went with MSG_MORE).
-            let mut again = true;
-            while again {
-                again = false;
-                let Some(&i) = sends[p].get(si[p]) else {
-                    continue 'peers;
-                };
-                let o = &plan.ops[i];
-                let lim = limit(&st, i);
-                if let Some(at) = o.stage_at
-                    && !st[i].staged
-                    && lim == o.range.len()
-                {
-                    for (r, from_input) in runs(fresh(i), o.range.start, o.range.end) {
-                        let from: &[u8] = match input {
-                            Some(src) if from_input => src,
-                            _ => buf,
-                        };
-                        let off = at + r.start - o.range.start;
-                        send_stage[off..off + r.len()].copy_from_slice(&from[r]);
-                    }
-                    st[i].staged = true;
-                }
-                let ready = if o.stage_at.is_some() {
-                    if st[i].staged { o.range.len() } else { 0 }
-                } else {
-                    lim
-                };
-                if let Link::Shm(pipe) = io.links[p]
-                    && pipe.cma_to
-                    && single(o)
-                {
-                    // Post where the ready bytes lie; the send is done when the partner has
-                    // read them all, and not before: until then they must not change.
-                    let (len, posted) = (o.range.len(), st[i].got);
-                    if ready > posted && (ready - posted >= super::cma::QUANTUM || ready == len) {
-                        let (at, n) = match o.stage_at {
-                            Some(at) => (send_stage[at + posted..].as_ptr(), ready - posted),
-                            None => {
-                                let a = o.range.start + posted;
-                                let (b, from_input) =
-                                    run_from_input(fresh(i), a, o.range.start + ready);
-                                let from: &[u8] = match input {
-                                    Some(src) if from_input => src,
-                                    _ => buf,
-                                };
-                                (from[a..b].as_ptr(), b - a)
-                            }
-                        };
-                        let n = n.min(super::cma::MAX_DESC);
-                        let d = io.regions.desc(p, at as usize, n);
-                        if pipe.tx.push_whole(&d.encode()) {
-                            pipe.peer_bell.ring();
-                            st[i].got += n;
-                            moved = true;
-                        }
-                    }
-                    let read = (pipe.tx.acked().wrapping_sub(ack_base[p]) as usize).min(len);
-                    if read > st[i].done {
-                        st[i].done = read;
-                        moved = true;
-                    }
-                    if st[i].done == len {
-                        ack_base[p] += len as u64;
-                        si[p] += 1;
-                        remaining -= 1;
-                        moved = true;
-                    } else {
-                        active_sends += 1;
-                        shm_wait = true;
-                    }
-                    continue 'peers;
-                }
-                if ready > st[i].done {
-                    let fd = match io.links[p] {
-                        Link::Tcp(fd) => Some(fd),
-                        Link::Shm(_) => None,
-                        Link::None => {
-                            return Err(EngineError::Io {
-                                op: i,
-                                peer: p,
-                                err: io::ErrorKind::NotConnected.into(),
-                            });
-                        }
-                    };
-                    let data = match o.stage_at {
-                        Some(at) => &send_stage[at + st[i].done..at + ready],
-                        None => {
-                            let a = o.range.start + st[i].done;
-                            let (b, from_input) =
-                                run_from_input(fresh(i), a, o.range.start + ready);
-                            match input {
-                                Some(src) if from_input => &src[a..b],
-                                _ => &buf[a..b],
-                            }
-                        }
-                    };
-                    let data = &data[..data.len().min(io.send_slice)];
-                    let Some(fd) = fd else {
-                        if let Link::Shm(pipe) = io.links[p] {
-                            let k = pipe.tx.push(data);
-                            if k > 0 {
-                                pipe.peer_bell.ring();
-                                st[i].done += k;
-                                moved = true;
-                            }
-                            if st[i].done < ready {
-                                active_sends += 1;
-                                shm_wait = true;
-                            }
-                        }
-                        if st[i].done == o.range.len() {
-                            si[p] += 1;
-                            remaining -= 1;
-                            moved = true;
-                        }
-                        continue 'peers;
-                    };
-                    // The header goes out corked when the call's first bytes follow at once.
-                    let more = o.header
-                        && sends[p].get(si[p] + 1).is_some_and(|&j| {
-                            let l = limit(&st, j);
-                            if plan.ops[j].stage_at.is_some() {
-                                l == plan.ops[j].range.len()
-                            } else {
-                                l > 0
-                            }
-                        });
-                    // Better still, header and first bytes in one call (the next op reads the
-                    // buffer directly; one staged aside goes by MSG_MORE above).
-                    let next = sends[p]
-                        .get(si[p] + 1)
-                        .copied()
-                        .filter(|&j| more && plan.ops[j].stage_at.is_none() && st[j].done == 0);
-                    let second: &[u8] = match next {
-                        Some(j) => {
-                            let oj = &plan.ops[j];
-                            let a = oj.range.start;
-                            let (b, from_input) = run_from_input(fresh(j), a, a + limit(&st, j));
-                            let from: &[u8] = match input {
-                                Some(src) if from_input => src,
-                                _ => buf,
-                            };
-                            &from[a..b.min(a + io.send_slice)]
-                        }
-                        None => &[],
-                    };
-                    let sent = if second.is_empty() {
-                        sys_send_flags(fd, data, more)
-                    } else {
-                        sys_send_two(fd, data, second)
-                    };
-                    match sent {
-                        Ok(n) => {
-                            let k = n.min(data.len());
-                            st[i].done += k;
-                            if let Some(j) = next.filter(|_| n > k) {
-                                st[j].done += n - k;
-                            }
-                            moved |= n > 0;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(err) => {
-                            return Err(EngineError::Io {
-                                op: i,
-                                peer: p,
-                                err,
-                            });
-                        }
-                    }
-                    if st[i].done < ready {
-                        active_sends += 1;
-                        pollfds.push(libc::pollfd {
-                            fd,
-                            events: libc::POLLOUT,
-                            revents: 0,
-                        });
-                    }
-                }
-                if st[i].done == o.range.len() {
-                    si[p] += 1;
-                    remaining -= 1;
-                    moved = true;
-                    again = o.header;
-                }
-            }
-        }
-        // Set once a receive has moved in this pass: that may have freed a send, which only
-        // the next pass issues, so no receive after it may block.
-        let mut received = false;
+    let mut waiter = Waiter::new(io.bell);
+    let mut pass = Pass::default();
+    while run.remaining > 0 {
+        pass.moved = false;
+        pass.received = false;
+        pass.active_sends = 0;
+        pass.shm_wait = false;
+        pass.waits.clear();
         for p in 0..peers {
-            let Some(&i) = recvs[p].get(ri[p]) else {
-                continue;
-            };
-            let o = &plan.ops[i];
-            let len = o.range.len();
-            if o.header {
-                let slot = &mut heard[p][st[i].got..];
-                let k = match io.links[p] {
-                    Link::Shm(pipe) => {
-                        let k = pipe.rx.pop_into(slot);
-                        if k > 0 {
-                            pipe.peer_bell.ring();
-                        } else {
-                            shm_wait = true;
-                        }
-                        k
-                    }
-                    Link::Tcp(fd) => {
-                        // The call's first bytes usually came in the same segment: read them
-                        // with the header, one system call (where they may land yet).
-                        let next = recvs[p].get(ri[p] + 1).copied();
-                        let (dst, extra_room): (&mut [u8], usize) = match next {
-                            Some(j) if plan.ops[j].reduce => {
-                                let w = window(p);
-                                let room = (STAGE_WINDOW - (st[j].got - st[j].done))
-                                    .min(plan.ops[j].range.len() - st[j].got);
-                                let at = w + st[j].got - st[j].done;
-                                match staging.get_mut(at..at + room) {
-                                    Some(d) => (d, room),
-                                    None => (&mut [], 0),
-                                }
-                            }
-                            Some(j) => {
-                                let room = limit(&st, j).saturating_sub(st[j].got);
-                                let at = plan.ops[j].range.start + st[j].got;
-                                (&mut buf[at..at + room], room)
-                            }
-                            None => (&mut [], 0),
-                        };
-                        // Nothing to send and one peer to hear from: spin, then block, as
-                        // for the call's bytes below.
-                        let only = !received
-                            && active_sends == 0
-                            && pollfds.is_empty()
-                            && single_recv_peer(recvs, &ri);
-                        let r = if only && io.spin {
-                            recv_two_spin_then_block(fd, slot, dst)
-                        } else {
-                            sys_recv_two(fd, slot, dst, !only)
-                        };
-                        let n = took(r, fd, (i, p), &mut pollfds)?;
-                        let k = n.min(len - st[i].got);
-                        if let Some(j) = next.filter(|_| n > k && extra_room > 0) {
-                            st[j].received(n - k, plan.ops[j].reduce);
-                        }
-                        k
-                    }
-                    Link::None => {
-                        return Err(EngineError::Io {
-                            op: i,
-                            peer: p,
-                            err: io::ErrorKind::NotConnected.into(),
-                        });
-                    }
-                };
-                st[i].got += k;
-                st[i].done = st[i].got;
-                if k > 0 {
-                    moved = true;
-                    received = true;
-                } else {
-                    active_recvs += 1;
-                }
-                if st[i].done == len {
-                    if heard[p] != *header {
-                        return Err(EngineError::Mismatch {
-                            peer: p,
-                            theirs: heard[p],
-                        });
-                    }
-                    ri[p] += 1;
-                    remaining -= 1;
-                }
-                continue;
-            }
-            let lim = limit(&st, i);
-            if let Link::Shm(pipe) = io.links[p] {
-                // Single copy for a large message from a partner whose memory this rank
-                // reads; the FIFO for the rest.
-                let k = match pipe.cma_from {
-                    Some(pid) if single(o) => {
-                        // A reduction by cross-memory attach lands in this peer's staging window
-                        // (there is one only for peers this rank reduces from).
-                        let w = window(p);
-                        let win = match staging.get_mut(w..w + STAGE_WINDOW) {
-                            Some(win) if o.reduce => win,
-                            _ => &mut [],
-                        };
-                        let theirs = io.regions.theirs.get(p).map_or(&[][..], Vec::as_slice);
-                        recv_cma(
-                            pipe,
-                            (pid, theirs),
-                            o,
-                            &mut st[i],
-                            &mut desc_off[p],
-                            lim,
-                            io,
-                            input,
-                            fresh(i),
-                            buf,
-                            win,
-                        )
-                        .map_err(|err| match err.raw_os_error() {
-                            Some(libc::ESRCH) => EngineError::Closed { op: i, peer: p },
-                            _ => EngineError::Io {
-                                op: i,
-                                peer: p,
-                                err,
-                            },
-                        })?
-                    }
-                    _ => recv_shm(pipe, o, &mut st[i], lim, io, input, fresh(i), buf),
-                };
-                if k > 0 {
-                    pipe.peer_bell.ring();
-                    moved = true;
-                    received = true;
-                } else if st[i].done < lim {
-                    active_recvs += 1;
-                    shm_wait = true;
-                }
-                if st[i].done == len {
-                    ri[p] += 1;
-                    remaining -= 1;
-                    moved = true;
-                }
-                continue;
-            }
-            let Link::Tcp(fd) = io.links[p] else {
-                return Err(EngineError::Io {
-                    op: i,
-                    peer: p,
-                    err: io::ErrorKind::NotConnected.into(),
-                });
-            };
-            let w = window(p);
-            // Where the next bytes may land.
-            let (target, room) = if o.reduce {
-                let held = st[i].got - st[i].done;
-                let room = (STAGE_WINDOW - held).min(len - st[i].got);
-                (w + held, room)
-            } else {
-                (0, lim.saturating_sub(st[i].got))
-            };
-            if room > 0 {
-                active_recvs += 1;
-                let dst = if o.reduce {
-                    &mut staging[target..target + room]
-                } else {
-                    &mut buf[o.range.start + st[i].got..o.range.start + st[i].got + room]
-                };
-                // Nothing to send and one peer to hear from: a (spinning, then) blocking read
-                // saves a poll and a wake-up, which is most of a small message's latency. Not
-                // after another receive moved in this pass: a send it freed (to this very peer,
-                // perhaps, which may be blocked reading from us) goes out first.
-                let only = !received
-                    && active_sends == 0
-                    && pollfds.is_empty()
-                    && single_recv_peer(recvs, &ri);
-                let r = match (only, io.spin) {
-                    (true, true) => recv_spin_then_block(fd, dst),
-                    (true, false) => sys_recv(fd, dst, false),
-                    _ => sys_recv(fd, dst, true),
-                };
-                let k = took(r, fd, (i, p), &mut pollfds)?;
-                if k > 0 {
-                    st[i].received(k, o.reduce);
-                    moved = true;
-                    received = true;
-                }
-            }
-            if o.reduce {
-                // Reduce every whole element that has arrived, as far as the buffer allows.
-                let held = st[i].got - st[i].done;
-                let whole = (held / es * es).min(lim.saturating_sub(st[i].done) / es * es);
-                if whole > 0 {
-                    let win = &mut staging[w..w + held];
-                    let at = o.range.start + st[i].done;
-                    // Where this is the first write, the output starts as the input.
-                    if let Some(src) = input {
-                        for (r, _) in runs(fresh(i), at, at + whole).filter(|(_, f)| *f) {
-                            buf[r.clone()].copy_from_slice(&src[r]);
-                        }
-                    }
-                    (io.reduce)(io.op, &mut buf[at..at + whole], &win[..whole]);
-                    win.copy_within(whole..held, 0);
-                    st[i].done += whole;
-                    moved = true;
-                    received = true;
-                }
-            }
-            if st[i].done == len {
-                ri[p] += 1;
-                remaining -= 1;
-                moved = true;
-            }
+            send_to(&mut run, &mut pass, p)?;
         }
-        if moved || remaining == 0 {
-            idle_since = None;
-            armed.disarm();
+        for p in 0..peers {
+            recv_from(&mut run, &mut pass, header, p)?;
+        }
+        if pass.moved || run.remaining == 0 {
+            waiter.moved();
             continue;
         }
-        // Busy-poll a little before sleeping: on a VM a sleeping vCPU takes tens of µs to wake.
-        if io.spin
-            && idle_since
+        waiter.wait(&run, &mut pass)?;
+    }
+    Ok(())
+}
+
+/// Peer `p`'s current send, as far as it goes: staged aside when its plan says so and its bytes
+/// are all there, then handed to the link; a header sent whole lets the call's first bytes
+/// follow at once where the link says so.
+fn send_to(run: &mut Run, pass: &mut Pass, p: usize) -> Result<(), EngineError> {
+    while let Some(&i) = run.plan.sends[p].get(run.si[p]) {
+        let o = run.op(i);
+        let lim = run.limit(i);
+        if let Some(at) = o.stage_at
+            && !run.st[i].staged
+            && lim == o.range.len()
+        {
+            for (r, from_input) in runs(run.fresh(i), o.range.start, o.range.end) {
+                let off = at + r.start - o.range.start;
+                let from: &[u8] = match run.input {
+                    Some(src) if from_input => src,
+                    _ => run.buf,
+                };
+                run.send_stage[off..off + r.len()].copy_from_slice(&from[r]);
+            }
+            run.st[i].staged = true;
+        }
+        let ready = match o.stage_at {
+            Some(_) if run.st[i].staged => o.range.len(),
+            Some(_) => 0,
+            None => lim,
+        };
+        let chain = run.io.links[p].send(run, pass, p, i, ready)?;
+        if run.st[i].done < o.range.len() {
+            return Ok(());
+        }
+        run.si[p] += 1;
+        run.remaining -= 1;
+        pass.moved = true;
+        if !(chain && o.header) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Peer `p`'s current receive, as far as it goes: the header (checked against this rank's
+/// own once whole), or the call's bytes as far as the dependencies allow.
+fn recv_from(
+    run: &mut Run,
+    pass: &mut Pass,
+    header: &[u8; super::header::LEN],
+    p: usize,
+) -> Result<(), EngineError> {
+    let Some(&i) = run.plan.recvs[p].get(run.ri[p]) else {
+        return Ok(());
+    };
+    let o = run.op(i);
+    let len = o.range.len();
+    if o.header {
+        let k = run.io.links[p].recv_header(run, pass, p, i)?;
+        run.st[i].got += k;
+        run.st[i].done = run.st[i].got;
+        if k > 0 {
+            pass.moved = true;
+            pass.received = true;
+        }
+        if run.st[i].done == len {
+            if run.heard[p] != *header {
+                return Err(EngineError::Mismatch {
+                    peer: p,
+                    theirs: run.heard[p],
+                });
+            }
+            run.ri[p] += 1;
+            run.remaining -= 1;
+        }
+        return Ok(());
+    }
+    let lim = run.limit(i);
+    run.io.links[p].recv(run, pass, p, i, lim)?;
+    if run.st[i].done == len {
+        run.ri[p] += 1;
+        run.remaining -= 1;
+        pass.moved = true;
+    }
+    Ok(())
+}
+
+/// How a rank waits when a pass moved nothing: it busy-polls a little first (on a VM a
+/// sleeping vCPU takes tens of µs to wake), then sleeps on its doorbell (shared memory), on its
+/// sockets, or on both in turn, and now and then checks that its shared-memory partners are
+/// still there.
+struct Waiter {
+    idle_since: Option<std::time::Instant>,
+    /// When the shared-memory partners were last checked for being alive.
+    checked: std::time::Instant,
+    armed: Armed,
+}
+
+impl Waiter {
+    fn new(bell: Option<super::shm::Bell>) -> Self {
+        Self {
+            idle_since: None,
+            checked: std::time::Instant::now(),
+            armed: Armed { bell, seen: None },
+        }
+    }
+
+    fn moved(&mut self) {
+        self.idle_since = None;
+        self.armed.disarm();
+    }
+
+    fn wait(&mut self, run: &Run, pass: &mut Pass) -> Result<(), EngineError> {
+        if run.io.spin
+            && self
+                .idle_since
                 .get_or_insert_with(std::time::Instant::now)
                 .elapsed()
                 < SPIN
         {
             std::hint::spin_loop();
-            continue;
+            return Ok(());
         }
-        if pollfds.is_empty() && !shm_wait {
+        if pass.waits.is_empty() && !pass.shm_wait {
             // Nothing can move and nothing is waiting on the wire: the plan is inconsistent.
-            let _ = (active_recvs, active_sends);
             return Err(EngineError::Stuck);
         }
-        if shm_wait {
-            // A partner on shared memory cannot close a socket to say it died: look now and
-            // then (its TCP connection closes with it).
-            if checked.elapsed() > LIVENESS {
-                checked = std::time::Instant::now();
-                // A partner that has left matters only while this rank still needs it: a send
-                // still to go, or bytes still to come that its FIFO does not already hold (it
-                // may have written everything and left, its part of the collective done).
-                let needed = |p: usize| {
-                    if si[p] < sends[p].len() {
-                        return true;
-                    }
-                    let owed: usize = recvs[p][ri[p]..]
-                        .iter()
-                        .map(|&i| plan.ops[i].range.len() - st[i].got)
-                        .sum();
-                    match io.links[p] {
-                        Link::Shm(pipe) => owed > pipe.rx.pending(),
-                        _ => owed > 0,
-                    }
-                };
-                if let Some(p) = dead_shm_peer(io.links, needed) {
-                    // The earliest op still open with it: where this rank is held up.
-                    let op = [sends[p].get(si[p]), recvs[p].get(ri[p])]
-                        .into_iter()
-                        .flatten()
-                        .min()
-                        .copied()
-                        .unwrap_or(0);
-                    return Err(EngineError::Closed { op, peer: p });
-                }
-            }
-            match (io.bell, armed.seen) {
+        if pass.shm_wait {
+            self.check_partners(run)?;
+            match (run.io.bell, self.armed.seen) {
                 // Arm, then look once more before sleeping.
-                (Some(bell), None) => armed.seen = Some(bell.arm()),
-                (Some(bell), Some(seen)) if pollfds.is_empty() => {
+                (Some(bell), None) => self.armed.seen = Some(bell.arm()),
+                (Some(bell), Some(seen)) if pass.waits.is_empty() => {
                     bell.wait(seen, LIVENESS);
-                    armed.disarm();
+                    self.armed.disarm();
                 }
+                // Sockets and shared memory at once: poll briefly, then look again.
                 _ => {
-                    // Sockets and shared memory at once: poll briefly, then look again.
-                    // SAFETY: pollfds is a valid array of pollfd for the call.
-                    unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1) };
+                    poll(pass, 1)?;
                 }
             }
-            continue;
+            return Ok(());
         }
-        // SAFETY: pollfds is a valid array of pollfd for the duration of the call.
-        let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(EngineError::Io {
-                    op: 0,
-                    peer: 0,
-                    err: e,
-                });
+        poll(pass, 1000)
+    }
+
+    /// A partner on shared memory cannot close a socket to say it died: look now and then (its
+    /// TCP connection closes with it). One that has left matters only while this rank still
+    /// needs it: a send still to go, or bytes still to come that its FIFO does not already hold
+    /// (it may have written everything and left, its part of the collective done).
+    fn check_partners(&mut self, run: &Run) -> Result<(), EngineError> {
+        if self.checked.elapsed() <= LIVENESS {
+            return Ok(());
+        }
+        self.checked = std::time::Instant::now();
+        let (plan, links) = (run.plan, run.io.links);
+        let needed = |p: usize| {
+            if run.si[p] < plan.sends[p].len() {
+                return true;
             }
+            let owed: usize = plan.recvs[p][run.ri[p]..]
+                .iter()
+                .map(|&i| plan.ops[i].range.len() - run.st[i].got)
+                .sum();
+            owed > links[p].pending().unwrap_or(0)
+        };
+        match dead_shm_peer(links, needed) {
+            Some(p) => {
+                // The earliest op still open with it: where this rank is held up.
+                let op = [plan.sends[p].get(run.si[p]), plan.recvs[p].get(run.ri[p])]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .copied()
+                    .unwrap_or(0);
+                Err(EngineError::Closed { op, peer: p })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// Poll the pass's sockets for up to `ms`; a failed poll names the first op and peer it waited
+/// for.
+fn poll(pass: &mut Pass, ms: i32) -> Result<(), EngineError> {
+    let mut fds: Vec<libc::pollfd> = pass.waits.iter().map(|w| w.0).collect();
+    // SAFETY: fds is a valid array of pollfd for the duration of the call.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            let (op, peer) = pass.waits.first().map_or((0, 0), |w| (w.1, w.2));
+            return Err(EngineError::Io { op, peer, err });
         }
     }
     Ok(())
@@ -1018,371 +983,38 @@ const LIVENESS: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A shared-memory partner this rank still `needed` whose TCP connection has closed (it exited
 /// or was killed).
+/// A shared-memory partner this rank still `needed` whose TCP connection has closed (it exited
+/// or was killed).
 fn dead_shm_peer(links: &[Link], needed: impl Fn(usize) -> bool) -> Option<usize> {
-    let mut fds: Vec<(usize, libc::pollfd)> = links
+    let watched: Vec<(usize, i32)> = links
         .iter()
         .enumerate()
-        .filter_map(|(p, l)| match l {
-            Link::Shm(pipe) if needed(p) => Some((
-                p,
-                libc::pollfd {
-                    fd: pipe.fd,
-                    events: libc::POLLRDHUP,
-                    revents: 0,
-                },
-            )),
-            _ => None,
+        .filter_map(|(p, l)| l.liveness_fd().filter(|_| needed(p)).map(|fd| (p, fd)))
+        .collect();
+    let mut raw: Vec<libc::pollfd> = watched
+        .iter()
+        .map(|&(_, fd)| libc::pollfd {
+            fd,
+            events: libc::POLLRDHUP,
+            revents: 0,
         })
         .collect();
-    let mut raw: Vec<libc::pollfd> = fds.iter().map(|(_, f)| *f).collect();
     // SAFETY: raw is a valid array of pollfd for the call; timeout 0 does not block.
     let rc = unsafe { libc::poll(raw.as_mut_ptr(), raw.len() as libc::nfds_t, 0) };
     if rc <= 0 {
         return None;
     }
-    for (k, f) in raw.iter().enumerate() {
-        fds[k].1.revents = f.revents;
-    }
-    fds.iter()
-        .find(|(_, f)| f.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
-        .map(|(p, _)| *p)
-}
-
-/// One pass of a receive from a shared-memory partner: a copy lands straight in the buffer;
-/// a reduction reads the partner's bytes where they lie in the FIFO and adds them into the
-/// buffer, with no staging copy. Returns the bytes taken from the FIFO.
-#[allow(clippy::too_many_arguments)]
-fn recv_shm(
-    pipe: &super::shm::Pipe,
-    o: &PlanOp,
-    st: &mut State,
-    lim: usize,
-    io: &Io,
-    input: Option<&[u8]>,
-    fresh: &[Range<usize>],
-    buf: &mut [u8],
-) -> usize {
-    let es = io.es.max(1);
-    // A slice at a time, so the sender gets room back while its bytes are still in cache.
-    let lim = lim.min(st.done.saturating_add(io.send_slice.max(es)));
-    if !o.reduce {
-        let room = lim.saturating_sub(st.got);
-        if room == 0 {
-            return 0;
-        }
-        let at = o.range.start + st.got;
-        let k = pipe.rx.pop_into(&mut buf[at..at + room]);
-        st.got += k;
-        st.done = st.got;
-        return k;
-    }
-    // Whole elements only. Ops of other element sizes went before on this FIFO, so an element
-    // may straddle its wrap: that one is put together aside.
-    let room = lim.saturating_sub(st.done) / es * es;
-    let (a, b) = pipe.rx.peek(room);
-    let whole = (a.len() + b.len()) / es * es;
-    if whole == 0 {
-        return 0;
-    }
-    let at = o.range.start + st.done;
-    if let Some(src) = input {
-        for (r, _) in runs(fresh, at, at + whole).filter(|(_, f)| *f) {
-            buf[r.clone()].copy_from_slice(&src[r]);
-        }
-    }
-    let fa = a.len().min(whole) / es * es;
-    (io.reduce)(io.op, &mut buf[at..at + fa], &a[..fa]);
-    let mut from_b = 0;
-    if whole > fa && a.len() > fa {
-        // The straddling element: its head ends `a`, its tail starts `b`.
-        let mut one = [0u8; 16];
-        let head = a.len() - fa;
-        one[..head].copy_from_slice(&a[fa..]);
-        one[head..es].copy_from_slice(&b[..es - head]);
-        (io.reduce)(io.op, &mut buf[at + fa..at + fa + es], &one[..es]);
-        from_b = es - head;
-    }
-    let done_a = (fa + if a.len() > fa && whole > fa { es } else { 0 }).min(whole);
-    if whole > done_a {
-        (io.reduce)(
-            io.op,
-            &mut buf[at + done_a..at + whole],
-            &b[from_b..from_b + whole - done_a],
-        );
-    }
-    pipe.rx.consume(whole);
-    st.done += whole;
-    st.got = st.done;
-    whole
-}
-
-/// One pass of a single-copy receive: take the partner's next descriptor from the FIFO and
-/// read as much of it as the buffer allows now: out of the partner's region mapped here
-/// (copied, or reduced straight from it), or with cross-memory attach (into the buffer, or
-/// through this peer's staging window for a reduction). Acknowledges what it read; the
-/// descriptor leaves the FIFO once read whole. Returns the bytes read.
-#[allow(clippy::too_many_arguments)]
-fn recv_cma(
-    pipe: &super::shm::Pipe,
-    (pid, theirs): (libc::pid_t, &[super::p2p::PeerRegion]),
-    o: &PlanOp,
-    st: &mut State,
-    off: &mut usize,
-    lim: usize,
-    io: &Io,
-    input: Option<&[u8]>,
-    fresh: &[Range<usize>],
-    buf: &mut [u8],
-    win: &mut [u8],
-) -> io::Result<usize> {
-    use super::p2p::{DESC, Desc};
-    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
-    let (a, b) = pipe.rx.peek(DESC);
-    if a.len() + b.len() < DESC {
-        return Ok(0);
-    }
-    let mut raw = [0u8; DESC];
-    raw[..a.len()].copy_from_slice(a);
-    raw[a.len()..].copy_from_slice(b);
-    let d = Desc::decode(&raw).ok_or_else(|| bad(format!("not a descriptor: {raw:02x?}")))?;
-    let len = o.range.len();
-    if d.is_empty() || *off >= d.len() || d.len() - *off > len - st.got {
-        return Err(bad(format!(
-            "a descriptor of {} bytes for a message with {} to go",
-            d.len(),
-            len - st.got
-        )));
-    }
-    let d = d.skip(*off);
-    // The partner's bytes where they lie, when its region is mapped here.
-    let mapped = |k: usize| -> io::Result<Option<&[u8]>> {
-        match d {
-            Desc::Addr { .. } => Ok(None),
-            Desc::Region { id, off, .. } => theirs
-                .iter()
-                .find(|r| r.id == id)
-                .and_then(|r| r.get(off, k))
-                .map(Some)
-                .ok_or_else(|| bad(format!("region {id} bytes {off}+{k} are not mapped here"))),
-        }
-    };
-    let k = if o.reduce {
-        let es = io.es.max(1);
-        let mut k = d.len().min(lim.saturating_sub(st.done));
-        if mapped(0)?.is_none() {
-            k = k.min(win.len());
-        }
-        let k = k / es * es;
-        if k == 0 {
-            return Ok(0);
-        }
-        let at = o.range.start + st.done;
-        if let Some(src) = input {
-            for (r, _) in runs(fresh, at, at + k).filter(|(_, f)| *f) {
-                buf[r.clone()].copy_from_slice(&src[r]);
-            }
-        }
-        let src: &[u8] = match (mapped(k)?, d) {
-            (Some(s), _) => s,
-            (None, Desc::Addr { addr, .. }) => {
-                super::cma::read(pid, &mut win[..k], addr)?;
-                &win[..k]
-            }
-            (None, Desc::Region { .. }) => return Err(bad("unmapped region".into())),
-        };
-        (io.reduce)(io.op, &mut buf[at..at + k], src);
-        st.done += k;
-        st.got = st.done;
-        k
-    } else {
-        let k = d.len().min(lim.saturating_sub(st.got));
-        if k == 0 {
-            return Ok(0);
-        }
-        let at = o.range.start + st.got;
-        match (mapped(k)?, d) {
-            (Some(s), _) => buf[at..at + k].copy_from_slice(s),
-            (None, Desc::Addr { addr, .. }) => super::cma::read(pid, &mut buf[at..at + k], addr)?,
-            (None, Desc::Region { .. }) => return Err(bad("unmapped region".into())),
-        }
-        st.got += k;
-        st.done = st.got;
-        k
-    };
-    *off += k;
-    pipe.rx.ack(k);
-    if k == d.len() {
-        pipe.rx.consume(DESC);
-        *off = 0;
-    }
-    Ok(k)
-}
-
-/// What one receive from a socket took: its bytes; 0 when it would block (the socket joins the
-/// poll); the peer's end of the stream, or any other error, stops the run at `(op, peer)`.
-fn took(
-    r: io::Result<usize>,
-    fd: i32,
-    (op, peer): (usize, usize),
-    pollfds: &mut Vec<libc::pollfd>,
-) -> Result<usize, EngineError> {
-    match r {
-        Ok(0) => Err(EngineError::Closed { op, peer }),
-        Ok(k) => Ok(k),
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            pollfds.push(libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            });
-            Ok(0)
-        }
-        Err(err) => Err(EngineError::Io { op, peer, err }),
-    }
-}
-
-fn single_recv_peer(recvs: &[Vec<usize>], ri: &[usize]) -> bool {
-    recvs.iter().zip(ri).filter(|(q, i)| **i < q.len()).count() == 1
+    raw.iter()
+        .zip(&watched)
+        .find(|(f, _)| f.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
+        .map(|(_, &(p, _))| p)
 }
 
 /// How long a rank busy-polls before it sleeps in the kernel. On a VM a sleeping vCPU can
 /// take hundreds of µs to wake; if one rank sleeps its peer waits, gives up and sleeps too,
 /// and every operation pays two wake-ups. Spinning longer than a wake-up breaks that cycle.
 /// Spinning happens only when every local rank has a core of its own.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(2000);
-
-/// Spin briefly on a nonblocking receive, then block.
-fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
-    let start = std::time::Instant::now();
-    let mut k = 0u32;
-    loop {
-        match sys_recv(fd, data, true) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            other => return other,
-        }
-        k += 1;
-        if k.is_multiple_of(16) && start.elapsed() > SPIN {
-            return sys_recv(fd, data, false);
-        }
-        std::hint::spin_loop();
-    }
-}
-
-/// One nonblocking send (a full socket buffer is `WouldBlock`).
-pub(super) fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
-    sys_send_flags(fd, data, false)
-}
-
-/// [`sys_send`], with `more`: more bytes follow at once, so the kernel may hold these for the
-/// same segment (MSG_MORE).
-fn sys_send_flags(fd: i32, data: &[u8], more: bool) -> io::Result<usize> {
-    let more = if more { libc::MSG_MORE } else { 0 };
-    // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    let n = unsafe {
-        libc::send(
-            fd,
-            data.as_ptr().cast(),
-            data.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// One nonblocking send of `a` then `b` (writev); a full socket buffer is `WouldBlock`.
-fn sys_send_two(fd: i32, a: &[u8], b: &[u8]) -> io::Result<usize> {
-    let iov = [
-        libc::iovec {
-            iov_base: a.as_ptr().cast_mut().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_ptr().cast_mut().cast(),
-            iov_len: b.len(),
-        },
-    ];
-    // SAFETY: msghdr is a plain C struct for which all zero bytes is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr().cast_mut();
-    msg.msg_iovlen = 2;
-    // SAFETY: both iovecs describe readable slices borrowed for the call (sendmsg does not
-    // write through them); MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// [`recv_spin_then_block`] into `a`, then `b`.
-fn recv_two_spin_then_block(fd: i32, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
-    let start = std::time::Instant::now();
-    let mut k = 0u32;
-    loop {
-        match sys_recv_two(fd, a, b, true) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            other => return other,
-        }
-        k += 1;
-        if k.is_multiple_of(16) && start.elapsed() > SPIN {
-            return sys_recv_two(fd, a, b, false);
-        }
-        std::hint::spin_loop();
-    }
-}
-
-/// One receive into `a`, then `b` (readv), nonblocking or not, retried on EINTR.
-fn sys_recv_two(fd: i32, a: &mut [u8], b: &mut [u8], nonblocking: bool) -> io::Result<usize> {
-    let iov = [
-        libc::iovec {
-            iov_base: a.as_mut_ptr().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        },
-    ];
-    // SAFETY: msghdr is a plain C struct for which all zero bytes is a valid value (no name,
-    // no control data, no flags).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr().cast_mut();
-    msg.msg_iovlen = 2;
-    loop {
-        // SAFETY: both iovecs describe writable slices borrowed for the call; msg points at
-        // them and at nothing else.
-        let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
-        let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// One receive, nonblocking or not, retried on EINTR.
-pub(super) fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
-    let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
-    loop {
-        // SAFETY: data is a valid writable slice of data.len() bytes.
-        let n = unsafe { libc::recv(fd, data.as_mut_ptr().cast(), data.len(), flags) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
+pub(crate) const SPIN: std::time::Duration = std::time::Duration::from_micros(2000);
 
 #[cfg(test)]
 mod tests {

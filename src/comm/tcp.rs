@@ -1,10 +1,11 @@
 //! The CPU backend: one OS process per rank and one link per pair of ranks that the schedules
 //! need. Ranks of one node (same host and, in the hang lab, same node namespace) move their bytes
-//! through shared-memory FIFOs ([`super::shm`]); ranks of different nodes, or every pair when
-//! NCCL_SHM_DISABLE=1, over a full-duplex TCP connection, which also carries the setup frames.
-//! This file sets the links up (rendezvous, hello, transport choice, NCCL-shaped log lines) and
-//! hands the schedule to the progress engine ([`super::engine`]), which runs it as a byte-exact
-//! dataflow. There is no second implementation of any algorithm here: only the schedule's
+//! through shared-memory FIFOs ([`super::shm`]), large messages by single copy where the kernel
+//! allows it (P2P); ranks of different nodes, or every pair when NCCL_SHM_DISABLE=1, over a
+//! full-duplex TCP connection, which also carries the setup frames. This file sets the links up
+//! (rendezvous, hello, NCCL-shaped log lines; the transport choice is [`super::transport`]'s)
+//! and hands the schedule to the progress engine ([`super::engine`]), which runs it as a
+//! byte-exact dataflow through each peer's link. There is no second implementation of any algorithm here: only the schedule's
 //! transfers move bytes.
 
 use std::io::{self, Write};
@@ -12,15 +13,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::engine::{
-    EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute, sys_recv, sys_send,
-};
+use super::engine::{EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute};
 use super::ifaces;
 use super::log;
 use super::net::{connect_retry, tune};
 use super::p2p::{PeerRegion, Region, SharedBuf};
 use super::reduce::{AlignedBuf, divide, kernel};
 use super::store::{StoreClient, StoreError};
+use super::transport::net::{sys_recv, sys_send};
 use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
 use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
@@ -719,8 +719,17 @@ impl TcpComm {
                         .and_then(Option::as_ref),
                     s,
                 ) {
-                    (Some(pipe), _) => Link::Shm(pipe),
-                    (None, Some(s)) => Link::Tcp(s.as_raw_fd()),
+                    (Some(pipe), _) => {
+                        let fifo = super::transport::shm::FifoLink { pipe };
+                        if pipe.cma_to || pipe.cma_from.is_some() {
+                            Link::P2p(super::transport::p2p::CmaLink { fifo })
+                        } else {
+                            Link::Fifo(fifo)
+                        }
+                    }
+                    (None, Some(s)) => {
+                        Link::Tcp(super::transport::net::TcpLink { fd: s.as_raw_fd() })
+                    }
                     (None, None) => Link::None,
                 }
             })

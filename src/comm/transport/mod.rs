@@ -176,7 +176,8 @@ pub enum Decline {
 }
 
 /// One transport of the table: whether it can join this rank and a partner (NCCL's
-/// `canConnect`). Connecting is each transport's own business (its file).
+/// `canConnect`). Each transport's file holds its connector, its connect and its
+/// [`PeerLink`](super::engine::PeerLink) (how it moves the bytes); [`connect`] picks which.
 pub trait Connector: Sync {
     fn kind(&self) -> Transport;
     fn can_connect(&self, me: &PeerInfo, peer: &PeerInfo) -> Result<(), Decline>;

@@ -10,7 +10,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
 use super::{Connector, Decline, PeerInfo, Transport};
+use crate::comm::engine::{EngineError, Pass, PeerLink, Run};
 use crate::comm::log;
+use crate::comm::shm::Pipe;
 use crate::comm::tcp::{
     CommError, RankEnv, SETUP_WAIT, channel, connected, log_shm_error, swap_frames,
     swap_frames_each,
@@ -432,4 +434,152 @@ mod tests {
             untouched(&other, want);
         }
     }
+}
+
+/// SHM's progress: the bytes go through the pair's shared-memory FIFOs, and each side rings
+/// the other's doorbell when it has written or read; a reduction adds the partner's bytes
+/// where they lie in the FIFO, with no staging copy.
+#[derive(Clone, Copy)]
+pub struct FifoLink<'a> {
+    pub pipe: &'a Pipe,
+}
+
+impl PeerLink for FifoLink<'_> {
+    fn send(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        _: usize,
+        i: usize,
+        ready: usize,
+    ) -> Result<bool, EngineError> {
+        let done = run.st[i].done;
+        if ready > done {
+            let data = run.send_bytes(i, done, ready);
+            let data = &data[..data.len().min(run.io.send_slice)];
+            let k = self.pipe.tx.push(data);
+            if k > 0 {
+                self.pipe.peer_bell.ring();
+                run.st[i].done += k;
+                pass.moved = true;
+            }
+            if run.st[i].done < ready {
+                pass.active_sends += 1;
+                pass.shm_wait = true;
+            }
+        }
+        Ok(false)
+    }
+
+    fn recv_header(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        p: usize,
+        i: usize,
+    ) -> Result<usize, EngineError> {
+        let got = run.st[i].got;
+        let k = self.pipe.rx.pop_into(&mut run.heard[p][got..]);
+        if k > 0 {
+            self.pipe.peer_bell.ring();
+        } else {
+            pass.shm_wait = true;
+        }
+        Ok(k)
+    }
+
+    fn recv(
+        &self,
+        run: &mut Run,
+        pass: &mut Pass,
+        _: usize,
+        i: usize,
+        lim: usize,
+    ) -> Result<(), EngineError> {
+        let k = recv_fifo(self.pipe, run, i, lim);
+        self.received(run, pass, i, lim, k);
+        Ok(())
+    }
+
+    fn pending(&self) -> Option<usize> {
+        Some(self.pipe.rx.pending())
+    }
+    fn liveness_fd(&self) -> Option<i32> {
+        Some(self.pipe.fd)
+    }
+    fn acked(&self) -> u64 {
+        self.pipe.tx.acked()
+    }
+}
+
+impl FifoLink<'_> {
+    /// After a receive took `k` bytes of op `i`: wake the partner (it has room again), or wait
+    /// for its doorbell.
+    pub(crate) fn received(&self, run: &Run, pass: &mut Pass, i: usize, lim: usize, k: usize) {
+        if k > 0 {
+            self.pipe.peer_bell.ring();
+            pass.moved = true;
+            pass.received = true;
+        } else if run.st[i].done < lim {
+            pass.shm_wait = true;
+        }
+    }
+}
+
+/// One pass of a receive from a shared-memory partner: a copy lands straight in the buffer;
+/// a reduction reads the partner's bytes where they lie in the FIFO and adds them into the
+/// buffer, with no staging copy. Returns the bytes taken from the FIFO.
+pub(crate) fn recv_fifo(pipe: &Pipe, run: &mut Run, i: usize, lim: usize) -> usize {
+    let (o, es) = (run.op(i), run.io.es.max(1));
+    let st = &run.st[i];
+    // A slice at a time, so the sender gets room back while its bytes are still in cache.
+    let lim = lim.min(st.done.saturating_add(run.io.send_slice.max(es)));
+    if !o.reduce {
+        let room = lim.saturating_sub(st.got);
+        if room == 0 {
+            return 0;
+        }
+        let at = o.range.start + st.got;
+        let k = pipe.rx.pop_into(&mut run.buf[at..at + room]);
+        let st = &mut run.st[i];
+        st.got += k;
+        st.done = st.got;
+        return k;
+    }
+    // Whole elements only. Ops of other element sizes went before on this FIFO, so an element
+    // may straddle its wrap: that one is put together aside.
+    let room = lim.saturating_sub(st.done) / es * es;
+    let (a, b) = pipe.rx.peek(room);
+    let whole = (a.len() + b.len()) / es * es;
+    if whole == 0 {
+        return 0;
+    }
+    let at = o.range.start + st.done;
+    run.first_write(i, at, whole);
+    let (reduce, op, buf) = (run.io.reduce, run.io.op, &mut *run.buf);
+    let fa = a.len().min(whole) / es * es;
+    reduce(op, &mut buf[at..at + fa], &a[..fa]);
+    let mut from_b = 0;
+    if whole > fa && a.len() > fa {
+        // The straddling element: its head ends `a`, its tail starts `b`.
+        let mut one = [0u8; 16];
+        let head = a.len() - fa;
+        one[..head].copy_from_slice(&a[fa..]);
+        one[head..es].copy_from_slice(&b[..es - head]);
+        reduce(op, &mut buf[at + fa..at + fa + es], &one[..es]);
+        from_b = es - head;
+    }
+    let done_a = (fa + if a.len() > fa && whole > fa { es } else { 0 }).min(whole);
+    if whole > done_a {
+        reduce(
+            op,
+            &mut buf[at + done_a..at + whole],
+            &b[from_b..from_b + whole - done_a],
+        );
+    }
+    pipe.rx.consume(whole);
+    let st = &mut run.st[i];
+    st.done += whole;
+    st.got = st.done;
+    whole
 }
