@@ -2,6 +2,7 @@
 //! backend.
 
 use super::*;
+use crate::lab::bench::out::{self, Format, Head, Title};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
@@ -72,57 +73,61 @@ pub struct BenchArgs {
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    match setup(args)? {
+        Ok(s) => run(args, s),
+        Err(e) => exit2(e),
+    }
+}
+
+/// A bench run, made from the flags: where the ranks run, the job they run, and what the GPU
+/// preparation found.
+struct Setup {
+    backend: Backend,
+    launch: Launch,
+    joined: Option<(crate::lab::job::world::World, Launch)>,
+    job: Job,
+    /// Ranks in the job, and the reports this process gathers per row.
+    world: usize,
+    local_reports: usize,
+    prepared: Option<gpu::Prepared>,
+}
+
+/// The flags made into a run: Err(message) for a flag the run cannot take (exit 2).
+fn setup(args: &BenchArgs) -> anyhow::Result<Result<Setup, String>> {
     if let Some(g) = &args.ngpus {
-        return exit2(format!(
+        return Ok(Err(format!(
             "-g {g} is nccl-tests' GPUs per process; ringlab starts one process per rank: use \
              --nproc-per-node {g} (one GPU each with --backend nccl), or --single-process \
              --nproc-per-node {g} for one process driving {g} GPUs as `-g {g}` does"
-        ));
+        )));
     }
     let mut p = match plan(&args.gpu) {
         Ok(p) => p,
-        Err(e) => return exit2(e),
+        Err(e) => return Ok(Err(e)),
     };
-    let backend = p.backend.name();
     let mut l = args
         .launch
         .launch(p.default_nproc)
         .map_err(anyhow::Error::msg)?;
     let joined = match joined_world(&args.launch, args.launcher, args.single_process, &l) {
         Ok(w) => w,
-        Err(e) => return exit2(e),
+        Err(e) => return Ok(Err(e)),
     };
     if let Some((w, launch)) = &joined {
         l = launch.clone();
+        let who = if w.rank == 0 {
+            " (this rank prints the table)"
+        } else {
+            ": rank 0 prints the table"
+        };
         eprintln!(
-            "ringlab bench: {} started this process as rank {} of {}{}",
-            w.launcher,
-            w.rank,
-            w.size,
-            if w.rank == 0 {
-                " (this rank prints the table)"
-            } else {
-                ": rank 0 prints the table"
-            }
+            "ringlab bench: {} started this process as rank {} of {}{who}",
+            w.launcher, w.rank, w.size
         );
     }
-    // Single-process mode: one rank process, as many GPUs as ranks.
-    let devices = if args.single_process {
-        if p.backend != Backend::Nccl {
-            return exit2(
-                "--single-process drives this machine's GPUs through NCCL: it needs --backend nccl \
-                 (or auto on a machine with 2 or more GPUs)"
-                    .into(),
-            );
-        }
-        if l.nnodes > 1 {
-            return exit2("--single-process runs on one machine: drop --nnodes".into());
-        }
-        let d = l.nproc_per_node;
-        l.nproc_per_node = 1;
-        d
-    } else {
-        0
+    let devices = match single_process(args, p.backend, &mut l) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e)),
     };
     let (world, local_reports) = if devices > 0 {
         (devices, 1)
@@ -138,13 +143,59 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             args.root
         );
     }
-    let mut job = Job {
+    let mut job = job_of(args, p.backend, devices)?;
+    job.one_table = joined.is_some();
+    if let Some(avail) = crate::lab::bench::available_memory()
+        && let Err(e) =
+            crate::lab::bench::check_memory(&job, world, devices.max(l.nproc_per_node), avail)
+    {
+        return Ok(Err(e));
+    }
+    let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, args.algo) {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(Ok(Setup {
+        backend: p.backend,
+        launch: l,
+        joined,
+        job,
+        world,
+        local_reports,
+        prepared,
+    }))
+}
+
+/// `--single-process`: one rank process driving as many GPUs as ranks (the devices; 0 without
+/// the flag). NCCL only, one machine.
+fn single_process(args: &BenchArgs, backend: Backend, l: &mut Launch) -> Result<usize, String> {
+    if !args.single_process {
+        return Ok(0);
+    }
+    if backend != Backend::Nccl {
+        return Err(
+            "--single-process drives this machine's GPUs through NCCL: it needs --backend nccl \
+             (or auto on a machine with 2 or more GPUs)"
+                .into(),
+        );
+    }
+    if l.nnodes > 1 {
+        return Err("--single-process runs on one machine: drop --nnodes".into());
+    }
+    let d = l.nproc_per_node;
+    l.nproc_per_node = 1;
+    Ok(d)
+}
+
+/// The job the flags ask for.
+fn job_of(args: &BenchArgs, backend: Backend, devices: usize) -> anyhow::Result<Job> {
+    Ok(Job {
         op: args.op,
         root: args.root,
         iters: args.iters as usize,
         warmup: args.warmup as usize,
         check: args.check == 1,
-        backend: p.backend,
+        backend,
         devices,
         timeout_s: args.launch.timeout,
         repeat: args.repeat as usize,
@@ -155,18 +206,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             args.dtype,
             sizes(args.minbytes, args.maxbytes, args.stepfactor).map_err(anyhow::Error::msg)?,
         )
-    };
-    if let Some(avail) = crate::lab::bench::available_memory()
-        && let Err(e) =
-            crate::lab::bench::check_memory(&job, world, devices.max(l.nproc_per_node), avail)
-    {
-        return exit2(e);
-    }
-    let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, args.algo) {
-        Ok(x) => x,
-        Err(e) => return exit2(e),
-    };
-    let algo_label = prepared.as_ref().map_or_else(
+    })
+}
+
+/// The table's header for this run.
+fn head(args: &BenchArgs, s: &Setup) -> Head {
+    let (job, l) = (&s.job, &s.launch);
+    let algo = s.prepared.as_ref().map_or_else(
         || {
             if job.tuned {
                 crate::collective::tune::describe(job.coll, job.algo)
@@ -176,156 +222,90 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         },
         |x| x.algo_label.clone(),
     );
-    job.one_table = joined.is_some();
-    // Under a launcher only rank 0 prints the table; the others print only errors.
-    let quiet = joined.as_ref().is_some_and(|(w, _)| w.rank != 0);
-    let mut out: Box<dyn Write> = if quiet {
-        Box::new(io::sink())
-    } else {
-        Box::new(io::stdout().lock())
-    };
-    let title = format!(
-        "ringlab bench: {} ({}), {} ranks on {} node(s), backend {}, nThread 1 nGpus {} iters {} warmup {} check {}",
-        job.coll.nccl_name(),
-        if algo_label == "nccl" {
-            "algorithm: NCCL's choice"
-        } else {
-            &algo_label
-        },
-        world,
-        match &joined {
+    let title = Title {
+        coll: job.coll.nccl_name(),
+        algo,
+        ranks: s.world,
+        nodes: match &s.joined {
             Some((w, _)) => w.size.div_ceil(w.local_size.max(1)),
             None => l.nnodes,
         },
-        // "tcp" names how ranks find each other, not how bytes move (that is the Transport
-        // line below): say what the ranks are.
-        if backend == "tcp" {
-            "tcp (ranks are CPU processes)"
+        backend: s.backend,
+        gpus: if job.devices > 0 {
+            job.devices
         } else {
-            backend
+            usize::from(s.backend == Backend::Nccl)
         },
-        if devices > 0 {
-            devices
-        } else {
-            usize::from(p.backend == Backend::Nccl)
-        },
-        job.iters,
-        job.warmup,
-        args.check
-    );
-    if world == 1 && !quiet {
-        // L8: a one-rank table reads like a real measurement; say what it is.
-        eprintln!(
-            "ringlab bench: note: one rank moves no data between ranks, so busbw is 0 by \
-             definition (nccl-tests prints the same); --nproc-per-node 2 or more measures a link"
-        );
-    }
-    let shared = prepared
-        .as_ref()
-        .and_then(|x| x.notes.iter().find(|n| n.starts_with(gpu::SHARED_GPU)));
-    if args.csv {
-        writeln!(
-            out,
-            "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong"
-        )?;
-    } else if !args.json {
-        writeln!(out, "{}", table::header(&title))?;
-        if let Some((w, launch)) = &joined {
-            writeln!(
-                out,
-                "# Launcher: {} (read {}): a world of {}, {} per node, one rank per process; rank 0's store at {}:{}",
+        iters: job.iters,
+        warmup: job.warmup,
+        check: args.check == 1,
+    };
+    Head {
+        title: title.to_string(),
+        launcher: s.joined.as_ref().map(|(w, launch)| {
+            format!(
+                "{} (read {}): a world of {}, {} per node, one rank per process; rank 0's store at {}:{}",
                 w.launcher,
                 w.read.join(", "),
                 w.size,
                 w.local_size,
                 launch.master_addr,
                 launch.master_port
-            )?;
-        }
-        if let Some(n) = shared {
-            writeln!(out, "# {n}")?;
-        }
-        if job.repeat > 1 {
-            writeln!(
-                out,
-                "# each time: the median of {} timed runs of {} iterations; spread = (slowest - fastest) / median",
-                job.repeat, job.iters
-            )?;
-        }
+            )
+        }),
+        shared_gpu: s
+            .prepared
+            .as_ref()
+            .and_then(|x| x.notes.iter().find(|n| n.starts_with(gpu::SHARED_GPU)))
+            .cloned(),
+        repeat: job.repeat,
+        iters: job.iters,
     }
-    let mut collector = Collector::new(&job, world, local_reports, backend)
+}
+
+/// Run the job and write its rows as they finish; exit 1 when a checked row had #wrong.
+fn run(args: &BenchArgs, s: Setup) -> anyhow::Result<ExitCode> {
+    // Under a launcher only rank 0 prints the table; the others print only errors.
+    let quiet = s.joined.as_ref().is_some_and(|(w, _)| w.rank != 0);
+    let format = match (args.json, args.csv) {
+        (true, _) => Format::Json,
+        (_, true) => Format::Csv,
+        _ => Format::Table,
+    };
+    let out: Box<dyn Write> = if quiet {
+        Box::new(io::sink())
+    } else {
+        Box::new(io::stdout().lock())
+    };
+    let mut w = out::writer(format, out, s.job.repeat);
+    if s.world == 1 && !quiet {
+        // L8: a one-rank table reads like a real measurement; say what it is.
+        eprintln!(
+            "ringlab bench: note: one rank moves no data between ranks, so busbw is 0 by \
+             definition (nccl-tests prints the same); --nproc-per-node 2 or more measures a link"
+        );
+    }
+    w.header(&head(args, &s))?;
+    let mut collector = Collector::new(&s.job, s.world, s.local_reports, s.backend.name())
         .with_average(Average::from_flag(args.average).unwrap_or_default());
     // NCCL's rows say who chose; the TCP backend's say the schedule each one ran.
-    if let Some(p) = &prepared {
+    if let Some(p) = &s.prepared {
         collector = collector.with_algo(p.algo_label.clone());
     }
-    let mut pairs = crate::lab::bench::Pairs::default();
     let mut io_err = None;
     let mut tuning = Tuning::default();
-    let mut transport_shown = false;
-    let result = launch::run(&job, &l, |msg| {
+    let result = launch::run(&s.job, &s.launch, |msg| {
         forward_log(msg, &mut tuning);
-        if let Msg::Event(ev @ Event::Transport { .. }) = msg {
-            collector.feed(ev);
-            return;
-        }
-        let Msg::Event(ev @ Event::Row { .. }) = msg else {
+        let Msg::Event(ev @ (Event::Row { .. } | Event::Transport { .. })) = msg else {
             return;
         };
-        let Some(row) = collector.feed(ev) else {
-            return;
-        };
-        let r = if args.json {
-            serde_json::to_string(&row)
-                .map_err(io::Error::other)
-                .and_then(|s| writeln!(out, "{s}"))
-        } else if args.csv {
-            writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{},{:.3},{:.4},{:.4},{}",
-                row.coll.name(),
-                row.backend,
-                row.algo,
-                row.ranks,
-                row.size,
-                row.count,
-                row.dtype,
-                row.redop,
-                row.root,
-                row.in_place,
-                row.time_us,
-                row.algbw_gbps,
-                row.busbw_gbps,
-                // Empty where not checked (nccl-tests' N/A; JSON says null).
-                row.wrong.map_or(String::new(), |w| w.to_string())
-            )
-        } else {
-            let Some((o, row)) = pairs.push(row) else {
-                return;
-            };
-            if !transport_shown && let Some(t) = &row.transport {
-                transport_shown = true;
-                let _ = writeln!(out, "{}", table::transport_line(t));
-            }
-            writeln!(out, "{}", table::line(&o, &row))
-                .and_then(|_| match spread_note(&o, &row, job.repeat) {
-                    Some(n) => writeln!(out, "{n}"),
-                    None => Ok(()),
-                })
-                .and_then(|_| match tuning.last.take() {
-                    Some((bytes, algo, proto)) => writeln!(
-                        out,
-                        "#   NCCL's log: {bytes} bytes -> Algo {algo} proto {proto}"
-                    ),
-                    None => Ok(()),
-                })
-        };
-        let _ = out.flush();
-        if let Err(e) = r {
+        if let Some(row) = collector.feed(ev)
+            && let Err(e) = w.row(row, tuning.last.take())
+        {
             io_err.get_or_insert(e);
         }
     });
-    drop(prepared);
+    drop(s.prepared);
     if let Some(e) = io_err {
         return Err(e.into());
     }
@@ -333,25 +313,12 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         if let LaunchError::Failed(f) = &e
             && let Some(size) = collector.unfinished_size()
         {
-            let reason = f.reason.lines().next().unwrap_or("");
-            if args.json {
-                writeln!(
-                    out,
-                    "{}",
-                    serde_json::json!({"size": size, "outcome": f.kind, "reason": reason})
-                )?;
-            } else if !args.csv {
-                writeln!(out, "{}", table::failed_line(size, f.kind.label(), reason))?;
-            }
+            w.failed(size, f.kind, f.reason.lines().next().unwrap_or(""))?;
         }
         return fail(e);
     }
     let summary = collector.summary();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string(&summary)?)?;
-    } else if !args.csv {
-        writeln!(out, "{}", table::footer(&summary))?;
-    }
+    w.footer(&summary)?;
     Ok(if summary.wrong_total.unwrap_or(0) == 0 {
         ExitCode::SUCCESS
     } else {
@@ -444,32 +411,4 @@ pub(super) fn joined_world(
         placement: None,
     };
     Ok(Some((w, launch)))
-}
-
-/// Under a row timed several times (`-R`): the spread of both placements, and a warning
-/// when it is too wide for one run to mean much.
-fn spread_note(
-    o: &crate::lab::bench::Row,
-    i: &crate::lab::bench::Row,
-    repeat: usize,
-) -> Option<String> {
-    use crate::lab::bench::measure::WIDE_SPREAD;
-    if repeat < 2 {
-        return None;
-    }
-    let pct =
-        |s: Option<f64>| s.map_or_else(|| "n/a".to_string(), |s| format!("{:.0}%", s * 100.0));
-    let wide = [o.spread, i.spread]
-        .iter()
-        .any(|s| s.is_some_and(|s| s > WIDE_SPREAD));
-    Some(format!(
-        "#   spread over {repeat} runs: out-of-place {}, in-place {}{}",
-        pct(o.spread),
-        pct(i.spread),
-        if wide {
-            " -- too wide to read: this machine is busy; compare medians, or run again"
-        } else {
-            ""
-        }
-    ))
 }

@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::collective::{Algorithm, Collective, Dtype, Op};
+use crate::lab::bench::gpu;
 use crate::lab::bench::{Average, Collector, sizes};
-use crate::lab::bench::{gpu, table};
 use crate::lab::job::launch::{self, Launch, LaunchError, Msg};
 use crate::lab::{Backend, Event, Job};
 use crate::units::parse_size;

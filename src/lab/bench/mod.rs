@@ -3,6 +3,7 @@
 
 pub mod gpu;
 pub mod measure;
+pub mod out;
 pub mod pattern;
 pub mod rank;
 pub mod table;
