@@ -79,7 +79,7 @@ fn default_timeout() -> u64 {
 }
 
 /// The transport of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// The TCP backend: processes on any machine.
@@ -96,6 +96,15 @@ impl Backend {
             Self::Nccl => "nccl",
         }
     }
+}
+
+/// `--backend` as asked: a backend, or auto (nccl with 2 or more GPUs, else tcp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Tcp,
+    Nccl,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,285 +1,276 @@
 //! `ringlab lab`: the hang lab's scenarios on the command line (list, run, cleanup).
 
 use super::*;
+use crate::lab::hang::{cluster, scenario};
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum HangLab {
     /// The scenarios: a NIC misconfiguration each, staged on a virtual cluster.
     List,
     /// Stage a scenario, watch it hang, diagnose it; with --fix, apply the fix and re-run.
-    Run {
-        /// Scenario name (see `ringlab lab list`).
-        scenario: String,
-        /// Apply the scenario's fix and re-run: it must pass.
-        #[arg(long)]
-        fix: bool,
-        /// Seconds without progress before the watchdog calls it a hang (default: the scenario's).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600))]
-        timeout: Option<u64>,
-        /// The report as one JSON object.
-        #[arg(long)]
-        json: bool,
-        /// Where the cluster is built: network namespaces when this process may make them
-        /// (root), else emulated on loopback addresses (auto); or insist on one.
-        #[arg(long, value_enum, default_value_t = crate::lab::hang::scenario::Mode::Auto)]
-        mode: crate::lab::hang::scenario::Mode,
-        /// tcp: ringlab's own ranks (NCCL's behaviour modelled, any machine); nccl: real libnccl
-        /// ranks inside the namespaces, one GPU shared where there are fewer GPUs than ranks
-        /// (needs GPUs and namespaces: root, or user namespaces).
-        #[arg(long, default_value = "tcp", value_parser = ["tcp", "nccl"])]
-        backend: String,
-        /// The NCCL release the emulated ranks behave and log as (2.7.0 to 2.28.x; a release
-        /// between two modelled ones behaves as the older, and the header says which). Default:
-        /// the release this machine's NCCL reports where a GPU lets ringlab load it, else 2.28.9.
-        #[arg(long, value_name = "2.MINOR.PATCH", value_parser = parse_nccl_version)]
-        nccl_version: Option<crate::nccl_log::Release>,
-        /// (internal, for the app) every message as a JSON line, then the result.
-        #[arg(long, hide = true)]
-        events: bool,
-        /// (internal, for the app) instead of staging, run once with this fix (JSON).
-        #[arg(long, hide = true, value_name = "JSON")]
-        try_fix: Option<String>,
-    },
+    Run(RunArgs),
     /// Remove what crashed or finished runs left behind: namespaces named rlab-* and their
     /// orphaned holders, shared-memory segments of dead ranks, and flight-recorder folders
     /// untouched for 2 minutes (newer ones are kept, and listed: a lab may still be writing).
     Cleanup,
 }
 
+/// `ringlab lab run`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Scenario name (see `ringlab lab list`).
+    pub scenario: String,
+    /// Apply the scenario's fix and re-run: it must pass.
+    #[arg(long)]
+    pub fix: bool,
+    /// Seconds without progress before the watchdog calls it a hang (default: the scenario's).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub timeout: Option<u64>,
+    /// The report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the cluster is built: network namespaces when this process may make them
+    /// (root), else emulated on loopback addresses (auto); or insist on one.
+    #[arg(long, value_enum, default_value_t = crate::lab::hang::scenario::Mode::Auto)]
+    pub mode: crate::lab::hang::scenario::Mode,
+    /// tcp: ringlab's own ranks (NCCL's behaviour modelled, any machine); nccl: real libnccl
+    /// ranks inside the namespaces, one GPU shared where there are fewer GPUs than ranks
+    /// (needs GPUs and namespaces: root, or user namespaces).
+    #[arg(long, value_enum, default_value_t = Backend::Tcp)]
+    pub backend: Backend,
+    /// The NCCL release the emulated ranks behave and log as (2.7.0 to 2.28.x; a release
+    /// between two modelled ones behaves as the older, and the header says which). Default:
+    /// the release this machine's NCCL reports where a GPU lets ringlab load it, else 2.28.9.
+    #[arg(long, value_name = "2.MINOR.PATCH", value_parser = parse_nccl_version)]
+    pub nccl_version: Option<crate::nccl_log::Release>,
+    /// (internal, for the app) every message as a JSON line, then the result.
+    #[arg(long, hide = true)]
+    pub events: bool,
+    /// (internal, for the app) instead of staging, run once with this fix (JSON).
+    #[arg(long, hide = true, value_name = "JSON")]
+    pub try_fix: Option<String>,
+}
+
 pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
-    use crate::lab::hang::{cluster, scenario};
     match cmd {
-        HangLab::List => {
-            let (all, bad) = scenario::all();
-            for s in &all {
-                println!("{:<26} {}", s.name, s.title);
-            }
-            for b in &bad {
-                eprintln!("{}: {}", b.file, b.message);
-            }
-            Ok(if bad.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+        HangLab::List => Ok(list()),
+        HangLab::Cleanup => Ok(cleanup()),
+        HangLab::Run(args) => run(args),
+    }
+}
+
+fn list() -> ExitCode {
+    let (all, bad) = scenario::all();
+    for s in &all {
+        println!("{:<26} {}", s.name, s.title);
+    }
+    for b in &bad {
+        eprintln!("{}: {}", b.file, b.message);
+    }
+    if bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn cleanup() -> ExitCode {
+    let mut removed = cluster::cleanup_all();
+    let (traces, kept) = scenario::remove_old_trace_dirs();
+    removed.extend(traces);
+    removed.extend(crate::comm::shm::remove_orphans(std::path::Path::new(
+        crate::comm::shm::DIR,
+    )));
+    if removed.is_empty() {
+        println!(
+            "nothing to clean up{}",
+            if kept.is_empty() { "" } else { " now" }
+        );
+    }
+    for r in removed {
+        println!("removed {r}");
+    }
+    if !kept.is_empty() {
+        println!(
+            "kept {} flight-recorder folder(s) changed in the last {} s (a lab may still \
+             be writing them; `ringlab doctor --trace DIR` reads them; run cleanup again \
+             later to remove them):",
+            kept.len(),
+            scenario::TRACE_DIR_QUIET.as_secs()
+        );
+        for k in kept {
+            println!("  {k}");
         }
-        HangLab::Cleanup => {
-            let mut removed = cluster::cleanup_all();
-            let (traces, kept) = scenario::remove_old_trace_dirs();
-            removed.extend(traces);
-            removed.extend(crate::comm::shm::remove_orphans(std::path::Path::new(
-                crate::comm::shm::DIR,
-            )));
-            if removed.is_empty() {
-                println!(
-                    "nothing to clean up{}",
-                    if kept.is_empty() { "" } else { " now" }
-                );
-            }
-            for r in removed {
-                println!("removed {r}");
-            }
-            if !kept.is_empty() {
-                println!(
-                    "kept {} flight-recorder folder(s) changed in the last {} s (a lab may still \
-                     be writing them; `ringlab doctor --trace DIR` reads them; run cleanup again \
-                     later to remove them):",
-                    kept.len(),
-                    scenario::TRACE_DIR_QUIET.as_secs()
-                );
-                for k in kept {
-                    println!("  {k}");
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+    }
+    ExitCode::SUCCESS
+}
+
+/// Why `--backend nccl` cannot run this scenario as asked, if it cannot.
+fn refused_on_nccl(args: &RunArgs, s: &scenario::Scenario) -> Option<String> {
+    if args.backend != Backend::Nccl {
+        return None;
+    }
+    if args.nccl_version.is_some() {
+        return Some(
+            "lab run: --nccl-version sets the release the emulated ranks imitate; with \
+             --backend nccl the real library speaks for itself"
+                .into(),
+        );
+    }
+    // The run-time scenarios run ringlab's own training loop (its header check and flight
+    // recorder are the lesson): say so instead of quietly running TCP ranks.
+    if s.train.is_some() {
+        let nic: Vec<String> = scenario::all()
+            .0
+            .into_iter()
+            .filter(|x| x.train.is_none())
+            .map(|x| x.name)
+            .collect();
+        return Some(format!(
+            "lab run {}: a run-time hang in ringlab's own training loop (its ranks, header \
+             check and flight recorder are what the scenario teaches); --backend nccl runs \
+             the NIC scenarios on real NCCL: {}. Run this one without --backend nccl",
+            s.name,
+            nic.join(", ")
+        ));
+    }
+    if args.mode == scenario::Mode::Emulated {
+        return Some(
+            "lab run --backend nccl needs real network namespaces: NCCL reads the kernel's \
+             interfaces, and the emulated cluster exists only for ringlab's own TCP ranks"
+                .into(),
+        );
+    }
+    None
+}
+
+/// What a run prints of its ranks' progress: nothing (`--json`), every message as a line
+/// (`--events`, for the app), or the phases, every 50th training step and NCCL's lines.
+fn progress(json: bool, stream: bool) -> impl FnMut(&Msg) {
+    move |m: &Msg| {
+        if stream {
+            println!("{}", scenario::StreamLine::Msg(m.clone()).to_line());
+            let _ = io::stdout().flush();
+            return;
         }
-        HangLab::Run {
-            scenario: name,
-            fix,
-            timeout,
-            json,
-            mode,
-            backend,
-            nccl_version,
-            events,
-            try_fix,
-        } => {
-            let mut s = scenario::find(name).map_err(anyhow::Error::msg)?;
-            if backend == "nccl" && nccl_version.is_some() {
-                return exit2(
-                    "lab run: --nccl-version sets the release the emulated ranks imitate; with \
-                     --backend nccl the real library speaks for itself"
-                        .into(),
-                );
+        if json {
+            return;
+        }
+        match m {
+            // A training loop reports every step: print the first and every 50th.
+            Msg::Event(Event::Step { step, .. }) if *step != 1 && step % 50 != 0 => {}
+            Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
+                let phase = ev.phase_text().unwrap_or_default();
+                println!("  rank {}: {phase}", ev.rank());
             }
-            // The run-time scenarios run ringlab's own training loop (its header check and
-            // flight recorder are the lesson): say so instead of quietly running TCP ranks.
-            if backend == "nccl" && s.train.is_some() {
-                let nic: Vec<String> = scenario::all()
-                    .0
-                    .into_iter()
-                    .filter(|x| x.train.is_none())
-                    .map(|x| x.name)
-                    .collect();
-                return exit2(format!(
-                    "lab run {}: a run-time hang in ringlab's own training loop (its ranks, \
-                     header check and flight recorder are what the scenario teaches); \
-                     --backend nccl runs the NIC scenarios on real NCCL: {}. Run this one \
-                     without --backend nccl",
-                    s.name,
-                    nic.join(", ")
-                ));
+            Msg::Log { rank, line } if line.contains("NCCL") => {
+                println!("  [rank {rank}] {line}")
             }
-            // NCCL: its GPUs and library first, before anything is staged.
-            let gpu_machine = if backend == "nccl" {
-                let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::Asked);
-                if let Some(why) = m.nccl_unavailable() {
-                    return exit2(format!("lab run --backend nccl: {why}"));
-                }
-                if *mode == scenario::Mode::Emulated {
-                    return exit2(
-                        "lab run --backend nccl needs real network namespaces: NCCL reads the \
-                         kernel's interfaces, and the emulated cluster exists only for ringlab's \
-                         own TCP ranks"
-                            .into(),
-                    );
-                }
-                Some(m)
-            } else {
-                None
-            };
-            let json = &(*json || *events);
-            if let Some(t) = timeout {
-                s.timeout = *t;
-            }
-            let emulated = (backend != "nccl").then(|| emulated_release(*nccl_version));
-            if let Some((r, _)) = &emulated {
-                s.emulate = Some(*r);
-            }
-            if !json {
-                println!(
-                    "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
-                    s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
-                );
-                if let Some((r, why)) = &emulated {
-                    let p = crate::nccl_log::Profile::nearest(*r);
-                    println!("# emulated NCCL: {} ({why})", p.describe(*r));
-                }
-            }
-            let quiet = *json;
-            let stream = *events;
-            let mut on = |m: &Msg| {
-                if stream {
-                    println!("{}", scenario::StreamLine::Msg(m.clone()).to_line());
-                    let _ = io::stdout().flush();
-                    return;
-                }
-                if quiet {
-                    return;
-                }
-                match m {
-                    // A training loop reports every step: print the first and every 50th.
-                    Msg::Event(Event::Step { step, .. }) if *step != 1 && step % 50 != 0 => {}
-                    Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
-                        let phase = ev.phase_text().unwrap_or_default();
-                        println!("  rank {}: {phase}", ev.rank());
-                    }
-                    Msg::Log { rank, line } if line.contains("NCCL") => {
-                        println!("  [rank {rank}] {line}")
-                    }
-                    _ => {}
-                }
-            };
-            // Not root: try real namespaces inside a user namespace of our own first.
-            let mut why_emulated = None;
-            // SAFETY: geteuid has no preconditions.
-            let root = unsafe { libc::geteuid() } == 0;
-            if !root && *mode != scenario::Mode::Emulated && !cluster::in_user_namespace() {
-                match cluster::rerun_in_user_namespace() {
-                    Ok(st) => {
-                        return Ok(ExitCode::from(
-                            st.code().map_or(1, |c| c.clamp(0, 255) as u8),
-                        ));
-                    }
-                    Err(e) if *mode == scenario::Mode::Netns => {
-                        eprintln!(
-                            "ringlab lab: not root, and {e}; run as root, or pass --mode emulated"
-                        );
-                        return Ok(ExitCode::from(2));
-                    }
-                    Err(e) => why_emulated = Some(format!("not root, and {e}")),
-                }
-            }
-            let cluster = match why_emulated {
-                Some(why) => cluster::Cluster::emulated(s.nodes, &s.fabric, &why),
-                None => scenario::cluster_for(&s, *mode),
-            };
-            let cluster = match cluster {
-                Ok(c) => c,
-                Err(e) => {
-                    if stream {
-                        println!("{}", scenario::StreamLine::Error(e.clone()).to_line());
-                    }
-                    eprintln!("ringlab lab: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
-            let nccl = match &gpu_machine {
-                Some(_) if cluster.emulated_because.is_some() => {
-                    let why = cluster.emulated_because.clone().unwrap_or_default();
-                    return exit2(format!(
-                        "lab run --backend nccl needs real network namespaces, and here: {why}"
-                    ));
-                }
-                Some(m) => Some(scenario::NcclLab {
-                    env: m.rank_env(),
-                    ranks_per_gpu: crate::lab::bench::gpu::ranks_per_gpu_for(
-                        s.ranks_per_node,
-                        m.gpus(),
-                    ),
-                }),
-                None => None,
-            };
-            if let Some(fix_json) = try_fix {
-                let f: scenario::Fix = serde_json::from_str(fix_json)
-                    .map_err(|e| anyhow::anyhow!("--try-fix: {e}"))?;
-                let fixed = scenario::try_fix_on(&s, cluster, &f, nccl.as_ref(), &mut on);
-                println!("{}", scenario::StreamLine::Fixed(Box::new(fixed)).to_line());
-                return Ok(ExitCode::SUCCESS);
-            }
-            if !json {
-                match &cluster.emulated_because {
-                    Some(why) => println!(
-                        "# EMULATED cluster ({why}): the nodes are processes on this host with virtual interfaces on loopback addresses"
-                    ),
-                    None => println!(
-                        "# cluster: {} network namespaces (rlab-*){}",
-                        s.nodes,
-                        if cluster::in_user_namespace() {
-                            ", inside an unprivileged user namespace"
-                        } else {
-                            ""
-                        }
-                    ),
-                }
-            }
-            let report = scenario::run_on(&s, cluster, *fix, nccl.as_ref(), &mut on);
+            _ => {}
+        }
+    }
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let mut s = scenario::find(&args.scenario).map_err(anyhow::Error::msg)?;
+    if let Some(why) = refused_on_nccl(args, &s) {
+        return exit2(why);
+    }
+    // NCCL: its GPUs and library first, before anything is staged.
+    let gpu_machine = if args.backend == Backend::Nccl {
+        let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::Asked);
+        if let Some(why) = m.nccl_unavailable() {
+            return exit2(format!("lab run --backend nccl: {why}"));
+        }
+        Some(m)
+    } else {
+        None
+    };
+    let (json, stream) = (args.json || args.events, args.events);
+    if let Some(t) = args.timeout {
+        s.timeout = t;
+    }
+    let emulated = (args.backend != Backend::Nccl).then(|| emulated_release(args.nccl_version));
+    if let Some((r, _)) = &emulated {
+        s.emulate = Some(*r);
+    }
+    if !json {
+        println!(
+            "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
+            s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
+        );
+        if let Some((r, why)) = &emulated {
+            let p = crate::nccl_log::Profile::nearest(*r);
+            println!("# emulated NCCL: {} ({why})", p.describe(*r));
+        }
+    }
+    let mut on = progress(json, stream);
+    let cluster = match scenario::cluster_here(&s, args.mode) {
+        Ok(c) => c,
+        Err(scenario::NoCluster::RanInUserNamespace(code)) => return Ok(ExitCode::from(code)),
+        Err(scenario::NoCluster::Refused(e)) => {
             if stream {
-                println!(
-                    "{}",
-                    scenario::StreamLine::Report(Box::new(report.clone())).to_line()
-                );
-            } else if *json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                print_report(&report);
+                println!("{}", scenario::StreamLine::Error(e.clone()).to_line());
             }
-            Ok(if scenario::as_expected(&s, &report) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            eprintln!("ringlab lab: {e}");
+            return Ok(ExitCode::from(2));
         }
+    };
+    let nccl = match &gpu_machine {
+        Some(_) if cluster.emulated_because.is_some() => {
+            let why = cluster.emulated_because.clone().unwrap_or_default();
+            return exit2(format!(
+                "lab run --backend nccl needs real network namespaces, and here: {why}"
+            ));
+        }
+        Some(m) => Some(scenario::NcclLab {
+            env: m.rank_env(),
+            ranks_per_gpu: crate::lab::bench::gpu::ranks_per_gpu_for(s.ranks_per_node, m.gpus()),
+        }),
+        None => None,
+    };
+    if let Some(fix_json) = &args.try_fix {
+        let f: scenario::Fix =
+            serde_json::from_str(fix_json).map_err(|e| anyhow::anyhow!("--try-fix: {e}"))?;
+        let fixed = scenario::try_fix_on(&s, cluster, &f, nccl.as_ref(), &mut on);
+        println!("{}", scenario::StreamLine::Fixed(Box::new(fixed)).to_line());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !json {
+        println!("{}", cluster_line(&cluster, s.nodes));
+    }
+    let report = scenario::run_on(&s, cluster, args.fix, nccl.as_ref(), &mut on);
+    if stream {
+        println!(
+            "{}",
+            scenario::StreamLine::Report(Box::new(report.clone())).to_line()
+        );
+    } else if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(if scenario::as_expected(&s, &report) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The line that says what the cluster is.
+fn cluster_line(cluster: &cluster::Cluster, nodes: usize) -> String {
+    match &cluster.emulated_because {
+        Some(why) => format!(
+            "# EMULATED cluster ({why}): the nodes are processes on this host with virtual interfaces on loopback addresses"
+        ),
+        None => format!(
+            "# cluster: {nodes} network namespaces (rlab-*){}",
+            if cluster::in_user_namespace() {
+                ", inside an unprivileged user namespace"
+            } else {
+                ""
+            }
+        ),
     }
 }
 

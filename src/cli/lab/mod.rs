@@ -21,7 +21,7 @@ use crate::collective::{Algorithm, Collective, Dtype, Op};
 use crate::lab::bench::gpu;
 use crate::lab::bench::{Average, Collector, sizes};
 use crate::lab::job::launch::{self, Launch, LaunchError, Msg};
-use crate::lab::{Backend, Event, Job};
+use crate::lab::{Backend, BackendChoice, Event, Job};
 use crate::units::parse_size;
 
 /// Where the ranks run (torchrun's flags).
@@ -91,8 +91,8 @@ impl LaunchArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct GpuArgs {
     /// tcp (any machine), nccl (GPUs), or auto (nccl with 2 or more GPUs, else tcp).
-    #[arg(long, default_value = "auto", value_parser = ["tcp", "nccl", "auto"])]
-    pub backend: String,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
     /// NCCL: K local ranks share each GPU, each a host of its own to NCCL (NCCL_HOSTID), so
     /// their bytes cross NET/Socket through host memory. Two ranks on a one-GPU machine:
     /// --ranks-per-gpu 2 --nproc-per-node 2. Not NVLink bandwidth.
@@ -114,23 +114,23 @@ struct Plan {
 /// means exit 2.
 fn plan(g: &GpuArgs) -> Result<Plan, String> {
     // Asking for shared GPUs is asking for NCCL.
-    let asked = match (g.backend.as_str(), g.ranks_per_gpu) {
-        ("tcp", Some(_)) => {
+    let asked = match (g.backend, g.ranks_per_gpu) {
+        (BackendChoice::Tcp, Some(_)) => {
             return Err(
                 "--ranks-per-gpu shares GPUs between NCCL ranks: it needs --backend nccl".into(),
             );
         }
-        ("auto", Some(_)) => "nccl",
+        (BackendChoice::Auto, Some(_)) => BackendChoice::Nccl,
         (b, _) => b,
     };
-    if asked == "tcp" {
+    if asked == BackendChoice::Tcp {
         return Ok(Plan {
             backend: Backend::Tcp,
             default_nproc: 2,
             machine: None,
         });
     }
-    let m = gpu::machine(if asked == "nccl" {
+    let m = gpu::machine(if asked == BackendChoice::Nccl {
         gpu::LoadNccl::Asked
     } else {
         gpu::LoadNccl::IfGpu

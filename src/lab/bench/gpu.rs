@@ -192,15 +192,18 @@ pub fn probe_main(nccl_asked: bool) -> std::process::ExitCode {
 }
 
 /// The backend `--backend auto|tcp|nccl` resolves to, and a line saying which and why.
-pub fn choose(asked: &str, m: &Machine) -> Result<(crate::lab::Backend, String), String> {
-    use crate::lab::Backend;
+pub fn choose(
+    asked: crate::lab::BackendChoice,
+    m: &Machine,
+) -> Result<(crate::lab::Backend, String), String> {
+    use crate::lab::{Backend, BackendChoice};
     match asked {
-        "tcp" => Ok((Backend::Tcp, "backend tcp (asked for)".into())),
-        "nccl" => match m.nccl_unavailable() {
+        BackendChoice::Tcp => Ok((Backend::Tcp, "backend tcp (asked for)".into())),
+        BackendChoice::Nccl => match m.nccl_unavailable() {
             Some(why) => Err(why),
             None => Ok((Backend::Nccl, nccl_line(m, "asked for"))),
         },
-        _ => match m.nccl_unavailable() {
+        BackendChoice::Auto => match m.nccl_unavailable() {
             None if m.gpus() >= 2 => Ok((Backend::Nccl, nccl_line(m, "auto: 2 or more GPUs"))),
             None => Ok((
                 Backend::Tcp,
@@ -459,7 +462,7 @@ pub fn tuning_line(line: &str) -> Option<(u64, String, String)> {
 mod tests {
     use super::*;
     use crate::lab::job::launch::Launch;
-    use crate::lab::{Backend, Job, JobKind};
+    use crate::lab::{Backend, BackendChoice, Job, JobKind};
 
     fn no_gpu() -> Machine {
         Machine {
@@ -508,22 +511,31 @@ mod tests {
 
     #[test]
     fn auto_falls_back_to_tcp_without_gpus_and_says_why() {
-        let (b, why) = choose("auto", &no_gpu()).expect("auto never fails");
+        let (b, why) = choose(BackendChoice::Auto, &no_gpu()).expect("auto never fails");
         assert_eq!(b, Backend::Tcp);
         assert!(why.contains("no NVIDIA driver"), "{why}");
-        let e = choose("nccl", &no_gpu()).expect_err("nccl refuses");
+        let e = choose(BackendChoice::Nccl, &no_gpu()).expect_err("nccl refuses");
         assert!(e.contains("Everything else works"), "{e}");
     }
 
     #[test]
     fn auto_takes_nccl_from_two_gpus_and_tcp_with_one() {
-        assert_eq!(choose("auto", &gpus(2)).expect("ok").0, Backend::Nccl);
-        let (b, why) = choose("auto", &gpus(1)).expect("ok");
+        assert_eq!(
+            choose(BackendChoice::Auto, &gpus(2)).expect("ok").0,
+            Backend::Nccl
+        );
+        let (b, why) = choose(BackendChoice::Auto, &gpus(1)).expect("ok");
         assert_eq!(b, Backend::Tcp);
         assert!(why.contains("only 1 GPU"), "{why}");
         assert!(why.contains("--ranks-per-gpu"), "{why}");
-        assert_eq!(choose("nccl", &gpus(1)).expect("ok").0, Backend::Nccl);
-        assert_eq!(choose("tcp", &gpus(8)).expect("ok").0, Backend::Tcp);
+        assert_eq!(
+            choose(BackendChoice::Nccl, &gpus(1)).expect("ok").0,
+            Backend::Nccl
+        );
+        assert_eq!(
+            choose(BackendChoice::Tcp, &gpus(8)).expect("ok").0,
+            Backend::Tcp
+        );
     }
 
     #[test]

@@ -407,6 +407,42 @@ pub(super) fn store_port(
         .map_err(|e| format!("binding the store on {ip}: {e}"))
 }
 
+/// Why there is no cluster to run on here.
+pub enum NoCluster {
+    /// This process was not root: the run went on in a user namespace of its own, re-executed,
+    /// and ended with this exit code.
+    RanInUserNamespace(u8),
+    /// No cluster can be made as asked (the message says why and what to do).
+    Refused(String),
+}
+
+/// The cluster for `s` on this machine, as `mode` asks: namespaces where this process may make
+/// them; not root, the same command again inside an unprivileged user namespace of its own
+/// (first, where that works); else the emulated cluster, saying why.
+pub fn cluster_here(s: &Scenario, mode: Mode) -> Result<Cluster, NoCluster> {
+    let mut why_emulated = None;
+    if crate::private::euid() != 0 && mode != Mode::Emulated && !cluster::in_user_namespace() {
+        match cluster::rerun_in_user_namespace() {
+            Ok(st) => {
+                return Err(NoCluster::RanInUserNamespace(
+                    st.code().map_or(1, |c| c.clamp(0, 255) as u8),
+                ));
+            }
+            Err(e) if mode == Mode::Netns => {
+                return Err(NoCluster::Refused(format!(
+                    "not root, and {e}; run as root, or pass --mode emulated"
+                )));
+            }
+            Err(e) => why_emulated = Some(format!("not root, and {e}")),
+        }
+    }
+    match why_emulated {
+        Some(why) => Cluster::emulated(s.nodes, &s.fabric, &why),
+        None => cluster_for(s, mode),
+    }
+    .map_err(NoCluster::Refused)
+}
+
 /// Build the cluster `s` needs: namespaces where they can be made (and, for a firewall, where
 /// iptables is there), else the emulated cluster, saying why.
 pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
