@@ -131,3 +131,54 @@ fn a_term_in_the_middle_still_brings_back_the_summary_and_the_logs() {
     );
     assert!(packed(&out).iter().any(|f| f.ends_with("env.out")));
 }
+
+/// A venv whose python3 is a stand-in for torch: `import torch` exits `import_rc`; anything
+/// else (the anchor under torch.distributed.run) prints one anchor row.
+fn fake_torch_venv(dir: &Path, import_rc: i32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let venv = dir.join("venv");
+    std::fs::create_dir_all(venv.join("bin")).expect("mkdir");
+    let py = venv.join("bin/python3");
+    std::fs::write(
+        &py,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in\n  *'import torch'*) exit {import_rc} ;;\n  *) echo '{{\"size\": 8, \"busbw_gbps\": 1.0, \"correct\": true}}' ;;\nesac\n"
+        ),
+    )
+    .expect("write python3");
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    venv
+}
+
+/// M2: the torch anchor is the control, so it runs even when sanity-2-shared failed (here: no
+/// GPU); L7: a torch venv that does not import fails the check instead of dropping the anchor
+/// silently.
+#[test]
+fn the_torch_anchor_runs_whatever_sanity_said_and_a_broken_torch_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let venv = fake_torch_venv(dir.path(), 0);
+    let out = dir.path().join("anchor");
+    let run = script(&out, &[("VIRTUAL_ENV", venv.to_str().expect("utf-8"))])
+        .output()
+        .expect("run the script");
+    let s = result_matches(&out, &run);
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("torch-anchor-short") && l.contains("exit 0")),
+        "the short anchor runs, whatever sanity-2-shared said:\n{s}"
+    );
+
+    let broken = tempfile::tempdir().expect("tempdir");
+    let venv = fake_torch_venv(broken.path(), 1);
+    let out = broken.path().join("broken");
+    let run = script(&out, &[("VIRTUAL_ENV", venv.to_str().expect("utf-8"))])
+        .output()
+        .expect("run the script");
+    let s = result_matches(&out, &run);
+    assert!(s.contains("'import torch' fails"), "{s}");
+    let last = s.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("RESULT: FAIL") && last.contains("torch-import"),
+        "{s}"
+    );
+}

@@ -396,7 +396,7 @@ fn hang_lab_lets_the_learner_type_a_fix() {
     h.stage = Stage::Diagnosed;
     h.report = Some(LabReport {
         scenario: "docker0".into(),
-        mode: "netns".into(),
+        mode: ringlab::lab::hang::cluster::ClusterMode::Netns,
         emulated_because: None,
         staged: Staged {
             outcome: Outcome::Hang,

@@ -376,7 +376,7 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
     }
     println!(
         "\n# the cluster, {}:",
-        if r.mode == "netns" {
+        if r.mode == cluster::ClusterMode::Netns {
             "in iproute2 commands"
         } else {
             "as emulated"

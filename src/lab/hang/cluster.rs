@@ -327,6 +327,27 @@ pub fn available() -> Result<(), ClusterError> {
 /// Set in a command re-run inside its own user namespace (see [`rerun_in_user_namespace`]).
 pub const USERNS_ENV: &str = "RINGLAB_USERNS";
 
+/// What a cluster is made of: network namespaces of this kernel, or processes on this host
+/// with virtual interfaces on loopback addresses. Its word (`netns`, `emulated`) is what the
+/// JSON report carries.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum ClusterMode {
+    Netns,
+    Emulated,
+}
+
 /// Is this process the re-run inside a user namespace?
 pub fn in_user_namespace() -> bool {
     std::env::var_os(USERNS_ENV).is_some()
@@ -564,12 +585,12 @@ impl Cluster {
         })
     }
 
-    /// "netns" or "emulated".
-    pub fn mode(&self) -> &'static str {
+    /// Network namespaces, or the emulated cluster.
+    pub fn mode(&self) -> ClusterMode {
         if self.vnet.is_some() {
-            "emulated"
+            ClusterMode::Emulated
         } else {
-            "netns"
+            ClusterMode::Netns
         }
     }
 

@@ -155,8 +155,7 @@ pub struct Fixed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabReport {
     pub scenario: String,
-    /// "netns" or "emulated".
-    pub mode: String,
+    pub mode: crate::lab::hang::cluster::ClusterMode,
     /// Why the cluster is emulated (absent on real namespaces).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulated_because: Option<String>,

@@ -389,7 +389,7 @@ fn remove_trace_dirs_quiet_for(quiet: std::time::Duration) -> (Vec<String>, Vec<
 pub(super) fn store_port(
     c: &Cluster,
 ) -> Result<(u16, Option<std::sync::Arc<std::net::TcpListener>>), String> {
-    if c.mode() == "netns" {
+    if c.mode() == cluster::ClusterMode::Netns {
         // Bound inside node 0's namespace (a socket stays in the namespace it was made in),
         // at the fixed port the firewall scenarios stage their rules for.
         let node0 = c
@@ -541,7 +541,7 @@ pub fn run_on(
     let fixed = fix.then(|| fixed_run(s, &mut c, &s.fix, nccl, on));
     LabReport {
         scenario: s.name.clone(),
-        mode: c.mode().into(),
+        mode: c.mode(),
         emulated_because: c.emulated_because.clone(),
         staged: report_staged,
         diagnosis,
