@@ -748,67 +748,11 @@ fn watch(
             )
         })
         .collect();
-    let fail = |st: &[(usize, RankState)], ranks: &Ranks, kind: FailKind, reason: String| {
-        let now = Instant::now();
-        let processes = st
-            .iter()
-            .map(|(r, s)| {
-                let child = ranks.children.iter().find(|(cr, _)| cr == r);
-                let p = match s.exited {
-                    Some(_) if s.failed => crate::lab::job::Process::Running,
-                    Some(status) => crate::lab::job::Process::Gone {
-                        code: status.code(),
-                        signal: std::os::unix::process::ExitStatusExt::signal(&status),
-                    },
-                    None if child.is_some_and(|(_, c)| process_stopped(c.id())) => {
-                        crate::lab::job::Process::Stopped
-                    }
-                    // Ended, not yet reaped: the exit the watch loop has not seen yet.
-                    None if !s.failed && child.is_some_and(|(_, c)| process_ended(c.id())) => {
-                        crate::lab::job::Process::Gone {
-                            code: None,
-                            signal: None,
-                        }
-                    }
-                    None => crate::lab::job::Process::Running,
-                };
-                (*r, p)
-            })
-            .collect();
-        let states = st
-            .iter()
-            .map(|(r, s)| {
-                let letter = match s.exited {
-                    Some(_) => None,
-                    None => ranks
-                        .children
-                        .iter()
-                        .find(|(cr, _)| cr == r)
-                        .and_then(|(_, c)| process_state(c.id())),
-                };
-                let state = match letter {
-                    None | Some('Z' | 'X') => "gone".to_string(),
-                    Some(c) => c.to_string(),
-                };
-                (*r, state)
-            })
-            .collect();
-        Failure {
-            processes,
-            states,
-            kind,
-            reason,
-            ranks: st
-                .iter()
-                .filter(|(_, s)| !s.done)
-                .map(|(r, s)| (*r, s.phase.clone(), (now - s.last).as_secs_f64()))
-                .collect(),
-            logs: st
-                .iter()
-                .filter(|(_, s)| !s.logs.is_empty())
-                .map(|(r, s)| (*r, s.logs.clone()))
-                .collect(),
-        }
+    let mut failed = |st: &[(usize, RankState)], ranks: &mut Ranks, kind, reason| {
+        let failure = failure(st, ranks, kind, reason);
+        before_kill(&failure);
+        ranks.kill_all();
+        Err(LaunchError::Failed(Box::new(failure)))
     };
     // The loop comes round every 200 ms at most. A much longer gap means this process was
     // stopped (Ctrl-Z, SIGSTOP) and the ranks, blocked on its pipes, were held with it: their
@@ -829,101 +773,24 @@ fn watch(
             }
             Ok(Inner::Msg(msg)) => {
                 on(&msg);
-                let rank = match &msg {
-                    Msg::Event(ev) => ev.rank(),
-                    Msg::Log { rank, .. } | Msg::Exit { rank, .. } => *rank,
-                };
-                if let Some((_, s)) = st.iter_mut().find(|(r, _)| *r == rank) {
-                    match &msg {
-                        Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
-                            s.phase = ev.phase_text().unwrap_or_default();
-                            s.last = Instant::now();
-                        }
-                        Msg::Event(Event::Done { .. }) => {
-                            s.phase = "done".into();
-                            s.done = true;
-                        }
-                        Msg::Event(Event::Error { message, hang, .. }) => {
-                            s.log(message);
-                            let (kind, reason) = if *hang {
-                                (
-                                    FailKind::Hang,
-                                    format!(
-                                        "HANG: rank {rank} gave up waiting during {} and aborted its communicator: {}",
-                                        s.phase,
-                                        // The rank's own text says HANG already.
-                                        message.strip_prefix("HANG: ").unwrap_or(message)
-                                    ),
-                                )
-                            } else {
-                                (
-                                    FailKind::Error,
-                                    // "spawned" is the phase before any: say start-up.
-                                    format!(
-                                        "rank {rank} failed during {}: {message}",
-                                        if s.phase == "spawned" {
-                                            "start-up"
-                                        } else {
-                                            &s.phase
-                                        }
-                                    ),
-                                )
-                            };
-                            s.failed = true;
-                            // An error is often the echo of another rank's death (a broken
-                            // pipe): let the exits and the other reports of this moment come
-                            // in, so the failure says who died, as torchrun's agent sees it.
-                            settle(ranks, &mut st, rx, on, Duration::from_secs(1));
-                            // A rank killed meanwhile is the cause: it comes first (M1).
-                            let (kind, reason) = match died_first(&st, rank) {
-                                Some(died) => (FailKind::Exit, format!("{died}; then {reason}")),
-                                None => (kind, reason),
-                            };
-                            let failure = fail(&st, ranks, kind, reason);
-                            before_kill(&failure);
-                            ranks.kill_all();
-                            return Err(LaunchError::Failed(Box::new(failure)));
-                        }
-                        Msg::Event(_) => s.last = Instant::now(),
-                        Msg::Log { line, .. } => s.log(line),
-                        Msg::Exit { .. } => {}
-                    }
+                if let Some((rank, kind, reason)) = take(&mut st, &msg) {
+                    // An error is often the echo of another rank's death (a broken pipe): let
+                    // the exits and the other reports of this moment come in, so the failure
+                    // says who died, as torchrun's agent sees it.
+                    settle(ranks, &mut st, rx, on, Duration::from_secs(1));
+                    // A rank killed meanwhile is the cause: it comes first (M1).
+                    let (kind, reason) = match died_first(&st, rank) {
+                        Some(died) => (FailKind::Exit, format!("{died}; then {reason}")),
+                        None => (kind, reason),
+                    };
+                    return failed(&st, ranks, kind, reason);
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
         }
-        // Reap exits; a rank that dies before saying done fails the job at once.
-        for (rank, child) in &mut ranks.children {
-            if let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank)
-                && s.exited.is_none()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                s.exited = Some(status);
-                on(&Msg::Exit {
-                    rank: *rank,
-                    code: status.code(),
-                });
-            }
-        }
-        // A rank whose process ended and whose reports are all read, without saying done.
-        for (rank, _) in &ranks.children {
-            if let Some((_, s)) = st.iter().find(|(r, _)| r == rank)
-                && let Some(status) = s.exited
-                && s.eof
-                && !s.done
-            {
-                {
-                    let how = match status.code() {
-                        Some(c) => format!("exited with status {c}"),
-                        None => "was killed by a signal".into(),
-                    };
-                    let reason = format!("rank {rank} {how} during {}", s.phase);
-                    let failure = fail(&st, ranks, FailKind::Exit, reason);
-                    before_kill(&failure);
-                    ranks.kill_all();
-                    return Err(LaunchError::Failed(Box::new(failure)));
-                }
-            }
+        reap(ranks, &mut st, on);
+        if let Some(reason) = exited_without_done(&st) {
+            return failed(&st, ranks, FailKind::Exit, reason);
         }
         if l.cancel
             .as_ref()
@@ -939,40 +806,193 @@ fn watch(
             }
         }
         came_round = now;
-        // A rank that has not said its first word is still starting (exec, loading, a busy
-        // machine): that is not a hang until START_GRACE has passed as well.
-        let patience = |s: &RankState| patience(l, &s.phase);
-        if let Some((rank, s)) = st
-            .iter()
-            .find(|(_, s)| !s.done && now - s.last > patience(s))
-        {
-            // Everyone waits on a stopped rank: name it rather than the first that waits.
-            let stopped = st.iter().find(|(r, s)| {
-                !s.done
-                    && ranks
-                        .children
-                        .iter()
-                        .find(|(cr, _)| cr == r)
-                        .is_some_and(|(_, c)| process_stopped(c.id()))
-            });
-            let reason = match stopped {
-                Some((r, sr)) => format!(
-                    "HANG: rank {r} is stopped (process state T: SIGSTOP, a debugger or job \
-                     control) during {}; the others wait for it. No progress for {} s; killed the job",
-                    sr.phase,
-                    l.timeout.as_secs()
-                ),
-                None => format!(
-                    "HANG: rank {rank} made no progress for {} s (stuck in {}); killed the job",
-                    patience(s).as_secs(),
-                    s.phase
-                ),
-            };
-            let failure = fail(&st, ranks, FailKind::Hang, reason);
-            before_kill(&failure);
-            ranks.kill_all();
-            return Err(LaunchError::Failed(Box::new(failure)));
+        if let Some(reason) = hung(l, &st, ranks, now) {
+            return failed(&st, ranks, FailKind::Hang, reason);
         }
+    }
+}
+
+/// A rank's message, taken into its state: its phase, its progress, its log. A reported error
+/// is the job's failure: (rank, kind, reason).
+fn take(st: &mut [(usize, RankState)], msg: &Msg) -> Option<(usize, FailKind, String)> {
+    let rank = match msg {
+        Msg::Event(ev) => ev.rank(),
+        Msg::Log { rank, .. } | Msg::Exit { rank, .. } => *rank,
+    };
+    let (_, s) = st.iter_mut().find(|(r, _)| *r == rank)?;
+    match msg {
+        Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
+            s.phase = ev.phase_text().unwrap_or_default();
+            s.last = Instant::now();
+        }
+        Msg::Event(Event::Done { .. }) => {
+            s.phase = "done".into();
+            s.done = true;
+        }
+        Msg::Event(Event::Error { message, hang, .. }) => {
+            s.log(message);
+            s.failed = true;
+            let (kind, reason) = error_reason(rank, s, message, *hang);
+            return Some((rank, kind, reason));
+        }
+        Msg::Event(_) => s.last = Instant::now(),
+        Msg::Log { line, .. } => s.log(line),
+        Msg::Exit { .. } => {}
+    }
+    None
+}
+
+/// What a rank's reported error makes of the job: a HANG where its own watchdog gave up, else
+/// an ERROR, with where it was.
+fn error_reason(rank: usize, s: &RankState, message: &str, hang: bool) -> (FailKind, String) {
+    if hang {
+        (
+            FailKind::Hang,
+            format!(
+                "HANG: rank {rank} gave up waiting during {} and aborted its communicator: {}",
+                s.phase,
+                // The rank's own text says HANG already.
+                message.strip_prefix("HANG: ").unwrap_or(message)
+            ),
+        )
+    } else {
+        // "spawned" is the phase before any: say start-up.
+        let during = if s.phase == "spawned" {
+            "start-up"
+        } else {
+            &s.phase
+        };
+        (
+            FailKind::Error,
+            format!("rank {rank} failed during {during}: {message}"),
+        )
+    }
+}
+
+/// Reap the ranks' exits, each said to `on`.
+fn reap(ranks: &mut Ranks, st: &mut [(usize, RankState)], on: &mut impl FnMut(&Msg)) {
+    for (rank, child) in &mut ranks.children {
+        if let Some((_, s)) = st.iter_mut().find(|(r, _)| r == rank)
+            && s.exited.is_none()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            s.exited = Some(status);
+            on(&Msg::Exit {
+                rank: *rank,
+                code: status.code(),
+            });
+        }
+    }
+}
+
+/// A rank whose process ended and whose reports are all read, without saying done: the
+/// sentence that says so (it fails the job at once).
+fn exited_without_done(st: &[(usize, RankState)]) -> Option<String> {
+    st.iter().find_map(|(rank, s)| {
+        let status = s.exited.filter(|_| s.eof && !s.done)?;
+        let how = match status.code() {
+            Some(c) => format!("exited with status {c}"),
+            None => "was killed by a signal".into(),
+        };
+        Some(format!("rank {rank} {how} during {}", s.phase))
+    })
+}
+
+/// A rank silent for longer than its phase's patience: the HANG sentence. A rank that has not
+/// said its first word is still starting (exec, loading, a busy machine): that is not a hang
+/// until START_GRACE has passed as well. Everyone waits on a stopped rank: it is named rather
+/// than the first that waits.
+fn hung(l: &Launch, st: &[(usize, RankState)], ranks: &Ranks, now: Instant) -> Option<String> {
+    let (rank, s) = st
+        .iter()
+        .find(|(_, s)| !s.done && now - s.last > patience(l, &s.phase))?;
+    let stopped = st.iter().find(|(r, s)| {
+        !s.done
+            && ranks
+                .children
+                .iter()
+                .find(|(cr, _)| cr == r)
+                .is_some_and(|(_, c)| process_stopped(c.id()))
+    });
+    Some(match stopped {
+        Some((r, sr)) => format!(
+            "HANG: rank {r} is stopped (process state T: SIGSTOP, a debugger or job \
+             control) during {}; the others wait for it. No progress for {} s; killed the job",
+            sr.phase,
+            l.timeout.as_secs()
+        ),
+        None => format!(
+            "HANG: rank {rank} made no progress for {} s (stuck in {}); killed the job",
+            patience(l, &s.phase).as_secs(),
+            s.phase
+        ),
+    })
+}
+
+/// The failure of the job, with what each rank was doing, its process and its last lines.
+fn failure(st: &[(usize, RankState)], ranks: &Ranks, kind: FailKind, reason: String) -> Failure {
+    let now = Instant::now();
+    let child = |r: &usize| {
+        ranks
+            .children
+            .iter()
+            .find(|(cr, _)| cr == r)
+            .map(|(_, c)| c)
+    };
+    let processes = st
+        .iter()
+        .map(|(r, s)| {
+            let child = child(r);
+            let p = match s.exited {
+                Some(_) if s.failed => crate::lab::job::Process::Running,
+                Some(status) => crate::lab::job::Process::Gone {
+                    code: status.code(),
+                    signal: std::os::unix::process::ExitStatusExt::signal(&status),
+                },
+                None if child.is_some_and(|c| process_stopped(c.id())) => {
+                    crate::lab::job::Process::Stopped
+                }
+                // Ended, not yet reaped: the exit the watch loop has not seen yet.
+                None if !s.failed && child.is_some_and(|c| process_ended(c.id())) => {
+                    crate::lab::job::Process::Gone {
+                        code: None,
+                        signal: None,
+                    }
+                }
+                None => crate::lab::job::Process::Running,
+            };
+            (*r, p)
+        })
+        .collect();
+    let states = st
+        .iter()
+        .map(|(r, s)| {
+            let letter = match s.exited {
+                Some(_) => None,
+                None => child(r).and_then(|c| process_state(c.id())),
+            };
+            let state = match letter {
+                None | Some('Z' | 'X') => "gone".to_string(),
+                Some(c) => c.to_string(),
+            };
+            (*r, state)
+        })
+        .collect();
+    Failure {
+        processes,
+        states,
+        kind,
+        reason,
+        ranks: st
+            .iter()
+            .filter(|(_, s)| !s.done)
+            .map(|(r, s)| (*r, s.phase.clone(), (now - s.last).as_secs_f64()))
+            .collect(),
+        logs: st
+            .iter()
+            .filter(|(_, s)| !s.logs.is_empty())
+            .map(|(r, s)| (*r, s.logs.clone()))
+            .collect(),
     }
 }
 
