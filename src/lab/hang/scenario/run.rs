@@ -85,30 +85,8 @@ pub(super) fn run_once(
         Ok(p) => p,
         Err(e) => return RunResult::setup_error(e),
     };
-    if s.stage_firewall {
-        let open = fix.is_some_and(|f| f.open_firewall);
-        for node in 0..s.nodes {
-            let r = c
-                .firewall(node, port)
-                .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) });
-            if let Err(e) = r {
-                return RunResult::setup_error(e.to_string());
-            }
-        }
-    }
-    if let Some(f) = fix {
-        let change = match (&f.shm_size, f.ipc_host) {
-            (_, true) => Some(cluster::ShmChange::Host),
-            (Some(size), false) => Some(cluster::ShmChange::Size(size)),
-            (None, false) => None,
-        };
-        for node in 0..s.nodes {
-            if let Some(ch) = change
-                && let Err(e) = c.change_shm(node, ch)
-            {
-                return RunResult::setup_error(e.to_string());
-            }
-        }
+    if let Err(e) = stage(s, c, fix, port) {
+        return RunResult::setup_error(e);
     }
     let c = &*c;
     let mut l = Launch::single(s.ranks_per_node);
@@ -118,38 +96,9 @@ pub(super) fn run_once(
     let mut place = placement(s, c, fix, port, nccl.is_some());
     place.store_listener = store_listener;
     l.placement = Some(place);
-    let mut job = Job::sanity();
-    if let Some(n) = nccl {
-        l.env.extend(n.env.iter().cloned());
-        job.backend = crate::lab::Backend::Nccl;
-        job.ranks_per_gpu = n.ranks_per_gpu;
-        job.timeout_s = timeout + 5;
-        if fix.is_some() {
-            // A fix run is meant to pass: a real NCCL init that takes longer than the
-            // scenario's short watchdog must not read as a hang (L8). Staged runs keep it.
-            l.nccl_init_grace = FIX_NCCL_INIT_GRACE;
-            job.timeout_s = job.timeout_s.max(FIX_NCCL_INIT_GRACE.as_secs() + 5);
-        }
-    }
-    // A run-time scenario runs its training loop, each rank keeping its flight recorder in a
-    // fresh folder; the right fix removes the staged fault.
-    let trace_dir = match &s.train {
-        Some(spec) => {
-            let dir = match fresh_trace_dir(&s.name) {
-                Ok(d) => d,
-                Err(e) => return RunResult::setup_error(e),
-            };
-            let mut spec = spec.clone();
-            spec.trace_dir = Some(dir.display().to_string());
-            if fix.is_some_and(|f| f.remove_fault) {
-                spec.fault = None;
-            }
-            job = Job::train(spec);
-            // The ranks' own wait for a neighbour's header outlasts the launcher's watchdog.
-            job.timeout_s = timeout + 10;
-            Some(dir)
-        }
-        None => None,
+    let (job, trace_dir) = match job_for(s, &mut l, fix, nccl, timeout) {
+        Ok(x) => x,
+        Err(e) => return RunResult::setup_error(e),
     };
     let started = Instant::now();
     // A run-time hang starts when the loop stops moving, not when the job started.
@@ -158,10 +107,7 @@ pub(super) fn run_once(
     // Every line each rank logged (NCCL's INIT/NET lines come early and would scroll out of
     // the launcher's last lines).
     let logs = std::cell::RefCell::new(BTreeMap::<usize, Vec<String>>::new());
-    let mut values = Vec::new();
-    let mut evidence = None;
-    let mut detected = None;
-    let mut transport: Option<crate::comm::tcp::Transports> = None;
+    let mut seen = Seen::default();
     let world = s.nodes * s.ranks_per_node;
     let r = launch::run_with(
         &job,
@@ -175,9 +121,9 @@ pub(super) fn run_once(
                         .borrow_mut()
                         .insert(ev.rank(), ev.phase_text().unwrap_or_default());
                 }
-                Msg::Event(Event::Value { rank, value }) => values.push((*rank, *value)),
+                Msg::Event(Event::Value { rank, value }) => seen.values.push((*rank, *value)),
                 Msg::Event(Event::Transport { transport: t, .. }) => {
-                    transport = Some(transport.unwrap_or_default().union(*t));
+                    seen.transport = Some(seen.transport.unwrap_or_default().union(*t));
                 }
                 Msg::Event(Event::Done { rank }) => {
                     phases.borrow_mut().insert(*rank, "done".into());
@@ -200,7 +146,7 @@ pub(super) fn run_once(
             } else {
                 started
             };
-            detected = Some(from.elapsed().as_secs_f64());
+            seen.detected = Some(from.elapsed().as_secs_f64());
             let mut d = match &trace_dir {
                 Some(dir) => train_evidence(s, c, dir, f),
                 None => gather(s, c, f, server, world),
@@ -208,63 +154,132 @@ pub(super) fn run_once(
             if nccl.is_some() && trace_dir.is_none() {
                 nccl_evidence(s, &mut d, &logs.borrow(), &phases.borrow());
             }
-            evidence = Some(d);
+            seen.evidence = Some(d);
         },
     );
-    let phases = phases.into_inner();
-    let run_s = started.elapsed().as_secs_f64();
-    let detected_after = detected.or(Some(run_s));
     // A run that went through leaves no evidence to read: its flight recorders go.
     if r.is_ok()
         && let Some(dir) = &trace_dir
     {
         let _ = std::fs::remove_dir_all(dir);
     }
-    match r {
-        Ok(()) => RunResult {
-            outcome: Outcome::Ok,
-            run_s,
-            failure: None,
-            detected_after: None,
-            phases,
-            values,
-            evidence,
-            transport,
-        },
-        Err(LaunchError::Failed(f)) => {
-            let outcome = if f.kind == crate::lab::job::launch::FailKind::Hang {
-                Outcome::Hang
-            } else {
-                Outcome::Error
-            };
-            RunResult {
-                outcome,
-                run_s,
-                failure: Some(*f),
-                detected_after,
-                phases,
-                values,
-                evidence,
-                transport,
-            }
+    seen.result(r, started.elapsed().as_secs_f64(), phases.into_inner())
+}
+
+/// Stage the scenario's faults on the cluster, and what `fix` changes of them: the firewall
+/// on the store's port (opened by the fix that opens it), /dev/shm's size or the host's.
+fn stage(s: &Scenario, c: &mut Cluster, fix: Option<&Fix>, port: u16) -> Result<(), String> {
+    if s.stage_firewall {
+        let open = fix.is_some_and(|f| f.open_firewall);
+        for node in 0..s.nodes {
+            c.firewall(node, port)
+                .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) })
+                .map_err(|e| e.to_string())?;
         }
-        Err(LaunchError::Setup(e)) => RunResult {
-            outcome: Outcome::Error,
+    }
+    let change = fix.and_then(|f| match (&f.shm_size, f.ipc_host) {
+        (_, true) => Some(cluster::ShmChange::Host),
+        (Some(size), false) => Some(cluster::ShmChange::Size(size)),
+        (None, false) => None,
+    });
+    if let Some(ch) = change {
+        for node in 0..s.nodes {
+            c.change_shm(node, ch).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// The job a run launches: the sanity all-reduce (on NCCL where `nccl` says so), or a
+/// run-time scenario's training loop, each rank keeping its flight recorder in a fresh folder
+/// (returned); the right fix removes the staged fault.
+fn job_for(
+    s: &Scenario,
+    l: &mut Launch,
+    fix: Option<&Fix>,
+    nccl: Option<&NcclLab>,
+    timeout: u64,
+) -> Result<(Job, Option<std::path::PathBuf>), String> {
+    let mut job = Job::sanity();
+    if let Some(n) = nccl {
+        l.env.extend(n.env.iter().cloned());
+        job.backend = crate::lab::Backend::Nccl;
+        job.ranks_per_gpu = n.ranks_per_gpu;
+        job.timeout_s = timeout + 5;
+        if fix.is_some() {
+            // A fix run is meant to pass: a real NCCL init that takes longer than the
+            // scenario's short watchdog must not read as a hang (L8). Staged runs keep it.
+            l.nccl_init_grace = FIX_NCCL_INIT_GRACE;
+            job.timeout_s = job.timeout_s.max(FIX_NCCL_INIT_GRACE.as_secs() + 5);
+        }
+    }
+    let Some(spec) = &s.train else {
+        return Ok((job, None));
+    };
+    let dir = fresh_trace_dir(&s.name)?;
+    let mut spec = spec.clone();
+    spec.trace_dir = Some(dir.display().to_string());
+    if fix.is_some_and(|f| f.remove_fault) {
+        spec.fault = None;
+    }
+    let mut job = Job::train(spec);
+    // The ranks' own wait for a neighbour's header outlasts the launcher's watchdog.
+    job.timeout_s = timeout + 10;
+    Ok((job, Some(dir)))
+}
+
+/// What a run saw while it ran: the ranks' values, their transports, the evidence gathered
+/// when the watchdog fired, and when that was.
+#[derive(Default)]
+struct Seen {
+    values: Vec<(usize, f64)>,
+    transport: Option<crate::comm::tcp::Transports>,
+    evidence: Option<Diagnosis>,
+    detected: Option<f64>,
+}
+
+impl Seen {
+    /// The run's result from the launch's, `run_s` seconds after it started.
+    fn result(
+        self,
+        r: Result<(), LaunchError>,
+        run_s: f64,
+        phases: BTreeMap<usize, String>,
+    ) -> RunResult {
+        let (outcome, failure) = match r {
+            Ok(()) => (Outcome::Ok, None),
+            Err(LaunchError::Failed(f)) => {
+                let outcome = if f.kind == crate::lab::job::launch::FailKind::Hang {
+                    Outcome::Hang
+                } else {
+                    Outcome::Error
+                };
+                (outcome, Some(*f))
+            }
+            Err(LaunchError::Setup(e)) => (Outcome::Error, Some(setup_failure(e))),
+        };
+        RunResult {
+            outcome,
             run_s,
-            failure: Some(Failure {
-                kind: crate::lab::job::launch::FailKind::Error,
-                reason: e,
-                ranks: Vec::new(),
-                logs: Vec::new(),
-                processes: Vec::new(),
-                states: Vec::new(),
-            }),
-            detected_after,
+            detected_after: failure.as_ref().map(|_| self.detected.unwrap_or(run_s)),
+            failure,
             phases,
-            values,
-            evidence,
-            transport,
-        },
+            values: self.values,
+            evidence: self.evidence,
+            transport: self.transport,
+        }
+    }
+}
+
+/// A failure of the setup, before any rank ran.
+fn setup_failure(reason: String) -> Failure {
+    Failure {
+        kind: crate::lab::job::launch::FailKind::Error,
+        reason,
+        ranks: Vec::new(),
+        logs: Vec::new(),
+        processes: Vec::new(),
+        states: Vec::new(),
     }
 }
 
@@ -273,14 +288,7 @@ impl RunResult {
         Self {
             outcome: Outcome::Error,
             run_s: 0.0,
-            failure: Some(Failure {
-                kind: crate::lab::job::launch::FailKind::Error,
-                reason,
-                ranks: Vec::new(),
-                logs: Vec::new(),
-                processes: Vec::new(),
-                states: Vec::new(),
-            }),
+            failure: Some(setup_failure(reason)),
             detected_after: None,
             phases: BTreeMap::new(),
             values: Vec::new(),
