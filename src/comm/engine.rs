@@ -983,8 +983,6 @@ const LIVENESS: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A shared-memory partner this rank still `needed` whose TCP connection has closed (it exited
 /// or was killed).
-/// A shared-memory partner this rank still `needed` whose TCP connection has closed (it exited
-/// or was killed).
 fn dead_shm_peer(links: &[Link], needed: impl Fn(usize) -> bool) -> Option<usize> {
     let watched: Vec<(usize, i32)> = links
         .iter()

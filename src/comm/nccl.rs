@@ -149,7 +149,7 @@ pub mod api {
 
         /// The communicator ringlab times on, split from the non-blocking one once its init
         /// has settled: blocking (a call returns when its work is on the stream, with no
-        /// thread launched per call: H1), sharing the parent's resources (`splitShare`), and
+        /// thread launched per call: H1), and
         /// NVLink-centric scheduling on, as nccl-tests v2.19.6 sets it for NCCL >= 2.28
         /// (`src/common.cu:204-205`; NCCL reads it on sm >= 100 with CUDA 13 only).
         pub fn timed() -> Self {
@@ -162,7 +162,7 @@ pub mod api {
                 min_ctas: UNDEF_INT,
                 max_ctas: UNDEF_INT,
                 net_name: std::ptr::null(),
-                split_share: 1,
+                split_share: UNDEF_INT,
                 traffic_class: UNDEF_INT,
                 comm_name: std::ptr::null(),
                 collnet_enable: UNDEF_INT,
@@ -531,7 +531,7 @@ pub struct NcclRank {
     /// ncclCommAbort ran: the communicator is gone and must not be destroyed.
     aborted: bool,
     /// The non-blocking communicator `comm` was split from ([`split_blocking`]): kept for the
-    /// life of the child (they share resources), destroyed or aborted after it.
+    /// life of the child, destroyed or aborted after it.
     parent: Option<nsys::ncclComm_t>,
     /// [`NcclRank::close`] ran: nothing is left to tear down.
     closed: bool,
@@ -684,10 +684,16 @@ pub fn env_blocking(value: Option<&str>) -> Option<bool> {
 /// creates the thread), so timing there would time a thread launch and a poll per call; PyTorch
 /// and nccl-tests time on blocking communicators. So once the non-blocking init (kept: it is
 /// what lets a rank abort a stuck init itself) has settled, every rank splits it into a
-/// blocking child of the same ranks (color 0, key = rank) sharing its resources. The split
-/// runs under the parent's mode (its job is queued on the parent, `src/group.cc:28-60`), so it
-/// is polled and abortable like the init. None where there is nothing to split: NCCL < 2.18
-/// (no ncclCommSplit), or `NCCL_COMM_BLOCKING=1` already made the parent blocking.
+/// blocking child of the same ranks (color 0, key = rank). The two do not share resources
+/// (NCCL takes that from the parent's `splitShare`, `src/init.cc` ncclCommInitChildComm, and
+/// the parent's 2.14 config leaves it off): the parent never runs a collective, and from 2.22
+/// connections and their buffers are made at a communicator's first collective, so it holds
+/// little. The split runs under the parent's mode (its job is queued on the parent,
+/// `src/group.cc:28-60`), so it is polled and abortable like the init; NCCL stores the child
+/// in `*child` from its job thread (`src/init.cc:1611-1615`), so the caller's slot must
+/// outlive the job: on an error the caller aborts the parent (which joins the job) before it
+/// lets go of `child`. False where there is nothing to split: NCCL < 2.18 (no
+/// ncclCommSplit), or `NCCL_COMM_BLOCKING=1` already made the parent blocking.
 /// `NCCL_COMM_BLOCKING=0` makes the child non-blocking too (envConfigOverride); calls are then
 /// settled one by one, as asked.
 fn split_blocking(
@@ -695,15 +701,16 @@ fn split_blocking(
     parent: nsys::ncclComm_t,
     rank: usize,
     allowance: Duration,
-) -> Result<Option<nsys::ncclComm_t>, WaitFault> {
+    child: &mut nsys::ncclComm_t,
+) -> Result<bool, WaitFault> {
     let env = std::env::var("NCCL_COMM_BLOCKING").ok();
     let (Some(split), false) = (a.comm_split, env_blocking(env.as_deref()) == Some(true)) else {
-        return Ok(None);
+        return Ok(false);
     };
-    let mut child: nsys::ncclComm_t = std::ptr::null_mut();
     let mut cfg = api::Config28::timed();
-    // SAFETY: parent is a live, settled communicator; child and cfg are valid pointers.
-    let r = unsafe { split(parent, 0, rank as c_int, &mut child, &mut cfg) };
+    // SAFETY: parent is a live, settled communicator; child and cfg are valid pointers, and
+    // `child` outlives the split's job (see above).
+    let r = unsafe { split(parent, 0, rank as c_int, child, &mut cfg) };
     if !matches!(r, api::SUCCESS | api::IN_PROGRESS) {
         return Err(WaitFault::Error(describe("ncclCommSplit", r, parent)));
     }
@@ -714,7 +721,7 @@ fn split_blocking(
             "ncclCommSplit settled without a communicator".into(),
         ));
     }
-    Ok(Some(child))
+    Ok(true)
 }
 
 /// The phase a rank reports while it creates its CUDA context: the launcher's watchdog gives
@@ -759,6 +766,9 @@ impl NcclRank {
             internal: id.map(|b| b as std::ffi::c_char),
         };
         let mut comm: nsys::ncclComm_t = std::ptr::null_mut();
+        // NCCL writes the split's child here from its own thread: it lives until every path
+        // below is done with the split (an error aborts the parent, joining that thread, first).
+        let mut child: nsys::ncclComm_t = std::ptr::null_mut();
         let mut parent = None;
         match a.comm_init_rank_config {
             Some(f) => {
@@ -769,18 +779,23 @@ impl NcclRank {
                 let done = match r {
                     api::SUCCESS | api::IN_PROGRESS if !comm.is_null() => {
                         settle(a, comm, what, allowance)
-                            .and_then(|()| split_blocking(a, comm, rank, allowance))
+                            .and_then(|()| split_blocking(a, comm, rank, allowance, &mut child))
                     }
                     _ => Err(WaitFault::Error(describe(what, r, comm))),
                 };
                 match done {
-                    Ok(Some(child)) => parent = Some(std::mem::replace(&mut comm, child)),
-                    Ok(None) => {}
+                    Ok(true) => parent = Some(std::mem::replace(&mut comm, child)),
+                    Ok(false) => {}
                     Err(e) => {
                         if !comm.is_null() {
-                            // SAFETY: NCCL allows an abort of a communicator whose init is in
-                            // progress or failed (it stops and joins its init thread).
+                            // SAFETY: NCCL allows an abort of a communicator whose init (or
+                            // split) is in progress or failed: it stops and joins that job's
+                            // thread, which has then written `child` if it was going to.
                             unsafe { (a.comm_abort)(comm) };
+                        }
+                        if !child.is_null() {
+                            // SAFETY: a child a failed split handed back; aborted once.
+                            unsafe { (a.comm_abort)(child) };
                         }
                         return Err(match e {
                             WaitFault::Timeout(m) => WaitFault::Timeout(format!(
@@ -837,12 +852,18 @@ impl NcclRank {
         // Blocking by default (no config), but `NCCL_COMM_BLOCKING=0` makes even these
         // non-blocking (envConfigOverride): ncclInProgress, and each is polled until it settles.
         let what = "ncclCommInitAll";
-        if r == api::IN_PROGRESS && comms.iter().all(|c| !c.is_null()) {
-            let settled = comms
-                .iter()
-                .try_for_each(|&c| settle(a, c, what, Duration::from_secs(60)));
+        if r == api::IN_PROGRESS {
+            let settled = if comms.iter().any(|c| c.is_null()) {
+                Err(WaitFault::Error(format!(
+                    "{what} answered ncclInProgress without every communicator"
+                )))
+            } else {
+                comms
+                    .iter()
+                    .try_for_each(|&c| settle(a, c, what, Duration::from_secs(60)))
+            };
             if let Err(WaitFault::Error(m) | WaitFault::Timeout(m)) = settled {
-                for &c in &comms {
+                for &c in comms.iter().filter(|c| !c.is_null()) {
                     // SAFETY: each was returned by ncclCommInitAll and is aborted once.
                     unsafe { (a.comm_abort)(c) };
                 }
@@ -1177,7 +1198,8 @@ impl NcclRank {
         if !self.aborted && !self.closed {
             self.aborted = true;
             if let Ok(a) = api::get() {
-                for c in std::iter::once(self.comm).chain(self.parent) {
+                let live = std::iter::once(self.comm).chain(self.parent);
+                for c in live.filter(|c| !c.is_null()) {
                     // SAFETY: each communicator was initialised and is aborted once.
                     let _ = unsafe { (a.comm_abort)(c) };
                 }
@@ -1200,22 +1222,27 @@ impl NcclRank {
             self.abort();
             return Err(format!("rank {}: before teardown: {m}", self.rank));
         }
-        for c in std::iter::once(self.comm).chain(self.parent) {
+        self.closed = true;
+        // The child before the parent; each taken out of `self` first, so that nothing here
+        // can reach a communicator already destroyed.
+        let child = std::mem::replace(&mut self.comm, std::ptr::null_mut());
+        let mut first_err = None;
+        for c in std::iter::once(child).chain(self.parent.take()) {
             let finalized = if self.alone { finalize(a, c) } else { Ok(()) };
-            if let Err(m) = finalized {
-                self.abort();
-                return Err(format!("rank {}: {m}; aborted instead", self.rank));
-            }
-            // SAFETY: the communicator is finalized, idle and destroyed once; the child is
-            // destroyed before the parent whose resources it shares.
-            let r = unsafe { (a.comm_destroy)(c) };
-            if let Err(m) = check("ncclCommDestroy", r, std::ptr::null_mut()) {
-                self.closed = true;
-                return Err(format!("rank {}: {m}", self.rank));
+            let done = match finalized {
+                Err(m) => {
+                    // SAFETY: a live communicator whose finalize failed: aborted once.
+                    unsafe { (a.comm_abort)(c) };
+                    Err(format!("{m}; aborted instead"))
+                }
+                // SAFETY: finalized and idle, destroyed once (the child before its parent).
+                Ok(()) => check("ncclCommDestroy", unsafe { (a.comm_destroy)(c) }, c),
+            };
+            if let Err(m) = done {
+                first_err.get_or_insert(format!("rank {}: {m}", self.rank));
             }
         }
-        self.closed = true;
-        Ok(())
+        first_err.map_or(Ok(()), Err)
     }
 }
 
@@ -1343,10 +1370,9 @@ mod tests {
         assert_eq!(offset_of!(api::Config28, nvlink_centric_sched), 76);
         let c = api::Config28::timed();
         assert_eq!((c.size, c.magic, c.version), (80, 0xcafe_beef, 22800));
-        assert_eq!(
-            (c.blocking, c.split_share, c.nvlink_centric_sched),
-            (1, 1, 1)
-        );
+        assert_eq!((c.blocking, c.nvlink_centric_sched), (1, 1));
+        // Sharing is the parent's to say (NCCL reads the parent's splitShare): left unset.
+        assert_eq!(c.split_share, api::UNDEF_INT);
         assert_eq!(c.cga_cluster_size, api::UNDEF_INT);
         assert!(c.net_name.is_null() && c.comm_name.is_null());
     }

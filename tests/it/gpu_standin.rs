@@ -690,35 +690,32 @@ fn single_process_runs_with_non_blocking_communicators_forced() {
 #[test]
 fn a_connect_that_never_completes_is_a_hang_not_an_error() {
     let Some(d) = dir() else { return };
-    for blocking in ["1", "0"] {
-        let out = ringlab(
-            d,
-            &[
-                "bench",
-                "--backend",
-                "nccl",
-                "-b",
-                "1K",
-                "-e",
-                "1K",
-                "-n",
-                "2",
-                "-w",
-                "1",
-                "--timeout",
-                "4",
-            ],
-            &[
-                ("STANDIN_GPUS", "2"),
-                ("STANDIN_NCCL_CONNECT_STUCK", "3"),
-                ("NCCL_COMM_BLOCKING", blocking),
-            ],
-        );
+    // Unset: the split's blocking child, where the stuck call never returns and the
+    // launcher's watchdog ends it; 1: all blocking; 0: the rank's own settle, then its abort.
+    for blocking in [None, Some("1"), Some("0")] {
+        let mut env = vec![("STANDIN_GPUS", "2"), ("STANDIN_NCCL_CONNECT_STUCK", "3")];
+        env.extend(blocking.map(|b| ("NCCL_COMM_BLOCKING", b)));
+        let args = [
+            "bench",
+            "--backend",
+            "nccl",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--timeout",
+            "4",
+        ];
+        let out = ringlab(d, &args, &env);
         let t = text(&out);
         assert_eq!(out.status.code(), Some(1), "{t}");
         assert!(
             t.contains("HANG: rank") && !t.contains("ERROR"),
-            "blocking={blocking}: {t}"
+            "NCCL_COMM_BLOCKING={blocking:?}: {t}"
         );
     }
 }

@@ -2518,7 +2518,12 @@ EXPORT ncclResult_t ncclCommInitAll(struct comm **comms, int ndev, const int *de
     }
     for (int i = 0; i < ndev; i++) atomic_store(&made[i]->call_state, ncclInProgress);
     if (spawn(initall_main, j)) {
-        for (int i = 0; i < ndev; i++) atomic_store(&made[i]->call_state, ncclSystemError);
+        for (int i = 0; i < ndev; i++) {
+            made[i]->magic = 0; /* never handed over: nothing to use or to free */
+            comms[i] = NULL;
+        }
+        free(made);
+        free(j);
         return ncclSystemError;
     }
     return ncclInProgress;
