@@ -182,3 +182,20 @@ fn the_torch_anchor_runs_whatever_sanity_said_and_a_broken_torch_fails() {
         "{s}"
     );
 }
+
+/// M3: a step the budget cannot fit makes the result INCONCLUSIVE (exit 3), not a FAIL.
+#[test]
+fn a_spent_budget_is_inconclusive_not_a_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spent");
+    let run = script(&out, &[("GPU_CHECK_BUDGET", "3")])
+        .output()
+        .expect("run the script");
+    let s = result_matches(&out, &run);
+    assert!(s.contains("SKIPPED   (the 3s budget is spent)"), "{s}");
+    let last = s.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("RESULT: INCONCLUSIVE") && last.contains(":no-time"),
+        "{s}"
+    );
+}

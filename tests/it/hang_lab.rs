@@ -298,7 +298,14 @@ fn killing_the_launcher_leaves_no_namespace_or_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(holders().is_empty(), "holders outlived the launcher");
-    let ranks = crate::common::tagged(tag, "__rank");
+    // Each rank dies of its parent's death (PR_SET_PDEATHSIG): give the kernel the moment it
+    // takes to deliver and reap, as for the holders.
+    let start = Instant::now();
+    let mut ranks = crate::common::tagged(tag, "__rank");
+    while !ranks.is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        ranks = crate::common::tagged(tag, "__rank");
+    }
     assert!(ranks.is_empty(), "ranks outlived the launcher: {ranks:?}");
 }
 

@@ -1213,7 +1213,11 @@ fn a_killed_rank_is_named_first_on_every_transport() {
 /// of waiting out the timeout (finding L2).
 #[test]
 fn ranks_given_different_call_counts_are_told_at_once() {
-    let port = (20000 + std::process::id() % 20000) as u16;
+    // A port free now (a fixed guess could sit in the ephemeral range, taken by any socket).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
     let rank = |r: usize, iters: &str| {
         crate::common::torchrun_rank(
             &[
