@@ -15,8 +15,6 @@ use crate::nccl_log::{self, Msg, Profile, Release, ReleaseError, Site, Writer};
 
 /// The variable that names the NCCL release ringlab's emulated NCCL imitates.
 pub const VERSION_ENV: &str = "RINGLAB_NCCL_VERSION";
-/// The name an earlier ringlab used for it (2.MINOR only); still read.
-pub const OLD_VERSION_ENV: &str = "RINGLAB_NCCL_STYLE";
 /// The host name a rank's lines carry on the emulated cluster (each node its own, as on a
 /// real one); in a namespace node the node's own UTS namespace gives it.
 pub const HOSTNAME_ENV: &str = "RINGLAB_HOSTNAME";
@@ -24,13 +22,11 @@ pub const HOSTNAME_ENV: &str = "RINGLAB_HOSTNAME";
 /// The release this process imitates, from the environment: (asked, profile). A bad value
 /// is an error naming the variable.
 pub fn release_from_env() -> Result<(Release, Profile), String> {
-    for name in [VERSION_ENV, OLD_VERSION_ENV] {
-        if let Ok(v) = std::env::var(name)
-            && !v.trim().is_empty()
-        {
-            let r = Release::parse(&v).map_err(|e: ReleaseError| format!("{name}: {e}"))?;
-            return Ok((r, Profile::nearest(r)));
-        }
+    if let Ok(v) = std::env::var(VERSION_ENV)
+        && !v.trim().is_empty()
+    {
+        let r = Release::parse(&v).map_err(|e: ReleaseError| format!("{VERSION_ENV}: {e}"))?;
+        return Ok((r, Profile::nearest(r)));
     }
     Ok((Profile::NEWEST.release, Profile::NEWEST))
 }

@@ -156,7 +156,7 @@ impl Job {
             op: Op::Sum,
             dtype: Dtype::F32,
             root: 0,
-            sizes: vec![128 * 4],
+            sizes: vec![(bench::measure::SANITY_COUNT * Dtype::F32.size()) as u64],
             iters: 1,
             warmup: 0,
             check: true,

@@ -216,16 +216,6 @@ pub const fn bind(
     action: Action,
     hint: Option<(u8, &'static str)>,
 ) -> Binding {
-    b(ctx, keys, desc, action, hint)
-}
-
-const fn b(
-    ctx: Context,
-    keys: &'static [Key],
-    desc: &'static str,
-    action: Action,
-    hint: Option<(u8, &'static str)>,
-) -> Binding {
     Binding {
         ctx,
         keys,
@@ -234,6 +224,8 @@ const fn b(
         hint,
     }
 }
+
+use bind as b;
 
 pub const BINDINGS: &[Binding] = &[
     // Course map

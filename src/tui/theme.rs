@@ -167,11 +167,6 @@ impl Theme {
             Self::color()
         }
     }
-
-    /// The projector theme, honouring NO_COLOR.
-    pub fn projector_from_env() -> Self {
-        Self::projector(no_color())
-    }
 }
 
 /// NO_COLOR is set to a non-empty value (no-color.org).

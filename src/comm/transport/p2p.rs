@@ -5,7 +5,7 @@
 //! on both sides (no `NCCL_P2P_DISABLE=1`), and the kernel's permission to read the partner's
 //! memory (the ptrace access rule: same user, and Yama's `ptrace_scope` allowing it). Each side
 //! can only probe its own direction, so the pair is P2P only once both have said they read the
-//! other ([`confirm`]); otherwise it stays SHM.
+//! other (its connect, in `shm.rs`); otherwise it stays SHM.
 
 use std::io;
 
@@ -30,11 +30,6 @@ impl Connector for P2p {
             .map_err(|_| Decline::Because(format!("process id {} is out of range", peer.pid)))?;
         crate::comm::cma::can_read(pid, peer.probe_addr, peer.probe_value).map_err(Decline::Because)
     }
-}
-
-/// A pair this rank chose P2P for is P2P when the partner reads this rank's memory too.
-pub fn confirm(chosen_here: bool, partner_reads: bool) -> bool {
-    chosen_here && partner_reads
 }
 
 /// P2P's progress: a large message goes by single copy (the sender posts descriptors of where

@@ -252,9 +252,10 @@ pub(crate) fn connect(
         let Some(pipe) = pipes[p].as_mut() else {
             continue;
         };
-        // P2P when single copy works both ways, as NCCL's P2P transport connects a pair;
-        // its line has a connection index, SHM's has none (src/transport/p2p.cc, shm.cc).
-        let p2p = super::p2p::confirm(partner.p2p, ack.reads);
+        // P2P when single copy works both ways (this rank chose it, and the partner reads this
+        // rank's memory too), as NCCL's P2P transport connects a pair; its line has a
+        // connection index, SHM's has none (src/transport/p2p.cc, shm.cc).
+        let p2p = partner.p2p && ack.reads;
         pipe.cma_to = p2p;
         if !p2p {
             pipe.cma_from = None;

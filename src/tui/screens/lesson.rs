@@ -177,15 +177,6 @@ impl LessonState {
         ((self.scroll + viewport(app)) as f64 / n as f64).min(1.0)
     }
 
-    /// The first embedded ring view on screen, if any.
-    pub fn visible_ring(&self, app: &App) -> Option<&crate::course::block::RingBlock> {
-        let end = self.scroll + viewport(app);
-        self.rendered.embeds.iter().find_map(|e| match &e.block {
-            Block::Ring(r) if e.line + e.height > self.scroll && e.line < end => Some(r),
-            _ => None,
-        })
-    }
-
     /// The first embedded element that Enter opens (ring view, TP calculator, planner) on screen.
     pub fn visible_embed(&self, app: &App) -> Option<&Block> {
         let end = self.scroll + viewport(app);
