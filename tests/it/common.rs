@@ -122,3 +122,19 @@ pub fn torchrun_rank(args: &[&str], rank: usize, one_per_node: bool, port: u16) 
         .env("MASTER_PORT", port.to_string());
     c
 }
+
+/// Whether this test may do what needs root here. Not root: under CI (`CI` set, as `.ci/run`
+/// sets it, and CI runs as root) that is a failure, not a silent pass; elsewhere the test says
+/// on stderr that it did not run, and the caller returns.
+pub fn require_root(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} needs root, and CI runs as root: this run is not root"
+    );
+    eprintln!("SKIPPED (needs root): {what}");
+    false
+}

@@ -275,7 +275,7 @@ fn docker0_names_the_culprit_with_evidence() {
 #[test]
 fn killing_the_launcher_leaves_no_namespace_or_process() {
     let _one_at_a_time = serial();
-    if !is_root() {
+    if !crate::common::require_root("killing the launcher of a namespace cluster") {
         return;
     }
     let tag = "hang_lab-kill-launcher";
@@ -340,7 +340,7 @@ const TUI_TAG: &str = "hang_lab-ctrl-c";
 #[test]
 fn ctrl_c_in_the_tui_mid_run_leaves_no_namespace_or_process() {
     let _one_at_a_time = serial();
-    if !is_root() {
+    if !crate::common::require_root("Ctrl-C in the TUI mid-run on a namespace cluster") {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_ringlab");
