@@ -64,110 +64,133 @@ pub struct Analysis {
     pub front: Option<u64>,
 }
 
-/// Line up the ranks by sequence number and name the one that diverged.
+/// Line up the ranks by sequence number and name the one that diverged: the first collective
+/// ranks called differently, else a rank that is gone, else one behind the front (stuck or
+/// stopped in an earlier collective, or never entering the next), else one stopped in the
+/// front collective; else nobody in particular.
 pub fn analyse(traces: &[RankTrace]) -> Analysis {
-    let world = traces.iter().map(|t| t.world).max().unwrap_or(0);
-    let by_rank: BTreeMap<usize, &RankTrace> = traces.iter().map(|t| (t.rank, t)).collect();
-    let missing: Vec<usize> = (0..world).filter(|r| !by_rank.contains_key(r)).collect();
-    let last: Vec<Option<(u64, State)>> = (0..world)
-        .map(|r| {
-            by_rank
-                .get(&r)
-                .and_then(|t| t.entries.last())
-                .map(|e| (e.seq, e.state))
-        })
-        .collect();
-    let front = last.iter().flatten().map(|(s, _)| *s).max();
-    let at = |r: usize, seq: u64| -> Option<&Entry> {
-        by_rank
+    let v = Lineup::of(traces);
+    let found = v
+        .mismatch(traces)
+        .or_else(|| v.gone())
+        .map(Ok)
+        .unwrap_or_else(|| v.quiet())
+        .or_else(|()| v.behind().or_else(|| v.stopped_at_front()).ok_or(()));
+    let (culprit, explanation) = match found {
+        Ok((c, e)) => (c, e),
+        Err(()) => (
+            None,
+            format!(
+                "every rank is inside #{} and none is behind or stopped: look at the transport \
+                 (a link that drops packets, a wrong interface) rather than at one rank",
+                v.front.unwrap_or(0)
+            ),
+        ),
+    };
+    Analysis {
+        world: v.world,
+        culprit,
+        explanation,
+        last: v.last,
+        missing: v.missing,
+        front: v.front,
+    }
+}
+
+/// The dumps lined up: per rank its trace and the last collective it entered.
+struct Lineup<'a> {
+    world: usize,
+    by_rank: BTreeMap<usize, &'a RankTrace>,
+    missing: Vec<usize>,
+    last: Vec<Option<(u64, State)>>,
+    front: Option<u64>,
+}
+
+/// A finding: the culprit (None: nobody in particular) and what the dumps show.
+type Found = (Option<Culprit>, String);
+
+impl<'a> Lineup<'a> {
+    fn of(traces: &'a [RankTrace]) -> Self {
+        let world = traces.iter().map(|t| t.world).max().unwrap_or(0);
+        let by_rank: BTreeMap<usize, &RankTrace> = traces.iter().map(|t| (t.rank, t)).collect();
+        let missing = (0..world).filter(|r| !by_rank.contains_key(r)).collect();
+        let last: Vec<Option<(u64, State)>> = (0..world)
+            .map(|r| {
+                by_rank
+                    .get(&r)
+                    .and_then(|t| t.entries.last())
+                    .map(|e| (e.seq, e.state))
+            })
+            .collect();
+        let front = last.iter().flatten().map(|(s, _)| *s).max();
+        Self {
+            world,
+            by_rank,
+            missing,
+            last,
+            front,
+        }
+    }
+
+    fn at(&self, r: usize, seq: u64) -> Option<&'a Entry> {
+        self.by_rank
             .get(&r)
             .and_then(|t| t.entries.iter().find(|e| e.seq == seq))
-    };
-    let describe = |r: usize| -> String {
-        match last.get(r).copied().flatten() {
+    }
+
+    fn last_of(&self, r: usize) -> Option<(u64, State)> {
+        self.last.get(r).copied().flatten()
+    }
+
+    fn describe(&self, r: usize) -> String {
+        match self.last_of(r) {
             Some((s, st)) => format!("#{s} {}", state_word(st)),
             None => "no collective yet".into(),
         }
-    };
-    let done = |culprit: Option<Culprit>, explanation: String| Analysis {
-        world,
-        culprit,
-        explanation,
-        last: last.clone(),
-        missing: missing.clone(),
-        front,
-    };
-
-    // 1. The first collective that ranks called differently.
-    let seqs: BTreeSet<u64> = traces
-        .iter()
-        .flat_map(|t| t.entries.iter().map(|e| e.seq))
-        .collect();
-    for &seq in &seqs {
-        let calls: Vec<(usize, &Entry)> = (0..world)
-            .filter_map(|r| at(r, seq).map(|e| (r, e)))
-            .collect();
-        let mut votes: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-        for (r, e) in &calls {
-            votes.entry(e.call.hash()).or_default().push(*r);
-        }
-        if votes.len() < 2 {
-            continue;
-        }
-        // The majority's call is the expected one; ties go to the group with the lowest rank.
-        let mut groups: Vec<&Vec<usize>> = votes.values().collect();
-        groups.sort_by_key(|g| (std::cmp::Reverse(g.len()), g[0]));
-        let expected = groups[0][0];
-        let odd = groups[1][0];
-        let (Some(theirs), Some(others)) = (at(odd, seq), at(expected, seq)) else {
-            continue;
-        };
-        let label = |e: &Entry| {
-            e.label
-                .as_deref()
-                .map(|l| format!(" ({l})"))
-                .unwrap_or_default()
-        };
-        let explanation = format!(
-            "rank {odd} is at collective #{seq} {}{}, rank {expected} at #{seq} {}{}. \
-             The same collective number is a different call: a rank took another branch (an \
-             uneven last batch, a collective skipped or added on some ranks), so the two wait \
-             on different operations. NCCL compares nothing across ranks: every rank waits \
-             inside its call, its GPU spinning, until a watchdog ends the job (or the wrong \
-             bytes are summed). PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL checks each call's \
-             shapes across ranks and stops at the first that differs.",
-            theirs.call.describe(),
-            label(theirs),
-            others.call.describe(),
-            label(others)
-        );
-        return done(
-            Some(Culprit::Mismatch {
-                rank: odd,
-                seq,
-                theirs: Box::new(theirs.call.clone()),
-                others: Box::new(others.call.clone()),
-            }),
-            explanation,
-        );
     }
 
-    // 2. A process that is gone, or left no dump.
-    let gone = |r: usize| {
-        missing.contains(&r)
-            || by_rank
-                .get(&r)
-                .is_some_and(|t| matches!(t.process, Process::Gone { .. }))
-    };
-    let pending = (0..world).any(|r| {
-        last.get(r)
-            .copied()
-            .flatten()
-            .is_some_and(|(_, st)| st != State::Completed)
-    });
-    if let Some(r) = (0..world).find(|&r| gone(r)) {
-        let last_seq = last.get(r).copied().flatten().map(|(s, _)| s);
-        let how = match by_rank.get(&r).map(|t| &t.process) {
+    fn stopped(&self, r: usize) -> bool {
+        self.by_rank
+            .get(&r)
+            .is_some_and(|t| t.process == Process::Stopped)
+    }
+
+    /// First: the first collective that ranks called differently; the majority's call is the
+    /// expected one, ties going to the group with the lowest rank.
+    fn mismatch(&self, traces: &[RankTrace]) -> Option<Found> {
+        let seqs: BTreeSet<u64> = traces
+            .iter()
+            .flat_map(|t| t.entries.iter().map(|e| e.seq))
+            .collect();
+        seqs.into_iter().find_map(|seq| {
+            let mut votes: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+            for r in 0..self.world {
+                if let Some(e) = self.at(r, seq) {
+                    votes.entry(e.call.hash()).or_default().push(r);
+                }
+            }
+            if votes.len() < 2 {
+                return None;
+            }
+            let mut groups: Vec<&Vec<usize>> = votes.values().collect();
+            groups.sort_by_key(|g| (std::cmp::Reverse(g.len()), g[0]));
+            let (expected, odd) = (groups[0][0], groups[1][0]);
+            let (theirs, others) = (self.at(odd, seq)?, self.at(expected, seq)?);
+            Some(mismatch_found(odd, expected, seq, theirs, others))
+        })
+    }
+
+    /// Second: a process that is gone, or left no dump.
+    fn gone(&self) -> Option<Found> {
+        let r = (0..self.world).find(|&r| {
+            self.missing.contains(&r)
+                || self
+                    .by_rank
+                    .get(&r)
+                    .is_some_and(|t| matches!(t.process, Process::Gone { .. }))
+        })?;
+        let last_seq = self.last_of(r).map(|(s, _)| s);
+        let how = match self.by_rank.get(&r).map(|t| &t.process) {
             Some(Process::Gone {
                 signal: Some(sig), ..
             }) => format!("was killed by signal {sig}"),
@@ -175,8 +198,8 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
             Some(_) => "is gone".into(),
             None => "left no dump: it is gone".into(),
         };
-        let after = match last.get(r).copied().flatten() {
-            Some(_) => format!(" after {}", describe(r)),
+        let after = match self.last_of(r) {
+            Some(_) => format!(" after {}", self.describe(r)),
             None => String::new(),
         };
         let explanation = format!(
@@ -184,41 +207,41 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
              take its peers with it: they block in the next collective until a watchdog \
              (PyTorch's ProcessGroupNCCL timeout, or torchrun's elastic agent noticing the exit) \
              ends the job.",
-            front.map_or("the next collective".into(), |s| format!("#{s}"))
+            self.front
+                .map_or("the next collective".into(), |s| format!("#{s}"))
         );
-        return done(Some(Culprit::Gone { rank: r, last_seq }), explanation);
+        Some((Some(Culprit::Gone { rank: r, last_seq }), explanation))
     }
-    let Some(front) = front else {
-        return done(None, "no collective in the dumps".into());
-    };
-    if !pending {
-        let behind: Vec<usize> = (0..world)
-            .filter(|&r| {
-                last.get(r)
-                    .copied()
-                    .flatten()
-                    .is_some_and(|(s, _)| s < front)
-            })
-            .collect();
-        if behind.is_empty() {
-            return done(
-                None,
-                format!("every rank completed #{front}: no collective is pending"),
-            );
-        }
-    }
-    // 3. A rank behind the front: it never entered the collective the others wait in, or it
-    // is stopped or stuck in an earlier one.
-    for r in 0..world {
-        let Some((seq, st)) = last.get(r).copied().flatten() else {
-            continue;
+
+    /// Nothing pending: no collective in the dumps, or every rank completed the front one.
+    /// Err(()) when something is pending (the search goes on).
+    fn quiet(&self) -> Result<Found, ()> {
+        let Some(front) = self.front else {
+            return Ok((None, "no collective in the dumps".into()));
         };
-        if seq >= front {
-            continue;
+        let pending = (0..self.world).any(|r| {
+            self.last_of(r)
+                .is_some_and(|(_, st)| st != State::Completed)
+        });
+        let behind = (0..self.world).any(|r| self.last_of(r).is_some_and(|(s, _)| s < front));
+        if pending || behind {
+            return Err(());
         }
-        let stopped = by_rank
-            .get(&r)
-            .is_some_and(|t| t.process == Process::Stopped);
+        Ok((
+            None,
+            format!("every rank completed #{front}: no collective is pending"),
+        ))
+    }
+
+    /// Third: a rank behind the front: it never entered the collective the others wait in, or it
+    /// is stopped or stuck in an earlier one.
+    fn behind(&self) -> Option<Found> {
+        let front = self.front?;
+        let (r, seq, st) = (0..self.world).find_map(|r| {
+            let (seq, st) = self.last_of(r)?;
+            (seq < front).then_some((r, seq, st))
+        })?;
+        let stopped = self.stopped(r);
         if stopped || st != State::Completed {
             let explanation = format!(
                 "rank {r} {} inside #{seq} while the others are in #{front}: it does not move. \
@@ -229,14 +252,12 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
                     "is stuck"
                 }
             );
-            return done(
-                Some(Culprit::StuckInside {
-                    rank: r,
-                    seq,
-                    stopped,
-                }),
-                explanation,
-            );
+            let c = Culprit::StuckInside {
+                rank: r,
+                seq,
+                stopped,
+            };
+            return Some((Some(c), explanation));
         }
         let next = seq + 1;
         let explanation = format!(
@@ -245,19 +266,18 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
              elsewhere (a slow data loader, a long checkpoint) and the others wait; NCCL's \
              contract is that every rank calls every collective in the same order."
         );
-        return done(
+        Some((
             Some(Culprit::NeverEntered { rank: r, seq: next }),
             explanation,
-        );
+        ))
     }
-    // 4. Everyone is in the same collective and it does not complete: the one that is stopped
-    // inside it, else nobody in particular (the network between them).
-    if let Some(r) = (0..world).find(|r| {
-        by_rank
-            .get(r)
-            .is_some_and(|t| t.process == Process::Stopped)
-    }) {
-        return done(
+
+    /// Last: everyone is in the same collective and it does not complete: the one stopped inside
+    /// it.
+    fn stopped_at_front(&self) -> Option<Found> {
+        let front = self.front?;
+        let r = (0..self.world).find(|&r| self.stopped(r))?;
+        Some((
             Some(Culprit::StuckInside {
                 rank: r,
                 seq: front,
@@ -266,13 +286,36 @@ pub fn analyse(traces: &[RankTrace]) -> Analysis {
             format!(
                 "rank {r} is stopped (state T) inside #{front}; the others wait in it for its bytes."
             ),
-        );
+        ))
     }
-    done(
-        None,
-        format!(
-            "every rank is inside #{front} and none is behind or stopped: look at the transport \
-             (a link that drops packets, a wrong interface) rather than at one rank"
-        ),
-    )
+}
+
+/// Rank `odd` called collective `seq` differently from rank `expected`.
+fn mismatch_found(odd: usize, expected: usize, seq: u64, theirs: &Entry, others: &Entry) -> Found {
+    let label = |e: &Entry| {
+        e.label
+            .as_deref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default()
+    };
+    let explanation = format!(
+        "rank {odd} is at collective #{seq} {}{}, rank {expected} at #{seq} {}{}. \
+         The same collective number is a different call: a rank took another branch (an \
+         uneven last batch, a collective skipped or added on some ranks), so the two wait \
+         on different operations. NCCL compares nothing across ranks: every rank waits \
+         inside its call, its GPU spinning, until a watchdog ends the job (or the wrong \
+         bytes are summed). PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL checks each call's \
+         shapes across ranks and stops at the first that differs.",
+        theirs.call.describe(),
+        label(theirs),
+        others.call.describe(),
+        label(others)
+    );
+    let c = Culprit::Mismatch {
+        rank: odd,
+        seq,
+        theirs: Box::new(theirs.call.clone()),
+        others: Box::new(others.call.clone()),
+    };
+    (Some(c), explanation)
 }
