@@ -634,6 +634,10 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
     p.send("\r").expect("stage");
     p.expect("collective")
         .expect("the board counts collectives");
+    // The staged run and the fix run are real jobs: on a loaded 2-core runner a 200-step loop
+    // of four ranks can take minutes. The scenario's own watchdog bounds a hang; this bound is
+    // only there so that a broken screen does not wait forever.
+    p.set_expect_timeout(Some(Duration::from_secs(400)));
     p.expect("flight recorders by collective number")
         .expect("the watchdog fires and the recorders are lined up");
     for _ in 0..right {
