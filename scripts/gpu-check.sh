@@ -7,7 +7,7 @@
 #   RINGLAB_BIN=.gpu/ringlab scripts/gpu-check.sh [OUT_DIR]      (default: $OUT or gpu-check-out)
 #
 # Build on a build machine (cargo build --release; strip -o .gpu/ringlab target/release/ringlab:
-# the unstripped binary is about 71 MB, more than the 64 MiB that travels; stripped, about 12 MB).
+# the unstripped binary does not fit the 64 MiB that travels; the README says how large each is).
 # In the order of ../shared/findings/2026-12-07-nccl.md ("Device check"), what one GPU can prove
 # first: the machine (driver, kernel `uname -r`, `ip`/`iptables`, compute mode, MPS, container,
 # pip versions, system NCCL); doctor; sanity on 2 ranks sharing one GPU with NCCL's INIT,NET log;

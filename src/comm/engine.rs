@@ -656,22 +656,21 @@ pub struct Pass {
     pub(crate) active_sends: usize,
     /// A shared-memory op waits for its partner: the doorbell will say.
     pub(crate) shm_wait: bool,
-    /// Sockets to poll, each with the op and peer it waits for.
-    pub(crate) waits: Vec<(libc::pollfd, usize, usize)>,
+    /// Sockets to poll (handed to poll(2) as they are, no copy), and beside each the op and
+    /// peer it waits for.
+    pub(crate) waits: Vec<libc::pollfd>,
+    waiting_for: Vec<(usize, usize)>,
 }
 
 impl Pass {
     /// Wait for `fd` to become readable (POLLIN) or writable (POLLOUT), for op `op` with `peer`.
     pub(crate) fn wait_fd(&mut self, fd: i32, events: i16, op: usize, peer: usize) {
-        self.waits.push((
-            libc::pollfd {
-                fd,
-                events,
-                revents: 0,
-            },
-            op,
-            peer,
-        ));
+        self.waits.push(libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        });
+        self.waiting_for.push((op, peer));
     }
     /// Nothing to send and one peer to hear from: a receive may block (spinning first).
     pub(crate) fn may_block(&self, run: &Run) -> bool {
@@ -747,6 +746,7 @@ pub fn execute(
         pass.active_sends = 0;
         pass.shm_wait = false;
         pass.waits.clear();
+        pass.waiting_for.clear();
         for p in 0..peers {
             send_to(&mut run, &mut pass, p)?;
         }
@@ -943,13 +943,13 @@ impl Waiter {
 /// Poll the pass's sockets for up to `ms`; a failed poll names the first op and peer it waited
 /// for.
 fn poll(pass: &mut Pass, ms: i32) -> Result<(), EngineError> {
-    let mut fds: Vec<libc::pollfd> = pass.waits.iter().map(|w| w.0).collect();
+    let fds = &mut pass.waits;
     // SAFETY: fds is a valid array of pollfd for the duration of the call.
     let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     if rc < 0 {
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
-            let (op, peer) = pass.waits.first().map_or((0, 0), |w| (w.1, w.2));
+            let (op, peer) = pass.waiting_for.first().copied().unwrap_or((0, 0));
             return Err(EngineError::Io { op, peer, err });
         }
     }

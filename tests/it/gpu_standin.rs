@@ -89,29 +89,9 @@ fn text(out: &Output) -> String {
 
 /// The rows and the summary of a `--json` bench.
 fn bench(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, Vec<serde_json::Value>) {
-    let mut all = vec![
-        "bench",
-        "--backend",
-        "nccl",
-        "-b",
-        "1K",
-        "-e",
-        "8K",
-        "-f",
-        "8",
-        "-n",
-        "2",
-        "-w",
-        "1",
-        "--json",
-    ];
+    let mut all = vec!["-b", "1K", "-e", "8K", "-f", "8", "-n", "2", "-w", "1"];
     all.extend_from_slice(args);
-    let out = ringlab(dir, &all, env);
-    let rows = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (out, rows)
+    bench_only(dir, &all, env)
 }
 
 fn wrong_total(rows: &[serde_json::Value]) -> Option<u64> {

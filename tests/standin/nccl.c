@@ -1181,6 +1181,13 @@ static ncclResult_t launch_group(struct op *ops, int nops) {
     return res;
 }
 
+/* Whether ops[i] is the first of its communicator among ops[0..i]: each communicator once. */
+static int first_of_comm(const struct op *ops, int i) {
+    for (int k = 0; k < i; k++)
+        if (ops[k].comm == ops[i].comm) return 0;
+    return 1;
+}
+
 /* A non-blocking launch: the operations, and the thread that launches them. */
 struct async_launch {
     int nops;
@@ -1191,16 +1198,10 @@ static void *async_launch_main(void *p) {
     struct async_launch *j = p;
     if (j->nops > 0) t_dev = j->ops[0].comm->dev;
     ncclResult_t r = launch_group(j->ops, j->nops);
-    for (int i = 0; i < j->nops; i++) {
-        int first = 1;
-        for (int k = 0; k < i; k++) first &= j->ops[k].comm != j->ops[i].comm;
-        if (first) atomic_store(&j->ops[i].comm->call_state, (int)r);
-    }
-    for (int i = 0; i < j->nops; i++) {
-        int first = 1;
-        for (int k = 0; k < i; k++) first &= j->ops[k].comm != j->ops[i].comm;
-        if (first) comm_unref(j->ops[i].comm);
-    }
+    for (int i = 0; i < j->nops; i++)
+        if (first_of_comm(j->ops, i)) atomic_store(&j->ops[i].comm->call_state, (int)r);
+    for (int i = 0; i < j->nops; i++)
+        if (first_of_comm(j->ops, i)) comm_unref(j->ops[i].comm);
     free(j);
     return NULL;
 }
@@ -1228,19 +1229,14 @@ static ncclResult_t launch_nonblocking(struct op *ops, int nops) {
     j->nops = nops;
     memcpy(j->ops, ops, sizeof(struct op) * (size_t)nops);
     for (int i = 0; i < nops; i++) {
-        int first = 1;
-        for (int k = 0; k < i; k++) first &= ops[k].comm != ops[i].comm;
-        if (!first) continue;
+        if (!first_of_comm(ops, i)) continue;
         atomic_fetch_add(&ops[i].comm->refs, 1);
         atomic_store(&ops[i].comm->call_state, ncclInProgress);
     }
     if (spawn(async_launch_main, j)) {
         for (int i = 0; i < nops; i++) atomic_store(&ops[i].comm->call_state, ncclSuccess);
-        for (int i = 0; i < nops; i++) {
-            int first = 1;
-            for (int k = 0; k < i; k++) first &= ops[k].comm != ops[i].comm;
-            if (first) comm_unref(ops[i].comm);
-        }
+        for (int i = 0; i < nops; i++)
+            if (first_of_comm(ops, i)) comm_unref(ops[i].comm);
         free(j);
         return ncclSystemError;
     }

@@ -35,18 +35,14 @@ pub use crate::nccl_log::Transport;
 pub struct Transports([bool; Transport::ALL.len()]);
 
 impl Transports {
-    /// Its place in [`Transport::ALL`] (NCCL's order; the network whatever its plugin).
-    fn index(t: Transport) -> usize {
-        t.kind_index()
-    }
     /// The set of one transport.
     pub fn only(t: Transport) -> Self {
         let mut s = Self::default();
-        s.0[Self::index(t)] = true;
+        s.0[t.kind_index()] = true;
         s
     }
     pub fn contains(self, t: Transport) -> bool {
-        self.0[Self::index(t)]
+        self.0[t.kind_index()]
     }
     pub fn is_empty(self) -> bool {
         !self.0.iter().any(|&b| b)
@@ -334,7 +330,7 @@ mod tests {
         assert!(serde_json::from_str::<Transports>("\"P2P+XX\"").is_err());
         assert!(set.contains(Transport::P2p) && !set.contains(Transport::Shm));
         for (k, t) in Transport::ALL.into_iter().enumerate() {
-            assert_eq!(Transports::index(t), k, "{t:?}");
+            assert_eq!(t.kind_index(), k, "{t:?}");
         }
     }
 
