@@ -138,3 +138,21 @@ pub fn require_root(what: &str) -> bool {
     eprintln!("SKIPPED (needs root): {what}");
     false
 }
+
+/// Polls `cond` until it holds, for at most `patience` (a guard against a broken build waiting
+/// forever, not a claim about speed: pick it well above any loaded runner's worst case). Returns
+/// whether it held. The condition is the synchronisation; no fixed sleep stands in for it.
+pub fn wait_until(patience: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > patience {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
