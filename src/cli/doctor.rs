@@ -324,7 +324,7 @@ struct MachineReport {
 }
 
 fn machine(json: bool) -> anyhow::Result<ExitCode> {
-    use crate::comm::ifaces;
+    use crate::comm::cpu::ifaces;
     let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::Asked);
     let all = ifaces::list().unwrap_or_default();
     let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();

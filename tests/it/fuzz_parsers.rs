@@ -117,7 +117,7 @@ proptest! {
     /// The hello every connection opens with, and the store's length-prefixed frames.
     #[test]
     fn fuzz_wire_hello_and_frames(bytes in prop::collection::vec(any::<u8>(), 0..512), good in any::<bool>()) {
-        use ringlab::comm::wire::{Hello, MAX_FRAME, Role, read_frame};
+        use ringlab::comm::cpu::wire::{Hello, MAX_FRAME, Role, read_frame};
         let token = [7u8; 16];
         let mut b = bytes.clone();
         if good {
@@ -214,8 +214,8 @@ fn progress_samples() -> Vec<(PathBuf, Vec<u8>)> {
 /// it drops each bad peer and still serves a good client.
 #[test]
 fn fuzz_the_store_keeps_serving_after_garbage() {
-    use ringlab::comm::store::{StoreClient, StoreServer};
-    use ringlab::comm::wire::{Hello, Role};
+    use ringlab::comm::cpu::store::{StoreClient, StoreServer};
+    use ringlab::comm::cpu::wire::{Hello, Role};
     use std::io::Write;
     let token = [9u8; 16];
     let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");

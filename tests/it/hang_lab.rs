@@ -761,7 +761,7 @@ fn a_small_dev_shm_fails_init_and_only_room_fixes_it_on_shm() {
         .find(|s| s.name == "small-dev-shm")
         .expect("scenario");
     // The story's numbers are the transport's: two ring neighbours per rank, one FIFO each.
-    let need = ringlab::comm::shm::segment_len(2, ringlab::comm::shm::DEFAULT_FIFO);
+    let need = ringlab::comm::cpu::shm::segment_len(2, ringlab::comm::cpu::shm::DEFAULT_FIFO);
     assert!(s.symptom.contains(&need.to_string()), "{}", s.symptom);
     let lesson = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -6,10 +6,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use ringlab::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
-use ringlab::comm::reduce::AlignedBuf;
-use ringlab::comm::store::{StoreClient, StoreServer};
-use ringlab::comm::tcp::{RankEnv, TcpComm, partners};
-use ringlab::comm::wire::{Hello, Role};
+use ringlab::comm::cpu::reduce::AlignedBuf;
+use ringlab::comm::cpu::store::{StoreClient, StoreServer};
+use ringlab::comm::cpu::tcp::{RankEnv, TcpComm, partners};
+use ringlab::comm::cpu::wire::{Hello, Role};
 
 fn env(rank: usize, world: usize, store: SocketAddr, token: [u8; 16]) -> RankEnv {
     RankEnv {
@@ -309,7 +309,7 @@ fn idle_strangers_on_a_ranks_port_do_not_stall_startup() {
         .filter_map(|_| TcpStream::connect(addr0).ok())
         .collect();
     // Silent past the grace is the scenario itself: time passing, not a stand-in for a condition.
-    std::thread::sleep(ringlab::comm::net::GREETING_GRACE + Duration::from_millis(150));
+    std::thread::sleep(ringlab::comm::cpu::net::GREETING_GRACE + Duration::from_millis(150));
     idle.extend((0..12).filter_map(|_| TcpStream::connect(addr0).ok()));
     // Over the per-address cap, the oldest silent ones are closed at once (an EOF or reset
     // stays once seen, so the count only grows while rank 0 works through its queue).
@@ -327,12 +327,12 @@ fn idle_strangers_on_a_ranks_port_do_not_stall_startup() {
             })
             .count()
     };
-    let cap = ringlab::comm::tcp::PENDING_PER_ADDRESS;
+    let cap = ringlab::comm::cpu::tcp::PENDING_PER_ADDRESS;
     crate::common::wait_until(Duration::from_secs(60), || closed_now() >= cap);
     let closed = closed_now();
     assert_eq!(
         closed,
-        ringlab::comm::tcp::PENDING_PER_ADDRESS,
+        ringlab::comm::cpu::tcp::PENDING_PER_ADDRESS,
         "the long-silent connections over the cap are closed, the young ones are not"
     );
     // And twenty on the store: rank 1 still gets through.
@@ -347,7 +347,7 @@ fn idle_strangers_on_a_ranks_port_do_not_stall_startup() {
     // Served one after another, the eight silent strangers would hold startup for eight greeting
     // deadlines; the bound is the program's own deadline, not a guess at the runner's speed.
     assert!(
-        started.elapsed() < ringlab::comm::tcp::GREETING_DEADLINE * 8,
+        started.elapsed() < ringlab::comm::cpu::tcp::GREETING_DEADLINE * 8,
         "startup waited on the strangers: {:?}",
         started.elapsed()
     );
