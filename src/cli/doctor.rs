@@ -28,6 +28,17 @@ pub struct DoctorArgs {
     /// JSON). Lines the ranks up by collective number and names the one that diverged.
     #[arg(long = "trace", value_name = "DIR|FILE", num_args = 1.., conflicts_with = "logs")]
     pub traces: Vec<PathBuf>,
+    /// Bench outputs: nccl-tests' (`all_reduce_perf` … as printed, any release, a launcher's
+    /// line prefixes allowed) or ringlab bench's table, `--csv` or `--json`. Says which rows
+    /// fall short (#wrong, sizes that did not finish, a peak far under `--link`, dips, in-place
+    /// vs out-of-place gaps) and what to check next.
+    #[arg(long = "bench", value_name = "FILE", num_args = 1.., conflicts_with_all = ["logs", "traces"])]
+    pub benches: Vec<PathBuf>,
+    /// With --bench: the link the GPUs' traffic crosses (NVLink inside a node, each GPU's NIC
+    /// across nodes), from the planner's table: nvlink, pcie, ib, ethernet, or a preset's name
+    /// ("NVLink 4", "400G InfiniBand", …).
+    #[arg(long, value_name = "LINK", requires = "benches")]
+    pub link: Option<String>,
     /// Print the findings as JSON.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +119,9 @@ fn natural(a: &str, b: &str) -> std::cmp::Ordering {
 pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if !args.traces.is_empty() {
         return trace(args);
+    }
+    if !args.benches.is_empty() {
+        return bench(args);
     }
     if args.logs.is_empty() {
         return machine(args.json);
@@ -573,6 +587,60 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if a.culprit.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `doctor --bench`: each file read, judged against `--link`, and reported; exit 1 when a row
+/// is wrong, failed or far short of the link, 2 when a file or the link cannot be read.
+fn bench(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    use crate::lab::doctor::bench;
+    let link = match args.link.as_deref().map(crate::infer::plan::find_link) {
+        None => None,
+        Some(Ok(i)) => Some(crate::collective::cost::LINK_PRESETS[i]),
+        Some(Err(e)) => {
+            eprintln!("ringlab doctor: --link: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut files = Vec::new();
+    for p in &args.benches {
+        let read = read_log(p).map_err(anyhow::Error::msg).and_then(|text| {
+            bench::read(&p.display().to_string(), &text).map_err(anyhow::Error::from)
+        });
+        match read {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                eprintln!("ringlab doctor: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    let judged: Vec<(bench::BenchFile, Vec<bench::Finding>)> = files
+        .into_iter()
+        .map(|f| {
+            let found = bench::findings(&f, link.as_ref());
+            (f, found)
+        })
+        .collect();
+    if args.json {
+        let out: Vec<serde_json::Value> = judged
+            .iter()
+            .map(|(f, found)| serde_json::json!({"file": f, "findings": found}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for (f, found) in &judged {
+            print!("{}", bench::render(f, link.as_ref(), found));
+        }
+    }
+    let failed = judged
+        .iter()
+        .flat_map(|(_, found)| found)
+        .any(|f| f.severity() == bench::Severity::Error);
+    Ok(if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
