@@ -538,6 +538,8 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let a = trace::analyse(&traces);
+    let timing = trace::timing(&traces);
+    let straggler = trace::straggler(&timing);
     let table: Vec<String> = trace::table(&traces, &a, 8)
         .into_iter()
         .map(|r| r.text)
@@ -549,11 +551,16 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             #[serde(flatten)]
             analysis: &'a trace::Analysis,
             table: &'a [String],
+            /// Per rank, over the collectives every rank completed.
+            timing: &'a [trace::RankTiming],
+            straggler: Option<&'a trace::Straggler>,
         }
         let out = Out {
             files: traces.iter().map(|t| t.source.as_str()).collect(),
             analysis: &a,
             table: &table,
+            timing: &timing,
+            straggler: straggler.as_ref(),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -574,6 +581,7 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         for row in &table {
             println!("{}", printable(row));
         }
+        print!("{}", timing_lines(&timing, straggler.as_ref()));
         match &a.culprit {
             Some(c) => println!(
                 "\nCulprit: rank {}{}\n  {}",
@@ -645,6 +653,38 @@ fn bench(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `doctor --trace`'s time per rank: inside the collectives and between them, and the
+/// straggler if there is one. Nothing where no collective completed on every rank.
+fn timing_lines(
+    timing: &[crate::lab::hang::trace::RankTiming],
+    straggler: Option<&crate::lab::hang::trace::Straggler>,
+) -> String {
+    let Some(n) = timing
+        .iter()
+        .map(|t| t.collectives)
+        .max()
+        .filter(|&n| n > 0)
+    else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\nTime per rank over the {n} collective(s) every rank completed (inside: start to \
+         completion; between: the rank's own work):\n"
+    );
+    for t in timing {
+        s += &format!(
+            "  rank {:>3}  inside {:>10.1} ms  between {:>10.1} ms\n",
+            t.rank,
+            t.inside_ns as f64 / 1e6,
+            t.between_ns as f64 / 1e6
+        );
+    }
+    if let Some(st) = straggler {
+        s += &format!("Straggler: {}\n", st.explain());
+    }
+    s
 }
 
 #[cfg(test)]
