@@ -341,13 +341,7 @@ pub struct SlowNode {
 /// node sets the pace of the whole ring: the slowest link bounds it.
 pub fn estimate_shaped(schedule: &Schedule, topo: &Topology, slow: &[SlowNode]) -> Estimate {
     let n = schedule.spec().ranks;
-    let node = |r: usize| {
-        if topo.gpus_per_node > 0 {
-            r / topo.gpus_per_node
-        } else {
-            0
-        }
-    };
+    let node = |r: usize| r.checked_div(topo.gpus_per_node).unwrap_or(0);
     let rate = |src: usize, dst: usize| -> f64 {
         if !topo.crosses(src, dst) {
             return topo.intra.bandwidth_gbps;
