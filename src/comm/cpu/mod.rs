@@ -10,6 +10,7 @@ pub mod ifaces;
 pub mod net;
 pub mod owner;
 pub mod p2p;
+pub mod pace;
 pub mod reduce;
 pub mod shm;
 pub mod store;
