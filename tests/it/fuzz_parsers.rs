@@ -102,6 +102,16 @@ proptest! {
         let _ = ringlab::lab::doctor::analyze(&[(name, text)]);
     }
 
+    /// `doctor --bench`: nccl-tests' output (every release's table) as pasted from a thread.
+    #[test]
+    fn fuzz_bench_outputs((name, bytes) in input(samples("tests/fixtures/nccl-tests", &[".txt"]))) {
+        let text = String::from_utf8_lossy(&bytes);
+        if let Ok(f) = ringlab::lab::doctor::bench::read(&name, &text) {
+            let found = ringlab::lab::doctor::bench::findings(&f, Some(&ringlab::collective::LINK_PRESETS[2]));
+            let _ = ringlab::lab::doctor::bench::render(&f, None, &found);
+        }
+    }
+
     /// Quiz blocks as a lesson author may have typed them.
     #[test]
     fn fuzz_quiz_blocks((_, bytes) in input(quiz_bodies())) {
