@@ -2,8 +2,9 @@
 //! (the NCCL logs, flight-recorder dumps, lessons, quiz blocks, scenario files and progress files
 //! the project ships or writes) with bytes replaced, inserted, deleted and cut short, and plain
 //! random bytes. Each must answer (a value or an error naming the input), never panic or hang.
-//! A bounded run (3 000 to 10 000 cases per parser, about ten seconds in all on 2 cores) runs
-//! with every `cargo test`; `PROPTEST_CASES=1000000 cargo test --test it fuzz_` runs longer.
+//! A bounded run (3 000 to 10 000 cases per parser in the slow tier that CI runs, an eighth of
+//! that in a plain `cargo test`: see `common::slow_tier`) runs with every `cargo test`;
+//! `PROPTEST_CASES=1000000 cargo test --test it fuzz_` runs longer.
 //! (cargo-fuzz needs a nightly toolchain, which this project's machines do not have, so the
 //! fuzzing is proptest's: mutations of real samples and random bytes, no coverage guidance.) A crash found is kept as a
 //! regression case in fuzz_parsers.proptest-regressions beside this file.
@@ -81,7 +82,7 @@ fn config(cases: u32) -> ProptestConfig {
         cases: std::env::var("PROPTEST_CASES")
             .ok()
             .and_then(|c| c.parse().ok())
-            .unwrap_or(cases),
+            .unwrap_or(crate::common::cases(cases)),
         failure_persistence: Some(Box::new(
             proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
         )),

@@ -312,28 +312,25 @@ fn idle_strangers_on_a_ranks_port_do_not_stall_startup() {
     std::thread::sleep(ringlab::comm::cpu::net::GREETING_GRACE + Duration::from_millis(150));
     idle.extend((0..12).filter_map(|_| TcpStream::connect(addr0).ok()));
     // Over the per-address cap, the oldest silent ones are closed at once (an EOF or reset
-    // stays once seen, so the count only grows while rank 0 works through its queue).
-    let closed_now = || {
-        idle.iter()
-            .filter(|s| {
-                let mut s = *s;
-                let _ = s.set_read_timeout(Some(Duration::from_millis(10)));
-                let mut b = [0u8; 1];
-                match std::io::Read::read(&mut s, &mut b) {
-                    Ok(0) => true,
-                    Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-                    Ok(_) => false,
-                }
-            })
-            .count()
+    // stays once seen). The eight old ones must go; whether a young one also ages past the
+    // grace before rank 0 looks depends on the runner's load, so it is not counted.
+    let closed = |s: &TcpStream| {
+        let mut s = s;
+        let _ = s.set_read_timeout(Some(Duration::from_millis(10)));
+        let mut b = [0u8; 1];
+        match std::io::Read::read(&mut s, &mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
     };
     let cap = ringlab::comm::cpu::tcp::PENDING_PER_ADDRESS;
-    crate::common::wait_until(Duration::from_secs(60), || closed_now() >= cap);
-    let closed = closed_now();
-    assert_eq!(
-        closed,
-        ringlab::comm::cpu::tcp::PENDING_PER_ADDRESS,
-        "the long-silent connections over the cap are closed, the young ones are not"
+    let old = &idle[..cap.min(idle.len())];
+    crate::common::wait_until(Duration::from_secs(60), || old.iter().all(closed));
+    let open: Vec<usize> = (0..old.len()).filter(|&i| !closed(&old[i])).collect();
+    assert!(
+        old.len() == cap && open.is_empty(),
+        "the {cap} long-silent connections over the cap are closed; still open: {open:?}"
     );
     // And twenty on the store: rank 1 still gets through.
     let idle_store: Vec<TcpStream> = (0..20)

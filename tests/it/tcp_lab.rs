@@ -1167,7 +1167,7 @@ fn a_killed_rank_is_named_first_on_every_transport() {
         &[("NCCL_SHM_DISABLE", "1")],
         &[("NCCL_P2P_DISABLE", "1")],
     ];
-    for i in 0..20usize {
+    for i in 0..crate::common::repeats(20) {
         let victim = i % 2;
         let child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
             .args([
