@@ -49,29 +49,22 @@ pub fn disabled_by_env() -> bool {
 /// error (ESRCH: the process is gone; EPERM: the kernel's ptrace rule says no; EFAULT: not
 /// mapped there).
 pub fn read(pid: libc::pid_t, local: &mut [u8], remote: usize) -> io::Result<()> {
+    use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+    let pid = nix::unistd::Pid::from_raw(pid);
     let mut done = 0;
     while done < local.len() {
-        let l = libc::iovec {
-            iov_base: local[done..].as_mut_ptr().cast(),
-            iov_len: local.len() - done,
-        };
-        let r = libc::iovec {
-            iov_base: (remote + done) as *mut libc::c_void,
-            iov_len: local.len() - done,
-        };
-        // SAFETY: `l` describes writable memory this function borrows for the call; the
-        // remote iovec is only read by the kernel, which checks it against the other
-        // process's mappings (EFAULT) and its permission to read them (EPERM).
-        let n = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+        let len = local.len() - done;
+        let r = [RemoteIoVec {
+            base: remote + done,
+            len,
+        }];
+        // The kernel checks the remote range against the other process's mappings (EFAULT)
+        // and this process's permission to read them (EPERM).
+        match process_vm_readv(pid, &mut [io::IoSliceMut::new(&mut local[done..])], &r) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => done += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

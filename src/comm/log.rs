@@ -129,20 +129,15 @@ pub fn hostname() -> String {
     {
         return h.trim().to_string();
     }
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
+    let Ok(full) = nix::unistd::gethostname() else {
         return "localhost".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let full = String::from_utf8_lossy(&buf[..end]).into_owned();
+    };
+    let full = full.to_string_lossy();
     full.split('.').next().unwrap_or("localhost").to_string()
 }
 
 fn tid() -> u32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    nix::unistd::gettid().as_raw() as u32
 }
 
 /// Set up logging for this process from NCCL_DEBUG and NCCL_DEBUG_SUBSYS; `dev` is the local

@@ -185,8 +185,8 @@ fn accept_peers(
         missing -= 1;
     }
     // Stop accepting: shutdown makes the blocked accept return.
-    // SAFETY: the descriptor belongs to `listener`, which outlives this call.
-    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(listener), libc::SHUT_RDWR) };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(listener);
+    let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
     let _ = accept_thread.join();
     result
 }
@@ -898,7 +898,9 @@ const WARM_UP_BYTES: usize = 8 << 20;
 /// Send `bytes` to every connected peer and receive as many from each, all at once (every
 /// rank does the same, so nobody waits on a peer that is busy with a third rank).
 fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
-    let fds: Vec<i32> = peers.iter().flatten().map(|s| s.as_raw_fd()).collect();
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let fds: Vec<_> = peers.iter().flatten().map(|s| s.as_fd()).collect();
     let block = vec![0u8; 256 << 10];
     let mut sink = vec![0u8; 256 << 10];
     let mut sent = vec![0usize; fds.len()];
@@ -914,44 +916,39 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
         let mut pollfds = Vec::with_capacity(fds.len());
         let mut moved = false;
         for (k, &fd) in fds.iter().enumerate() {
-            let mut events = 0;
+            let mut events = PollFlags::empty();
             if sent[k] < bytes {
                 let n = (bytes - sent[k]).min(block.len());
-                match sys_send(fd, &block[..n]) {
+                match sys_send(fd.as_raw_fd(), &block[..n]) {
                     Ok(r) => {
                         sent[k] += r;
                         moved |= r > 0;
                     }
-                    Err(e) if again(&e) => events |= libc::POLLOUT,
+                    Err(e) if again(&e) => events |= PollFlags::POLLOUT,
                     Err(e) => return Err(e),
                 }
             }
             if got[k] < bytes {
                 let n = (bytes - got[k]).min(sink.len());
-                match sys_recv(fd, &mut sink[..n], true) {
+                match sys_recv(fd.as_raw_fd(), &mut sink[..n], true) {
                     Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
                     Ok(r) => {
                         got[k] += r;
                         moved = true;
                     }
-                    Err(e) if again(&e) => events |= libc::POLLIN,
+                    Err(e) if again(&e) => events |= PollFlags::POLLIN,
                     Err(e) => return Err(e),
                 }
             }
-            if events != 0 {
-                pollfds.push(libc::pollfd {
-                    fd,
-                    events,
-                    revents: 0,
-                });
+            if !events.is_empty() {
+                pollfds.push(PollFd::new(fd, events));
             }
         }
         if std::time::Instant::now() > deadline {
             return Err(io::Error::from(io::ErrorKind::TimedOut));
         }
         if !moved && !pollfds.is_empty() {
-            // SAFETY: pollfds is a valid array for the duration of the call.
-            unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100) };
+            let _ = poll(&mut pollfds, PollTimeout::from(100u8));
         }
     }
     Ok(())
