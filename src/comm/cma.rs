@@ -96,13 +96,22 @@ pub fn probe() -> &'static Probe {
 }
 
 /// Whether this process may read process `pid`'s memory: reads its probe word and compares.
-pub fn can_read(pid: libc::pid_t, addr: usize, value: u64) -> Result<(), String> {
+pub fn can_read(pid: libc::pid_t, addr: usize, value: u64) -> Result<(), Unreadable> {
     let mut got = [0u8; 8];
     match read(pid, &mut got, addr) {
         Ok(()) if u64::from_le_bytes(got) == value => Ok(()),
-        Ok(()) => Err(format!("process {pid}'s probe word reads back wrong")),
-        Err(e) => Err(format!("process_vm_readv from process {pid}: {e}")),
+        Ok(()) => Err(Unreadable::WrongWord { pid }),
+        Err(source) => Err(Unreadable::Refused { pid, source }),
     }
+}
+
+/// Why this process cannot read a partner's memory.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    #[error("process {pid}'s probe word reads back wrong")]
+    WrongWord { pid: libc::pid_t },
+    #[error("process_vm_readv from process {pid}: {source}")]
+    Refused { pid: libc::pid_t, source: io::Error },
 }
 
 #[cfg(test)]
@@ -114,7 +123,7 @@ mod tests {
     fn a_process_reads_its_own_probe_word_and_a_wrong_value_is_caught() {
         let p = probe();
         let me = std::process::id() as libc::pid_t;
-        assert_eq!(can_read(me, p.addr, p.value), Ok(()));
+        assert!(can_read(me, p.addr, p.value).is_ok());
         assert!(can_read(me, p.addr, p.value ^ 1).is_err());
         let mut out = vec![0u8; 1 << 20];
         let src: Vec<u8> = (0..out.len()).map(|i| (i % 251) as u8).collect();

@@ -19,13 +19,18 @@ pub const VERSION_ENV: &str = "RINGLAB_NCCL_VERSION";
 /// real one); in a namespace node the node's own UTS namespace gives it.
 pub const HOSTNAME_ENV: &str = "RINGLAB_HOSTNAME";
 
+/// The release named in [`VERSION_ENV`] is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("{VERSION_ENV}: {0}")]
+pub struct BadReleaseEnv(pub ReleaseError);
+
 /// The release this process imitates, from the environment: (asked, profile). A bad value
 /// is an error naming the variable.
-pub fn release_from_env() -> Result<(Release, Profile), String> {
+pub fn release_from_env() -> Result<(Release, Profile), BadReleaseEnv> {
     if let Ok(v) = std::env::var(VERSION_ENV)
         && !v.trim().is_empty()
     {
-        let r = Release::parse(&v).map_err(|e: ReleaseError| format!("{VERSION_ENV}: {e}"))?;
+        let r = Release::parse(&v).map_err(BadReleaseEnv)?;
         return Ok((r, Profile::nearest(r)));
     }
     Ok((Profile::NEWEST.release, Profile::NEWEST))

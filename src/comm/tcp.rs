@@ -71,6 +71,22 @@ pub enum CommError {
     },
     #[error("rank {rank}: {what}")]
     Setup { rank: usize, what: String },
+    #[error("rank {rank}: rank {peer} published a bad address `{addr}`")]
+    BadAddress {
+        rank: usize,
+        peer: usize,
+        addr: String,
+    },
+    /// The engine found no step it could take: the plan is inconsistent.
+    #[error("rank {rank}: the schedule cannot make progress (inconsistent plan)")]
+    Stuck { rank: usize },
+    /// A peer's frame was not one (bad magic, too large, malformed, …).
+    #[error("rank {rank}: {what}: {source}")]
+    Wire {
+        rank: usize,
+        what: String,
+        source: super::wire::WireError,
+    },
     /// A peer's call is not this rank's ([`super::header`]).
     #[error("{0}")]
     Mismatch(String),
@@ -415,10 +431,10 @@ impl TcpComm {
         let higher: Vec<usize> = partners.iter().copied().filter(|&p| p > env.rank).collect();
         for &p in &lower {
             let addr_s = store.get(&format!("addr/{p}"), super::store::PATIENCE)?;
-            let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::Io {
+            let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::BadAddress {
                 rank: env.rank,
-                what: format!("rank {p} published a bad address `{addr_s}`"),
-                source: io::Error::from(io::ErrorKind::InvalidData),
+                peer: p,
+                addr: addr_s.clone(),
             })?;
             phase(&format!("connect to {addr}"));
             let mut s = connect_retry(addr, Duration::from_secs(10))
@@ -524,7 +540,7 @@ impl TcpComm {
         let heap = |len: usize| {
             AlignedBuf::try_zeroed(len)
                 .map(SharedBuf::Heap)
-                .map_err(|e| setup(e.clone()))
+                .map_err(|e| setup(e.to_string()))
         };
         let p2p: Vec<usize> = (0..self.world)
             .filter(|&p| self.transports.get(p) == Some(&Some(Transport::P2p)))
@@ -780,11 +796,7 @@ impl TcpComm {
                 EngineError::Mismatch { peer, theirs } => {
                     CommError::Mismatch(super::header::mismatch(rank, &header, peer, &theirs))
                 }
-                EngineError::Stuck => CommError::Io {
-                    rank,
-                    what: "the schedule cannot make progress (inconsistent plan)".into(),
-                    source: io::Error::from(io::ErrorKind::Other),
-                },
+                EngineError::Stuck => CommError::Stuck { rank },
             }
         })?;
         if op == Op::Avg && spec.op.is_reducing() {
@@ -828,10 +840,12 @@ pub(crate) fn swap_frames_each<'a>(
     let io_err = |what: String| move |source| CommError::Io { rank, what, source };
     for (k, &p) in to.iter().enumerate() {
         let s = peer_mut(rank, peers, p)?;
-        super::wire::write_frame(s, payload(k)).map_err(|e| CommError::Io {
-            rank,
-            what: format!("sending a {what} to rank {p}"),
-            source: io::Error::other(e.to_string()),
+        super::wire::write_frame(s, payload(k)).map_err(|e| {
+            let what = format!("sending a {what} to rank {p}");
+            match e {
+                super::wire::WireError::Io(source) => CommError::Io { rank, what, source },
+                source => CommError::Wire { rank, what, source },
+            }
         })?;
     }
     let mut out = Vec::with_capacity(to.len());
@@ -861,10 +875,10 @@ pub(crate) fn swap_frames_each<'a>(
                 what: format!("waiting for rank {p}'s {what}"),
                 source,
             },
-            other => CommError::Io {
+            source => CommError::Wire {
                 rank,
                 what: format!("rank {p}'s {what}"),
-                source: io::Error::other(other.to_string()),
+                source,
             },
         })?;
         out.push(frame);

@@ -28,7 +28,8 @@ impl Connector for P2p {
         }
         let pid = libc::pid_t::try_from(peer.pid)
             .map_err(|_| Decline::Because(format!("process id {} is out of range", peer.pid)))?;
-        crate::comm::cma::can_read(pid, peer.probe_addr, peer.probe_value).map_err(Decline::Because)
+        crate::comm::cma::can_read(pid, peer.probe_addr, peer.probe_value)
+            .map_err(|e| Decline::Because(e.to_string()))
     }
 }
 
