@@ -83,7 +83,9 @@ impl Retrier {
 
     /// NCCL ≥ 2.24's schedule for `tries` and `sleep_ms`: the sleep before each try k is
     /// sleep_ms × k. Returns (the whole wait before NCCL gives up, tries made within `window`).
-    pub fn counted_schedule(tries: u64, sleep_ms: u64, window: Duration) -> (Duration, u64) {
+    /// Only tests ask (the hang lab's retries against its watchdog).
+    #[cfg(test)]
+    pub(crate) fn counted_schedule(tries: u64, sleep_ms: u64, window: Duration) -> (Duration, u64) {
         let total = Duration::from_millis(sleep_ms * tries * (tries + 1) / 2);
         let mut waited = 0u64;
         let within = (1..=tries)

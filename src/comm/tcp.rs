@@ -11,6 +11,7 @@
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::engine::{EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute};
@@ -389,6 +390,69 @@ fn os_error_text(e: &io::Error) -> String {
     }
 }
 
+/// This rank's listener, on the interface NCCL's rules choose, and the address partners dial
+/// (said in NCCL's `Bootstrap`/`NET/Socket` lines).
+fn listen(env: &RankEnv) -> Result<(TcpListener, SocketAddr), CommError> {
+    let rank = env.rank;
+    let io_err = |what: &'static str| {
+        move |source| CommError::Io {
+            rank,
+            what: what.to_string(),
+            source,
+        }
+    };
+    let (ip, chosen) = choose_address(env.multi_node)?;
+    log::info_msg(&Msg::Using {
+        what: UsingWhat::Bootstrap,
+        ifaces: vec![chosen.clone()],
+    });
+    let listener = TcpListener::bind(SocketAddr::new(super::vnet::bind_ip(ip), 0))
+        .map_err(io_err("binding the listener"))?;
+    let me = super::vnet::advertised(
+        listener
+            .local_addr()
+            .map_err(io_err("reading the listener address"))?,
+    );
+    log::info_msg(&Msg::Using {
+        what: UsingWhat::NetSocket,
+        ifaces: vec![chosen],
+    });
+    log::info_msg(&Msg::UsingNetwork {
+        name: "Socket".into(),
+    });
+    Ok((listener, me))
+}
+
+/// Dial rank `p` (lower than this one) at the address it published, tune the socket and
+/// greet it with this job's hello.
+fn dial(
+    env: &RankEnv,
+    store: &mut StoreClient,
+    p: usize,
+    phase: &mut impl FnMut(&str),
+) -> Result<TcpStream, CommError> {
+    let rank = env.rank;
+    let io_err = |what: String| move |source| CommError::Io { rank, what, source };
+    let addr_s = store.get(&format!("addr/{p}"), super::store::PATIENCE)?;
+    let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::BadAddress {
+        rank,
+        peer: p,
+        addr: addr_s.clone(),
+    })?;
+    phase(&format!("connect to {addr}"));
+    let mut s = connect_retry(addr, Duration::from_secs(10))
+        .map_err(io_err(format!("connecting to rank {p}")))?;
+    tune(&s).map_err(io_err("tuning a socket".into()))?;
+    let hello = Hello {
+        token: env.token,
+        role: Role::Peer,
+        rank: rank as u32,
+    };
+    s.write_all(&hello.encode())
+        .map_err(io_err(format!("greeting rank {p}")))?;
+    Ok(s)
+}
+
 impl TcpComm {
     /// Meet the other ranks through the store and connect to every partner the schedules need.
     /// The higher rank of a pair dials the lower; every dial opens with this job's hello.
@@ -405,51 +469,14 @@ impl TcpComm {
         };
         log::banner();
         log::info_msg(&init_line(env, false));
-        let (ip, chosen) = choose_address(env.multi_node)?;
-        log::info_msg(&Msg::Using {
-            what: UsingWhat::Bootstrap,
-            ifaces: vec![chosen.clone()],
-        });
-        let listener = TcpListener::bind(SocketAddr::new(super::vnet::bind_ip(ip), 0))
-            .map_err(io_err("binding the listener"))?;
-        let me = super::vnet::advertised(
-            listener
-                .local_addr()
-                .map_err(io_err("reading the listener address"))?,
-        );
-        log::info_msg(&Msg::Using {
-            what: UsingWhat::NetSocket,
-            ifaces: vec![chosen],
-        });
-        log::info_msg(&Msg::UsingNetwork {
-            name: "Socket".into(),
-        });
+        let (listener, me) = listen(env)?;
         phase("rendezvous");
         store.set(&format!("addr/{}", env.rank), &me.to_string())?;
         let mut peers: Vec<Option<TcpStream>> = (0..env.world).map(|_| None).collect();
         let lower: Vec<usize> = partners.iter().copied().filter(|&p| p < env.rank).collect();
         let higher: Vec<usize> = partners.iter().copied().filter(|&p| p > env.rank).collect();
         for &p in &lower {
-            let addr_s = store.get(&format!("addr/{p}"), super::store::PATIENCE)?;
-            let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::BadAddress {
-                rank: env.rank,
-                peer: p,
-                addr: addr_s.clone(),
-            })?;
-            phase(&format!("connect to {addr}"));
-            let mut s = connect_retry(addr, Duration::from_secs(10))
-                .map_err(io_err(&format!("connecting to rank {p}")))?;
-            tune(&s).map_err(io_err("tuning a socket"))?;
-            s.write_all(
-                &Hello {
-                    token: env.token,
-                    role: Role::Peer,
-                    rank: env.rank as u32,
-                }
-                .encode(),
-            )
-            .map_err(io_err(&format!("greeting rank {p}")))?;
-            peers[p] = Some(s);
+            peers[p] = Some(dial(env, store, p, &mut phase)?);
         }
         phase("accept");
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
@@ -548,6 +575,58 @@ impl TcpComm {
         if p2p.is_empty() {
             return lens.iter().map(|&l| heap(l)).collect();
         }
+        let (made, offer, fds) = self.make_regions(lens);
+        let frame = serde_json::to_vec(&offer).map_err(|e| setup(e.to_string()))?;
+        let replies = swap_frames(
+            rank,
+            &mut self.peers,
+            &p2p,
+            &frame,
+            "buffer offer",
+            SETUP_WAIT,
+        )?;
+        // The buffers themselves go as descriptors (a send does not wait for the partner).
+        for &p in &p2p {
+            super::fdpass::send_fds(self.unix_to(p)?, &fds).map_err(|source| CommError::Io {
+                rank,
+                what: format!("handing rank {p} this rank's buffers"),
+                source,
+            })?;
+        }
+        let mut acks: Vec<Vec<u8>> = Vec::with_capacity(p2p.len());
+        for (&p, r) in p2p.iter().zip(&replies) {
+            let theirs: RegionOffer = serde_json::from_slice(r)
+                .map_err(|e| setup(format!("rank {p}'s buffer offer: {e}")))?;
+            let ids = self.map_regions(p, &theirs)?;
+            acks.push(serde_json::to_vec(&ids).map_err(|e| setup(e.to_string()))?);
+        }
+        let back = swap_frames_each(
+            rank,
+            &mut self.peers,
+            &p2p,
+            |k| &acks[k],
+            "buffer mapping",
+            SETUP_WAIT,
+        )?;
+        for (&p, b) in p2p.iter().zip(&back) {
+            self.mapped_by[p] = serde_json::from_slice(b)
+                .map_err(|e| setup(format!("rank {p}'s buffer mapping: {e}")))?;
+        }
+        made.into_iter()
+            .zip(lens)
+            .map(|(r, &len)| match r {
+                Some(r) => Ok(SharedBuf::Region(r)),
+                None => heap(len),
+            })
+            .collect()
+    }
+
+    /// A region per length, each given the next id (the offer says which ids and lengths, and
+    /// their descriptors go in the same order); None where no memory file could be made.
+    fn make_regions(
+        &mut self,
+        lens: &[usize],
+    ) -> (Vec<Option<Arc<Region>>>, RegionOffer, Vec<i32>) {
         let mut made: Vec<Option<Arc<Region>>> = Vec::with_capacity(lens.len());
         let mut offer = RegionOffer {
             regions: Vec::new(),
@@ -574,76 +653,45 @@ impl TcpComm {
                 }
             }
         }
-        let frame = serde_json::to_vec(&offer).map_err(|e| setup(e.to_string()))?;
-        let replies = swap_frames(
-            rank,
-            &mut self.peers,
-            &p2p,
-            &frame,
-            "buffer offer",
-            SETUP_WAIT,
-        )?;
-        // The buffers themselves go as descriptors (a send does not wait for the partner).
-        for &p in &p2p {
-            let s = self
-                .unix
-                .get(p)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-            super::fdpass::send_fds(s, &fds).map_err(|source| CommError::Io {
-                rank,
-                what: format!("handing rank {p} this rank's buffers"),
-                source,
-            })?;
-        }
-        let mut acks: Vec<Vec<u8>> = Vec::with_capacity(p2p.len());
-        for (&p, r) in p2p.iter().zip(&replies) {
-            let theirs: RegionOffer = serde_json::from_slice(r)
-                .map_err(|e| setup(format!("rank {p}'s buffer offer: {e}")))?;
-            let s = self
-                .unix
-                .get(p)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-            let mut ids = Vec::new();
-            for &(id, len) in &theirs.regions {
-                // Every announced buffer's descriptor is taken, so the next call finds the
-                // connection in step; a refused one falls back to cross-memory attach.
-                let fd = super::fdpass::recv_fd(s, SETUP_WAIT)
-                    .map_err(|e| setup(format!("rank {p}'s buffer {id} did not come: {e}")))?;
-                match PeerRegion::from_fd(fd, len, id)
-                    .map_err(|e| format!("rank {p}'s buffer {id}: {e}"))
-                {
-                    Ok(m) => {
-                        ids.push(id);
-                        self.theirs[p].push(m);
-                    }
-                    Err(e) => log::warn(&format!(
-                        "P2P: cannot map {e}: its large messages come by cross-memory attach"
-                    )),
-                }
-            }
-            acks.push(serde_json::to_vec(&ids).map_err(|e| setup(e.to_string()))?);
-        }
-        let back = swap_frames_each(
-            rank,
-            &mut self.peers,
-            &p2p,
-            |k| &acks[k],
-            "buffer mapping",
-            SETUP_WAIT,
-        )?;
-        for (&p, b) in p2p.iter().zip(&back) {
-            self.mapped_by[p] = serde_json::from_slice(b)
-                .map_err(|e| setup(format!("rank {p}'s buffer mapping: {e}")))?;
-        }
-        made.into_iter()
-            .zip(lens)
-            .map(|(r, &len)| match r {
-                Some(r) => Ok(SharedBuf::Region(r)),
-                None => heap(len),
+        (made, offer, fds)
+    }
+
+    /// The Unix connection to local partner `p`.
+    fn unix_to(&self, p: usize) -> Result<&UnixStream, CommError> {
+        self.unix
+            .get(p)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| CommError::Setup {
+                rank: self.rank,
+                what: format!("no local connection to rank {p}"),
             })
-            .collect()
+    }
+
+    /// Take the descriptor of every buffer partner `p` offers and map what may be mapped: the
+    /// ids mapped. Every announced descriptor is taken, so the next call finds the connection
+    /// in step; a refused one falls back to cross-memory attach.
+    fn map_regions(&mut self, p: usize, theirs: &RegionOffer) -> Result<Vec<u32>, CommError> {
+        let rank = self.rank;
+        let mut ids = Vec::new();
+        for &(id, len) in &theirs.regions {
+            let fd = super::fdpass::recv_fd(self.unix_to(p)?, SETUP_WAIT).map_err(|e| {
+                CommError::Setup {
+                    rank,
+                    what: format!("rank {p}'s buffer {id} did not come: {e}"),
+                }
+            })?;
+            match PeerRegion::from_fd(fd, len, id) {
+                Ok(m) => {
+                    ids.push(id);
+                    self.theirs[p].push(m);
+                }
+                Err(e) => log::warn(&format!(
+                    "P2P: cannot map rank {p}'s buffer {id}: {e}: its large messages come by \
+                     cross-memory attach"
+                )),
+            }
+        }
+        Ok(ids)
     }
 
     /// Whether this rank busy-polls before sleeping (every local rank has a core of its own).
@@ -689,24 +737,7 @@ impl TcpComm {
             log::info_msg(&line);
         }
         let spec = schedule.spec();
-        // A reduction reads elements of the dtype's size: a schedule of another element size
-        // would cut them apart.
-        if dtype.size() != spec.elem_size {
-            return Err(CommError::BadDtype {
-                dtype: dtype.name(),
-                size: dtype.size(),
-                elem: spec.elem_size,
-            });
-        }
-        let need = spec.count * spec.elem_size;
-        for got in [Some(buf.len()), input.map(<[u8]>::len)]
-            .into_iter()
-            .flatten()
-        {
-            if got != need {
-                return Err(CommError::BadBuffer { got, need });
-            }
-        }
+        check_call(spec, dtype, input, buf)?;
         let reduce = kernel(dtype);
         let header = super::header::Header::new(self.calls, spec, dtype, op);
         self.calls = self.calls.wrapping_add(1);
@@ -725,31 +756,7 @@ impl TcpComm {
             .or_insert_with(|| Plan::build(schedule, *rank));
         send_stage.reserve_len(plan.send_stage_len());
         staging.reserve_len(plan.reduce_peers() * STAGE_WINDOW);
-        let links: Vec<Link> = peers
-            .iter()
-            .enumerate()
-            .map(|(p, s)| {
-                match (
-                    shm.as_ref()
-                        .and_then(|l| l.pipes.get(p))
-                        .and_then(Option::as_ref),
-                    s,
-                ) {
-                    (Some(pipe), _) => {
-                        let fifo = super::transport::shm::FifoLink { pipe };
-                        if pipe.cma_to || pipe.cma_from.is_some() {
-                            Link::P2p(super::transport::p2p::CmaLink { fifo })
-                        } else {
-                            Link::Fifo(fifo)
-                        }
-                    }
-                    (None, Some(s)) => {
-                        Link::Tcp(super::transport::net::TcpLink { fd: s.as_raw_fd() })
-                    }
-                    (None, None) => Link::None,
-                }
-            })
-            .collect();
+        let links = links(peers, shm.as_ref());
         let io = Io {
             links: &links,
             bell: shm.as_ref().map(|l| l.bell),
@@ -774,31 +781,7 @@ impl TcpComm {
             send_stage.bytes_mut(),
             staging.bytes_mut(),
         )
-        .map_err(|e| {
-            let where_ = |op: usize| {
-                let k = plan.step_of(op);
-                let phase = schedule.steps().get(k).map_or("", |st| st.phase.label());
-                (phase.to_string(), k + 1)
-            };
-            match e {
-                EngineError::Closed { op, peer } => {
-                    let (phase, step) = where_(op);
-                    CommError::PeerClosed { peer, phase, step }
-                }
-                EngineError::Io { op, peer, err } => {
-                    let (phase, step) = where_(op);
-                    CommError::Io {
-                        rank,
-                        what: format!("{phase} step {step} with rank {peer}"),
-                        source: err,
-                    }
-                }
-                EngineError::Mismatch { peer, theirs } => {
-                    CommError::Mismatch(super::header::mismatch(rank, &header, peer, &theirs))
-                }
-                EngineError::Stuck => CommError::Stuck { rank },
-            }
-        })?;
+        .map_err(|e| engine_error(e, rank, plan, schedule, &header))?;
         if op == Op::Avg && spec.op.is_reducing() {
             let r = schedule.defined_range(self.rank);
             divide(
@@ -808,6 +791,93 @@ impl TcpComm {
             );
         }
         Ok(())
+    }
+}
+
+/// A call's buffers and dtype against its schedule: a reduction reads elements of the dtype's
+/// size (a schedule of another element size would cut them apart), and every buffer holds
+/// exactly the schedule's elements.
+fn check_call(
+    spec: &crate::collective::schedule::Spec,
+    dtype: Dtype,
+    input: Option<&[u8]>,
+    buf: &[u8],
+) -> Result<(), CommError> {
+    if dtype.size() != spec.elem_size {
+        return Err(CommError::BadDtype {
+            dtype: dtype.name(),
+            size: dtype.size(),
+            elem: spec.elem_size,
+        });
+    }
+    let need = spec.count * spec.elem_size;
+    for got in [Some(buf.len()), input.map(<[u8]>::len)]
+        .into_iter()
+        .flatten()
+    {
+        if got != need {
+            return Err(CommError::BadBuffer { got, need });
+        }
+    }
+    Ok(())
+}
+
+/// How the engine reaches each peer: its shared-memory pipe (single copy where the pair has
+/// P2P), else its TCP socket, else nothing.
+fn links<'a>(
+    peers: &[Option<TcpStream>],
+    shm: Option<&'a super::transport::shm::Links>,
+) -> Vec<Link<'a>> {
+    peers
+        .iter()
+        .enumerate()
+        .map(
+            |(p, s)| match (shm.and_then(|l| l.pipes.get(p)).and_then(Option::as_ref), s) {
+                (Some(pipe), _) => {
+                    let fifo = super::transport::shm::FifoLink { pipe };
+                    if pipe.cma_to || pipe.cma_from.is_some() {
+                        Link::P2p(super::transport::p2p::CmaLink { fifo })
+                    } else {
+                        Link::Fifo(fifo)
+                    }
+                }
+                (None, Some(s)) => Link::Tcp(super::transport::net::TcpLink { fd: s.as_raw_fd() }),
+                (None, None) => Link::None,
+            },
+        )
+        .collect()
+}
+
+/// The engine's failure as this rank's error, naming the phase and step it happened in.
+fn engine_error(
+    e: EngineError,
+    rank: usize,
+    plan: &Plan,
+    schedule: &Schedule,
+    header: &super::header::Header,
+) -> CommError {
+    let where_ = |op: usize| {
+        let k = plan.step_of(op);
+        let phase = schedule.steps().get(k).map_or("", |st| st.phase.label());
+        (phase.to_string(), k + 1)
+    };
+    match e {
+        EngineError::Closed { op, peer } => {
+            let (phase, step) = where_(op);
+            CommError::PeerClosed { peer, phase, step }
+        }
+        EngineError::Io { op, peer, err } => {
+            let (phase, step) = where_(op);
+            CommError::Io {
+                rank,
+                what: format!("{phase} step {step} with rank {peer}"),
+                source: err,
+            }
+        }
+        EngineError::Mismatch { peer, theirs } => {
+            CommError::Mismatch(super::header::mismatch(rank, header, peer, &theirs))
+        }
+        EngineError::Stuck => CommError::Stuck { rank },
     }
 }
 
