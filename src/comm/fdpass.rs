@@ -329,11 +329,7 @@ mod tests {
         let e = check(&got, 4097).expect_err("wrong size").to_string();
         assert!(e.contains("4096 bytes, expected exactly 4097"), "{e}");
         // A pipe is not memory.
-        let mut p = [0; 2];
-        // SAFETY: p is a writable pair of ints.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        // SAFETY: both ends are fresh fds of ours, taken over once.
-        let (r, _w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
         let e = check(&r.as_fd(), 0).expect_err("a pipe").to_string();
         assert!(e.contains("not a regular file"), "{e}");
         // A message without a descriptor is refused, not taken for one.

@@ -531,14 +531,7 @@ mod tests {
         untouched(&v, 4096);
 
         // Not a file at all.
-        let mut p = [0; 2];
-        // SAFETY: p is a writable pair of ints.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        // SAFETY: fresh fds of ours, taken over once each.
-        let (r, _w) = unsafe {
-            use std::os::fd::FromRawFd as _;
-            (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1]))
-        };
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
         let e = against(&offer(&v, want), Hand::Fd(r)).expect_err("a pipe");
         assert!(e.contains("not a regular file"), "{e}");
         untouched(&v, 4096);
