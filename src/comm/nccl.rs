@@ -178,34 +178,35 @@ pub mod api {
     type Op7 =
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Code;
 
-    /// NCCL's functions; the optional ones are None in releases without them.
+    /// NCCL's functions; the optional ones are None in releases without them. Private: each is
+    /// called through its one method below.
     pub struct Api {
-        pub get_unique_id: unsafe extern "C" fn(*mut Id) -> Code,
-        pub comm_init_rank: unsafe extern "C" fn(*mut Comm, c_int, Id, c_int) -> Code,
+        get_unique_id: unsafe extern "C" fn(*mut Id) -> Code,
+        comm_init_rank: unsafe extern "C" fn(*mut Comm, c_int, Id, c_int) -> Code,
         /// NCCL >= 2.14.
-        pub comm_init_rank_config:
+        comm_init_rank_config:
             Option<unsafe extern "C" fn(*mut Comm, c_int, Id, c_int, *mut Config14) -> Code>,
-        pub comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Code,
+        comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Code,
         /// (comm, color, key, newcomm, config); NCCL >= 2.18.
-        pub comm_split:
+        comm_split:
             Option<unsafe extern "C" fn(Comm, c_int, c_int, *mut Comm, *mut Config28) -> Code>,
         /// NCCL >= 2.14.
-        pub comm_finalize: Option<unsafe extern "C" fn(Comm) -> Code>,
-        pub comm_destroy: unsafe extern "C" fn(Comm) -> Code,
-        pub comm_abort: unsafe extern "C" fn(Comm) -> Code,
-        pub comm_get_async_error: unsafe extern "C" fn(Comm, *mut Code) -> Code,
-        pub get_error_string: unsafe extern "C" fn(Code) -> *const c_char,
+        comm_finalize: Option<unsafe extern "C" fn(Comm) -> Code>,
+        comm_destroy: unsafe extern "C" fn(Comm) -> Code,
+        comm_abort: unsafe extern "C" fn(Comm) -> Code,
+        comm_get_async_error: unsafe extern "C" fn(Comm, *mut Code) -> Code,
+        get_error_string: unsafe extern "C" fn(Code) -> *const c_char,
         /// NCCL >= 2.13.
-        pub get_last_error: Option<unsafe extern "C" fn(Comm) -> *const c_char>,
-        pub group_start: unsafe extern "C" fn() -> Code,
-        pub group_end: unsafe extern "C" fn() -> Code,
+        get_last_error: Option<unsafe extern "C" fn(Comm) -> *const c_char>,
+        group_start: unsafe extern "C" fn() -> Code,
+        group_end: unsafe extern "C" fn() -> Code,
         /// (send, recv, count, type, op, comm, stream)
-        pub all_reduce: Op7,
+        all_reduce: Op7,
         /// (send, recv, recvcount, type, op, comm, stream)
-        pub reduce_scatter: Op7,
+        reduce_scatter: Op7,
         /// (send, recv, count, type, root, comm, stream)
-        pub broadcast: Op7,
-        pub reduce: unsafe extern "C" fn(
+        broadcast: Op7,
+        reduce: unsafe extern "C" fn(
             *const c_void,
             *mut c_void,
             usize,
@@ -215,10 +216,10 @@ pub mod api {
             Comm,
             Stream,
         ) -> Code,
-        pub all_gather:
+        all_gather:
             unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> Code,
-        pub send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> Code,
-        pub recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Code,
+        send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> Code,
+        recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Code,
     }
 
     static API: OnceLock<Result<Api, NcclError>> = OnceLock::new();
