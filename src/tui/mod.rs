@@ -51,11 +51,11 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
             if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
                 return Some(Action::Quit);
             }
-            // A blanked presentation comes back on any key (Ctrl-C still quits).
-            if matches!(app.stack.last(), Some(app::Screen::Present(p)) if p.blank)
-                && app.help.is_none()
+            // A screen may take every key for now (Ctrl-C still quits).
+            if app.help.is_none()
+                && let Some(a) = app.stack.last().and_then(|s| s.view().on_any_key())
             {
-                return Some(Action::Blank);
+                return Some(a);
             }
             if app.prompt_open() {
                 return match k.code {
@@ -64,7 +64,7 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
                     _ => field::request(k).map(Action::Edit),
                 };
             }
-            keys::lookup_with(app.own_keys(), &app.contexts(), k)
+            keys::lookup(&app.key_tables(), &app.contexts(), k)
         }
         _ => None,
     }
@@ -148,7 +148,7 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         let tx = tx.clone();
         std::thread::spawn(move || {
             notes::follow(stream, |m| {
-                let _ = tx.send(app::Background::Notes(m));
+                let _ = tx.send(app::Background::to(app::ScreenId::Notes, m));
             })
         });
     }

@@ -15,12 +15,11 @@ use crate::lab::hang::scenario::{self, Fix, Fixed, LabReport, Scenario};
 use crate::lab::hang::trace::{GPU_LEGEND, GpuUtil};
 use crate::lab::job::launch::Msg;
 use crate::nccl_log::{self, Level, Profile, Release};
-use crate::tui::app::{Action, App, Background, Outcome};
+use crate::tui::app::{Action, App, Background, Outcome, ScreenId};
 use crate::tui::theme::Theme;
 
 /// The course map opens this screen with `H` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Hang",
     &[crate::tui::keys::Key::Char('H')],
     "hang lab",
     Some((3, "hang lab")),
@@ -156,7 +155,7 @@ impl HangState {
                 Err(e) if fix.is_some() => HangUpdate::Fixed(id, Err(e)),
                 Err(e) => HangUpdate::Staged(id, Err(e)),
             };
-            let _ = tx.send(Background::Hang(msg));
+            let _ = tx.send(Background::to(ScreenId::Hang, msg));
         });
     }
 
@@ -299,7 +298,7 @@ fn run_child(
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
             match serde_json::from_str::<scenario::StreamLine>(&line) {
                 Ok(scenario::StreamLine::Msg(m)) => {
-                    let _ = tx.send(Background::Hang(HangUpdate::Msg(id, m)));
+                    let _ = tx.send(Background::to(ScreenId::Hang, HangUpdate::Msg(id, m)));
                 }
                 Ok(scenario::StreamLine::Report(r)) => {
                     result = Some(Ok(HangUpdate::Staged(id, Ok(r))))
@@ -352,6 +351,48 @@ pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
     })
 }
 
+const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab");
+
+/// The hang lab's own verbs (`Action::Screen`), each named for what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Reveal the next hint tier.
+    NextHint,
+    /// Blind mode on/off (scenarios numbered, the cause kept out of the story).
+    ToggleBlind,
+    /// The ranks: ringlab's TCP backend or real NCCL.
+    ToggleNccl,
+    /// Start typing a fix.
+    TypeFix,
+    /// The next NCCL release the emulated ranks imitate.
+    NextRelease,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{Binding, DOWN, Key, UP, bind};
+use Key::{Char, Code, Ctrl};
+use crossterm::event::KeyCode;
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, &[Code(KeyCode::Enter)], "stage / apply the fix", Action::Open, Some((1, "stage / apply the fix"))),
+    bind(OWN, DOWN, "choose", Action::Move(1), Some((1, "choose"))),
+    bind(OWN, UP, "choose", Action::Move(-1), None),
+    bind(OWN, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
+    bind(OWN, &[Char('b')], "blind mode: hide what gives the cause away", Verb::ToggleBlind.act(), None),
+    bind(OWN, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
+    bind(OWN, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
+    bind(OWN, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
+    bind(OWN, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence", Action::Page(1), Some((2, "scroll the evidence"))),
+    bind(OWN, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll the evidence back", Action::Page(-1), None),
+];
+
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
     if let Some(t) = &mut s.typing {
         match action {
@@ -366,6 +407,10 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             },
             _ => {}
         }
+        return Outcome::Stay;
+    }
+    if let Some((verb, _)) = action.verb(Verb::from_repr) {
+        on_verb(s, app, verb);
         return Outcome::Stay;
     }
     match (&s.stage, action) {
@@ -383,48 +428,9 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             let n = s.scenarios.len().max(1) as i32;
             s.selected = (s.selected as i32 + d).rem_euclid(n) as usize;
         }
-        (Stage::Pick, Action::Adjust(_)) => {
-            s.nccl = !s.nccl;
-            app.status = Some(if s.nccl {
-                "ranks: real NCCL (needs GPUs and real namespaces)".into()
-            } else {
-                "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
-            });
-        }
-        (Stage::Pick, Action::NcclVersion) => {
-            // The default (the machine's, else the newest), then each modelled release.
-            let at = s
-                .version
-                .and_then(|v| nccl_log::PROFILES.iter().position(|p| p.release == v));
-            s.version = match at {
-                None => nccl_log::PROFILES.first().map(|p| p.release),
-                Some(i) => nccl_log::PROFILES.get(i + 1).map(|p| p.release),
-            };
-            app.status = Some(match s.version {
-                Some(v) => format!(
-                    "emulated ranks log and retry as NCCL {v} (`lab run --nccl-version {v}`)"
-                ),
-                None => {
-                    "emulated ranks imitate this machine's NCCL, else the newest modelled".into()
-                }
-            });
-        }
         (Stage::Diagnosed | Stage::Passed, Action::Page(d)) => {
             let step = 8_i32.saturating_mul(d);
             s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(s.scroll_max.get())) as u16;
-        }
-        (Stage::Pick, Action::Blind) => {
-            s.blind = !s.blind;
-            app.status = Some(if s.blind {
-                "blind: scenarios numbered, only what was reported is shown".into()
-            } else {
-                "stories shown".into()
-            });
-        }
-        // Blind mode hides what the list and the story give away; once a scenario runs, its
-        // evidence is the lesson. Say so rather than ignore the key.
-        (_, Action::Blind) => {
-            app.status = Some("blind mode is set on the list: q goes back to it".into());
         }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
@@ -441,12 +447,57 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                 s.launch(app, fix);
             }
         }
-        (Stage::Diagnosed | Stage::Passed, Action::Hint) => s.reveal_hint(app),
-        (Stage::Diagnosed, Action::SearchStart) => s.typing = Some(Default::default()),
         (Stage::Passed, Action::Open) => s.stage = Stage::Pick,
         _ => {}
     }
     Outcome::Stay
+}
+
+fn on_verb(s: &mut HangState, app: &mut App, verb: Verb) {
+    match (&s.stage, verb) {
+        (Stage::Pick, Verb::ToggleNccl) => {
+            s.nccl = !s.nccl;
+            app.status = Some(if s.nccl {
+                "ranks: real NCCL (needs GPUs and real namespaces)".into()
+            } else {
+                "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
+            });
+        }
+        (Stage::Pick, Verb::NextRelease) => next_release(s, app),
+        (Stage::Pick, Verb::ToggleBlind) => {
+            s.blind = !s.blind;
+            app.status = Some(if s.blind {
+                "blind: scenarios numbered, only what was reported is shown".into()
+            } else {
+                "stories shown".into()
+            });
+        }
+        // Blind mode hides what the list and the story give away; once a scenario runs, its
+        // evidence is the lesson. Say so rather than ignore the key.
+        (_, Verb::ToggleBlind) => {
+            app.status = Some("blind mode is set on the list: q goes back to it".into());
+        }
+        (Stage::Diagnosed | Stage::Passed, Verb::NextHint) => s.reveal_hint(app),
+        (Stage::Diagnosed, Verb::TypeFix) => s.typing = Some(Default::default()),
+        _ => {}
+    }
+}
+
+/// The default (the machine's, else the newest), then each modelled release.
+fn next_release(s: &mut HangState, app: &mut App) {
+    let at = s
+        .version
+        .and_then(|v| nccl_log::PROFILES.iter().position(|p| p.release == v));
+    s.version = match at {
+        None => nccl_log::PROFILES.first().map(|p| p.release),
+        Some(i) => nccl_log::PROFILES.get(i + 1).map(|p| p.release),
+    };
+    app.status = Some(match s.version {
+        Some(v) => {
+            format!("emulated ranks log and retry as NCCL {v} (`lab run --nccl-version {v}`)")
+        }
+        None => "emulated ranks imitate this machine's NCCL, else the newest modelled".into(),
+    });
 }
 
 pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
@@ -487,7 +538,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         head,
     );
     let board = matches!(s.stage, Stage::Staging | Stage::Fixing);
-    if board && crate::tui::bigboard::presenting(app) && !s.board.is_empty() {
+    if board && app.presenting() && !s.board.is_empty() {
         // In front of a class: the ranks' phases large, the newest log lines below.
         let front = s.seqs.values().copied().max();
         let rows: Vec<(String, ratatui::style::Style)> = s
@@ -1032,7 +1083,7 @@ impl crate::tui::screens::View for HangState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Hang]
+        vec![OWN]
     }
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
@@ -1050,8 +1101,8 @@ impl crate::tui::screens::View for HangState {
             .then(|| super::typing_hint(app, "runs it"))
     }
 
-    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
-        if let crate::tui::app::Background::Hang(u) = msg {
+    fn receive(&mut self, msg: &dyn std::any::Any, app: &mut App) {
+        if let Some(u) = msg.downcast_ref::<HangUpdate>() {
             HangState::receive(self, u.clone(), app);
         }
     }
@@ -1182,8 +1233,8 @@ mod tests {
         let desk = draw(&app, &s);
         assert!(desk.contains("connect"), "{desk}");
         crate::tui::app::update(&mut app, Action::Resize(140, 40));
-        crate::tui::app::update(&mut app, Action::Present);
-        assert!(crate::tui::bigboard::presenting(&app));
+        crate::tui::app::update(&mut app, crate::tui::screens::home::Verb::Present.act());
+        assert!(app.presenting());
         let class = draw(&app, &s);
         assert!(!class.contains("connect"), "set in large type: {class}");
         assert!(class.contains('▀') || class.contains('▄'), "{class}");

@@ -19,7 +19,6 @@ use crate::tui::form::{Form, FormModel, cycle, step};
 
 /// The course map opens this screen with `p` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Planner",
     &[crate::tui::keys::Key::Char('p')],
     "vLLM launch planner",
     Some((5, "planner")),
@@ -340,6 +339,36 @@ impl PlannerState {
     }
 }
 
+pub const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Launch planner");
+
+/// The planner's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Copy the launch commands, plain (the terminal's clipboard and a file here).
+    Copy,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{Binding, DOWN, Key, NEXT_VALUE, PAGE_DOWN, PAGE_UP, PREV_VALUE, UP, bind};
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "choose field", Action::Move(1), Some((1, "choose field"))),
+    bind(OWN, UP, "previous field", Action::Move(-1), None),
+    bind(OWN, NEXT_VALUE, "change value", Action::Adjust(1), Some((1, "change value"))),
+    bind(OWN, PREV_VALUE, "previous value", Action::Adjust(-1), None),
+    bind(OWN, PAGE_DOWN, "scroll plan", Action::Page(1), Some((1, "scroll plan"))),
+    bind(OWN, PAGE_UP, "scroll up", Action::Page(-1), None),
+    bind(OWN, &[Key::Code(crossterm::event::KeyCode::Enter)], "type the head IP or interface (on its field)", Action::Open, None),
+    bind(OWN, &[Key::Char('y')], "copy the launch commands, plain (clipboard and a file here)", Verb::Copy.act(), Some((2, "copy commands"))),
+];
+
 pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
     if let Some((field, text)) = &mut s.typing {
         match action {
@@ -354,6 +383,11 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
             }
             _ => {}
         }
+        return Outcome::Stay;
+    }
+    if let Some((Verb::Copy, _)) = action.verb(Verb::from_repr) {
+        let dir = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+        app.status = Some(s.copy_commands(app, &dir));
         return Outcome::Stay;
     }
     let pane = plan_area(body_area(app.body_area()));
@@ -388,10 +422,6 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
             }
             _ => app.status = Some("Enter types the head IP or the interface: j to them".into()),
         },
-        Action::Copy => {
-            let dir = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-            app.status = Some(s.copy_commands(app, &dir));
-        }
         Action::Back => return Outcome::Pop,
         _ => {}
     }
@@ -497,7 +527,7 @@ impl crate::tui::screens::View for PlannerState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Planner]
+        vec![OWN]
     }
 
     fn takes_text(&self) -> bool {

@@ -16,7 +16,7 @@ use tui_big_text::{BigText, PixelSize};
 use unicode_width::UnicodeWidthStr;
 
 use crate::course::Block;
-use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::app::{Action, App, Outcome, Screen, ScreenId};
 use crate::tui::keys::{Binding, Context, Key, bind};
 use crate::tui::markdown::{self, RenderOptions};
 use crate::tui::notes::{Hub, NotesMsg};
@@ -521,6 +521,11 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         s.blank = false;
         return Outcome::Stay;
     }
+    match action.verb(Verb::from_repr) {
+        Some((Verb::Blank, _)) => s.blank = true,
+        Some((Verb::ClassQuiz, _)) => return class_quiz(s, app),
+        None => {}
+    }
     match action {
         Action::Page(d) | Action::Move(d) => {
             let next = s.index.saturating_add_signed(d as isize);
@@ -531,8 +536,7 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         }
         Action::Top => s.go(0),
         Action::Bottom => s.go(n.saturating_sub(1)),
-        Action::Blank => s.blank = true,
-        Action::Resize(..) | Action::Reload | Action::ToggleTex => {
+        Action::Resize(..) | Action::Reload => {
             s.relayout(app);
             s.publish();
         }
@@ -556,32 +560,18 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         }
         // The ring a presenter opens is narrated at the talk's pace; other screens open as
         // the course map opens them.
-        Action::OpenScreen("Ring") => {
+        Action::OpenScreen(ScreenId::Ring) => {
             match narrated_ring(RingParams::default(), s.options.pace_ms) {
                 Ok(screen) => return Outcome::Push(screen),
                 Err(e) => app.status = Some(e),
             }
         }
-        a @ Action::OpenScreen(_) => {
-            if let Some(o) = crate::tui::screens::opener_for(a) {
+        Action::OpenScreen(id) => {
+            if let Some(o) = crate::tui::screens::opener(id) {
                 match (o.open)(app, 0) {
                     Ok(screen) => return Outcome::Push(screen),
                     Err(e) => app.status = Some(e),
                 }
-            }
-        }
-        Action::OpenQuiz => {
-            match super::class_quiz::ClassQuizState::open(
-                app,
-                &s.lesson_id,
-                None,
-                s.options.countdown_s,
-            ) {
-                Ok(c) => {
-                    let c = c.with_notes(s.hub.clone(), s.notes_msg());
-                    return Outcome::Push(Screen::ClassQuiz(Box::new(c)));
-                }
-                Err(e) => app.status = Some(e),
             }
         }
         Action::Back => {
@@ -591,6 +581,20 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         _ => {}
     }
     Outcome::Stay
+}
+
+/// A class quiz on the lesson, its slide's notes following it.
+fn class_quiz(s: &PresentState, app: &mut App) -> Outcome {
+    match super::class_quiz::ClassQuizState::open(app, &s.lesson_id, None, s.options.countdown_s) {
+        Ok(c) => {
+            let c = c.with_notes(s.hub.clone(), s.notes_msg());
+            Outcome::Push(Screen::ClassQuiz(Box::new(c)))
+        }
+        Err(e) => {
+            app.status = Some(e);
+            Outcome::Stay
+        }
+    }
 }
 
 /// "14:05 · 12:31 in" from the wall clock and the seconds since the talk began.
@@ -659,72 +663,38 @@ pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
 
 const OWN: Context = Context::Own("Presenter mode");
 
+/// The presenter's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Blank the screen (any key brings it back).
+    Blank,
+    /// A class quiz on the lesson.
+    ClassQuiz,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{BOTTOM, CLICKER_BACK, CLICKER_NEXT, TOP};
+use Key::{Char, Code};
+
 /// This screen's keys (the `?` overlay lists them under its title).
+#[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(
-        OWN,
-        crate::tui::keys::CLICKER_NEXT,
-        "next slide",
-        Action::Page(1),
-        Some((1, "next")),
-    ),
-    bind(
-        OWN,
-        crate::tui::keys::CLICKER_BACK,
-        "previous slide",
-        Action::Page(-1),
-        Some((1, "back")),
-    ),
-    bind(OWN, crate::tui::keys::TOP, "first slide", Action::Top, None),
-    bind(
-        OWN,
-        crate::tui::keys::BOTTOM,
-        "last slide",
-        Action::Bottom,
-        None,
-    ),
-    bind(
-        OWN,
-        &[Key::Char('b'), Key::Char('.'), Key::Char('B')],
-        "blank the screen (any key brings it back)",
-        Action::Blank,
-        Some((2, "blank")),
-    ),
-    bind(
-        OWN,
-        &[Key::Code(KeyCode::Enter)],
-        "run this slide's live block (ring, lab, quiz)",
-        Action::Open,
-        Some((2, "live block")),
-    ),
-    bind(
-        OWN,
-        &[Key::Char('r')],
-        "narrated ring all-reduce",
-        Action::OpenScreen("Ring"),
-        Some((3, "ring")),
-    ),
-    bind(
-        OWN,
-        &[Key::Char('L')],
-        "live lab: the bench and its busbw chart",
-        Action::OpenScreen("Lab"),
-        None,
-    ),
-    bind(
-        OWN,
-        &[Key::Char('H')],
-        "hang lab: staging to PASS",
-        Action::OpenScreen("Hang"),
-        None,
-    ),
-    bind(
-        OWN,
-        &[Key::Char('Q')],
-        "class quiz on this lesson",
-        Action::OpenQuiz,
-        Some((3, "class quiz")),
-    ),
+    bind(OWN, CLICKER_NEXT, "next slide", Action::Page(1), Some((1, "next"))),
+    bind(OWN, CLICKER_BACK, "previous slide", Action::Page(-1), Some((1, "back"))),
+    bind(OWN, TOP, "first slide", Action::Top, None),
+    bind(OWN, BOTTOM, "last slide", Action::Bottom, None),
+    bind(OWN, &[Char('b'), Char('.'), Char('B')], "blank the screen (any key brings it back)", Verb::Blank.act(), Some((2, "blank"))),
+    bind(OWN, &[Code(KeyCode::Enter)], "run this slide's live block (ring, lab, quiz)", Action::Open, Some((2, "live block"))),
+    bind(OWN, &[Char('r')], "narrated ring all-reduce", Action::OpenScreen(ScreenId::Ring), Some((3, "ring"))),
+    bind(OWN, &[Char('L')], "live lab: the bench and its busbw chart", Action::OpenScreen(ScreenId::Lab), None),
+    bind(OWN, &[Char('H')], "hang lab: staging to PASS", Action::OpenScreen(ScreenId::Hang), None),
+    bind(OWN, &[Char('Q')], "class quiz on this lesson", Verb::ClassQuiz.act(), Some((3, "class quiz"))),
 ];
 
 impl crate::tui::screens::View for PresentState {
@@ -740,10 +710,6 @@ impl crate::tui::screens::View for PresentState {
         vec![OWN]
     }
 
-    fn keys(&self) -> &'static [Binding] {
-        KEYS
-    }
-
     // The clock and the elapsed time move.
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
         Some(std::time::Duration::from_secs(1))
@@ -754,10 +720,9 @@ impl crate::tui::screens::View for PresentState {
         self.blank.then(Line::default)
     }
 
-    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
-        if let crate::tui::app::Background::HighlightingReady = msg {
-            PresentState::relayout(self, app);
-        }
+    // Blanked, any key brings the slide back.
+    fn on_any_key(&self) -> Option<Action> {
+        self.blank.then(|| Verb::Blank.act())
     }
 
     fn relayout(&mut self, app: &App) {

@@ -15,7 +15,58 @@ use crate::course::grade::{self, SelfGrade, Verdict, letter};
 use crate::course::quiz::{Kind, Unit};
 use crate::study::session::{Graded, Mode, Phase, Session};
 use crate::tui::app::{Action, App, Outcome, Screen};
-use crate::tui::keys::Context;
+use crate::tui::keys::{Binding, Context, DOWN, Key, UP, bind};
+use Key::{Char, Code};
+use crossterm::event::KeyCode;
+
+/// A question, or the feedback on an answer.
+pub const QUIZ: Context = Context::Own("Quiz and drills");
+/// A recall item revealed: grade yourself.
+pub const RATE: Context = Context::Own("Grade yourself");
+/// The end-of-session summary.
+pub const DONE: Context = Context::Own("Session summary");
+
+/// The quiz's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// The next item (or, at the end, done).
+    Next,
+    /// Open the lesson at the section the item comes from.
+    GotoSource,
+    /// Grade a recall item yourself (the amount): 1 Again, 2 Hard, 3 Good, 4 Easy.
+    Rate,
+}
+
+impl Verb {
+    /// The action, with an amount (the grade, for `Rate`).
+    pub const fn by(self, d: i32) -> Action {
+        Action::Screen(self as u8, d)
+    }
+
+    pub const fn act(self) -> Action {
+        self.by(0)
+    }
+}
+
+/// While typing an answer, keys go to the answer line: Enter submits, Esc clears it or leaves.
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(QUIZ, &[Code(KeyCode::Enter), Char(' '), Char('l'), Code(KeyCode::Right)], "next", Verb::Next.act(), Some((1, "next"))),
+    bind(QUIZ, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), Some((1, "open the lesson there"))),
+    bind(QUIZ, DOWN, "scroll", Action::Move(1), None),
+    bind(QUIZ, UP, "scroll", Action::Move(-1), None),
+    bind(DONE, &[Code(KeyCode::Enter), Char(' ')], "done", Verb::Next.act(), Some((1, "done"))),
+    bind(DONE, DOWN, "scroll", Action::Move(1), None),
+    bind(DONE, UP, "scroll", Action::Move(-1), None),
+    bind(RATE, &[Char('1')], "again", Verb::Rate.by(1), Some((1, "again"))),
+    bind(RATE, &[Char('2')], "hard", Verb::Rate.by(2), Some((1, "hard"))),
+    bind(RATE, &[Char('3')], "good", Verb::Rate.by(3), Some((1, "good"))),
+    bind(RATE, &[Char('4')], "easy", Verb::Rate.by(4), Some((1, "easy"))),
+    bind(RATE, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), None),
+    bind(RATE, DOWN, "scroll", Action::Move(1), None),
+    bind(RATE, UP, "scroll", Action::Move(-1), None),
+];
 use crate::tui::markdown::inline_code;
 use crate::tui::screens::lesson::{LessonState, text_width};
 
@@ -110,11 +161,11 @@ impl QuizState {
 
     pub fn contexts(&self) -> Vec<Context> {
         if self.session.finished {
-            return vec![Context::QuizDone];
+            return vec![DONE];
         }
         match self.session.current.as_ref().map(|c| &c.phase) {
-            Some(Phase::Reveal { .. }) => vec![Context::QuizRate],
-            _ => vec![Context::Quiz],
+            Some(Phase::Reveal { .. }) => vec![RATE],
+            _ => vec![QUIZ],
         }
     }
 
@@ -141,9 +192,11 @@ pub fn update(s: &mut QuizState, app: &mut App, action: Action) -> Outcome {
 pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime<Utc>) -> Outcome {
     s.now = now;
     let mode = s.session.mode;
+    let verb = action.verb(Verb::from_repr);
     if s.session.finished {
         return match action {
-            Action::Back | Action::Next | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
+            Action::Back | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
+            _ if matches!(verb, Some((Verb::Next, _))) => Outcome::Pop,
             Action::Move(d) => {
                 s.scroll = s.scroll.saturating_add_signed(d as isize);
                 Outcome::Stay
@@ -187,8 +240,8 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
         }
         return Outcome::Stay;
     }
-    match action {
-        Action::Next
+    match (verb, action) {
+        (Some((Verb::Next, _)), _)
             if matches!(
                 s.session.current.as_ref().map(|c| &c.phase),
                 Some(Phase::Feedback { .. }) | None
@@ -197,17 +250,17 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
             s.session.advance(&s.bank, now);
             s.scroll = 0;
         }
-        Action::Rate(n) => {
-            if let Some(g) = SelfGrade::from_number(n).and_then(|g| s.session.rate(&s.bank, g, now))
-            {
+        (Some((Verb::Rate, n)), _) => {
+            let grade = u8::try_from(n).ok().and_then(SelfGrade::from_number);
+            if let Some(g) = grade.and_then(|g| s.session.rate(&s.bank, g, now)) {
                 record(app, mode, &g, now);
                 // The grade is drawn at the top, under the question: show it.
                 s.scroll = 0;
             }
         }
-        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize),
-        Action::GotoSource => return goto_source(s, app),
-        Action::Back => return Outcome::Pop,
+        (Some((Verb::GotoSource, _)), _) => return goto_source(s, app),
+        (_, Action::Move(d)) => s.scroll = s.scroll.saturating_add_signed(d as isize),
+        (_, Action::Back) => return Outcome::Pop,
         _ => {}
     }
     Outcome::Stay
@@ -505,12 +558,12 @@ impl crate::tui::screens::View for QuizState {
         render(self, app, frame, area)
     }
 
-    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+    fn contexts(&self) -> Vec<Context> {
         QuizState::contexts(self)
     }
 
-    fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![Context::Quiz, Context::QuizRate, Context::QuizDone]
+    fn help_contexts(&self) -> Vec<Context> {
+        vec![QUIZ, RATE, DONE]
     }
 
     fn tick(&self, app: &App) -> Option<std::time::Duration> {

@@ -7,11 +7,13 @@ use crate::collective::{
 };
 use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::keys::{BOTTOM, Binding, Context, Key, TOP, bind};
 use crate::units::{count, format_bytes};
+use Key::{Char, Code};
+use crossterm::event::KeyCode;
 
 /// The course map opens this screen with `r` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Ring",
     &[crate::tui::keys::Key::Char('r')],
     "ring all-reduce view",
     Some((3, "ring view")),
@@ -391,6 +393,62 @@ fn next_ranks(n: usize, up: bool) -> usize {
     }
 }
 
+const OWN: Context = Context::Own("Ring view");
+
+/// The ring view's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    PlayPause,
+    /// A step forward (+1) or back (-1).
+    Step,
+    /// More (+1) or fewer (-1) ranks.
+    Ranks,
+    /// Faster (+1) or slower (-1).
+    Speed,
+    /// The next algorithm with a schedule for this collective.
+    Algo,
+    /// The next collective.
+    Op,
+    /// The next message size.
+    Size,
+    /// The next link the time estimates assume.
+    Link,
+    /// Start typing a message size.
+    TypeSize,
+}
+
+impl Verb {
+    /// The action, with an amount (+1/−1 for verbs that go both ways).
+    pub const fn by(self, d: i32) -> Action {
+        Action::Screen(self as u8, d)
+    }
+
+    pub const fn act(self) -> Action {
+        self.by(0)
+    }
+}
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, &[Char(' ')], "play / pause", Verb::PlayPause.act(), Some((1, "play/pause"))),
+    bind(OWN, &[Code(KeyCode::Right), Char('l')], "step forward", Verb::Step.by(1), Some((1, "step"))),
+    bind(OWN, &[Code(KeyCode::Left), Char('h')], "step back", Verb::Step.by(-1), Some((1, "back"))),
+    bind(OWN, &[Code(KeyCode::PageDown)], "step forward (presentation clicker)", Verb::Step.by(1), None),
+    bind(OWN, &[Code(KeyCode::PageUp)], "step back (presentation clicker)", Verb::Step.by(-1), None),
+    bind(OWN, TOP, "first step", Action::Top, None),
+    bind(OWN, BOTTOM, "last step", Action::Bottom, None),
+    bind(OWN, &[Char('+'), Char('=')], "more ranks", Verb::Ranks.by(1), Some((2, "ranks"))),
+    bind(OWN, &[Char('-'), Char('_')], "fewer ranks", Verb::Ranks.by(-1), None),
+    bind(OWN, &[Char(']')], "faster", Verb::Speed.by(1), Some((4, "faster"))),
+    bind(OWN, &[Char('[')], "slower", Verb::Speed.by(-1), Some((4, "slower"))),
+    bind(OWN, &[Char('a')], "next algorithm", Verb::Algo.act(), Some((2, "algorithm"))),
+    bind(OWN, &[Char('c')], "next collective", Verb::Op.act(), Some((2, "collective"))),
+    bind(OWN, &[Char('m')], "next message size", Verb::Size.act(), Some((3, "size"))),
+    bind(OWN, &[Char('M')], "type a message size (3 MiB, 1000000, 1.5 GB)", Verb::TypeSize.act(), None),
+    bind(OWN, &[Char('L')], "link for time estimates", Verb::Link.act(), Some((3, "link"))),
+];
+
 pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
     if let Some(field) = &mut s.typing {
         match action {
@@ -407,27 +465,17 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         }
         return Outcome::Stay;
     }
+    if let Some((verb, d)) = action.verb(Verb::from_repr) {
+        on_verb(s, app, verb, d);
+        return Outcome::Stay;
+    }
     let len = s.schedule.len();
     match action {
-        Action::SearchStart => {
-            s.playing = false;
-            s.typing = Some(Default::default());
-        }
-        Action::PlayPause => {
-            if s.at_end() {
-                s.seek(0);
-            }
-            s.playing = !s.playing && len > 0;
-        }
         Action::Tick if s.playing => {
             s.seek(s.step + 1);
             if s.at_end() {
                 s.playing = false;
             }
-        }
-        Action::Step(d) => {
-            s.playing = false;
-            s.seek(s.step.saturating_add_signed(d as isize));
         }
         Action::Top => {
             s.playing = false;
@@ -437,50 +485,43 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             s.playing = false;
             s.seek(len);
         }
-        Action::Speed(d) => {
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+fn on_verb(s: &mut RingState, app: &mut App, verb: Verb, d: i32) {
+    match verb {
+        Verb::TypeSize => {
+            s.playing = false;
+            s.typing = Some(Default::default());
+        }
+        Verb::PlayPause => {
+            if s.at_end() {
+                s.seek(0);
+            }
+            s.playing = !s.playing && !s.schedule.is_empty();
+        }
+        Verb::Step => {
+            s.playing = false;
+            s.seek(s.step.saturating_add_signed(d as isize));
+        }
+        Verb::Speed => {
             s.speed = s
                 .speed
                 .saturating_add_signed(d as isize)
                 .min(SPEEDS_MS.len() - 1);
             app.status = Some(format!("speed: {} ms per step", s.tick_ms()));
         }
-        Action::Ranks(d) => {
-            let ranks = next_ranks(s.params.ranks, d > 0);
-            let root = s.params.root.min(ranks - 1);
-            let kept = s.params.gpus_per_node;
-            let gpus_per_node = if kept > 0 && ranks.is_multiple_of(kept) {
-                kept
-            } else {
-                0
-            };
-            s.rebuild(
-                RingParams {
-                    ranks,
-                    root,
-                    gpus_per_node,
-                    ..s.params
-                },
-                app,
-            );
-            if kept != gpus_per_node && s.node_note().is_none() {
-                app.status = Some(format!(
-                    "N = {ranks}: {kept} GPUs per node no longer divides it; nodes of {} now",
-                    s.schedule.spec().node_size()
-                ));
-            }
-            if ranks > MAX_DRAWN {
-                app.status = Some(format!(
-                    "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
-                ));
-            }
-        }
-        Action::CycleAlgo if s.params.op.is_point_to_point() => {
+        Verb::Ranks => change_ranks(s, app, d > 0),
+        Verb::Algo if s.params.op.is_point_to_point() => {
             app.status = Some(format!(
                 "{}: one schedule of point-to-point sends, whatever the algorithm",
                 s.params.op
             ));
         }
-        Action::CycleAlgo => {
+        Verb::Algo => {
             // The next algorithm with a schedule for this collective.
             let mut algo = s.params.algo.next();
             while !algo.supports(s.params.op) && algo != s.params.algo {
@@ -488,29 +529,8 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             }
             s.rebuild(RingParams { algo, ..s.params }, app)
         }
-        Action::CycleOp => {
-            let op = s.params.op.next();
-            let was = s.params.algo;
-            let algo = if was.supports(op) {
-                was
-            } else {
-                Algorithm::Ring
-            };
-            s.rebuild(
-                RingParams {
-                    op,
-                    algo,
-                    ..s.params
-                },
-                app,
-            );
-            if algo != was && s.params.op == op {
-                app.status = Some(format!(
-                    "{op}: {was} is an all-reduce algorithm; showing ring"
-                ));
-            }
-        }
-        Action::CycleSize => {
+        Verb::Op => next_op(s, app),
+        Verb::Size => {
             let bytes = SIZES
                 .iter()
                 .copied()
@@ -519,11 +539,64 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             s.rebuild(RingParams { bytes, ..s.params }, app);
         }
         // The note under the comparison table says what the new link assumes.
-        Action::CycleLink => s.link = (s.link + 1) % LINK_CHOICES,
-        Action::Back => return Outcome::Pop,
-        _ => {}
+        Verb::Link => s.link = (s.link + 1) % LINK_CHOICES,
     }
-    Outcome::Stay
+}
+
+/// More or fewer ranks, keeping the GPUs per node where they still divide them.
+fn change_ranks(s: &mut RingState, app: &mut App, up: bool) {
+    let ranks = next_ranks(s.params.ranks, up);
+    let root = s.params.root.min(ranks - 1);
+    let kept = s.params.gpus_per_node;
+    let gpus_per_node = if kept > 0 && ranks.is_multiple_of(kept) {
+        kept
+    } else {
+        0
+    };
+    s.rebuild(
+        RingParams {
+            ranks,
+            root,
+            gpus_per_node,
+            ..s.params
+        },
+        app,
+    );
+    if kept != gpus_per_node && s.node_note().is_none() {
+        app.status = Some(format!(
+            "N = {ranks}: {kept} GPUs per node no longer divides it; nodes of {} now",
+            s.schedule.spec().node_size()
+        ));
+    }
+    if ranks > MAX_DRAWN {
+        app.status = Some(format!(
+            "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
+        ));
+    }
+}
+
+/// The next collective, with ring where the algorithm shown has no schedule for it.
+fn next_op(s: &mut RingState, app: &mut App) {
+    let op = s.params.op.next();
+    let was = s.params.algo;
+    let algo = if was.supports(op) {
+        was
+    } else {
+        Algorithm::Ring
+    };
+    s.rebuild(
+        RingParams {
+            op,
+            algo,
+            ..s.params
+        },
+        app,
+    );
+    if algo != was && s.params.op == op {
+        app.status = Some(format!(
+            "{op}: {was} is an all-reduce algorithm; showing ring"
+        ));
+    }
 }
 
 impl crate::tui::screens::View for RingState {
@@ -535,8 +608,8 @@ impl crate::tui::screens::View for RingState {
         super::ring_draw::render(self, app, frame, area)
     }
 
-    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Ring]
+    fn contexts(&self) -> Vec<Context> {
+        vec![OWN]
     }
 
     fn takes_text(&self) -> bool {

@@ -15,7 +15,6 @@ use crate::units::{format_bytes, format_seconds};
 
 /// The course map opens this screen with `t` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "TpCalc",
     &[crate::tui::keys::Key::Char('t')],
     "TP calculator",
     Some((5, "TP calc")),
@@ -136,6 +135,18 @@ impl FormModel for TpCalcState {
         self.report.as_ref().map(|_| ()).map_err(Clone::clone)
     }
 }
+
+pub const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("TP calculator");
+
+use crate::tui::keys::{Binding, DOWN, NEXT_VALUE, PREV_VALUE, UP, bind};
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "choose field", Action::Move(1), Some((1, "choose field"))),
+    bind(OWN, UP, "previous field", Action::Move(-1), None),
+    bind(OWN, NEXT_VALUE, "change value", Action::Adjust(1), Some((1, "change value"))),
+    bind(OWN, PREV_VALUE, "previous value", Action::Adjust(-1), None),
+];
 
 pub fn update(s: &mut TpCalcState, app: &mut App, action: Action) -> Outcome {
     match action {
@@ -359,7 +370,7 @@ impl crate::tui::screens::View for TpCalcState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::TpCalc]
+        vec![OWN]
     }
 }
 
