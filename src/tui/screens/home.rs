@@ -263,35 +263,45 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         list,
     );
     if let Some(e) = app.course.entries.get(s.selected) {
-        let area = detail.inner(ratatui::layout::Margin::new(1, 0));
-        let mut lines = detail_lines(app, e, area.width as usize);
-        let rows = |l: &[Line<'static>]| {
-            Paragraph::new(l.to_vec())
-                .wrap(Wrap { trim: false })
-                .line_count(area.width)
+        render_detail(
+            app,
+            e,
+            frame,
+            detail.inner(ratatui::layout::Margin::new(1, 0)),
+        );
+    }
+}
+
+/// The selected lesson's details; what does not fit ends in a line that says so, never
+/// mid-list without a word.
+fn render_detail(app: &App, e: &Entry, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let mut lines = detail_lines(app, e, area.width as usize);
+    let rows = |l: &[Line<'static>]| {
+        Paragraph::new(l.to_vec())
+            .wrap(Wrap { trim: false })
+            .line_count(area.width)
+    };
+    if rows(&lines) > area.height as usize {
+        let text = |l: &Line| {
+            l.spans
+                .first()
+                .map_or(String::new(), |s| s.content.to_string())
         };
-        // What does not fit ends in a line that says so, never mid-list without a word.
-        if rows(&lines) > area.height as usize {
-            let text = |l: &Line| {
-                l.spans
-                    .first()
-                    .map_or(String::new(), |s| s.content.to_string())
-            };
-            let mut cut = None;
-            while !lines.is_empty() && rows(&lines) + 1 > area.height as usize {
-                cut = lines.pop();
-            }
-            // A wrapped objective goes whole: drop the rows of it that did fit.
-            if cut.is_some_and(|c| text(&c).starts_with("  ")) {
-                while lines.last().is_some_and(|l| text(l).starts_with("  ")) {
-                    lines.pop();
-                }
+        let mut cut = None;
+        while !lines.is_empty() && rows(&lines) + 1 > area.height as usize {
+            cut = lines.pop();
+        }
+        // A wrapped objective goes whole: drop the rows of it that did fit.
+        if cut.is_some_and(|c| text(&c).starts_with("  ")) {
+            while lines.last().is_some_and(|l| text(l).starts_with("  ")) {
                 lines.pop();
             }
-            lines.push(Line::styled("… more: Enter opens the lesson", t.dim));
+            lines.pop();
         }
-        frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
+        lines.push(Line::styled("… more: Enter opens the lesson", t.dim));
     }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
 }
 
 fn detail_lines(app: &App, e: &Entry, width: usize) -> Vec<Line<'static>> {

@@ -477,17 +477,9 @@ pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
     Outcome::Stay
 }
 
-pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
-    let t = &app.theme;
-    // In front of a class: the chart fills the middle and the board is set large.
-    let class = app.presenting();
-    let board_h = if class {
-        (s.params.ranks as u16 * crate::tui::bigboard::GLYPH_H + 1).min(area.height / 2)
-    } else {
-        (s.params.ranks as u16 + 2).min(10)
-    };
-    // Parameters, the focused one marked with ▶ and reverse video; they wrap at a field's
-    // boundary, so every field (the backend too) stays on screen at 80 columns.
+/// The parameters, the focused one marked with ▶ and reverse video; they wrap at a field's
+/// boundary, so every field (the backend too) stays on screen at 80 columns.
+fn field_lines(s: &LabState, t: &crate::tui::theme::Theme, width: u16) -> Vec<Vec<Span<'static>>> {
     let mut field_lines: Vec<Vec<Span<'static>>> = vec![vec![Span::styled(" Live lab ", t.title)]];
     for (i, &f) in LabParams::FIELDS.iter().enumerate() {
         let (name, v) = (LabParams::label(f), s.params.value(f));
@@ -500,7 +492,7 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         let line_w = |l: &Vec<Span<'static>>| l.iter().map(|s| s.width()).sum::<usize>();
         if field_lines
             .last()
-            .is_some_and(|l| line_w(l) + w > area.width as usize)
+            .is_some_and(|l| line_w(l) + w > width as usize)
         {
             field_lines.push(vec![Span::raw("          ")]);
         }
@@ -508,14 +500,12 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             l.extend(pair);
         }
     }
-    let head_h = field_lines.len() as u16 + 2;
-    let [head, mid, board] = Layout::vertical([
-        Constraint::Length(head_h),
-        Constraint::Min(6),
-        Constraint::Length(board_h),
-    ])
-    .areas(area);
-    let status = match &s.state {
+    field_lines
+}
+
+/// The run's state under the parameters: how to start, the time running, the verdict.
+fn status_span(s: &LabState, t: &crate::tui::theme::Theme) -> Span<'static> {
+    match &s.state {
         RunState::Idle => Span::styled(" Enter runs · ↑↓ choose a field · ←→ change it", t.dim),
         RunState::Running => Span::styled(
             format!(
@@ -540,7 +530,27 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Span::styled(format!(" ✗ {}", e.lines().next().unwrap_or("")), t.error)
         }
         RunState::Cancelled => Span::styled(" cancelled", t.warn),
+    }
+}
+
+pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    // In front of a class: the chart fills the middle and the board is set large.
+    let class = app.presenting();
+    let board_h = if class {
+        (s.params.ranks as u16 * crate::tui::bigboard::GLYPH_H + 1).min(area.height / 2)
+    } else {
+        (s.params.ranks as u16 + 2).min(10)
     };
+    let field_lines = field_lines(s, t, area.width);
+    let head_h = field_lines.len() as u16 + 2;
+    let [head, mid, board] = Layout::vertical([
+        Constraint::Length(head_h),
+        Constraint::Min(6),
+        Constraint::Length(board_h),
+    ])
+    .areas(area);
+    let status = status_span(s, t);
     let mut head_lines: Vec<Line> = field_lines.into_iter().map(Line::from).collect();
     head_lines.push(Line::from(status));
     frame.render_widget(Paragraph::new(head_lines), head);

@@ -18,7 +18,7 @@ use unicode_width::UnicodeWidthStr;
 use crate::course::Block;
 use crate::tui::app::{Action, App, Outcome, Screen, ScreenId};
 use crate::tui::keys::{Binding, Context, Key, bind};
-use crate::tui::markdown::{self, RenderOptions};
+use crate::tui::markdown::{self, RenderOptions, Rendered};
 use crate::tui::notes::{Hub, NotesMsg};
 use crate::tui::screens::lesson::text_width;
 use crate::tui::screens::ring::{RingParams, RingState};
@@ -289,107 +289,9 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
         },
     );
     let notes = section_notes(&lesson.body);
-    // Sections start at level-1 and level-2 headings; deeper ones stay inside.
-    // (first row, rows the heading takes, title): the big title replaces the heading, its
-    // wrapped rows and its rule.
-    let heads: Vec<(usize, usize, String)> = rendered
-        .headings
-        .iter()
-        .filter(|h| h.level <= 2)
-        .map(|h| (h.line, h.rows.max(1), h.title.clone()))
-        .collect();
-    let mut sections: Vec<(String, usize, usize)> = Vec::new();
-    let first = heads.first().map_or(rendered.lines.len(), |h| h.0);
-    let lead_in = rendered.lines[..first].iter().any(|l| !is_blank(l));
-    if lead_in || heads.is_empty() {
-        sections.push((lesson_title.to_string(), 0, first));
-    }
-    for (i, (line, rows, title)) in heads.iter().enumerate() {
-        let end = heads.get(i + 1).map_or(rendered.lines.len(), |h| h.0);
-        sections.push((title.clone(), (line + rows).min(end), end));
-    }
-    // Body rows: the screen less the top line, the title, a gap and the hint bar.
-    let screen_h = app.height.saturating_sub(1);
     let mut out = Vec::new();
-    for (title, start, end) in sections {
-        let body_h = |heading: &str| {
-            let (_, rows) = title_layout(heading, app.width.saturating_sub(4));
-            screen_h.saturating_sub(2 + rows).max(3) as usize
-        };
-        let mut from = start;
-        while from < end && is_blank(&rendered.lines[from]) {
-            from += 1;
-        }
-        let mut to = end;
-        while to > from && is_blank(&rendered.lines[to - 1]) {
-            to -= 1;
-        }
-        // A section that does not fit is split; its title then carries "(i/k)", which may
-        // take more rows: paginate again until every page's title leaves room for its body.
-        let paginate = |rows: usize| {
-            let mut pages: Vec<(usize, usize)> = Vec::new();
-            let mut at = from;
-            while at < to {
-                let mut stop = (at + rows).min(to);
-                // Do not cut a live block or a table in two when it fits on the next page.
-                if stop < to
-                    && let Some(e) = rendered
-                        .embeds
-                        .iter()
-                        .find(|e| e.line < stop && e.line + e.height > stop && e.line > at)
-                    && e.height <= rows
-                {
-                    stop = e.line;
-                }
-                // Do not cut a paragraph or a table in two when the page can end at the blank
-                // line before it and still be at least half full.
-                if stop < to
-                    && !is_blank(&rendered.lines[stop])
-                    && !is_blank(&rendered.lines[stop - 1])
-                    && let Some(b) = (at + rows / 2..stop)
-                        .rev()
-                        .find(|&i| is_blank(&rendered.lines[i]))
-                {
-                    stop = b;
-                }
-                pages.push((at, stop));
-                at = stop;
-                while at < to && is_blank(&rendered.lines[at]) {
-                    at += 1;
-                }
-            }
-            if pages.is_empty() {
-                pages.push((from, from));
-            }
-            pages
-        };
-        // The rows a page has under its title: a split section's titles carry "(i/k)", which
-        // may take fewer rows than the bare title (set large) or more.
-        let room = |k: usize| {
-            if k <= 1 {
-                body_h(&title)
-            } else {
-                (1..=k)
-                    .map(|i| body_h(&format!("{title} ({i}/{k})")))
-                    .min()
-                    .unwrap_or(1)
-            }
-        };
-        let mut rows = body_h(&title);
-        let mut pages = paginate(rows);
-        for _ in 0..6 {
-            let want = room(pages.len());
-            if want == rows {
-                break;
-            }
-            rows = want;
-            pages = paginate(rows);
-        }
-        // Never more than a page's title leaves room for, whatever the loop settled on.
-        if room(pages.len()) < rows {
-            rows = room(pages.len());
-            pages = paginate(rows);
-        }
+    for (title, start, end) in sections(&rendered, lesson_title) {
+        let pages = section_pages(app, &rendered, &title, start, end);
         let slug = markdown::slug(&title);
         let said: Vec<&str> = notes
             .iter()
@@ -420,6 +322,123 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
         }
     }
     out
+}
+
+/// The lesson's sections as (title, first row, end row): they start at level-1 and level-2
+/// headings (deeper ones stay inside), after the heading's rows (the big title replaces the
+/// heading, its wrapped rows and its rule); text before the first heading is a section titled
+/// as the lesson.
+fn sections(rendered: &Rendered, lesson_title: &str) -> Vec<(String, usize, usize)> {
+    let heads: Vec<(usize, usize, String)> = rendered
+        .headings
+        .iter()
+        .filter(|h| h.level <= 2)
+        .map(|h| (h.line, h.rows.max(1), h.title.clone()))
+        .collect();
+    let mut sections: Vec<(String, usize, usize)> = Vec::new();
+    let first = heads.first().map_or(rendered.lines.len(), |h| h.0);
+    let lead_in = rendered.lines[..first].iter().any(|l| !is_blank(l));
+    if lead_in || heads.is_empty() {
+        sections.push((lesson_title.to_string(), 0, first));
+    }
+    for (i, (line, rows, title)) in heads.iter().enumerate() {
+        let end = heads.get(i + 1).map_or(rendered.lines.len(), |h| h.0);
+        sections.push((title.clone(), (line + rows).min(end), end));
+    }
+    sections
+}
+
+/// A section's pages (first and end row of each), as many as the screen needs.
+fn section_pages(
+    app: &App,
+    rendered: &Rendered,
+    title: &str,
+    start: usize,
+    end: usize,
+) -> Vec<(usize, usize)> {
+    // Body rows: the screen less the top line, the title, a gap and the hint bar.
+    let screen_h = app.height.saturating_sub(1);
+    let body_h = |heading: &str| {
+        let (_, rows) = title_layout(heading, app.width.saturating_sub(4));
+        screen_h.saturating_sub(2 + rows).max(3) as usize
+    };
+    let mut from = start;
+    while from < end && is_blank(&rendered.lines[from]) {
+        from += 1;
+    }
+    let mut to = end;
+    while to > from && is_blank(&rendered.lines[to - 1]) {
+        to -= 1;
+    }
+    // A section that does not fit is split; its title then carries "(i/k)", which may take
+    // more rows: paginate again until every page's title leaves room for its body.
+    // The rows a page has under its title: a split section's titles carry "(i/k)", which
+    // may take fewer rows than the bare title (set large) or more.
+    let room = |k: usize| {
+        if k <= 1 {
+            body_h(title)
+        } else {
+            (1..=k)
+                .map(|i| body_h(&format!("{title} ({i}/{k})")))
+                .min()
+                .unwrap_or(1)
+        }
+    };
+    let mut rows = body_h(title);
+    let mut pages = paginate(rendered, from, to, rows);
+    for _ in 0..6 {
+        let want = room(pages.len());
+        if want == rows {
+            break;
+        }
+        rows = want;
+        pages = paginate(rendered, from, to, rows);
+    }
+    // Never more than a page's title leaves room for, whatever the loop settled on.
+    if room(pages.len()) < rows {
+        rows = room(pages.len());
+        pages = paginate(rendered, from, to, rows);
+    }
+    pages
+}
+
+/// Rows `from..to` in pages of at most `rows` (at least one page, maybe empty).
+fn paginate(rendered: &Rendered, from: usize, to: usize, rows: usize) -> Vec<(usize, usize)> {
+    let mut pages: Vec<(usize, usize)> = Vec::new();
+    let mut at = from;
+    while at < to {
+        let mut stop = (at + rows).min(to);
+        // Do not cut a live block or a table in two when it fits on the next page.
+        if stop < to
+            && let Some(e) = rendered
+                .embeds
+                .iter()
+                .find(|e| e.line < stop && e.line + e.height > stop && e.line > at)
+            && e.height <= rows
+        {
+            stop = e.line;
+        }
+        // Do not cut a paragraph or a table in two when the page can end at the blank
+        // line before it and still be at least half full.
+        if stop < to
+            && !is_blank(&rendered.lines[stop])
+            && !is_blank(&rendered.lines[stop - 1])
+            && let Some(b) = (at + rows / 2..stop)
+                .rev()
+                .find(|&i| is_blank(&rendered.lines[i]))
+        {
+            stop = b;
+        }
+        pages.push((at, stop));
+        at = stop;
+        while at < to && is_blank(&rendered.lines[at]) {
+            at += 1;
+        }
+    }
+    if pages.is_empty() {
+        pages.push((from, from));
+    }
+    pages
 }
 
 /// A slide's text for a notes terminal of any width: the slide's wrapped rows joined back

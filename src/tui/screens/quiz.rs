@@ -69,6 +69,7 @@ pub const KEYS: &[Binding] = &[
 ];
 use crate::tui::markdown::inline_code;
 use crate::tui::screens::lesson::{LessonState, text_width};
+use crate::tui::theme::Theme;
 
 pub struct QuizState {
     pub session: Session,
@@ -389,23 +390,7 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     let Some(e) = s.bank.entries.get(cur.entry) else {
         return out;
     };
-    let deck = s.bank.deck_of(e).map_or("", |d| d.title.as_str());
-    let section = e
-        .section
-        .as_ref()
-        .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
-    let mut meta = vec![Span::styled(section, t.dim)];
-    meta.push(Span::styled(
-        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
-        t.dim,
-    ));
-    if cur.attempt > 1 {
-        meta.push(Span::styled("  ·  again", t.warn));
-    }
-    if cur.follow_up_of.is_some() {
-        meta.push(Span::styled("  ·  follow-up", t.accent));
-    }
-    out.push(Line::from(meta));
+    out.push(meta_line(s, e, cur, t));
     out.push(Line::raw(""));
     let inst = match &cur.instance {
         Ok(i) => i,
@@ -431,109 +416,167 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     }
     out.push(Line::raw(""));
     match &cur.phase {
-        Phase::Asking => {
-            // The order hint's example has every item, as the grader's refusal asks.
-            let order_hint;
-            let hint = match e.item.kind {
-                Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
-                Kind::Single => "a letter or number, e.g. b",
-                Kind::Multi => "letters or numbers, e.g. a c",
-                Kind::Order => {
-                    order_hint = format!(
-                        "all {} letters, first to last, e.g. {}",
-                        e.item.choices.len(),
-                        crate::course::grade::example_order(e.item.choices.len())
-                    );
-                    order_hint.as_str()
-                }
-                Kind::Numeric => crate::course::grade::numeric_hint(e.item.unit),
-            };
-            let mut line = vec![Span::styled("› ", t.key)];
-            if s.answer.value() == cur.input {
-                line.extend(s.answer.spans(Style::default(), t.accent));
-            } else {
-                line.extend([Span::raw(cur.input.clone()), Span::styled("▏", t.accent)]);
-            }
-            out.push(Line::from(line));
-            out.push(Line::styled(format!("  {hint}"), t.dim));
-            if let Some(left) = s.session.time_left {
-                out.push(Line::styled(
-                    format!("  ⏱ {left} s left: answer aloud as in an interview"),
-                    t.warn,
-                ));
-            }
-            if let Some(n) = &cur.note {
-                out.push(Line::styled(format!("  {n}"), t.warn));
-            }
-        }
-        Phase::Reveal { timed_out } => {
-            if *timed_out {
-                out.push(Line::styled("⏱ Time is up.", t.warn));
-            }
-            if !cur.input.trim().is_empty() {
-                out.extend(crate::tui::markdown::hanging(
-                    Span::styled("Your notes: ", t.dim),
-                    vec![Span::styled(cur.input.trim().to_string(), t.dim)],
-                    width,
-                ));
-            }
-            out.push(Line::styled("Model answer", t.h2));
-            out.push(Line::raw(grade::describe_answer(&e.item, inst)));
-            out.push(Line::raw(""));
-            explanation(&mut out, app, &inst.explanation, &e.item.source);
-            out.push(Line::raw(""));
-            out.push(Line::from(vec![
-                Span::styled("How well did you know it?  ", t.strong),
-                Span::styled("1", t.key),
-                Span::raw(" again  "),
-                Span::styled("2", t.key),
-                Span::raw(" hard  "),
-                Span::styled("3", t.key),
-                Span::raw(" good  "),
-                Span::styled("4", t.key),
-                Span::raw(" easy"),
-            ]));
-        }
+        Phase::Asking => asking_lines(&mut out, s, e, cur, t),
+        Phase::Reveal { timed_out } => reveal_lines(&mut out, app, e, cur, inst, *timed_out, width),
         Phase::Feedback {
             verdict,
             grade: g,
             timed_out,
-        } => {
-            let (mark, style) = match (verdict, e.item.kind) {
-                (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
-                (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
-                (_, _) if *timed_out => ("⏱ Time is up".to_string(), t.warn),
-                (Verdict::Unanswered, _) => ("✗ Given up".to_string(), t.error),
-                _ => ("✗ Not quite".to_string(), t.error),
-            };
-            let mut first = vec![Span::styled(mark, style)];
-            if e.item.kind != Kind::Recall {
-                if !cur.input.trim().is_empty() {
-                    first.push(Span::styled(
-                        format!("  you said {}", cur.input.trim()),
-                        t.dim,
-                    ));
-                }
-                out.push(Line::from(first));
-                out.push(Line::from(vec![
-                    Span::styled("Answer: ", t.strong),
-                    Span::raw(grade::describe_answer(&e.item, inst)),
-                ]));
-            } else {
-                out.push(Line::from(first));
-            }
-            out.push(Line::raw(""));
-            explanation(&mut out, app, &inst.explanation, &e.item.source);
-            if *g == SelfGrade::Again {
-                out.push(Line::raw(""));
-                out.push(Line::styled(
-                    "It will come back later in this session.",
-                    t.dim,
-                ));
-            }
-        }
+        } => feedback_lines(&mut out, app, e, cur, inst, (verdict, *g, *timed_out)),
     }
     out
+}
+
+/// Where the item is from, its kind, and whether it comes again or follows up.
+fn meta_line(
+    s: &QuizState,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    t: &Theme,
+) -> Line<'static> {
+    let deck = s.bank.deck_of(e).map_or("", |d| d.title.as_str());
+    let section = e
+        .section
+        .as_ref()
+        .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
+    let mut meta = vec![Span::styled(section, t.dim)];
+    meta.push(Span::styled(
+        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
+        t.dim,
+    ));
+    if cur.attempt > 1 {
+        meta.push(Span::styled("  ·  again", t.warn));
+    }
+    if cur.follow_up_of.is_some() {
+        meta.push(Span::styled("  ·  follow-up", t.accent));
+    }
+    Line::from(meta)
+}
+
+/// The answer line, how to answer, the time left and a note on the last try.
+fn asking_lines(
+    out: &mut Vec<Line<'static>>,
+    s: &QuizState,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    t: &Theme,
+) {
+    // The order hint's example has every item, as the grader's refusal asks.
+    let order_hint;
+    let hint = match e.item.kind {
+        Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
+        Kind::Single => "a letter or number, e.g. b",
+        Kind::Multi => "letters or numbers, e.g. a c",
+        Kind::Order => {
+            order_hint = format!(
+                "all {} letters, first to last, e.g. {}",
+                e.item.choices.len(),
+                crate::course::grade::example_order(e.item.choices.len())
+            );
+            order_hint.as_str()
+        }
+        Kind::Numeric => crate::course::grade::numeric_hint(e.item.unit),
+    };
+    let mut line = vec![Span::styled("› ", t.key)];
+    if s.answer.value() == cur.input {
+        line.extend(s.answer.spans(Style::default(), t.accent));
+    } else {
+        line.extend([Span::raw(cur.input.clone()), Span::styled("▏", t.accent)]);
+    }
+    out.push(Line::from(line));
+    out.push(Line::styled(format!("  {hint}"), t.dim));
+    if let Some(left) = s.session.time_left {
+        out.push(Line::styled(
+            format!("  ⏱ {left} s left: answer aloud as in an interview"),
+            t.warn,
+        ));
+    }
+    if let Some(n) = &cur.note {
+        out.push(Line::styled(format!("  {n}"), t.warn));
+    }
+}
+
+/// A recall item revealed: the notes typed, the model answer, and the grades to choose from.
+fn reveal_lines(
+    out: &mut Vec<Line<'static>>,
+    app: &App,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    inst: &crate::course::quiz::Instance,
+    timed_out: bool,
+    width: usize,
+) {
+    let t = &app.theme;
+    if timed_out {
+        out.push(Line::styled("⏱ Time is up.", t.warn));
+    }
+    if !cur.input.trim().is_empty() {
+        out.extend(crate::tui::markdown::hanging(
+            Span::styled("Your notes: ", t.dim),
+            vec![Span::styled(cur.input.trim().to_string(), t.dim)],
+            width,
+        ));
+    }
+    out.push(Line::styled("Model answer", t.h2));
+    out.push(Line::raw(grade::describe_answer(&e.item, inst)));
+    out.push(Line::raw(""));
+    explanation(out, app, &inst.explanation, &e.item.source);
+    out.push(Line::raw(""));
+    out.push(Line::from(vec![
+        Span::styled("How well did you know it?  ", t.strong),
+        Span::styled("1", t.key),
+        Span::raw(" again  "),
+        Span::styled("2", t.key),
+        Span::raw(" hard  "),
+        Span::styled("3", t.key),
+        Span::raw(" good  "),
+        Span::styled("4", t.key),
+        Span::raw(" easy"),
+    ]));
+}
+
+/// An answered item: the verdict (or the grade given), the answer and the explanation.
+fn feedback_lines(
+    out: &mut Vec<Line<'static>>,
+    app: &App,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    inst: &crate::course::quiz::Instance,
+    (verdict, g, timed_out): (&Verdict, SelfGrade, bool),
+) {
+    let t = &app.theme;
+    let (mark, style) = match (verdict, e.item.kind) {
+        (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
+        (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
+        (_, _) if timed_out => ("⏱ Time is up".to_string(), t.warn),
+        (Verdict::Unanswered, _) => ("✗ Given up".to_string(), t.error),
+        _ => ("✗ Not quite".to_string(), t.error),
+    };
+    let mut first = vec![Span::styled(mark, style)];
+    if e.item.kind != Kind::Recall {
+        if !cur.input.trim().is_empty() {
+            first.push(Span::styled(
+                format!("  you said {}", cur.input.trim()),
+                t.dim,
+            ));
+        }
+        out.push(Line::from(first));
+        out.push(Line::from(vec![
+            Span::styled("Answer: ", t.strong),
+            Span::raw(grade::describe_answer(&e.item, inst)),
+        ]));
+    } else {
+        out.push(Line::from(first));
+    }
+    out.push(Line::raw(""));
+    explanation(out, app, &inst.explanation, &e.item.source);
+    if g == SelfGrade::Again {
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            "It will come back later in this session.",
+            t.dim,
+        ));
+    }
 }
 
 fn explanation(out: &mut Vec<Line<'static>>, app: &App, text: &str, source: &str) {
