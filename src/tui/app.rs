@@ -226,7 +226,7 @@ impl App {
     }
 
     /// Open the ring view on top of the course map.
-    pub fn open_ring(&mut self, params: RingParams) -> Result<(), String> {
+    pub fn open_ring(&mut self, params: RingParams) -> Result<(), super::error::ScreenError> {
         let state = RingState::new(params)?;
         self.stack.push(state.into());
         Ok(())

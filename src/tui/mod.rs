@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod bigboard;
+pub mod error;
 pub mod field;
 pub mod form;
 pub mod keys;

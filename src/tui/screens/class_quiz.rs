@@ -43,10 +43,12 @@ impl ClassQuizState {
         lesson: &str,
         item: Option<&str>,
         countdown_s: u64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::tui::error::ScreenError> {
         let bank = Bank::from_course(&app.course);
         let Some(deck) = bank.deck_index(lesson) else {
-            return Err(format!("no quiz deck for `{lesson}`"));
+            return Err(crate::tui::error::ScreenError::NoQuizDeck(
+                lesson.to_string(),
+            ));
         };
         let items: Vec<usize> = bank
             .in_deck(deck)
@@ -55,9 +57,8 @@ impl ClassQuizState {
             .filter(|&i| item.is_none_or(|id| bank.entries[i].item.id == id))
             .collect();
         if items.is_empty() {
-            return Err(format!(
-                "“{}” has no quiz items yet",
-                bank.decks[deck].title
+            return Err(crate::tui::error::ScreenError::NoItems(
+                bank.decks[deck].title.clone(),
             ));
         }
         let title = bank.decks[deck].title.clone();

@@ -79,7 +79,7 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             if let Some(o) = crate::tui::screens::opener(id) {
                 match (o.open)(app, s.selected) {
                     Ok(screen) => return Outcome::Push(screen),
-                    Err(e) => app.status = Some(e),
+                    Err(e) => app.status = Some(e.to_string()),
                 }
             }
         }
@@ -107,7 +107,7 @@ fn on_verb(s: &mut HomeState, app: &mut App, verb: Verb) -> Outcome {
                     p.publish();
                     return Outcome::Push(Screen::Present(Box::new(p)));
                 }
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             }
         }
         Verb::Search | Verb::Present => {}
@@ -120,7 +120,7 @@ fn on_verb(s: &mut HomeState, app: &mut App, verb: Verb) -> Outcome {
                 .map(|l| l.meta.id.clone());
             match id.map(|id| super::quiz::open(app, Some(&id))) {
                 Some(Ok(q)) => return Outcome::Push(Screen::Quiz(Box::new(q))),
-                Some(Err(e)) => app.status = Some(e),
+                Some(Err(e)) => app.status = Some(e.to_string()),
                 None => app.status = Some("this file is not a lesson; no quiz".into()),
             }
         }

@@ -20,6 +20,7 @@ use crate::lab::bench::{Collector, Pairs, Row, sizes};
 use crate::lab::job::launch::{self, Launch, Msg};
 use crate::lab::{Backend, Event, Job};
 use crate::tui::app::{Action, App, Background, Outcome, ScreenId};
+use crate::tui::error::ScreenError;
 use crate::tui::form::{Form, FormModel, cycle};
 use crate::units::format_bytes;
 
@@ -154,14 +155,17 @@ impl FormModel for LabParams {
     }
 
     /// Every combination the fields can reach runs (min ≤ max is kept by `adjust`).
-    fn validate(&mut self) -> Result<(), String> {
+    type Error = ScreenError;
+
+    fn validate(&mut self) -> Result<(), ScreenError> {
         Ok(())
     }
 }
 
 impl LabParams {
-    pub fn from_block(b: &LabBlock) -> Result<Self, String> {
-        let (coll, algo, ranks, minbytes, maxbytes) = b.resolve().map_err(|(_, e)| e)?;
+    pub fn from_block(b: &LabBlock) -> Result<Self, ScreenError> {
+        let (coll, algo, ranks, minbytes, maxbytes) =
+            b.resolve().map_err(ScreenError::block("lab"))?;
         Ok(Self {
             coll,
             algo,
@@ -173,14 +177,14 @@ impl LabParams {
         })
     }
 
-    fn job(&self) -> Result<Job, String> {
+    fn job(&self) -> Result<Job, ScreenError> {
         Ok(Job {
             backend: self.backend,
             ..Job::bench(
                 self.coll,
                 self.algo,
                 self.dtype,
-                sizes(self.minbytes, self.maxbytes, 4)?,
+                sizes(self.minbytes, self.maxbytes, 4).map_err(ScreenError::Sweep)?,
             )
         })
     }
@@ -289,7 +293,7 @@ impl LabState {
         let mut job = match self.params.job() {
             Ok(j) => j,
             Err(e) => {
-                app.status = Some(e);
+                app.status = Some(e.to_string());
                 return;
             }
         };

@@ -9,6 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::course::Block;
 use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::error::ScreenError;
 use crate::tui::keys::{
     BOTTOM, Binding, Context, DOWN, Key, PAGE_DOWN, PAGE_UP, RELOAD, TOP, UP, bind,
 };
@@ -376,19 +377,17 @@ impl LessonState {
 }
 
 /// The screen an embedded block opens.
-fn open_embed(block: &Block) -> Result<Screen, String> {
+fn open_embed(block: &Block) -> Result<Screen, ScreenError> {
     use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
     match block {
         Block::Ring(r) => RingParams::from_block(r)
-            .map_err(|e| format!("this ring block is invalid: {e}"))
             .and_then(RingState::new)
             .map(|r| Screen::Ring(Box::new(r))),
         Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
         Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
         Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
-            .map_err(|e| format!("this lab block is invalid: {e}"))
             .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
-        _ => Err("nothing to open here".into()),
+        _ => Err(ScreenError::NothingToOpen),
     }
 }
 
@@ -559,7 +558,7 @@ fn on_action(s: &mut LessonState, app: &mut App, action: Action) -> Option<Outco
         }
         Action::Open => match s.visible_embed(app).map(open_embed) {
             Some(Ok(screen)) => return Some(Outcome::Push(screen)),
-            Some(Err(e)) => app.status = Some(e),
+            Some(Err(e)) => app.status = Some(e.to_string()),
             None => {
                 app.status = Some(
                     "nothing to open here: scroll to a ring view, TP calculator or planner".into(),
@@ -617,7 +616,7 @@ fn on_verb(s: &mut LessonState, app: &mut App, verb: Verb, d: i32) -> Option<Out
         Verb::Link => s.step_link(app, d),
         Verb::Quiz => match s.id.as_deref().map(|id| super::quiz::open(app, Some(id))) {
             Some(Ok(q)) => return Some(Outcome::Push(Screen::Quiz(Box::new(q)))),
-            Some(Err(e)) => app.status = Some(e),
+            Some(Err(e)) => app.status = Some(e.to_string()),
             None => app.status = Some("this file is not a lesson; no quiz".into()),
         },
         Verb::ClearSearchOrBack if !s.search.query.is_empty() => {

@@ -35,6 +35,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::app::{Action, App, MIN_HEIGHT, MIN_WIDTH, Outcome};
+use super::error::ScreenError;
 use super::keys::{self, Context};
 
 /// What every screen does. Only `update`, `render` and `contexts` are required.
@@ -82,7 +83,7 @@ pub struct Opener {
     /// In the hint bar: (priority, short text); None: only in `?`.
     pub hint: Option<(u8, &'static str)>,
     /// Build the screen; the map's selected entry is at hand. An error goes to the status line.
-    pub open: fn(&mut App, usize) -> Result<Screen, String>,
+    pub open: fn(&mut App, usize) -> Result<Screen, ScreenError>,
 }
 
 impl Opener {
@@ -92,7 +93,7 @@ impl Opener {
         key: &'static [keys::Key],
         desc: &'static str,
         hint: Option<(u8, &'static str)>,
-        open: fn(&mut App, usize) -> Result<Screen, String>,
+        open: fn(&mut App, usize) -> Result<Screen, ScreenError>,
     ) -> Self {
         Self {
             key,

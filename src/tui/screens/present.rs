@@ -17,6 +17,7 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::course::Block;
 use crate::tui::app::{Action, App, Outcome, Screen, ScreenId};
+use crate::tui::error::ScreenError;
 use crate::tui::keys::{Binding, Context, Key, bind};
 use crate::tui::markdown::{self, RenderOptions, Rendered};
 use crate::tui::notes::{Hub, NotesMsg};
@@ -172,14 +173,14 @@ pub fn section_notes(body: &str) -> Vec<(String, String)> {
 
 impl PresentState {
     /// Present the course entry `entry` (its lesson must have loaded).
-    pub fn open(app: &App, entry: usize, options: PresentOptions) -> Result<Self, String> {
+    pub fn open(app: &App, entry: usize, options: PresentOptions) -> Result<Self, ScreenError> {
         let Some(lesson) = app
             .course
             .entries
             .get(entry)
             .and_then(|e| e.lesson.as_ref())
         else {
-            return Err("this file is not a lesson (it has errors): nothing to present".into());
+            return Err(ScreenError::NotALesson);
         };
         let mut s = Self {
             entry,
@@ -200,7 +201,11 @@ impl PresentState {
 
     /// Switch the app to the projector theme and present entry `entry`; leaving gives the
     /// theme back.
-    pub fn start(app: &mut App, entry: usize, options: PresentOptions) -> Result<Self, String> {
+    pub fn start(
+        app: &mut App,
+        entry: usize,
+        options: PresentOptions,
+    ) -> Result<Self, ScreenError> {
         let previous = app.theme;
         app.theme = Theme::projector(previous.mono);
         match Self::open(app, entry, options) {
@@ -503,12 +508,12 @@ fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
 
 /// The screen the slide's live block opens: a narrated ring, the bench, the hang lab, a class
 /// quiz on the block's item, the TP calculator or the planner.
-fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, String> {
+fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, ScreenError> {
     use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
     match block {
-        Block::Ring(r) => RingParams::from_block(r)
-            .map_err(|e| format!("this ring block is invalid: {e}"))
-            .and_then(|p| narrated_ring(p, s.options.pace_ms)),
+        Block::Ring(r) => {
+            RingParams::from_block(r).and_then(|p| narrated_ring(p, s.options.pace_ms))
+        }
         Block::Quiz(q) => super::class_quiz::ClassQuizState::open(
             app,
             &s.lesson_id,
@@ -517,16 +522,15 @@ fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, Strin
         )
         .map(|c| Screen::ClassQuiz(Box::new(c.with_notes(s.hub.clone(), s.notes_msg())))),
         Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
-            .map_err(|e| format!("this lab block is invalid: {e}"))
             .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
         Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
         Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
-        Block::Table(_) => Err("a table is already on the slide".into()),
+        Block::Table(_) => Err(ScreenError::TableOnSlide),
     }
 }
 
 /// A ring view that plays itself at `pace_ms` per step, with a caption for every step.
-pub fn narrated_ring(params: RingParams, pace_ms: u64) -> Result<Screen, String> {
+pub fn narrated_ring(params: RingParams, pace_ms: u64) -> Result<Screen, ScreenError> {
     let mut r = RingState::new(params)?.narrated();
     r.speed = super::ring::speed_for(pace_ms);
     r.playing = !r.schedule.is_empty();
@@ -569,7 +573,7 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
             match block {
                 Some(b) => match open_live(s, app, &b) {
                     Ok(screen) => return Outcome::Push(screen),
-                    Err(e) => app.status = Some(e),
+                    Err(e) => app.status = Some(e.to_string()),
                 },
                 None => {
                     app.status =
@@ -582,14 +586,14 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         Action::OpenScreen(ScreenId::Ring) => {
             match narrated_ring(RingParams::default(), s.options.pace_ms) {
                 Ok(screen) => return Outcome::Push(screen),
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             }
         }
         Action::OpenScreen(id) => {
             if let Some(o) = crate::tui::screens::opener(id) {
                 match (o.open)(app, 0) {
                     Ok(screen) => return Outcome::Push(screen),
-                    Err(e) => app.status = Some(e),
+                    Err(e) => app.status = Some(e.to_string()),
                 }
             }
         }
@@ -610,7 +614,7 @@ fn class_quiz(s: &PresentState, app: &mut App) -> Outcome {
             Outcome::Push(Screen::ClassQuiz(Box::new(c)))
         }
         Err(e) => {
-            app.status = Some(e);
+            app.status = Some(e.to_string());
             Outcome::Stay
         }
     }

@@ -15,6 +15,7 @@ use crate::course::grade::{self, SelfGrade, Verdict, letter};
 use crate::course::quiz::{Kind, Unit};
 use crate::study::session::{Graded, Mode, Phase, Session};
 use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::error::ScreenError;
 use crate::tui::keys::{Binding, Context, DOWN, Key, UP, bind};
 use Key::{Char, Code};
 use crossterm::event::KeyCode;
@@ -89,7 +90,7 @@ pub fn seed(now: DateTime<Utc>) -> u64 {
 
 /// A quiz on one deck (a lesson id or a drill file's id), or on every lesson started so far
 /// (all lessons when none is).
-pub fn open(app: &App, deck: Option<&str>) -> Result<QuizState, String> {
+pub fn open(app: &App, deck: Option<&str>) -> Result<QuizState, ScreenError> {
     let now = Utc::now();
     open_at(app, deck, now, seed(now))
 }
@@ -99,16 +100,15 @@ pub fn open_at(
     deck: Option<&str>,
     now: DateTime<Utc>,
     seed: u64,
-) -> Result<QuizState, String> {
+) -> Result<QuizState, ScreenError> {
     let bank = Bank::from_course(&app.course);
     let (title, items) = match deck {
         Some(id) => {
             let Some(d) = bank.deck_index(id) else {
-                let known: Vec<&str> = bank.decks.iter().map(|d| d.id.as_str()).collect();
-                return Err(format!(
-                    "no lesson or drill deck `{id}`; known: {}",
-                    known.join(", ")
-                ));
+                return Err(ScreenError::NoDeck {
+                    id: id.to_string(),
+                    known: bank.decks.iter().map(|d| d.id.clone()).collect(),
+                });
             };
             let items: Vec<usize> = bank
                 .in_deck(d)
@@ -139,7 +139,7 @@ pub fn open_at(
         }
     };
     if items.is_empty() {
-        return Err(format!("“{title}” has no quiz items yet"));
+        return Err(ScreenError::NoItems(title));
     }
     Ok(QuizState::new(
         Session::new(Mode::Quiz, title, items, now, seed),

@@ -7,6 +7,7 @@ use crate::collective::{
 };
 use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::error::ScreenError;
 use crate::tui::keys::{BOTTOM, Binding, Context, Key, TOP, bind};
 use crate::units::{count, format_bytes};
 use Key::{Char, Code};
@@ -59,8 +60,8 @@ impl Default for RingParams {
 
 impl RingParams {
     /// Parameters of a ```` ```ring ```` block in a lesson.
-    pub fn from_block(b: &RingBlock) -> Result<Self, String> {
-        let s = b.resolve().map_err(|(_, e)| e)?;
+    pub fn from_block(b: &RingBlock) -> Result<Self, ScreenError> {
+        let s = b.resolve().map_err(ScreenError::block("ring"))?;
         let p = Self {
             op: s.op,
             algo: s.algo,
@@ -74,12 +75,14 @@ impl RingParams {
         Ok(p)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ScreenError> {
         if !(1..=MAX_RANKS).contains(&self.ranks) {
-            return Err(format!("ranks must be 1..={MAX_RANKS}, got {}", self.ranks));
+            return Err(ScreenError::Ranks {
+                got: self.ranks,
+                max: MAX_RANKS,
+            });
         }
-        self.spec()
-            .and_then(|s| Schedule::check(&s).map_err(|e| e.to_string()))
+        Ok(Schedule::check(&self.spec()?)?)
     }
 
     /// Whole elements of the message (a partial element is dropped).
@@ -87,12 +90,12 @@ impl RingParams {
         (self.bytes / self.dtype.size() as u64) as usize
     }
 
-    pub fn spec(&self) -> Result<Spec, String> {
+    pub fn spec(&self) -> Result<Spec, ScreenError> {
         if self.gpus_per_node > 0 && !self.ranks.is_multiple_of(self.gpus_per_node) {
-            return Err(format!(
-                "{} GPUs per node does not divide {} ranks: every node holds the same number of GPUs",
-                self.gpus_per_node, self.ranks
-            ));
+            return Err(ScreenError::NodeSize {
+                gpus_per_node: self.gpus_per_node,
+                ranks: self.ranks,
+            });
         }
         Ok(Spec {
             root: self.root,
@@ -183,9 +186,9 @@ pub fn topology_label(spec: &Spec, link: usize) -> String {
 }
 
 impl RingState {
-    pub fn new(params: RingParams) -> Result<Self, String> {
+    pub fn new(params: RingParams) -> Result<Self, ScreenError> {
         let spec = params.spec()?;
-        let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
+        let schedule = Schedule::build(&spec)?;
         let mut s = Self {
             params,
             traffic: traffic(&schedule),
@@ -220,7 +223,7 @@ impl RingState {
                     app.status = Some(note);
                 }
             }
-            Err(e) => app.status = Some(e),
+            Err(e) => app.status = Some(e.to_string()),
         }
     }
 
@@ -365,21 +368,14 @@ pub fn compare(spec: &Spec) -> Vec<Compare> {
 
 /// A typed message size: any size `--bytes` takes, at least one element, at most the largest
 /// size `m` cycles through (the view holds a buffer per rank).
-pub fn typed_size(text: &str, elem: usize) -> Result<u64, String> {
+pub fn typed_size(text: &str, elem: usize) -> Result<u64, ScreenError> {
     let max = SIZES[SIZES.len() - 1];
-    let bytes = crate::units::parse_size(text.trim())?;
+    let bytes = crate::units::parse_size(text.trim()).map_err(ScreenError::Size)?;
     if bytes < elem as u64 {
-        return Err(format!(
-            "{} is less than one {elem}-byte element",
-            crate::units::format_bytes(bytes)
-        ));
+        return Err(ScreenError::BelowElement { bytes, elem });
     }
     if bytes > max {
-        return Err(format!(
-            "{} is more than the view draws (at most {})",
-            crate::units::format_bytes(bytes),
-            crate::units::format_bytes(max)
-        ));
+        return Err(ScreenError::AboveView { bytes, max });
     }
     Ok(bytes)
 }
@@ -459,7 +455,7 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
                     s.typing = None;
                     s.rebuild(RingParams { bytes, ..s.params }, app);
                 }
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             },
             _ => {}
         }
@@ -637,7 +633,7 @@ mod tests {
     fn typed_sizes_stop_where_the_readme_says() {
         let max = SIZES[SIZES.len() - 1];
         assert_eq!(typed_size("1 GiB", 4), Ok(max));
-        assert!(typed_size("1025 MiB", 4).is_err_and(|e| e.contains("at most 1 GiB")));
+        assert!(typed_size("1025 MiB", 4).is_err_and(|e| e.to_string().contains("at most 1 GiB")));
         assert!(typed_size("2", 4).is_err());
         let readme = include_str!("../../../README.md");
         assert!(
