@@ -85,20 +85,19 @@ pub fn receive(app: &mut App, msg: Background) {
     }
 }
 
-/// Run `f` on screen `i` of the stack with the rest of the app at hand: the screen is taken
-/// out for the call (a course map stands in) and put back after it.
+/// Run `f` on screen `i` of the stack with the rest of the app at hand. The stack is apart
+/// from the app for the call (as helix keeps its `Context` apart from the layers): the screen
+/// gets itself and the app, and no stand-in takes its place; what it asks of the stack it
+/// returns as an [`Outcome`].
 pub fn with_screen<R>(
     app: &mut App,
     i: usize,
     f: impl FnOnce(&mut Screen, &mut App) -> R,
 ) -> Option<R> {
-    let slot = app.stack.get_mut(i)?;
-    let mut screen = std::mem::take(slot);
-    let r = f(&mut screen, app);
-    if let Some(slot) = app.stack.get_mut(i) {
-        *slot = screen;
-    }
-    Some(r)
+    let mut stack = std::mem::take(&mut app.stack);
+    let r = stack.get_mut(i).map(|screen| f(screen, app));
+    app.stack = stack;
+    r
 }
 
 impl Action {
