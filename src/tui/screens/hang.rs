@@ -66,10 +66,8 @@ pub struct HangState {
     /// The NCCL release the emulated ranks imitate (`v` on the scenario list); None: the
     /// machine's own, else the newest modelled (as `lab run` chooses).
     pub version: Option<Release>,
-    /// The evidence panel's first line shown (PgDn/PgUp), and the most it can be (set when
-    /// drawn: only the frame knows the panel's height).
+    /// The evidence panel's first line shown (PgDn/PgUp).
     pub scroll: u16,
-    scroll_max: std::cell::Cell<u16>,
     board: Vec<(usize, String, Instant)>,
     /// Per rank: the ≤ 2.23 retry lines seen (each stands for 1000 refused connects).
     legacy_retries: std::collections::BTreeMap<usize, u64>,
@@ -101,7 +99,6 @@ impl HangState {
             blind: false,
             version: None,
             scroll: 0,
-            scroll_max: Default::default(),
             board: Vec::new(),
             legacy_retries: Default::default(),
             seqs: Default::default(),
@@ -430,7 +427,8 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
         }
         (Stage::Diagnosed | Stage::Passed, Action::Page(d)) => {
             let step = 8_i32.saturating_mul(d);
-            s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(s.scroll_max.get())) as u16;
+            let max = Diagnosis::new(s, &app.theme, body_area(app.body_area())).scroll_max();
+            s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(max)) as u16;
         }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
@@ -500,9 +498,19 @@ fn next_release(s: &mut HangState, app: &mut App) {
     });
 }
 
+/// The screen's title rows and its body.
+fn areas(area: Rect) -> [Rect; 2] {
+    Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area)
+}
+
+/// The body of the screen drawn in `area`.
+fn body_area(area: Rect) -> Rect {
+    areas(area)[1]
+}
+
 pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
-    let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area);
+    let [head, body] = areas(area);
     let title = s
         .scenario()
         .map_or_else(|| "no scenarios".into(), |x| s.heading(s.selected, x));
@@ -720,38 +728,85 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     out
 }
 
+/// The diagnosed screen laid out in its body: the evidence above (it scrolls), the actions
+/// below; drawing and scrolling both read it.
+struct Diagnosis {
+    act: Paragraph<'static>,
+    act_area: Rect,
+    /// The actions' rows, and those shown (their top gives way first).
+    act_n: u16,
+    act_h: u16,
+    ev: Paragraph<'static>,
+    ev_area: Rect,
+    /// The evidence's rows.
+    ev_n: u16,
+}
+
+impl Diagnosis {
+    fn new(s: &HangState, t: &Theme, body: Rect) -> Self {
+        let inner = Self::block(t).inner(body);
+        let keep = |l| crate::tui::markdown::keep_indent(l, inner.width as usize);
+        let act = Paragraph::new(keep(action_lines(s, t))).wrap(Wrap { trim: false });
+        let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
+        // The evidence keeps a few rows; the actions take what they need of the rest, and when
+        // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
+        let act_h = act_n.min(inner.height.saturating_sub(5.min(inner.height)));
+        let [ev_area, act_area] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
+        let ev = Paragraph::new(keep(evidence_lines(s, t))).wrap(Wrap { trim: false });
+        let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
+        Self {
+            act,
+            act_area,
+            act_n,
+            act_h,
+            ev,
+            ev_area,
+            ev_n,
+        }
+    }
+
+    fn block(t: &Theme) -> Block<'static> {
+        Block::default()
+            .borders(Borders::TOP)
+            .border_style(t.border)
+    }
+
+    /// Rows of evidence shown when it does not fit (the last row says where the view is).
+    fn view(&self) -> u16 {
+        self.ev_area.height.saturating_sub(1)
+    }
+
+    /// The most the evidence scrolls: 0 when it fits.
+    fn scroll_max(&self) -> u16 {
+        if self.ev_n <= self.ev_area.height {
+            0
+        } else {
+            self.ev_n.saturating_sub(self.view())
+        }
+    }
+}
+
 /// The diagnosed screen: the evidence above (scrolls with PgDn/PgUp), and below it, always in
 /// view, the hints, the last re-run's verdict and the fix list.
 fn render_diagnosis(s: &HangState, t: &Theme, frame: &mut Frame, body: Rect) {
-    let block = Block::default()
-        .borders(Borders::TOP)
-        .border_style(t.border);
-    let inner = block.inner(body);
-    frame.render_widget(block, body);
-    let keep = |l| crate::tui::markdown::keep_indent(l, inner.width as usize);
-    let act = Paragraph::new(keep(action_lines(s, t))).wrap(Wrap { trim: false });
-    let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
-    // The evidence keeps a few rows; the actions take what they need of the rest, and when
-    // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
-    let act_h = act_n.min(inner.height.saturating_sub(5.min(inner.height)));
-    let [ev_area, act_area] =
-        Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
-    frame.render_widget(act.scroll((act_n.saturating_sub(act_h), 0)), act_area);
-    let ev = Paragraph::new(keep(evidence_lines(s, t))).wrap(Wrap { trim: false });
-    let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
-    if ev_n <= ev_area.height {
-        s.scroll_max.set(0);
-        frame.render_widget(ev, ev_area);
+    let d = Diagnosis::new(s, t, body);
+    frame.render_widget(Diagnosis::block(t), body);
+    let max = d.scroll_max();
+    let (view, ev_n) = (d.view(), d.ev_n);
+    frame.render_widget(
+        d.act.scroll((d.act_n.saturating_sub(d.act_h), 0)),
+        d.act_area,
+    );
+    if ev_n <= d.ev_area.height {
+        frame.render_widget(d.ev, d.ev_area);
         return;
     }
     // More evidence than rows: the last row says where the view is and how to move it.
-    let view = ev_area.height.saturating_sub(1);
-    let max = ev_n.saturating_sub(view);
-    s.scroll_max.set(max);
     let top = s.scroll.min(max);
     let [text, bar] =
-        Layout::vertical([Constraint::Length(view), Constraint::Length(1)]).areas(ev_area);
-    frame.render_widget(ev.scroll((top, 0)), text);
+        Layout::vertical([Constraint::Length(view), Constraint::Length(1)]).areas(d.ev_area);
+    frame.render_widget(d.ev.scroll((top, 0)), text);
     frame.render_widget(
         Paragraph::new(Line::styled(
             format!(
