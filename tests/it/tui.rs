@@ -326,15 +326,9 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     )));
     let t = draw(&mut app, 100, 30);
     let text = format!("{}", t.backend());
-    for name in [
-        "docker0",
-        "exclude-docker-picks-lo",
-        "lo-across-nodes",
-        "iface-names-differ",
-        "wrong-master-addr",
-        "missing-rank",
-        "silent-drop",
-    ] {
+    let (scenarios, _) = ringlab::lab::hang::scenario::all();
+    assert!(!scenarios.is_empty());
+    for name in scenarios.iter().map(|s| s.name.as_str()) {
         assert!(text.contains(name), "{name} listed:\n{text}");
     }
     assert!(text.contains("▶  Pinned to docker0"), "{text}");
