@@ -60,6 +60,13 @@ pub enum ScreenError {
     TableOnSlide,
     #[error("nothing to open here")]
     NothingToOpen,
+    /// A word of a typed fix that is not `NAME=value`.
+    #[error("`{0}`: expected NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0")]
+    NotAnAssignment(String),
+    #[error("`{0}` is not an environment variable name")]
+    NotAVariable(String),
+    #[error("type NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0")]
+    NoFix,
 }
 
 /// The plan speaks in `ringlab plan`'s flags; on the planner's screen the fields have names.

@@ -324,22 +324,23 @@ fn run_child(
 }
 
 /// A typed fix: `NAME=value` assignments separated by spaces, applied to every rank.
-pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
+pub fn parse_typed_fix(text: &str) -> Result<Fix, crate::tui::error::ScreenError> {
+    use crate::tui::error::ScreenError;
     let mut env = std::collections::BTreeMap::new();
     for word in text.split_whitespace() {
-        let (k, v) = word.split_once('=').ok_or_else(|| {
-            format!("`{word}`: expected NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0")
-        })?;
+        let (k, v) = word
+            .split_once('=')
+            .ok_or_else(|| ScreenError::NotAnAssignment(word.to_string()))?;
         let valid = !k.is_empty()
             && !k.starts_with(|c: char| c.is_ascii_digit())
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
-            return Err(format!("`{k}` is not an environment variable name"));
+            return Err(ScreenError::NotAVariable(k.to_string()));
         }
         env.insert(k.to_string(), v.to_string());
     }
     if env.is_empty() {
-        return Err("type NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0".into());
+        return Err(ScreenError::NoFix);
     }
     Ok(Fix {
         text: text.split_whitespace().collect::<Vec<_>>().join(" "),
@@ -400,7 +401,7 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                     s.typing = None;
                     s.launch(app, Some(fix));
                 }
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             },
             _ => {}
         }
@@ -1309,11 +1310,13 @@ mod tests {
         assert!(
             parse_typed_fix("eth0")
                 .expect_err("no =")
+                .to_string()
                 .contains("NAME=value")
         );
         assert!(
             parse_typed_fix("9X=1")
                 .expect_err("bad name")
+                .to_string()
                 .contains("not an environment")
         );
         assert!(parse_typed_fix("   ").is_err());
