@@ -43,9 +43,10 @@ pub enum Action {
     Tick,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
-    /// A verb of the focused screen's own: its file's `enum Verb` (`Verb::X.by(d)`, read back
-    /// with `Verb::from_repr`) and an amount (+1/−1 for verbs that go both ways, else 0).
-    Screen(u8, i32),
+    /// A verb of one screen's own: the screen, its file's `enum Verb` (`Verb::X.by(d)`, read
+    /// back with `Verb::from_repr`) and an amount (+1/−1 for verbs that go both ways, else 0).
+    /// Only the screen it names reads it.
+    Screen(ScreenId, u8, i32),
 }
 
 /// Results of background work, sent to the event loop over the app's channel.
@@ -101,10 +102,10 @@ pub fn with_screen<R>(
 }
 
 impl Action {
-    /// This action as a verb of the screen whose `Verb::from_repr` is given, with its amount.
-    pub fn verb<V>(self, from_repr: fn(u8) -> Option<V>) -> Option<(V, i32)> {
+    /// This action as a verb of screen `of`, whose `Verb::from_repr` is given, with its amount.
+    pub fn verb<V>(self, of: ScreenId, from_repr: fn(u8) -> Option<V>) -> Option<(V, i32)> {
         match self {
-            Action::Screen(v, d) => from_repr(v).map(|v| (v, d)),
+            Action::Screen(id, v, d) if id == of => from_repr(v).map(|v| (v, d)),
             _ => None,
         }
     }
@@ -115,7 +116,7 @@ impl Action {
             Action::Move(d) => Action::Move(-d),
             Action::Page(d) => Action::Page(-d),
             Action::Adjust(d) => Action::Adjust(-d),
-            Action::Screen(v, d) if d != 0 => Action::Screen(v, -d),
+            Action::Screen(id, v, d) if d != 0 => Action::Screen(id, v, -d),
             _ => return None,
         })
     }

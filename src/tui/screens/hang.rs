@@ -369,7 +369,7 @@ pub enum Verb {
 
 impl Verb {
     pub const fn act(self) -> Action {
-        Action::Screen(self as u8, 0)
+        Action::Screen(crate::tui::app::ScreenId::Hang, self as u8, 0)
     }
 }
 
@@ -407,7 +407,7 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
         }
         return Outcome::Stay;
     }
-    if let Some((verb, _)) = action.verb(Verb::from_repr) {
+    if let Some((verb, _)) = action.verb(crate::tui::app::ScreenId::Hang, Verb::from_repr) {
         on_verb(s, app, verb);
         return Outcome::Stay;
     }

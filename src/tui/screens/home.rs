@@ -33,7 +33,7 @@ pub enum Verb {
 
 impl Verb {
     pub const fn act(self) -> Action {
-        Action::Screen(self as u8, 0)
+        Action::Screen(crate::tui::app::ScreenId::Home, self as u8, 0)
     }
 }
 
@@ -62,7 +62,7 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
     if n > 0 {
         s.selected = s.selected.min(n - 1);
     }
-    if let Some((verb, _)) = action.verb(Verb::from_repr) {
+    if let Some((verb, _)) = action.verb(crate::tui::app::ScreenId::Home, Verb::from_repr) {
         return on_verb(s, app, verb);
     }
     match action {

@@ -459,7 +459,7 @@ pub enum Verb {
 impl Verb {
     /// The action, with an amount (+1/−1 for verbs that go both ways).
     pub const fn by(self, d: i32) -> Action {
-        Action::Screen(self as u8, d)
+        Action::Screen(crate::tui::app::ScreenId::Lesson, self as u8, d)
     }
 
     pub const fn act(self) -> Action {
@@ -499,7 +499,7 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
         }
         return Outcome::Stay;
     }
-    let done = match action.verb(Verb::from_repr) {
+    let done = match action.verb(crate::tui::app::ScreenId::Lesson, Verb::from_repr) {
         Some((verb, d)) => on_verb(s, app, verb, d),
         None => on_action(s, app, action),
     };

@@ -355,7 +355,7 @@ pub enum Verb {
 
 impl Verb {
     pub const fn act(self) -> Action {
-        Action::Screen(self as u8, 0)
+        Action::Screen(crate::tui::app::ScreenId::Planner, self as u8, 0)
     }
 }
 
@@ -389,7 +389,8 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
         }
         return Outcome::Stay;
     }
-    if let Some((Verb::Copy, _)) = action.verb(Verb::from_repr) {
+    if let Some((Verb::Copy, _)) = action.verb(crate::tui::app::ScreenId::Planner, Verb::from_repr)
+    {
         let dir = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
         app.status = Some(s.copy_commands(app, &dir));
         return Outcome::Stay;

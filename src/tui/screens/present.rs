@@ -544,7 +544,7 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         s.blank = false;
         return Outcome::Stay;
     }
-    match action.verb(Verb::from_repr) {
+    match action.verb(crate::tui::app::ScreenId::Present, Verb::from_repr) {
         Some((Verb::Blank, _)) => s.blank = true,
         Some((Verb::ClassQuiz, _)) => return class_quiz(s, app),
         None => {}
@@ -698,7 +698,7 @@ pub enum Verb {
 
 impl Verb {
     pub const fn act(self) -> Action {
-        Action::Screen(self as u8, 0)
+        Action::Screen(crate::tui::app::ScreenId::Present, self as u8, 0)
     }
 }
 

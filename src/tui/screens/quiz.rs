@@ -42,7 +42,7 @@ pub enum Verb {
 impl Verb {
     /// The action, with an amount (the grade, for `Rate`).
     pub const fn by(self, d: i32) -> Action {
-        Action::Screen(self as u8, d)
+        Action::Screen(crate::tui::app::ScreenId::Quiz, self as u8, d)
     }
 
     pub const fn act(self) -> Action {
@@ -193,7 +193,7 @@ pub fn update(s: &mut QuizState, app: &mut App, action: Action) -> Outcome {
 pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime<Utc>) -> Outcome {
     s.now = now;
     let mode = s.session.mode;
-    let verb = action.verb(Verb::from_repr);
+    let verb = action.verb(crate::tui::app::ScreenId::Quiz, Verb::from_repr);
     if s.session.finished {
         return match action {
             Action::Back | Action::InputSubmit | Action::InputCancel => Outcome::Pop,

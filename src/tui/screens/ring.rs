@@ -417,7 +417,7 @@ pub enum Verb {
 impl Verb {
     /// The action, with an amount (+1/−1 for verbs that go both ways).
     pub const fn by(self, d: i32) -> Action {
-        Action::Screen(self as u8, d)
+        Action::Screen(crate::tui::app::ScreenId::Ring, self as u8, d)
     }
 
     pub const fn act(self) -> Action {
@@ -461,7 +461,7 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
         }
         return Outcome::Stay;
     }
-    if let Some((verb, d)) = action.verb(Verb::from_repr) {
+    if let Some((verb, d)) = action.verb(crate::tui::app::ScreenId::Ring, Verb::from_repr) {
         on_verb(s, app, verb, d);
         return Outcome::Stay;
     }

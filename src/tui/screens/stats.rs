@@ -128,7 +128,7 @@ pub enum Verb {
 
 impl Verb {
     pub const fn act(self) -> Action {
-        Action::Screen(self as u8, 0)
+        Action::Screen(crate::tui::app::ScreenId::Stats, self as u8, 0)
     }
 }
 
@@ -142,7 +142,7 @@ pub const KEYS: &[Binding] = &[
 ];
 
 pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
-    if let Some((Verb::Drill, _)) = action.verb(Verb::from_repr) {
+    if let Some((Verb::Drill, _)) = action.verb(crate::tui::app::ScreenId::Stats, Verb::from_repr) {
         let d = super::drill::open(app, &super::drill::DrillOptions::default());
         return Outcome::Push(Screen::Quiz(Box::new(d)));
     }
