@@ -20,16 +20,11 @@ use std::io;
 /// Measured with `ringlab bench --nproc-per-node 2` (see the README's transport table).
 pub const MIN: usize = 1 << 20;
 
-/// The threshold in force: [`MIN`], or `RINGLAB_P2P_MIN` (bytes) to measure another; every
-/// rank of a job inherits the same environment, and must use the same value.
+/// The threshold in force: [`MIN`], or `RINGLAB_P2P_MIN` to measure another
+/// ([`Tuning`](super::tuning::Tuning)); every rank of a job inherits the same environment, and
+/// must use the same value.
 pub fn min() -> usize {
-    static MIN_NOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN_NOW.get_or_init(|| {
-        std::env::var("RINGLAB_P2P_MIN")
-            .ok()
-            .and_then(|v| crate::units::parse_size(&v).ok())
-            .map_or(MIN, |v| v as usize)
-    })
+    super::tuning::Tuning::get().p2p_min
 }
 
 /// A descriptor is posted once this much more of a message is ready (or all of it): the

@@ -16,4 +16,5 @@ pub mod shm;
 pub mod store;
 pub mod tcp;
 pub mod transport;
+pub mod tuning;
 pub mod wire;

@@ -264,9 +264,10 @@ pub const TCP_CC: &str = "reno";
 pub fn tune(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
     use nix::sys::socket::{setsockopt, sockopt};
-    let cc = std::env::var("RINGLAB_TCP_CC").unwrap_or_else(|_| TCP_CC.to_string());
+    let tuning = super::tuning::Tuning::get();
+    let cc = &tuning.tcp_cc;
     if !cc.is_empty() && cc != "system" {
-        let want = std::ffi::OsString::from(&cc);
+        let want = std::ffi::OsString::from(cc);
         if let Err(e) = setsockopt(s, sockopt::TcpCongestion, &want) {
             log::warn(&format!(
                 "NET/Socket : cannot use congestion control `{cc}` (RINGLAB_TCP_CC): {}; keeping the system default",
@@ -275,7 +276,7 @@ pub fn tune(s: &TcpStream) -> io::Result<()> {
         }
     }
     // RINGLAB_SOCKBUF=N fixes both buffers at N bytes (for experiments); unset or 0 autotunes.
-    let size = env_num("RINGLAB_SOCKBUF", 0) as libc::c_int as usize;
+    let size = tuning.sockbuf;
     if size == 0 {
         return Ok(());
     }

@@ -1038,22 +1038,13 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// The send slice: `RINGLAB_SEND_SLICE` (a size like 256K; 0 = unbounded) or the default.
+/// The send slice: `RINGLAB_SEND_SLICE` ([`Tuning`](super::tuning::Tuning)) or the default;
+/// a value that cannot be read is said once, as NCCL says an ignored variable.
 fn send_slice() -> usize {
-    let Ok(v) = std::env::var("RINGLAB_SEND_SLICE") else {
-        return super::engine::SEND_SLICE;
-    };
-    match crate::units::parse_size(&v) {
-        Ok(0) => usize::MAX,
-        Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
-        Err(e) => {
-            log::warn(&format!(
-                "RINGLAB_SEND_SLICE={v}: {e}; using {}",
-                super::engine::SEND_SLICE
-            ));
-            super::engine::SEND_SLICE
-        }
-    }
+    let t = super::tuning::Tuning::get();
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| t.refused.iter().for_each(|r| log::warn(r)));
+    t.send_slice
 }
 
 /// Every rank this rank exchanges data with in `schedules`.
