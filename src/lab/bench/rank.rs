@@ -57,12 +57,10 @@ fn read_env() -> Result<(RankEnv, Job), String> {
 
 /// Die with the launcher: a parent-death signal, and a check that closes the race with fork.
 fn tie_to_parent() {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     if let Ok(p) = std::env::var("RINGLAB_PARENT")
         && let Ok(p) = p.parse::<i32>()
-        // SAFETY: getppid has no preconditions.
-        && unsafe { libc::getppid() } != p
+        && nix::unistd::getppid().as_raw() != p
     {
         std::process::exit(1);
     }
@@ -76,7 +74,7 @@ pub type TrainLoop =
 pub fn main(train: TrainLoop) -> ExitCode {
     tie_to_parent();
     if let Err(e) = crate::lab::job::launch::pin_to_planned_cpu() {
-        crate::comm::log::warn(&e);
+        crate::comm::log::warn(&e.to_string());
     }
     let (env, job) = match read_env() {
         Ok(x) => x,

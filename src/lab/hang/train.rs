@@ -317,8 +317,7 @@ pub fn run(
             if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
                 // Staged silently, as a debugger or a job scheduler stops a process: the
                 // evidence (state T in /proc, the flight recorders) has to find it.
-                // SAFETY: raise only sends this process a signal.
-                unsafe { libc::raise(libc::SIGSTOP) };
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
             }
             let schedule = match schedules.entry(count) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),

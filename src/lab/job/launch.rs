@@ -233,8 +233,10 @@ struct Ranks {
 impl Ranks {
     fn kill_all(&mut self) {
         if self.pgid > 0 {
-            // SAFETY: signalling our own children's process group.
-            unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         for (_, c) in &mut self.children {
             let _ = c.kill();
@@ -636,15 +638,12 @@ pub fn cpu_plan(job: &Job, ranks_here: usize) -> Vec<usize> {
     {
         return Vec::new();
     }
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
-    {
+    use nix::sched::CpuSet;
+    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
         return Vec::new();
-    }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: CPU_ISSET reads the set within its size.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+    };
+    let cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
         .collect();
     if ranks_here == 0 || ranks_here > cpus.len() {
         return Vec::new();
@@ -653,29 +652,27 @@ pub fn cpu_plan(job: &Job, ranks_here: usize) -> Vec<usize> {
 }
 
 /// In a rank process: pin to the CPU the launcher chose, if any. A failure only costs speed.
-pub fn pin_to_planned_cpu() -> Result<(), String> {
+pub fn pin_to_planned_cpu() -> Result<(), PinError> {
     let Ok(v) = std::env::var(CPU_ENV) else {
         return Ok(());
     };
-    let cpu: usize = v
-        .parse()
-        .map_err(|_| format!("{CPU_ENV}={v}: not a CPU number"))?;
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!("{CPU_ENV}={v}: no such CPU"));
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it (cpu checked above);
-    // sched_setaffinity only changes this process.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!(
-                "pinning to CPU {cpu}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(())
+    let cpu: usize = v.parse().map_err(|_| PinError::NotACpu(v.clone()))?;
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(|_| PinError::NoSuchCpu(v))?;
+    // Only changes this process.
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| PinError::Pin { cpu, err: e.into() })
+}
+
+/// Why a rank did not pin itself to its planned CPU.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("{CPU_ENV}={0}: not a CPU number")]
+    NotACpu(String),
+    #[error("{CPU_ENV}={0}: no such CPU")]
+    NoSuchCpu(String),
+    #[error("pinning to CPU {cpu}: {err}")]
+    Pin { cpu: usize, err: std::io::Error },
 }
 
 /// What the reader threads send: a message, or the end of a rank's report stream.

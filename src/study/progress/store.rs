@@ -2,6 +2,7 @@
 //! quarantine of a corrupt file, the lock, and saving by a temporary file and a rename.
 
 use super::*;
+use nix::fcntl::{Flock, FlockArg};
 
 /// Where progress lives: `$RINGLAB_HOME`, else `$XDG_DATA_HOME/ringlab`, else
 /// `~/.local/share/ringlab`.
@@ -226,7 +227,6 @@ pub(super) fn quarantine(
 /// What stands in the way of keeping progress in `dir`: a folder that cannot be read, is
 /// read-only, or a file system that is full. Empty when saving should work.
 pub fn storage_warnings(dir: &Path) -> Vec<String> {
-    use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     let shown = dir.display();
     if !dir.exists() {
@@ -235,17 +235,11 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
     if let Err(e) = fs::read_dir(dir) {
         out.push(format!("cannot read the progress folder {shown}: {e}"));
     }
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return out;
-    };
-    // SAFETY: access reads a NUL-terminated path.
-    unsafe {
-        if libc::access(c.as_ptr(), libc::W_OK) != 0 {
-            out.push(format!(
-                "the progress folder {shown} is read-only ({}): progress will not be saved",
-                std::io::Error::last_os_error()
-            ));
-        }
+    if let Err(e) = nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
+        out.push(format!(
+            "the progress folder {shown} is read-only ({}): progress will not be saved",
+            std::io::Error::from(e)
+        ));
     }
     if let Some(free) = crate::files::free_bytes(dir)
         && free < 1 << 20
@@ -261,30 +255,26 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
 /// `dir/.progress.lock`; released when the file closes, also when a process dies). None where
 /// the file system has no locks (an NFS home without lockd): the save goes ahead unlocked, as
 /// before locks existed, rather than never.
-pub(super) fn lock(dir: &Path) -> Result<Option<File>, ProgressError> {
-    use std::os::fd::AsRawFd;
+pub(super) fn lock(dir: &Path) -> Result<Option<Flock<File>>, ProgressError> {
+    use nix::errno::Errno;
     let path = dir.join(".progress.lock");
     let err = |error| ProgressError::Write {
         path: path.display().to_string(),
         error,
     };
     fs::create_dir_all(dir).map_err(err)?;
-    let f = fs::OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
         .map_err(err)?;
     loop {
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(Some(f));
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) => return Ok(None),
-            _ => return Err(err(e)),
+        match Flock::lock(f, FlockArg::LockExclusive) {
+            Ok(locked) => return Ok(Some(locked)),
+            Err((back, Errno::EINTR)) => f = back,
+            Err((_, Errno::ENOLCK | Errno::EOPNOTSUPP)) => return Ok(None),
+            Err((_, e)) => return Err(err(e.into())),
         }
     }
 }
@@ -346,10 +336,10 @@ pub(super) fn remove_stale_temps_named(dir: &Path, name: &str) {
         else {
             continue;
         };
-        // SAFETY: kill with signal 0 only asks whether the process exists.
+        // Signal "none" only asks whether the process exists.
         let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
         if gone {
             let _ = fs::remove_file(e.path());
         }

@@ -2,6 +2,7 @@
 //! fix re-run, and the flight-recorder folders they leave.
 
 use super::*;
+use crate::lab::hang::cluster::ClusterError;
 use crate::lab::hang::trace::GpuUtil;
 
 /// What one run of the sanity all-reduce on the cluster did.
@@ -355,8 +356,7 @@ const TRACE_DIR_ROOM: u64 = 8 << 20;
 /// [`remove_old_trace_dirs`], for folders untouched for `quiet`.
 fn remove_trace_dirs_quiet_for(quiet: std::time::Duration) -> (Vec<String>, Vec<String>) {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::private::euid();
     let mut removed = Vec::new();
     let mut kept = Vec::new();
     for base in [std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()] {
@@ -448,14 +448,14 @@ pub fn cluster_here(s: &Scenario, mode: Mode) -> Result<Cluster, NoCluster> {
         Some(why) => Cluster::emulated(s.nodes, &s.fabric, &why),
         None => cluster_for(s, mode),
     }
-    .map_err(NoCluster::Refused)
+    .map_err(|e| NoCluster::Refused(e.to_string()))
 }
 
 /// Build the cluster `s` needs: namespaces where they can be made (and, for a firewall, where
 /// iptables is there), else the emulated cluster, saying why.
-pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
-    let netns = || -> Result<(), String> {
-        cluster::available().map_err(|e| e.to_string())?;
+pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, ClusterError> {
+    let netns = || -> Result<(), ClusterError> {
+        cluster::available()?;
         if s.stage_firewall {
             cluster::firewall_available()?;
         }
@@ -466,13 +466,13 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
     match mode {
         Mode::Emulated => emulate("asked for with --mode emulated"),
         Mode::Netns => {
-            netns().map_err(|e| format!("{e}, or pass --mode emulated"))?;
-            Cluster::create_with_shm(s.nodes, &s.fabric, shm).map_err(|e| e.to_string())
+            netns().map_err(|e| ClusterError::NetnsAsked(Box::new(e)))?;
+            Cluster::create_with_shm(s.nodes, &s.fabric, shm)
         }
         Mode::Auto => match netns() {
             Ok(()) => Cluster::create_with_shm(s.nodes, &s.fabric, shm)
                 .or_else(|e| emulate(&e.to_string())),
-            Err(e) => emulate(&e),
+            Err(e) => emulate(&e.to_string()),
         },
     }
 }
