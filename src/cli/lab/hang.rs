@@ -172,7 +172,7 @@ fn progress(json: bool, stream: bool) -> impl FnMut(&Msg) {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let mut s = scenario::find(&args.scenario).map_err(anyhow::Error::msg)?;
+    let mut s = scenario::find(&args.scenario)?;
     if let Some(why) = refused_on_nccl(args, &s) {
         return exit2(why);
     }

@@ -91,7 +91,7 @@ impl FromStr for Backend {
 
 /// A link preset by a short name: `nvlink`, `pcie`, `ib` (InfiniBand), `ethernet`, or a preset
 /// name. Returns the index into [`LINK_PRESETS`].
-pub fn find_link(name: &str) -> Result<usize, String> {
+pub fn find_link(name: &str) -> Result<usize, PlanError> {
     let key = name.trim().to_ascii_lowercase();
     let short = match key.as_str() {
         "nvlink" => Some(0),
@@ -106,16 +106,16 @@ pub fn find_link(name: &str) -> Result<usize, String> {
                 .iter()
                 .position(|l| l.name.to_ascii_lowercase() == key)
         })
-        .ok_or_else(|| {
-            format!(
-                "unknown link \"{name}\"; expected nvlink, pcie, ib or ethernet ({})",
-                LINK_PRESETS
-                    .iter()
-                    .map(|l| l.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+        .ok_or_else(|| PlanError::UnknownLink(name.to_string()))
+}
+
+/// The link presets' names, for a message.
+fn preset_names() -> String {
+    LINK_PRESETS
+        .iter()
+        .map(|l| l.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What to plan for.
@@ -168,6 +168,8 @@ pub enum PlanError {
     HeadIp(String),
     #[error("--iface \"{0}\" is not one interface name (e.g. eth0, ens5, ib0)")]
     Iface(String),
+    #[error("unknown link \"{0}\"; expected nvlink, pcie, ib or ethernet ({presets})", presets = preset_names())]
+    UnknownLink(String),
     #[error("link index {0} is not a preset")]
     Link(usize),
     #[error("{0}")]

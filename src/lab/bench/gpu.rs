@@ -127,13 +127,34 @@ pub fn machine(load: LoadNccl) -> Machine {
     };
     match run_probe(&m.rank_env(), load) {
         Ok(p) => m.probe = p,
-        Err(e) => m.probe.errors.push(e),
+        Err(e) => m.probe.errors.push(e.to_string()),
     }
     m
 }
 
-fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> {
-    let exe = crate::lab::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
+/// Why the GPU probe (a child process) said nothing usable.
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    #[error("finding ringlab: {0}")]
+    Exe(std::io::Error),
+    #[error("starting the GPU probe: {0}")]
+    Start(std::io::Error),
+    #[error("the GPU probe did not finish in 60 s (a hung driver?)")]
+    Hung,
+    #[error("waiting for the GPU probe: {0}")]
+    Wait(std::io::Error),
+    #[error("reading the GPU probe: {0}")]
+    Read(std::io::Error),
+    /// Its exit status and the last line it wrote on stderr (or why its answer did not parse).
+    #[error("the GPU probe failed ({status}): {last_line}")]
+    Failed {
+        status: std::process::ExitStatus,
+        last_line: String,
+    },
+}
+
+fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, ProbeError> {
+    let exe = crate::lab::self_exe().map_err(ProbeError::Exe)?;
     let mut cmd = Command::new(exe);
     cmd.arg("__gpu-probe");
     if load == LoadNccl::Asked {
@@ -145,7 +166,7 @@ fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("starting the GPU probe: {e}"))?;
+        .map_err(ProbeError::Start)?;
     let start = Instant::now();
     loop {
         match child.try_wait() {
@@ -153,25 +174,20 @@ fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> 
             Ok(None) if start.elapsed() > Duration::from_secs(60) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("the GPU probe did not finish in 60 s (a hung driver?)".into());
+                return Err(ProbeError::Hung);
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("waiting for the GPU probe: {e}")),
+            Err(e) => return Err(ProbeError::Wait(e)),
         }
     }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("reading the GPU probe: {e}"))?;
+    let out = child.wait_with_output().map_err(ProbeError::Read)?;
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).map_err(|e| {
-        format!(
-            "the GPU probe failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or(&e.to_string())
-        )
+    serde_json::from_str(text.trim()).map_err(|e| ProbeError::Failed {
+        status: out.status,
+        last_line: String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .map_or_else(|| e.to_string(), str::to_string),
     })
 }
 
@@ -244,31 +260,39 @@ fn nccl_line(m: &Machine, why: &str) -> String {
 pub fn nccl_algo(
     coll: Collective,
     algo: Option<Algorithm>,
-) -> Result<Option<&'static str>, String> {
+) -> Result<Option<&'static str>, AlgoError> {
     let Some(a) = algo else {
         return Ok(None);
     };
     if coll == Collective::SendRecv {
-        return Err(format!(
-            "--algo {}: send/recv is point to point; NCCL has no algorithm to choose for it (leave --algo out)",
-            a.name()
-        ));
+        return Err(AlgoError::PointToPoint(a.name()));
     }
     match a {
         Algorithm::Ring => Ok(Some("Ring")),
         Algorithm::Tree if coll == Collective::AllReduce => Ok(Some("Tree")),
-        Algorithm::Tree => Err(format!(
-            "--algo tree: NCCL runs its tree only for all-reduce; {} on NCCL_ALGO=Tree stops at the \
-             first call with \"No algorithm/protocol available\" (ncclInvalidUsage). Use --algo ring, \
-             or leave --algo out and let NCCL choose",
-            coll.name()
-        )),
-        other => Err(format!(
-            "--algo {}: NCCL has no such algorithm; use ring or tree (passed to NCCL as NCCL_ALGO), \
-             or leave --algo out and let NCCL choose",
-            other.name()
-        )),
+        Algorithm::Tree => Err(AlgoError::TreeOnlyAllReduce(coll.name())),
+        other => Err(AlgoError::NotNccls(other.name())),
     }
+}
+
+/// An `--algo` NCCL would refuse for a collective (the names are ringlab's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AlgoError {
+    #[error(
+        "--algo {0}: send/recv is point to point; NCCL has no algorithm to choose for it (leave --algo out)"
+    )]
+    PointToPoint(&'static str),
+    #[error(
+        "--algo tree: NCCL runs its tree only for all-reduce; {0} on NCCL_ALGO=Tree stops at the \
+         first call with \"No algorithm/protocol available\" (ncclInvalidUsage). Use --algo ring, \
+         or leave --algo out and let NCCL choose"
+    )]
+    TreeOnlyAllReduce(&'static str),
+    #[error(
+        "--algo {0}: NCCL has no such algorithm; use ring or tree (passed to NCCL as NCCL_ALGO), \
+         or leave --algo out and let NCCL choose"
+    )]
+    NotNccls(&'static str),
 }
 
 /// What a caller asked of an NCCL launch, besides the job.
@@ -375,7 +399,7 @@ pub fn prepare(
         .filter(|&b| b > 0)
         .min()
         .unwrap_or(0);
-    crate::lab::bench::check_gpu_memory(job, world, k, smallest)?;
+    crate::lab::bench::check_gpu_memory(job, world, k, smallest).map_err(|e| e.to_string())?;
     if world == 1 {
         notes.push(
             "1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
@@ -384,7 +408,7 @@ pub fn prepare(
                 .into(),
         );
     }
-    let forced = nccl_algo(job.coll, ask.algo)?;
+    let forced = nccl_algo(job.coll, ask.algo).map_err(|e| e.to_string())?;
     // An NCCL_ALGO already in the environment reaches every rank: the table must not call
     // that NCCL's own choice.
     let inherited = std::env::var("NCCL_ALGO")
@@ -611,7 +635,9 @@ mod tests {
             Ok(Some("Ring"))
         );
         for c in [AllGather, ReduceScatter, Broadcast, Reduce] {
-            let e = nccl_algo(c, Some(Algorithm::Tree)).expect_err("tree");
+            let e = nccl_algo(c, Some(Algorithm::Tree))
+                .expect_err("tree")
+                .to_string();
             assert!(e.contains("only for all-reduce"), "{e}");
         }
         assert!(nccl_algo(SendRecv, Some(Algorithm::Ring)).is_err());

@@ -100,21 +100,34 @@ pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError>
     }
 }
 
+/// Why a parsed progress file cannot be brought up to [`SCHEMA`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MigrateError {
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("no schema number")]
+    NoSchema,
+    #[error("schema 0 does not exist")]
+    SchemaZero,
+    #[error("schema {0} is not one this ringlab knows (it writes {SCHEMA})")]
+    Unknown(u64),
+    #[error("no migration from schema {0}")]
+    NoMigration(u32),
+}
+
 /// Bring a parsed progress file up to [`SCHEMA`], one version at a time. Returns the upgraded
 /// JSON and the schema it was written in.
-pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), String> {
-    let obj = v.as_object_mut().ok_or("not a JSON object")?;
+pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), MigrateError> {
+    let obj = v.as_object_mut().ok_or(MigrateError::NotAnObject)?;
     let from64 = obj
         .get("schema")
         .and_then(serde_json::Value::as_u64)
-        .ok_or("no schema number")?;
+        .ok_or(MigrateError::NoSchema)?;
     if from64 == 0 {
-        return Err("schema 0 does not exist".into());
+        return Err(MigrateError::SchemaZero);
     }
     if from64 > u64::from(SCHEMA) {
-        return Err(format!(
-            "schema {from64} is not one this ringlab knows (it writes {SCHEMA})"
-        ));
+        return Err(MigrateError::Unknown(from64));
     }
     let from = from64 as u32;
     let mut at = from;
@@ -125,7 +138,7 @@ pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), Str
                 obj.entry("items")
                     .or_insert_with(|| serde_json::Value::Object(Default::default()));
             }
-            _ => return Err(format!("no migration from schema {at}")),
+            _ => return Err(MigrateError::NoMigration(at)),
         }
         at += 1;
         obj.insert("schema".into(), serde_json::Value::from(at));
@@ -133,28 +146,50 @@ pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), Str
     Ok((v, from))
 }
 
+/// Why a progress file was not imported (each names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Not read: missing, too big, not a regular file (the message names it).
+    #[error("{0}")]
+    Read(String),
+    #[error("{} is not UTF-8 text", .0.display())]
+    NotUtf8(PathBuf),
+    #[error("{} is not valid JSON ({err})", path.display())]
+    NotJson {
+        path: PathBuf,
+        err: serde_json::Error,
+    },
+    #[error(
+        "{} was written by a newer ringlab (schema {schema} > {SCHEMA}); update ringlab first",
+        path.display()
+    )]
+    Newer { path: PathBuf, schema: u64 },
+    #[error("{} is not a progress file: {why}", path.display())]
+    NotProgress { path: PathBuf, why: String },
+    /// What [`Progress::validate`] found.
+    #[error("{} was not imported: {why}", path.display())]
+    Invalid { path: PathBuf, why: String },
+}
+
 /// Read a progress file for import: it must be readable and of this or an older schema.
 /// Unlike [`load`] it never moves the file.
-pub fn read_file(path: &Path) -> Result<Progress, String> {
-    let shown = path.display();
-    let bytes =
-        crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")?;
-    let text =
-        String::from_utf8(without_bom(bytes)).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+pub fn read_file(path: &Path) -> Result<Progress, ImportError> {
+    let at = || path.to_path_buf();
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")
+        .map_err(ImportError::Read)?;
+    let text = String::from_utf8(without_bom(bytes)).map_err(|_| ImportError::NotUtf8(at()))?;
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
-    if let Some(s) = value.get("schema").and_then(serde_json::Value::as_u64)
-        && s > u64::from(SCHEMA)
+        serde_json::from_str(&text).map_err(|err| ImportError::NotJson { path: at(), err })?;
+    if let Some(schema) = value.get("schema").and_then(serde_json::Value::as_u64)
+        && schema > u64::from(SCHEMA)
     {
-        return Err(format!(
-            "{shown} was written by a newer ringlab (schema {s} > {SCHEMA}); update ringlab first"
-        ));
+        return Err(ImportError::Newer { path: at(), schema });
     }
-    let (value, _) = migrate(value).map_err(|e| format!("{shown} is not a progress file: {e}"))?;
-    let p: Progress = serde_json::from_value(value)
-        .map_err(|e| format!("{shown} is not a progress file: {e}"))?;
+    let not_progress = |why: String| ImportError::NotProgress { path: at(), why };
+    let (value, _) = migrate(value).map_err(|e| not_progress(e.to_string()))?;
+    let p: Progress = serde_json::from_value(value).map_err(|e| not_progress(e.to_string()))?;
     p.validate()
-        .map_err(|e| format!("{shown} was not imported: {e}"))?;
+        .map_err(|why| ImportError::Invalid { path: at(), why })?;
     Ok(p)
 }
 
