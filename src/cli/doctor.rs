@@ -204,8 +204,9 @@ pub const MAX_LOGS_TOTAL: u64 = 128 << 20;
 /// A log file's text: at most [`crate::files::MAX_LOG_BYTES`], and text. A file with NUL
 /// bytes, or mostly bytes that are neither text nor UTF-8, is not a log (a core dump, a
 /// compressed archive, a binary given by mistake): an error naming the file and the offset.
-pub fn read_log(p: &std::path::Path) -> Result<String, String> {
-    let bytes = crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log")?;
+pub fn read_log(p: &std::path::Path) -> Result<String, LogError> {
+    let bytes = crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log")
+        .map_err(LogError::Read)?;
     let head = &bytes[..bytes.len().min(64 << 10)];
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let odd = head
@@ -214,21 +215,42 @@ pub fn read_log(p: &std::path::Path) -> Result<String, String> {
         .count();
     let replaced = String::from_utf8_lossy(head).matches('\u{fffd}').count();
     if let Some(at) = head.iter().position(|&b| b == 0) {
-        return Err(format!(
-            "{} is not a text log (a NUL byte at offset {at}: binary data, a core dump or a \
-             compressed file); give the doctor the text NCCL wrote (zcat a .gz first)",
-            p.display()
-        ));
+        return Err(LogError::Binary {
+            path: p.to_path_buf(),
+            at,
+        });
     }
     if !head.is_empty() && (odd + replaced) * 10 > head.len() {
-        return Err(format!(
-            "{} is not a text log ({} of its first {} bytes are control bytes or not UTF-8)",
-            p.display(),
-            odd + replaced,
-            head.len()
-        ));
+        return Err(LogError::NotText {
+            path: p.to_path_buf(),
+            odd: odd + replaced,
+            of: head.len(),
+        });
     }
     Ok(text)
+}
+
+/// Why a file is not read as an NCCL log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Not read: missing, too big, not a regular file (the message names it).
+    #[error("{0}")]
+    Read(String),
+    #[error(
+        "{} is not a text log (a NUL byte at offset {at}: binary data, a core dump or a \
+         compressed file); give the doctor the text NCCL wrote (zcat a .gz first)",
+        path.display()
+    )]
+    Binary { path: std::path::PathBuf, at: usize },
+    #[error(
+        "{} is not a text log ({odd} of its first {of} bytes are control bytes or not UTF-8)",
+        path.display()
+    )]
+    NotText {
+        path: std::path::PathBuf,
+        odd: usize,
+        of: usize,
+    },
 }
 
 pub use crate::cli::printable;
