@@ -537,201 +537,233 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], span: Span, out: &mu
         .iter()
         .filter(|l| l.msg.starts_with("Using network Socket"))
         .collect();
-    let no_ib: Vec<&Line> = lines
-        .iter()
-        .filter(|l| l.msg.starts_with("NET/IB") && l.msg.contains("No device found"))
-        .collect();
-    let socket_in = |files: &BTreeSet<&str>| -> Vec<(String, usize, String)> {
+    if !ib_env.is_empty() {
+        out.push(ib_disabled(&ib_env, &socket, ib_hw, span));
+    } else if span != Span::OneHost {
+        out.extend(socket_fallback(lines, uses, &socket, ib_hw, span));
+    }
+    out.extend(p2p_disabled(lines));
+}
+
+const SLOW: &str = "inter-node traffic goes over TCP sockets, far slower than InfiniBand/RoCE";
+
+/// NCCL_IB_DISABLE=1 in the log: an error where IB hardware is in sight across hosts, else a
+/// note.
+fn ib_disabled(ib_env: &[&Line], socket: &[&Line], ib_hw: Option<&Line>, span: Span) -> Finding {
+    let files: BTreeSet<&str> = ib_env.iter().map(|l| l.file).collect();
+    let mut evidence: Vec<_> = ib_env.iter().map(|l| l.evidence()).collect();
+    evidence.extend(
         socket
             .iter()
             .filter(|l| files.contains(l.file))
-            .map(|l| l.evidence())
-            .collect()
-    };
-    const SLOW: &str = "inter-node traffic goes over TCP sockets, far slower than InfiniBand/RoCE";
-    if !ib_env.is_empty() {
-        let files: BTreeSet<&str> = ib_env.iter().map(|l| l.file).collect();
-        let mut evidence: Vec<_> = ib_env.iter().map(|l| l.evidence()).collect();
-        evidence.extend(socket_in(&files));
-        evidence.sort();
-        evidence.dedup();
-        out.push(Finding {
-            // Only where the log shows IB hardware is turning it off a cost; else a note.
-            severity: if ib_hw.is_some() && span != Span::OneHost {
-                Severity::Error
-            } else {
-                Severity::Note
-            },
-            confirm: None,
-            messages: Vec::new(),
-            kind: Kind::IbDisabled,
-            summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
-            evidence,
-            fix: "NCCL_IB_DISABLE=1 is a diagnostic, not a fix: use it to tell whether the IB \
-                  transport is at fault, then repair that transport (drivers, NCCL_IB_HCA, \
-                  ports up with `ibstat`) and remove the variable."
-                .to_string(),
-        });
-    } else if !no_ib.is_empty() && span != Span::OneHost {
-        // Fallen back: "NET/IB : No device found." followed by "Using network Socket", and
-        // the first `via NET/Socket` connection of that process.
-        let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
-        let mut fell: BTreeSet<&str> = BTreeSet::new();
-        // One pass each, per process (file, pid): its `Using network Socket` lines in line
-        // order, and its first socket connection. (A search per "No device found" line was
-        // quadratic in a long log.)
-        let mut socket_by: BTreeMap<(&str, u32), Vec<&Line>> = BTreeMap::new();
-        for s in &socket {
-            socket_by.entry((s.file, s.pid)).or_default().push(s);
-        }
-        let mut first_socket_conn: BTreeMap<(&str, u32), &Line> = BTreeMap::new();
-        for c in lines {
-            if matches!(
-                parse_transport(c.m),
-                Some((Transport::Net(NetPlugin::Socket), _))
-            ) {
-                first_socket_conn.entry((c.file, c.pid)).or_insert(c);
-            }
-        }
-        for ib in &no_ib {
-            let key = (ib.file, ib.pid);
-            let Some(s) = socket_by.get(&key).and_then(|v| {
-                // The first line after this one (lines of one file are in order).
-                v.get(v.partition_point(|s| s.no <= ib.no)).copied()
-            }) else {
-                continue;
-            };
-            evidence.insert(ib.evidence());
-            evidence.insert(s.evidence());
-            fell.insert(ib.host);
-            if let Some(c) = first_socket_conn.get(&key) {
-                evidence.insert(c.evidence());
-            }
-        }
-        if !evidence.is_empty() {
-            // An IPoIB interface (ib0) on these hosts means the InfiniBand hardware is there.
-            let ipoib: Vec<&IfaceUse> = uses
-                .iter()
-                .filter(|u| fell.contains(u.line.host) && u.name.starts_with("ib"))
-                .collect();
-            let ipoib_names: BTreeSet<&str> = ipoib.iter().map(|u| u.name.as_str()).collect();
-            if let Some(u) = ipoib.first() {
-                evidence.insert(u.line.evidence());
-            }
-            let ib_hosts: BTreeSet<&str> = lines
-                .iter()
-                .filter(|l| {
-                    l.msg.starts_with("Using network IB")
-                        || matches!(
-                            parse_transport(l.m),
-                            Some((Transport::Net(NetPlugin::Ib), _))
-                        )
-                })
-                .map(|l| l.host)
-                .filter(|h| !fell.contains(h))
-                .collect();
-            let mut summary =
-                format!("NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}");
-            if !ipoib_names.is_empty() {
-                summary.push_str(&format!(
-                    "; yet {} use(s) the IPoIB interface {}, so InfiniBand is there and the \
-                     verbs devices are what NCCL cannot see",
-                    join(&fell),
-                    join(&ipoib_names)
-                ));
-            }
-            if !ib_hosts.is_empty() {
-                summary.push_str(&format!(
-                    "; {} use(s) IB while {} fell back: every rank should use the same network",
-                    join(&ib_hosts),
-                    join(&fell)
-                ));
-            }
-            if let Some(l) = ib_hw {
-                evidence.insert(l.evidence());
-            }
-            // A job across hosts with IB hardware in sight: the fallback costs (an error).
-            // A device seen but not opened is the cause itself, whatever the span. Without
-            // IB hardware in the log, sockets may be all there is: a note, exit 0.
-            let unopened = ib_hw.is_some_and(|l| l.row_id() == Some("ib-open-device-failed"));
-            let severity = match (span, ib_hw) {
-                (Span::Hosts, Some(_)) => Severity::Error,
-                _ if unopened => Severity::Error,
-                _ => {
-                    summary.push_str(
-                        " (the log shows no InfiniBand/RoCE hardware: if the nodes have none, \
-                         sockets are all there is)",
-                    );
-                    Severity::Note
-                }
-            };
-            out.push(Finding {
-                severity,
-                confirm: Some(
-                    "`ibv_devinfo` where the ranks run (inside the container) lists the HCA \
-                     and its port as PORT_ACTIVE; `ls /dev/infiniband` shows uverbs devices."
-                        .into(),
-                ),
-                messages: Vec::new(),
-                kind: Kind::SocketFallback,
-                summary,
-                evidence: evidence.into_iter().collect(),
-                fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL: in a \
-                      container --device=/dev/infiniband, the rdma-core libraries in the image, \
-                      --ulimit memlock=-1 and --cap-add=IPC_LOCK; check with `ibv_devinfo` \
-                      where the job runs, and NCCL_IB_HCA if set. If the nodes have none, \
-                      sockets are expected and this is only a note on speed."
-                    .to_string(),
-            });
+            .map(|l| l.evidence()),
+    );
+    evidence.sort();
+    evidence.dedup();
+    Finding {
+        // Only where the log shows IB hardware is turning it off a cost; else a note.
+        severity: if ib_hw.is_some() && span != Span::OneHost {
+            Severity::Error
+        } else {
+            Severity::Note
+        },
+        confirm: None,
+        messages: Vec::new(),
+        kind: Kind::IbDisabled,
+        summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
+        evidence,
+        fix: "NCCL_IB_DISABLE=1 is a diagnostic, not a fix: use it to tell whether the IB \
+              transport is at fault, then repair that transport (drivers, NCCL_IB_HCA, \
+              ports up with `ibstat`) and remove the variable."
+            .to_string(),
+    }
+}
+
+/// The processes that fell back: "NET/IB : No device found." followed by "Using network
+/// Socket", and the first `via NET/Socket` connection of that process. Returns the evidence
+/// and the hosts that fell back.
+fn fell_back<'a>(
+    lines: &'a [Line<'a>],
+    socket: &[&'a Line<'a>],
+) -> (BTreeSet<(String, usize, String)>, BTreeSet<&'a str>) {
+    let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
+    let mut fell: BTreeSet<&str> = BTreeSet::new();
+    let no_ib = lines
+        .iter()
+        .filter(|l| l.msg.starts_with("NET/IB") && l.msg.contains("No device found"));
+    // One pass each, per process (file, pid): its `Using network Socket` lines in line
+    // order, and its first socket connection. (A search per "No device found" line was
+    // quadratic in a long log.)
+    let mut socket_by: BTreeMap<(&str, u32), Vec<&Line>> = BTreeMap::new();
+    for s in socket {
+        socket_by.entry((s.file, s.pid)).or_default().push(s);
+    }
+    let mut first_socket_conn: BTreeMap<(&str, u32), &Line> = BTreeMap::new();
+    for c in lines {
+        if matches!(
+            parse_transport(c.m),
+            Some((Transport::Net(NetPlugin::Socket), _))
+        ) {
+            first_socket_conn.entry((c.file, c.pid)).or_insert(c);
         }
     }
-    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.m)).collect();
-    if !p2p.is_empty() {
-        let hosts: BTreeSet<&str> = p2p.iter().map(|l| l.host).collect();
-        let mut evidence: Vec<_> = p2p.iter().map(|l| l.evidence()).collect();
-        // What it did: the first SHM connection per host, and an NVLink hint if logged.
-        let mut shm = 0;
-        let mut shown = BTreeSet::new();
-        for l in lines.iter().filter(|l| hosts.contains(l.host)) {
-            if matches!(parse_transport(l.m), Some((Transport::Shm, _))) {
-                shm += 1;
-                if shown.insert(l.host) {
-                    evidence.push(l.evidence());
-                }
-            }
+    for ib in no_ib {
+        let key = (ib.file, ib.pid);
+        let Some(s) = socket_by.get(&key).and_then(|v| {
+            // The first line after this one (lines of one file are in order).
+            v.get(v.partition_point(|s| s.no <= ib.no)).copied()
+        }) else {
+            continue;
+        };
+        evidence.insert(ib.evidence());
+        evidence.insert(s.evidence());
+        fell.insert(ib.host);
+        if let Some(c) = first_socket_conn.get(&key) {
+            evidence.insert(c.evidence());
         }
-        let nvlink = lines
-            .iter()
-            .find(|l| hosts.contains(l.host) && nvlink_hint(l.msg));
-        if let Some(l) = nvlink {
-            evidence.push(l.evidence());
-        }
-        evidence.sort();
-        evidence.dedup();
-        let mut summary = "P2P is switched off (NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC): \
-                           direct GPU-to-GPU transfers (NVLink, PCIe peer-to-peer) are off and \
-                           traffic goes through host memory"
-            .to_string();
-        if shm > 0 {
-            summary.push_str(&format!(" ({shm} connection(s) via SHM)"));
-        }
-        if nvlink.is_some() {
+    }
+    (evidence, fell)
+}
+
+/// NCCL found no InfiniBand/RoCE device and fell back to sockets, across hosts.
+fn socket_fallback(
+    lines: &[Line],
+    uses: &[IfaceUse],
+    socket: &[&Line],
+    ib_hw: Option<&Line>,
+    span: Span,
+) -> Option<Finding> {
+    let (mut evidence, fell) = fell_back(lines, socket);
+    if evidence.is_empty() {
+        return None;
+    }
+    // An IPoIB interface (ib0) on these hosts means the InfiniBand hardware is there.
+    let ipoib: Vec<&IfaceUse> = uses
+        .iter()
+        .filter(|u| fell.contains(u.line.host) && u.name.starts_with("ib"))
+        .collect();
+    let ipoib_names: BTreeSet<&str> = ipoib.iter().map(|u| u.name.as_str()).collect();
+    if let Some(u) = ipoib.first() {
+        evidence.insert(u.line.evidence());
+    }
+    let ib_hosts: BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| {
+            l.msg.starts_with("Using network IB")
+                || matches!(
+                    parse_transport(l.m),
+                    Some((Transport::Net(NetPlugin::Ib), _))
+                )
+        })
+        .map(|l| l.host)
+        .filter(|h| !fell.contains(h))
+        .collect();
+    let mut summary =
+        format!("NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}");
+    if !ipoib_names.is_empty() {
+        summary.push_str(&format!(
+            "; yet {} use(s) the IPoIB interface {}, so InfiniBand is there and the \
+             verbs devices are what NCCL cannot see",
+            join(&fell),
+            join(&ipoib_names)
+        ));
+    }
+    if !ib_hosts.is_empty() {
+        summary.push_str(&format!(
+            "; {} use(s) IB while {} fell back: every rank should use the same network",
+            join(&ib_hosts),
+            join(&fell)
+        ));
+    }
+    if let Some(l) = ib_hw {
+        evidence.insert(l.evidence());
+    }
+    // A job across hosts with IB hardware in sight: the fallback costs (an error).
+    // A device seen but not opened is the cause itself, whatever the span. Without
+    // IB hardware in the log, sockets may be all there is: a note, exit 0.
+    let unopened = ib_hw.is_some_and(|l| l.row_id() == Some("ib-open-device-failed"));
+    let severity = match (span, ib_hw) {
+        (Span::Hosts, Some(_)) => Severity::Error,
+        _ if unopened => Severity::Error,
+        _ => {
             summary.push_str(
-                "; this machine has NVSwitch (NVLS is available), so NVLink sits idle and \
-                 busbw drops to the tens of GB/s",
+                " (the log shows no InfiniBand/RoCE hardware: if the nodes have none, \
+                 sockets are all there is)",
             );
+            Severity::Note
         }
-        out.push(Finding {
-            severity: Severity::Error,
-            confirm: None,
-            messages: Vec::new(),
-            kind: Kind::P2pDisabled,
-            summary,
-            evidence,
-            fix: "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) is a diagnostic, not a fix: once \
-                  the hang is understood (often PCI ACS or the IOMMU blocking peer-to-peer), \
-                  fix that and remove the variable."
-                .to_string(),
-        });
+    };
+    Some(Finding {
+        severity,
+        confirm: Some(
+            "`ibv_devinfo` where the ranks run (inside the container) lists the HCA \
+             and its port as PORT_ACTIVE; `ls /dev/infiniband` shows uverbs devices."
+                .into(),
+        ),
+        messages: Vec::new(),
+        kind: Kind::SocketFallback,
+        summary,
+        evidence: evidence.into_iter().collect(),
+        fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL: in a \
+              container --device=/dev/infiniband, the rdma-core libraries in the image, \
+              --ulimit memlock=-1 and --cap-add=IPC_LOCK; check with `ibv_devinfo` \
+              where the job runs, and NCCL_IB_HCA if set. If the nodes have none, \
+              sockets are expected and this is only a note on speed."
+            .to_string(),
+    })
+}
+
+/// NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC in the log: what it did (SHM connections) and what
+/// it costs (an idle NVSwitch).
+fn p2p_disabled(lines: &[Line]) -> Option<Finding> {
+    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.m)).collect();
+    if p2p.is_empty() {
+        return None;
     }
+    let hosts: BTreeSet<&str> = p2p.iter().map(|l| l.host).collect();
+    let mut evidence: Vec<_> = p2p.iter().map(|l| l.evidence()).collect();
+    // What it did: the first SHM connection per host, and an NVLink hint if logged.
+    let mut shm = 0;
+    let mut shown = BTreeSet::new();
+    for l in lines.iter().filter(|l| hosts.contains(l.host)) {
+        if matches!(parse_transport(l.m), Some((Transport::Shm, _))) {
+            shm += 1;
+            if shown.insert(l.host) {
+                evidence.push(l.evidence());
+            }
+        }
+    }
+    let nvlink = lines
+        .iter()
+        .find(|l| hosts.contains(l.host) && nvlink_hint(l.msg));
+    if let Some(l) = nvlink {
+        evidence.push(l.evidence());
+    }
+    evidence.sort();
+    evidence.dedup();
+    let mut summary = "P2P is switched off (NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC): \
+                       direct GPU-to-GPU transfers (NVLink, PCIe peer-to-peer) are off and \
+                       traffic goes through host memory"
+        .to_string();
+    if shm > 0 {
+        summary.push_str(&format!(" ({shm} connection(s) via SHM)"));
+    }
+    if nvlink.is_some() {
+        summary.push_str(
+            "; this machine has NVSwitch (NVLS is available), so NVLink sits idle and \
+             busbw drops to the tens of GB/s",
+        );
+    }
+    Some(Finding {
+        severity: Severity::Error,
+        confirm: None,
+        messages: Vec::new(),
+        kind: Kind::P2pDisabled,
+        summary,
+        evidence,
+        fix: "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) is a diagnostic, not a fix: once \
+              the hang is understood (often PCI ACS or the IOMMU blocking peer-to-peer), \
+              fix that and remove the variable."
+            .to_string(),
+    })
 }
