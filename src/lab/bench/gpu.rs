@@ -339,19 +339,7 @@ pub fn prepare(
     if let Some(why) = m.nccl_unavailable() {
         return Err(why);
     }
-    if let Some(v) = &m.probe.nccl_version {
-        let n: Vec<u32> = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
-        if n.len() >= 2 && (n[0], n[1]) < MIN_NCCL {
-            return Err(format!(
-                "NCCL {v} is older than {}.{}, the oldest ringlab drives (ncclGetLastError, \
-                 ncclAvg and bfloat16 arrived by then); install a newer nvidia-nccl wheel or name \
-                 one with {}",
-                MIN_NCCL.0,
-                MIN_NCCL.1,
-                ncclfind::OVERRIDE
-            ));
-        }
-    }
+    check_nccl_version(&m).map_err(|e| e.to_string())?;
     let gpus = m.gpus();
     let ranks_here = if job.devices > 0 {
         job.devices
@@ -359,28 +347,7 @@ pub fn prepare(
         l.nproc_per_node
     };
     let k = ask.ranks_per_gpu.unwrap_or(1).max(1);
-    if job.devices > 0 && k > 1 {
-        return Err(
-            "--ranks-per-gpu needs one process per rank (each its own NCCL host); drop --single-process"
-                .into(),
-        );
-    }
-    if ranks_here > gpus * k {
-        let need = ranks_per_gpu_for(ranks_here, gpus);
-        return Err(match ask.ranks_per_gpu {
-            None => format!(
-                "{ranks_here} ranks on NCCL need {ranks_here} GPUs (one per rank) and this node has {gpus}. \
-                 NCCL refuses two ranks on one GPU of one host (\"Duplicate GPU detected\"); to run \
-                 {ranks_here} ranks anyway, add --ranks-per-gpu {need}: each rank then counts as a host \
-                 of its own (NCCL_HOSTID), and the bytes cross NET/Socket through host memory while \
-                 the ranks take turns on the GPU. It proves NCCL works between ranks; it is not \
-                 NVLink bandwidth"
-            ),
-            Some(k) => format!(
-                "{ranks_here} ranks with --ranks-per-gpu {k} need {need} GPU(s) at {k} per GPU; this node has {gpus}: use --ranks-per-gpu {need}"
-            ),
-        });
-    }
+    check_gpus(job, ranks_here, gpus, k, ask).map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
     if k > 1 {
         notes.push(format!("{SHARED_GPU} ({k} ranks per GPU)"));
@@ -436,6 +403,88 @@ pub fn prepare(
         notes,
         algo_label: algo_label(forced, inherited.as_deref()),
     })
+}
+
+/// Refuse an NCCL older than [`MIN_NCCL`].
+fn check_nccl_version(m: &Machine) -> Result<(), GpuRefusal> {
+    if let Some(v) = &m.probe.nccl_version {
+        let n: Vec<u32> = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
+        if n.len() >= 2 && (n[0], n[1]) < MIN_NCCL {
+            return Err(GpuRefusal::OldNccl(v.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse `ranks_here` ranks on `gpus` GPUs at `k` per GPU where they do not fit, saying
+/// what would (`--ranks-per-gpu`).
+fn check_gpus(
+    job: &crate::lab::Job,
+    ranks_here: usize,
+    gpus: usize,
+    k: usize,
+    ask: &GpuAsk,
+) -> Result<(), GpuRefusal> {
+    if job.devices > 0 && k > 1 {
+        return Err(GpuRefusal::SharedInOneProcess);
+    }
+    if ranks_here > gpus * k {
+        let need = ranks_per_gpu_for(ranks_here, gpus);
+        return Err(match ask.ranks_per_gpu {
+            None => GpuRefusal::OneGpuPerRank {
+                ranks: ranks_here,
+                gpus,
+                need,
+            },
+            Some(k) => GpuRefusal::TooFewAtK {
+                ranks: ranks_here,
+                k,
+                need,
+                gpus,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// An NCCL launch this machine cannot hold as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuRefusal {
+    #[error(
+        "NCCL {0} is older than {major}.{minor}, the oldest ringlab drives (ncclGetLastError, \
+         ncclAvg and bfloat16 arrived by then); install a newer nvidia-nccl wheel or name one \
+         with {var}",
+        major = MIN_NCCL.0,
+        minor = MIN_NCCL.1,
+        var = ncclfind::OVERRIDE
+    )]
+    OldNccl(String),
+    #[error(
+        "--ranks-per-gpu needs one process per rank (each its own NCCL host); drop --single-process"
+    )]
+    SharedInOneProcess,
+    #[error(
+        "{ranks} ranks on NCCL need {ranks} GPUs (one per rank) and this node has {gpus}. NCCL \
+         refuses two ranks on one GPU of one host (\"Duplicate GPU detected\"); to run {ranks} \
+         ranks anyway, add --ranks-per-gpu {need}: each rank then counts as a host of its own \
+         (NCCL_HOSTID), and the bytes cross NET/Socket through host memory while the ranks take \
+         turns on the GPU. It proves NCCL works between ranks; it is not NVLink bandwidth"
+    )]
+    OneGpuPerRank {
+        ranks: usize,
+        gpus: usize,
+        need: usize,
+    },
+    #[error(
+        "{ranks} ranks with --ranks-per-gpu {k} need {need} GPU(s) at {k} per GPU; this node has \
+         {gpus}: use --ranks-per-gpu {need}"
+    )]
+    TooFewAtK {
+        ranks: usize,
+        k: usize,
+        need: usize,
+        gpus: usize,
+    },
 }
 
 /// The algorithm column of an NCCL run: `--algo` wins (it is passed as NCCL_ALGO), then an
