@@ -277,17 +277,27 @@ pub(super) fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
 }
 
 pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
-    struct Acc<'a> {
-        first: &'a Line<'a>,
-        last: &'a Line<'a>,
-        count: usize,
-        max_k: u64,
-        n: u64,
-        legacy: bool,
-        errors: BTreeSet<String>,
-        hosts: BTreeSet<&'a str>,
-        gave_up: Option<&'a Line<'a>>,
+    for ((addr, _), a) in retry_loops(lines) {
+        out.push(retry_finding(&addr, &a));
     }
+}
+
+/// One connect-retry loop: the lines of one address dialled (or of one host, where the
+/// release does not print the address), and the give-up that ended it.
+struct RetryLoop<'a> {
+    first: &'a Line<'a>,
+    last: &'a Line<'a>,
+    count: usize,
+    max_k: u64,
+    n: u64,
+    legacy: bool,
+    errors: BTreeSet<String>,
+    hosts: BTreeSet<&'a str>,
+    gave_up: Option<&'a Line<'a>>,
+}
+
+/// The retry loops in `lines`, keyed by (address, "") or ("", host).
+fn retry_loops<'a>(lines: &'a [Line<'a>]) -> BTreeMap<(String, String), RetryLoop<'a>> {
     // A process that names the address in some retry lines needs no address-less group: its
     // lines describe one loop (only a tool imitating several releases at once writes both).
     let named: BTreeSet<(&str, &str, u32)> = lines
@@ -300,7 +310,7 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         Some(a) => (a.clone(), String::new()),
         None => (String::new(), l.host.to_string()),
     };
-    let mut by_addr: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    let mut by_addr: BTreeMap<(String, String), RetryLoop> = BTreeMap::new();
     for l in lines {
         let Some(r) = parse_retry(l.m) else {
             continue;
@@ -308,7 +318,7 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         if r.addr.is_none() && named.contains(&(l.file, l.host, l.pid)) {
             continue;
         }
-        let acc = by_addr.entry(key(&r.addr, l)).or_insert(Acc {
+        let acc = by_addr.entry(key(&r.addr, l)).or_insert(RetryLoop {
             first: l,
             last: l,
             count: 0,
@@ -334,87 +344,95 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
             acc.gave_up.get_or_insert(l);
         }
     }
-    for ((addr, _), a) in by_addr {
-        let known = !addr.is_empty();
-        let ip = addr.split('<').next().unwrap_or(&addr).to_string();
-        let local = known && everywhere_addr(&ip);
-        let of = if a.n > 0 {
-            format!(" (reached {}/{})", a.max_k, a.n)
-        } else if a.legacy {
-            // ≤ 2.23 prints one line per 1000 refused attempts, 1 ms apart.
-            format!(
-                " (about {} attempts, {} s; NCCL 2.23 and earlier give up after 20000, about 20 s)",
-                a.count * 1000,
-                a.count
-            )
-        } else {
-            String::new()
-        };
-        let target = if known {
-            format!("connect to {addr}")
-        } else {
-            "a connect whose address this NCCL release does not print (2.26 and earlier)"
-                .to_string()
-        };
-        let mut summary = format!(
-            "{} kept retrying {target}: {} ({} retry line(s){of})",
-            join(&a.hosts),
-            join(&a.errors),
-            a.count,
+    by_addr
+}
+
+/// The finding for one retry loop dialling `addr` (empty where the release does not say).
+fn retry_finding(addr: &str, a: &RetryLoop) -> Finding {
+    let known = !addr.is_empty();
+    let ip = addr.split('<').next().unwrap_or(addr).to_string();
+    let local = known && everywhere_addr(&ip);
+    let of = if a.n > 0 {
+        format!(" (reached {}/{})", a.max_k, a.n)
+    } else if a.legacy {
+        // ≤ 2.23 prints one line per 1000 refused attempts, 1 ms apart.
+        format!(
+            " (about {} attempts, {} s; NCCL 2.23 and earlier give up after 20000, about 20 s)",
+            a.count * 1000,
+            a.count
+        )
+    } else {
+        String::new()
+    };
+    let target = if known {
+        format!("connect to {addr}")
+    } else {
+        "a connect whose address this NCCL release does not print (2.26 and earlier)".to_string()
+    };
+    let mut summary = format!(
+        "{} kept retrying {target}: {} ({} retry line(s){of})",
+        join(&a.hosts),
+        join(&a.errors),
+        a.count,
+    );
+    if local {
+        summary.push_str(&format!(
+            "; {ip} is an address every node has (Docker's docker0 or loopback), so the \
+             dialler reaches its own machine, where nothing listens"
+        ));
+    }
+    if a.gave_up.is_some() {
+        summary.push_str(
+            "; then it gave up (ncclRemoteError), while the ranks waiting for it wait on",
         );
-        if local {
-            summary.push_str(&format!(
-                "; {ip} is an address every node has (Docker's docker0 or loopback), so the \
-                 dialler reaches its own machine, where nothing listens"
-            ));
-        }
-        if a.gave_up.is_some() {
-            summary.push_str(
-                "; then it gave up (ncclRemoteError), while the ranks waiting for it wait on",
-            );
-        }
-        let fix = if local {
-            "The listening rank advertised a host-local address: set NCCL_SOCKET_IFNAME to the \
-             fabric NIC (or ^docker0,lo) on every node so it advertises an address the others \
-             can reach."
-                .to_string()
-        } else if !known {
-            "Find the address it dials: the other ranks' `Bootstrap` and `NET/Socket : Using` \
-             lines say what each advertised (a docker0 172.17.x or 127.x address there is the \
-             usual cause); NCCL 2.27 and later print the address in this line. Then check that \
-             address is on the network between the nodes and that the rank listening there is \
-             alive."
-                .to_string()
-        } else if a.errors.iter().all(|e| e.contains("refused")) {
-            format!(
-                "{ip} is reachable but nothing listens on that port: check that the rank that \
-                 should listen there started and is alive (a missing rank, a wrong \
-                 MASTER_ADDR/--master-addr or port), and that every node uses the same one."
-            )
-        } else {
-            format!(
-                "{ip} cannot be reached from {}: check routes and firewalls between the nodes \
-                 (ping, `nc -zv`), and that NCCL_SOCKET_IFNAME names the NIC on the network \
-                 between them.",
-                join(&a.hosts)
-            )
-        };
-        let mut evidence = vec![a.first.evidence()];
-        if a.last.no != a.first.no || a.last.file != a.first.file {
-            evidence.push(a.last.evidence());
-        }
-        if let Some(g) = a.gave_up {
-            evidence.push(g.evidence());
-        }
-        out.push(Finding {
-            severity: Severity::Error,
-            confirm: None,
-            messages: Vec::new(),
-            kind: Kind::ConnectRetry,
-            summary,
-            evidence,
-            fix,
-        });
+    }
+    let fix = retry_fix(known, local, &ip, a);
+    let mut evidence = vec![a.first.evidence()];
+    if a.last.no != a.first.no || a.last.file != a.first.file {
+        evidence.push(a.last.evidence());
+    }
+    if let Some(g) = a.gave_up {
+        evidence.push(g.evidence());
+    }
+    Finding {
+        severity: Severity::Error,
+        confirm: None,
+        messages: Vec::new(),
+        kind: Kind::ConnectRetry,
+        summary,
+        evidence,
+        fix,
+    }
+}
+
+/// What to do about a retry loop: a host-local address, an unknown one, nothing listening,
+/// or no route.
+fn retry_fix(known: bool, local: bool, ip: &str, a: &RetryLoop) -> String {
+    if local {
+        "The listening rank advertised a host-local address: set NCCL_SOCKET_IFNAME to the \
+         fabric NIC (or ^docker0,lo) on every node so it advertises an address the others \
+         can reach."
+            .to_string()
+    } else if !known {
+        "Find the address it dials: the other ranks' `Bootstrap` and `NET/Socket : Using` \
+         lines say what each advertised (a docker0 172.17.x or 127.x address there is the \
+         usual cause); NCCL 2.27 and later print the address in this line. Then check that \
+         address is on the network between the nodes and that the rank listening there is \
+         alive."
+            .to_string()
+    } else if a.errors.iter().all(|e| e.contains("refused")) {
+        format!(
+            "{ip} is reachable but nothing listens on that port: check that the rank that \
+             should listen there started and is alive (a missing rank, a wrong \
+             MASTER_ADDR/--master-addr or port), and that every node uses the same one."
+        )
+    } else {
+        format!(
+            "{ip} cannot be reached from {}: check routes and firewalls between the nodes \
+             (ping, `nc -zv`), and that NCCL_SOCKET_IFNAME names the NIC on the network \
+             between them.",
+            join(&a.hosts)
+        )
     }
 }
 
