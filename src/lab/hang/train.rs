@@ -223,16 +223,7 @@ pub fn run(
     let rank = env.rank;
     let world = env.world;
     let es = Dtype::F32.size();
-    let ring = |count: usize| {
-        Schedule::build(&Spec::new(
-            Collective::AllReduce,
-            Algorithm::Ring,
-            world,
-            count,
-            es,
-        ))
-    };
-    let shape = ring(world).map_err(|e| err(&e))?;
+    let shape = ring(world, world).map_err(|e| err(&e))?;
     let neighbours = partners(rank, &[&shape]);
     let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
     emit(Event::Transport {
@@ -282,17 +273,7 @@ pub fn run(
             let differs = exchange_headers(&mut comm, &neighbours, &mine, wait)?;
             journal.start(seq)?;
             if let Some((peer, theirs)) = differs {
-                // NCCL compares nothing across ranks: each launches its own call and waits
-                // for bytes that never line up (see `wait_as_nccl`).
-                return Err(wait_as_nccl(
-                    wait,
-                    &mismatch_report(
-                        rank,
-                        &(mine.seq, mine.call.clone(), mine.label.clone()),
-                        peer,
-                        &(theirs.seq, theirs.call, theirs.label),
-                    ),
-                ));
+                return Err(mismatch(rank, mine, peer, theirs, wait));
             }
             if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
                 // Staged silently, as a debugger or a job scheduler stops a process: the
@@ -302,7 +283,7 @@ pub fn run(
             let schedule = match schedules.entry(count) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(ring(count).map_err(|e| err(&e))?)
+                    v.insert(ring(world, count).map_err(|e| err(&e))?)
                 }
             };
             // The values only matter for the last collective, which is checked: ones summed
@@ -323,6 +304,31 @@ pub fn run(
         value: last_value,
     });
     Ok(())
+}
+
+/// The ring all-reduce of `count` f32 elements on `world` ranks.
+fn ring(world: usize, count: usize) -> Result<Schedule, crate::collective::ScheduleError> {
+    Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        world,
+        count,
+        Dtype::F32.size(),
+    ))
+}
+
+/// A neighbour at another collective: NCCL compares nothing across ranks, so each launches its
+/// own call and waits for bytes that never line up (see `wait_as_nccl`).
+fn mismatch(rank: usize, mine: Header, peer: usize, theirs: Header, wait: Duration) -> Fault {
+    wait_as_nccl(
+        wait,
+        &mismatch_report(
+            rank,
+            &(mine.seq, mine.call, mine.label),
+            peer,
+            &(theirs.seq, theirs.call, theirs.label),
+        ),
+    )
 }
 
 /// The element count this rank uses for the call `label` at `step` (`count` unless a staged
