@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::comm::ifaces;
 use crate::comm::store::StoreServer;
-use crate::comm::wire::{new_token, token_from_hex, token_hex};
+use crate::comm::wire::{Token, new_token, token_from_hex, token_hex};
 use crate::lab::{Event, Job};
 
 /// Where the job runs.
@@ -298,35 +298,7 @@ pub fn run_with(
             (None, None) => StoreServer::start(bind, token),
         }
         .map_err(setup("starting the rendezvous store on node 0"))?;
-        let port = server.addr().port();
-        let slots = (0..p.start.min(world))
-            .map(|rank| {
-                let node = rank / p.ranks_per_node.max(1);
-                let ip = p
-                    .store_ip_for_node
-                    .get(node)
-                    .copied()
-                    .flatten()
-                    .unwrap_or(p.store_ip);
-                Slot {
-                    rank,
-                    local: rank % p.ranks_per_node.max(1),
-                    local_world: p.ranks_per_node,
-                    netns: p.netns.get(node).cloned(),
-                    mntns: p.mntns.get(node).cloned().flatten(),
-                    utsns: p.utsns.get(node).cloned().flatten(),
-                    store: SocketAddr::new(ip, port),
-                    // Each node of the cluster is a host of its own to the transport
-                    // selection (ranks of one node share memory, others use the network).
-                    env: std::iter::once((
-                        crate::comm::shm::NODE_ENV.to_string(),
-                        node.to_string(),
-                    ))
-                    .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
-                    .collect(),
-                }
-            })
-            .collect();
+        let slots = placement_slots(p, world, server.addr().port());
         return spawn_and_watch(
             job,
             l,
@@ -338,17 +310,7 @@ pub fn run_with(
             &mut before_kill,
         );
     }
-    let token = if let Some(t) = l.token {
-        t
-    } else if multi {
-        let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
-            LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
-        })?;
-        token_from_hex(&hex)
-            .ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))?
-    } else {
-        new_token().map_err(setup("making a job token"))?
-    };
+    let token = job_token(l, multi)?;
     // Node 0 hosts the store; everyone else dials it.
     let (_server, store_addr) = if l.node_rank == 0 {
         let s = StoreServer::start(store_bind(l)?, token)
@@ -387,6 +349,51 @@ pub fn run_with(
         &mut on,
         &mut before_kill,
     )
+}
+
+/// The ranks a placement starts (`start` of them, up to the world), each in its node's
+/// namespaces, dialling the store at `port` on its node's address.
+fn placement_slots(p: &Placement, world: usize, port: u16) -> Vec<Slot> {
+    (0..p.start.min(world))
+        .map(|rank| {
+            let node = rank / p.ranks_per_node.max(1);
+            let ip = p
+                .store_ip_for_node
+                .get(node)
+                .copied()
+                .flatten()
+                .unwrap_or(p.store_ip);
+            Slot {
+                rank,
+                local: rank % p.ranks_per_node.max(1),
+                local_world: p.ranks_per_node,
+                netns: p.netns.get(node).cloned(),
+                mntns: p.mntns.get(node).cloned().flatten(),
+                utsns: p.utsns.get(node).cloned().flatten(),
+                store: SocketAddr::new(ip, port),
+                // Each node of the cluster is a host of its own to the transport
+                // selection (ranks of one node share memory, others use the network).
+                env: std::iter::once((crate::comm::shm::NODE_ENV.to_string(), node.to_string()))
+                    .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The job's secret: the launch's own, RINGLAB_TOKEN across nodes, else a fresh one.
+fn job_token(l: &Launch, multi: bool) -> Result<Token, LaunchError> {
+    if let Some(t) = l.token {
+        Ok(t)
+    } else if multi {
+        let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
+            LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
+        })?;
+        token_from_hex(&hex)
+            .ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))
+    } else {
+        new_token().map_err(setup("making a job token"))
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
