@@ -448,27 +448,8 @@ fn spawn_and_watch(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(ranks.pgid);
-        // Keep the namespace files open until the child has entered them: the node's network
-        // namespace, then its mount namespace where it has a /dev/shm of its own.
-        let open = |path: &Option<String>| -> Result<Option<std::fs::File>, LaunchError> {
-            path.as_ref()
-                .map(|p| std::fs::File::open(p).map_err(setup(&format!("opening {p}"))))
-                .transpose()
-        };
-        let ns_files = [
-            (open(&slot.netns)?, libc::CLONE_NEWNET),
-            (open(&slot.mntns)?, libc::CLONE_NEWNS),
-            (open(&slot.utsns)?, libc::CLONE_NEWUTS),
-        ];
-        let fds: Vec<(i32, i32)> = ns_files
-            .iter()
-            .filter_map(|(f, kind)| {
-                f.as_ref()
-                    .map(|f| (std::os::fd::AsRawFd::as_raw_fd(f), *kind))
-            })
-            .collect();
-        // The files stay open across the fork (closed at exec).
-        crate::lab::fork::enter_namespaces(&mut cmd, fds);
+        // Keep the namespace files open until the child has entered them.
+        let _ns_files = enter_slot_namespaces(&mut cmd, &slot)?;
         let mut child = cmd
             .spawn()
             .map_err(setup(&format!("starting rank {rank}")))?;
@@ -484,36 +465,7 @@ fn spawn_and_watch(
                 .map_or_else(crate::comm::shm::dir, |(_, v)| v.into());
             ranks.shm.push((child.id(), shm_dir));
         }
-        if let Some(out) = child.stdout.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let msg = match serde_json::from_str::<Event>(&line) {
-                        Ok(ev) => Msg::Event(ev),
-                        Err(_) => Msg::Log { rank, line },
-                    };
-                    if tx.send(Inner::Msg(msg)).is_err() {
-                        break;
-                    }
-                }
-                let _ = tx.send(Inner::Eof(rank));
-            });
-        }
-        if let Some(err) = child.stderr.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    // NCCL starts every WARN with an empty line: it says nothing on its own
-                    // and would take a place among the last lines kept as evidence.
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    if tx.send(Inner::Msg(Msg::Log { rank, line })).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
+        read_output(&mut child, rank, &tx);
         ranks.children.push((rank, child));
     }
     drop(tx);
@@ -528,6 +480,70 @@ fn spawn_and_watch(
         wait_until_all_left(server, world, l.timeout);
     }
     Ok(())
+}
+
+/// Have the child `cmd` enter the slot's node's namespaces: its network namespace, then its
+/// mount namespace where it has a /dev/shm of its own, and its UTS namespace. The files
+/// returned must stay open until the child has been spawned.
+fn enter_slot_namespaces(
+    cmd: &mut Command,
+    slot: &Slot,
+) -> Result<[Option<std::fs::File>; 3], LaunchError> {
+    let open = |path: &Option<String>| -> Result<Option<std::fs::File>, LaunchError> {
+        path.as_ref()
+            .map(|p| std::fs::File::open(p).map_err(setup(&format!("opening {p}"))))
+            .transpose()
+    };
+    let ns_files = [
+        (open(&slot.netns)?, libc::CLONE_NEWNET),
+        (open(&slot.mntns)?, libc::CLONE_NEWNS),
+        (open(&slot.utsns)?, libc::CLONE_NEWUTS),
+    ];
+    let fds: Vec<(i32, i32)> = ns_files
+        .iter()
+        .filter_map(|(f, kind)| {
+            f.as_ref()
+                .map(|f| (std::os::fd::AsRawFd::as_raw_fd(f), *kind))
+        })
+        .collect();
+    // The files stay open across the fork (closed at exec).
+    crate::lab::fork::enter_namespaces(cmd, fds);
+    Ok(ns_files.map(|(f, _)| f))
+}
+
+/// Forward the rank's stdout (events, else log lines) and stderr (log lines) to `tx`, each on
+/// a thread of its own; stdout's thread ends with [`Inner::Eof`].
+fn read_output(child: &mut Child, rank: usize, tx: &mpsc::Sender<Inner>) {
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let msg = match serde_json::from_str::<Event>(&line) {
+                    Ok(ev) => Msg::Event(ev),
+                    Err(_) => Msg::Log { rank, line },
+                };
+                if tx.send(Inner::Msg(msg)).is_err() {
+                    break;
+                }
+            }
+            let _ = tx.send(Inner::Eof(rank));
+        });
+    }
+    if let Some(err) = child.stderr.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                // NCCL starts every WARN with an empty line: it says nothing on its own
+                // and would take a place among the last lines kept as evidence.
+                if line.trim().is_empty() {
+                    continue;
+                }
+                if tx.send(Inner::Msg(Msg::Log { rank, line })).is_err() {
+                    break;
+                }
+            }
+        });
+    }
 }
 
 /// The store key a rank sets once it is done with the store (after the closing barrier).
