@@ -413,6 +413,38 @@ fn render_machine(r: &MachineReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let p = &r.probe;
+    gpus_section(&mut s, p);
+    nccl_section(&mut s, r);
+    network_section(&mut s, r);
+    let _ = writeln!(s, "== What runs here");
+    match &r.nccl_backend {
+        Ok(()) => {
+            let _ = writeln!(
+                s,
+                "  the nccl backend: `ringlab sanity --backend nccl`, `ringlab bench --backend nccl`{}",
+                if p.gpus.len() < 2 {
+                    " (one GPU: a one-rank collective moves no data between GPUs)"
+                } else {
+                    ""
+                }
+            );
+            let _ = writeln!(
+                s,
+                "  and everything else: lessons, quizzes, the TCP labs, the hang lab"
+            );
+        }
+        Err(e) => {
+            for l in e.lines() {
+                let _ = writeln!(s, "  {l}");
+            }
+        }
+    }
+    s
+}
+
+/// `== GPUs`: the driver, each GPU, peer access between them, the probe's errors.
+fn gpus_section(s: &mut String, p: &crate::comm::nccl::Probe) {
+    use std::fmt::Write;
     let _ = writeln!(s, "== GPUs");
     if !p.driver_lib {
         let _ = writeln!(
@@ -458,6 +490,12 @@ fn render_machine(r: &MachineReport) -> String {
     for e in &p.errors {
         let _ = writeln!(s, "  ! {e}");
     }
+}
+
+/// `== NCCL`: where the library was found and which version loaded.
+fn nccl_section(s: &mut String, r: &MachineReport) {
+    use std::fmt::Write;
+    let p = &r.probe;
     let _ = writeln!(s, "== NCCL");
     match (&r.nccl_found, &r.nccl_error) {
         (Some(f), _) => {
@@ -488,6 +526,11 @@ fn render_machine(r: &MachineReport) -> String {
     if let Some(w) = &r.nccl_warning {
         let _ = writeln!(s, "  ! {w}");
     }
+}
+
+/// `== Network`: the interfaces, NCCL's choice among them, InfiniBand.
+fn network_section(s: &mut String, r: &MachineReport) {
+    use std::fmt::Write;
     let _ = writeln!(s, "== Network (NCCL's socket transport and bootstrap)");
     for (n, a) in &r.interfaces {
         let _ = writeln!(s, "  {n:<10} {a}");
@@ -508,30 +551,6 @@ fn render_machine(r: &MachineReport) -> String {
     } else {
         let _ = writeln!(s, "  InfiniBand devices: {}", r.infiniband.join(", "));
     }
-    let _ = writeln!(s, "== What runs here");
-    match &r.nccl_backend {
-        Ok(()) => {
-            let _ = writeln!(
-                s,
-                "  the nccl backend: `ringlab sanity --backend nccl`, `ringlab bench --backend nccl`{}",
-                if p.gpus.len() < 2 {
-                    " (one GPU: a one-rank collective moves no data between GPUs)"
-                } else {
-                    ""
-                }
-            );
-            let _ = writeln!(
-                s,
-                "  and everything else: lessons, quizzes, the TCP labs, the hang lab"
-            );
-        }
-        Err(e) => {
-            for l in e.lines() {
-                let _ = writeln!(s, "  {l}");
-            }
-        }
-    }
-    s
 }
 
 /// `doctor --trace`: the flight recorders lined up. Exit 0 when the dumps blame nobody, 1 when
