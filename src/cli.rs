@@ -270,11 +270,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Plan(ref args)) => plan::plan_cmd(args),
         Some(Command::Bench(ref args)) => {
             // The launcher's own NCCL-style log: the store's dropped connections, at WARN.
-            crate::comm::log::init(0);
+            crate::comm::emu::log::init(0);
             lab::bench(args)
         }
         Some(Command::Sanity(ref args)) => {
-            crate::comm::log::init(0);
+            crate::comm::emu::log::init(0);
             lab::sanity(args)
         }
         Some(Command::Rank) => Ok(crate::lab::bench::rank::main(

@@ -14,13 +14,14 @@ buffers is no ceiling for a 256 KiB message, whose bytes stay in cache).
 Peers run only if installed:
   gloo:     pip install torch numpy
   Open MPI: apt-get install openmpi-bin libopenmpi-dev && pip install mpi4py numpy
-Usage: scripts/compare/compare.py [--reps 5] [--quick]
+Usage: scripts/compare/compare.py [--reps 5] [--quick]   (RINGLAB_BIN=path: time another build)
 """
 import argparse, json, os, shutil, socket, statistics, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-BIN = os.path.join(ROOT, "target", "release", "ringlab")
+# RINGLAB_BIN: another build (an A/B of two checkouts, run alternately on one machine).
+BIN = os.environ.get("RINGLAB_BIN") or os.path.join(ROOT, "target", "release", "ringlab")
 KiB, MiB = 1024, 1024 * 1024
 WARMUP = 20
 SIZES = [1 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 128 * MiB, 256 * MiB]

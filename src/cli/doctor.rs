@@ -28,6 +28,17 @@ pub struct DoctorArgs {
     /// JSON). Lines the ranks up by collective number and names the one that diverged.
     #[arg(long = "trace", value_name = "DIR|FILE", num_args = 1.., conflicts_with = "logs")]
     pub traces: Vec<PathBuf>,
+    /// Bench outputs: nccl-tests' (`all_reduce_perf` … as printed, any release, a launcher's
+    /// line prefixes allowed) or ringlab bench's table, `--csv` or `--json`. Says which rows
+    /// fall short (#wrong, sizes that did not finish, a peak far under `--link`, dips, in-place
+    /// vs out-of-place gaps) and what to check next.
+    #[arg(long = "bench", value_name = "FILE", num_args = 1.., conflicts_with_all = ["logs", "traces"])]
+    pub benches: Vec<PathBuf>,
+    /// With --bench: the link the GPUs' traffic crosses (NVLink inside a node, each GPU's NIC
+    /// across nodes), from the planner's table: nvlink, pcie, ib, ethernet, or a preset's name
+    /// ("NVLink 4", "400G InfiniBand", …).
+    #[arg(long, value_name = "LINK", requires = "benches")]
+    pub link: Option<String>,
     /// Print the findings as JSON.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +119,9 @@ fn natural(a: &str, b: &str) -> std::cmp::Ordering {
 pub fn doctor(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if !args.traces.is_empty() {
         return trace(args);
+    }
+    if !args.benches.is_empty() {
+        return bench(args);
     }
     if args.logs.is_empty() {
         return machine(args.json);
@@ -346,7 +360,7 @@ struct MachineReport {
 }
 
 fn machine(json: bool) -> anyhow::Result<ExitCode> {
-    use crate::comm::ifaces;
+    use crate::comm::cpu::ifaces;
     let m = crate::lab::bench::gpu::machine(crate::lab::bench::gpu::LoadNccl::Asked);
     let all = ifaces::list().unwrap_or_default();
     let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();
@@ -565,6 +579,8 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let a = trace::analyse(&traces);
+    let timing = trace::timing(&traces);
+    let straggler = trace::straggler(&timing);
     let table: Vec<String> = trace::table(&traces, &a, 8)
         .into_iter()
         .map(|r| r.text)
@@ -576,11 +592,16 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             #[serde(flatten)]
             analysis: &'a trace::Analysis,
             table: &'a [String],
+            /// Per rank, over the collectives every rank completed.
+            timing: &'a [trace::RankTiming],
+            straggler: Option<&'a trace::Straggler>,
         }
         let out = Out {
             files: traces.iter().map(|t| t.source.as_str()).collect(),
             analysis: &a,
             table: &table,
+            timing: &timing,
+            straggler: straggler.as_ref(),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -601,6 +622,7 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         for row in &table {
             println!("{}", printable(row));
         }
+        print!("{}", timing_lines(&timing, straggler.as_ref()));
         match &a.culprit {
             Some(c) => println!(
                 "\nCulprit: rank {}{}\n  {}",
@@ -618,6 +640,92 @@ fn trace(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `doctor --bench`: each file read, judged against `--link`, and reported; exit 1 when a row
+/// is wrong, failed or far short of the link, 2 when a file or the link cannot be read.
+fn bench(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    use crate::lab::doctor::bench;
+    let link = match args.link.as_deref().map(crate::infer::plan::find_link) {
+        None => None,
+        Some(Ok(i)) => Some(crate::collective::cost::LINK_PRESETS[i]),
+        Some(Err(e)) => {
+            eprintln!("ringlab doctor: --link: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut files = Vec::new();
+    for p in &args.benches {
+        let read = read_log(p).map_err(anyhow::Error::msg).and_then(|text| {
+            bench::read(&p.display().to_string(), &text).map_err(anyhow::Error::from)
+        });
+        match read {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                eprintln!("ringlab doctor: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    let judged: Vec<(bench::BenchFile, Vec<bench::Finding>)> = files
+        .into_iter()
+        .map(|f| {
+            let found = bench::findings(&f, link.as_ref());
+            (f, found)
+        })
+        .collect();
+    if args.json {
+        let out: Vec<serde_json::Value> = judged
+            .iter()
+            .map(|(f, found)| serde_json::json!({"file": f, "findings": found}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for (f, found) in &judged {
+            print!("{}", bench::render(f, link.as_ref(), found));
+        }
+    }
+    let failed = judged
+        .iter()
+        .flat_map(|(_, found)| found)
+        .any(|f| f.severity() == bench::Severity::Error);
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `doctor --trace`'s time per rank: inside the collectives and between them, and the
+/// straggler if there is one. Nothing where no collective completed on every rank.
+fn timing_lines(
+    timing: &[crate::lab::hang::trace::RankTiming],
+    straggler: Option<&crate::lab::hang::trace::Straggler>,
+) -> String {
+    let Some(n) = timing
+        .iter()
+        .map(|t| t.collectives)
+        .max()
+        .filter(|&n| n > 0)
+    else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\nTime per rank over the {n} collective(s) every rank completed (inside: start to \
+         completion; between: the rank's own work):\n"
+    );
+    for t in timing {
+        s += &format!(
+            "  rank {:>3}  inside {:>10.1} ms  between {:>10.1} ms\n",
+            t.rank,
+            t.inside_ns as f64 / 1e6,
+            t.between_ns as f64 / 1e6
+        );
+    }
+    if let Some(st) = straggler {
+        s += &format!("Straggler: {}\n", st.explain());
+    }
+    s
 }
 
 #[cfg(test)]

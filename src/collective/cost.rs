@@ -325,6 +325,69 @@ pub fn estimate_on(schedule: &Schedule, topo: &Topology) -> Estimate {
     }
 }
 
+/// A node whose link to the others carries less than the topology's NIC: a shaped or degraded
+/// link (`tc tbf` on its veth in the slow-job lab), or a NIC that trained at a lower speed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlowNode {
+    pub node: usize,
+    /// GB/s each way.
+    pub bandwidth_gbps: f64,
+}
+
+/// [`estimate_on`] where some nodes' links are slower: a transfer between nodes moves at the
+/// slower of its two ends (the topology's NIC, or a [`SlowNode`]'s rate), and a step lasts its
+/// latency plus the longest any rank spends sending or receiving on one link. With no slow
+/// node it is [`estimate_on`]. A ring crosses every node's link in every step, so one slow
+/// node sets the pace of the whole ring: the slowest link bounds it.
+pub fn estimate_shaped(schedule: &Schedule, topo: &Topology, slow: &[SlowNode]) -> Estimate {
+    let n = schedule.spec().ranks;
+    let node = |r: usize| r.checked_div(topo.gpus_per_node).unwrap_or(0);
+    let rate = |src: usize, dst: usize| -> f64 {
+        if !topo.crosses(src, dst) {
+            return topo.intra.bandwidth_gbps;
+        }
+        slow.iter()
+            .filter(|s| s.node == node(src) || s.node == node(dst))
+            .map(|s| s.bandwidth_gbps)
+            .fold(topo.inter.bandwidth_gbps, f64::min)
+    };
+    let (mut latency_s, mut bandwidth_s) = (0.0, 0.0);
+    // Seconds each rank spends sending and receiving in the step, per link (0: node, 1: NIC).
+    let (mut send, mut recv) = (vec![[0f64; 2]; n], vec![[0f64; 2]; n]);
+    for step in schedule.steps().iter().filter(|s| !s.transfers.is_empty()) {
+        let mut lat: f64 = 0.0;
+        for t in &step.transfers {
+            let (a, b) = (t.src as usize, t.dst as usize);
+            let k = usize::from(topo.crosses(a, b));
+            lat = lat.max([&topo.intra, &topo.inter][k].latency_us * 1e-6);
+            let r = rate(a, b);
+            let secs = if r > 0.0 {
+                schedule.transfer_bytes(t) as f64 / (r * 1e9)
+            } else {
+                0.0
+            };
+            send[a][k] += secs;
+            recv[b][k] += secs;
+        }
+        let worst = send
+            .iter()
+            .chain(&recv)
+            .flatten()
+            .copied()
+            .fold(0.0, f64::max);
+        latency_s += lat;
+        bandwidth_s += worst;
+        for t in &step.transfers {
+            (send[t.src as usize], recv[t.dst as usize]) = ([0.0; 2], [0.0; 2]);
+        }
+    }
+    Estimate {
+        latency_s,
+        bandwidth_s,
+        total_s: latency_s + bandwidth_s,
+    }
+}
+
 /// NCCL's own model of its double binary tree all-reduce on `n` ranks (one per node): the
 /// buffer pipelined in many small chunks, so a call pays the latency of one climb up the
 /// deeper tree and one fall back down, 2·D hops ([`dtree::depth`](super::dtree::depth),
@@ -656,5 +719,52 @@ mod tests {
         assert_eq!(busbw_factor(Collective::AllGather, 4), 0.75);
         assert_eq!(busbw_factor(Collective::SendRecv, 2), 1.0);
         assert_eq!(ring_allreduce_bytes_per_rank(4, 1000), 1500.0);
+    }
+
+    /// Nodes of one rank each on 50 GB/s NICs, one node at 12.5: every algorithm's shaped
+    /// estimate is the unshaped one where nothing is slow, and the ring's equals the ring on
+    /// links all at 12.5 (the slowest link bounds the ring).
+    #[test]
+    fn the_slowest_link_bounds_the_ring() {
+        let topo = Topology {
+            gpus_per_node: 1,
+            intra: link(2.0, 450.0),
+            inter: link(5.0, 50.0),
+        };
+        let m = 64 << 20;
+        for algo in [
+            Algorithm::Ring,
+            Algorithm::DoubleTree,
+            Algorithm::RecursiveDoubling,
+        ] {
+            let s = Schedule::build(&Spec::new(Collective::AllReduce, algo, 8, m, 1))
+                .expect("schedule");
+            let plain = estimate_on(&s, &topo);
+            let shaped = estimate_shaped(&s, &topo, &[]);
+            assert!((plain.total_s - shaped.total_s).abs() < 1e-12, "{algo:?}");
+        }
+        let ring = Schedule::build(&Spec::new(Collective::AllReduce, Algorithm::Ring, 8, m, 1))
+            .expect("ring");
+        let slow = [SlowNode {
+            node: 3,
+            bandwidth_gbps: 12.5,
+        }];
+        let shaped = estimate_shaped(&ring, &topo, &slow);
+        let all_slow = estimate_on(
+            &ring,
+            &Topology {
+                inter: link(5.0, 12.5),
+                ..topo
+            },
+        );
+        assert!(
+            (shaped.total_s - all_slow.total_s).abs() < 1e-12,
+            "{shaped:?} {all_slow:?}"
+        );
+        let healthy = estimate_on(&ring, &topo);
+        assert!(
+            shaped.bandwidth_s > 3.9 * healthy.bandwidth_s,
+            "{shaped:?} {healthy:?}"
+        );
     }
 }

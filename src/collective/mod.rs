@@ -43,9 +43,9 @@ mod twolevel;
 
 pub use contrib::{ContribError, Contributions, MAX_CONTRIB_RANKS};
 pub use cost::{
-    Estimate, LINK_PRESETS, Link, RankBytes, Topology, Traffic, algbw_gbps, busbw_factor,
-    busbw_gbps, dtree_pipelined_estimate, estimate, estimate_on, ring_allreduce_bytes_per_rank,
-    sent_through, traffic, tree_ring_crossover_bytes,
+    Estimate, LINK_PRESETS, Link, RankBytes, SlowNode, Topology, Traffic, algbw_gbps, busbw_factor,
+    busbw_gbps, dtree_pipelined_estimate, estimate, estimate_on, estimate_shaped,
+    ring_allreduce_bytes_per_rank, sent_through, traffic, tree_ring_crossover_bytes,
 };
 pub use kinds::{Algorithm, Collective, Dtype, Op, ParseError};
 pub use report::{Report, report};

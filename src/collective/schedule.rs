@@ -379,7 +379,8 @@ impl Schedule {
         self.steps.is_empty()
     }
 
-    /// Total number of transfers over all steps.
+    /// Total number of transfers over all steps (the unit tests' count).
+    #[cfg(test)]
     pub fn transfer_count(&self) -> usize {
         self.steps.iter().map(|s| s.transfers.len()).sum()
     }

@@ -1,21 +1,10 @@
-//! Processes and bytes on the wire: the rendezvous store, NCCL-style interface selection and
-//! logging, and the TCP backend that executes collective schedules between real processes.
+//! Processes and bytes on the wire, in three rooms that match the three systems:
+//! - `cpu/`: ringlab's own backend (rendezvous store, the engine that runs a schedule, the NET,
+//!   SHM and P2P transports) moving real bytes between real processes;
+//! - `nccl/`: real NCCL, loaded at run time (`find`: which libnccl to trust) and driven over FFI;
+//! - `emu/`: the imitation of NCCL (its log lines per release, the virtual network of the hang
+//!   lab) that makes the CPU backend look and fail as NCCL does.
 
-pub mod cma;
-pub mod engine;
-pub mod fdpass;
-pub mod header;
-pub mod ifaces;
-pub mod log;
+pub mod cpu;
+pub mod emu;
 pub mod nccl;
-pub mod ncclfind;
-pub mod net;
-pub mod owner;
-pub mod p2p;
-pub mod reduce;
-pub mod shm;
-pub mod store;
-pub mod tcp;
-pub mod transport;
-pub mod vnet;
-pub mod wire;

@@ -228,7 +228,7 @@ pub enum Event {
     /// (the TCP backend; NCCL names its own choice in its log).
     Transport {
         rank: usize,
-        transport: crate::comm::tcp::Transports,
+        transport: crate::comm::cpu::tcp::Transports,
     },
     Error {
         rank: usize,

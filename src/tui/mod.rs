@@ -297,7 +297,7 @@ fn key_reader() -> (
         });
     if let Err(e) = spawned {
         // No thread: the loop sees the channel closed, as a terminal gone, and says why.
-        crate::comm::log::warn(&format!("no thread to read the terminal: {e}"));
+        crate::comm::emu::log::warn(&format!("no thread to read the terminal: {e}"));
     }
     (rx, stop)
 }

@@ -224,3 +224,23 @@ fn escape_sequences_in_a_lesson_are_shown_not_sent_to_the_terminal() {
     );
     assert!(text.contains("\\x1b]2;PWNED\\x07\\x1b[2J"), "{text}");
 }
+
+/// `bench --help` says the tuner's threshold, the one `collective::tune` uses (read from the
+/// help as printed, not from the CLI's source file: a re-wrap of a doc comment cannot break it).
+#[test]
+fn bench_help_says_the_tuners_threshold() {
+    let out = ringlab(&["bench", "--help"]);
+    assert!(out.status.success(), "{}", err(&out));
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let up_to = format!(
+        "up to {}",
+        ringlab::units::format_bytes(ringlab::collective::tune::RD_MAX_BYTES)
+    );
+    assert!(
+        help.contains(&up_to),
+        "bench --help does not say {up_to:?}:\n{help}"
+    );
+}

@@ -110,7 +110,7 @@ fn expected_steps(op: Collective, algo: Algorithm, n: usize) -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES))]
+    #![proptest_config(ProptestConfig::with_cases(crate::common::cases(CASES)))]
 
     #[test]
     fn simulated_result_equals_reference_for_every_combo(
@@ -440,7 +440,7 @@ fn typed<T>(n: usize, count: usize, seed: u64, f: impl Fn(i64) -> T) -> Vec<Vec<
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES))]
+    #![proptest_config(ProptestConfig::with_cases(crate::common::cases(CASES)))]
 
     #[test]
     fn two_level_is_right_for_every_node_shape(

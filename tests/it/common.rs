@@ -138,3 +138,45 @@ pub fn require_root(what: &str) -> bool {
     eprintln!("SKIPPED (needs root): {what}");
     false
 }
+
+/// Polls `cond` until it holds, for at most `patience` (a guard against a broken build waiting
+/// forever, not a claim about speed: pick it well above any loaded runner's worst case). Returns
+/// whether it held. The condition is the synchronisation; no fixed sleep stands in for it.
+pub fn wait_until(patience: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > patience {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Whether the slow tier runs: on CI (`CI` set, as `.ci/run` sets it) and wherever
+/// `RINGLAB_SLOW_TESTS=1`. A plain `cargo test` on a laptop runs the fast tier: every test, the
+/// property tests and fuzzers with fewer cases, the repeated runs once.
+pub fn slow_tier() -> bool {
+    let on = |v: &str| std::env::var(v).is_ok_and(|s| !s.is_empty() && s != "0");
+    on("CI") || on("RINGLAB_SLOW_TESTS")
+}
+
+/// Cases for a property test or fuzzer: `full` in the slow tier, an eighth (at least 16) in the
+/// fast one.
+pub fn cases(full: u32) -> u32 {
+    if slow_tier() {
+        full
+    } else {
+        (full / 8).max(16)
+    }
+}
+
+/// Repetitions of a run that catch a rare failure: `full` in the slow tier, at most six (every
+/// victim and transport pairing of the loops that cycle them) in the fast one.
+pub fn repeats(full: usize) -> usize {
+    if slow_tier() { full } else { full.min(6) }
+}

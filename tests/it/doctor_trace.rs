@@ -204,3 +204,54 @@ fn a_deeply_nested_pickle_is_refused_not_a_stack_overflow() {
         assert!(err.contains("nest more than"), "{n}: {err}");
     }
 }
+
+/// ringlab's own dumps of a world where rank 1 computes three times longer each step: the
+/// doctor's time per rank shows the others waiting inside the collectives and names rank 1 the
+/// straggler, in the text and in the JSON; no rank diverged, so the exit is 0.
+#[test]
+fn a_straggler_is_named_from_the_time_each_rank_spends_inside_and_between() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work_ms = [10u64, 30, 10];
+    let ms = 1_000_000u64;
+    let mut entries = vec![Vec::new(); 3];
+    let mut clock = 0;
+    for seq in 1..=10u64 {
+        let done = clock + 30 * ms + 2 * ms;
+        for (r, e) in entries.iter_mut().enumerate() {
+            let start = clock + work_ms[r] * ms;
+            e.push(serde_json::json!({
+                "seq": seq,
+                "call": {"coll": "all_reduce", "algo": "ring", "count": 1024, "dtype": "f32",
+                         "op": "sum", "root": -1},
+                "state": "completed",
+                "scheduled_ns": start, "started_ns": start, "completed_ns": done,
+            }));
+        }
+        clock = done;
+    }
+    for (rank, e) in entries.into_iter().enumerate() {
+        let v = serde_json::json!({"format": "ringlab-flight-recorder", "version": 1,
+                                   "rank": rank, "world": 3, "entries": e});
+        std::fs::write(dir.path().join(format!("rank{rank}.json")), v.to_string()).expect("write");
+    }
+    let d = dir.path().to_string_lossy().into_owned();
+    let (code, v, err) = doctor(&["--trace", &d, "--json"]);
+    assert_eq!(code, 0, "{err} {v:#}");
+    assert_eq!(v["straggler"]["rank"], 1, "{v:#}");
+    let inside: Vec<u64> = v["timing"]
+        .as_array()
+        .expect("timing")
+        .iter()
+        .filter_map(|t| t["inside_ns"].as_u64())
+        .collect();
+    assert_eq!(inside, [10 * 22 * ms, 10 * 2 * ms, 10 * 22 * ms]);
+    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .args(["doctor", "--trace", &d])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Straggler: rank 1 spends 270.0 ms between"),
+        "{text}"
+    );
+}

@@ -2,8 +2,9 @@
 //! (the NCCL logs, flight-recorder dumps, lessons, quiz blocks, scenario files and progress files
 //! the project ships or writes) with bytes replaced, inserted, deleted and cut short, and plain
 //! random bytes. Each must answer (a value or an error naming the input), never panic or hang.
-//! A bounded run (3 000 to 10 000 cases per parser, about ten seconds in all on 2 cores) runs
-//! with every `cargo test`; `PROPTEST_CASES=1000000 cargo test --test it fuzz_` runs longer.
+//! A bounded run (3 000 to 10 000 cases per parser in the slow tier that CI runs, an eighth of
+//! that in a plain `cargo test`: see `common::slow_tier`) runs with every `cargo test`;
+//! `PROPTEST_CASES=1000000 cargo test --test it fuzz_` runs longer.
 //! (cargo-fuzz needs a nightly toolchain, which this project's machines do not have, so the
 //! fuzzing is proptest's: mutations of real samples and random bytes, no coverage guidance.) A crash found is kept as a
 //! regression case in fuzz_parsers.proptest-regressions beside this file.
@@ -81,7 +82,7 @@ fn config(cases: u32) -> ProptestConfig {
         cases: std::env::var("PROPTEST_CASES")
             .ok()
             .and_then(|c| c.parse().ok())
-            .unwrap_or(cases),
+            .unwrap_or(crate::common::cases(cases)),
         failure_persistence: Some(Box::new(
             proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
         )),
@@ -102,6 +103,16 @@ proptest! {
         let _ = ringlab::lab::doctor::analyze(&[(name, text)]);
     }
 
+    /// `doctor --bench`: nccl-tests' output (every release's table) as pasted from a thread.
+    #[test]
+    fn fuzz_bench_outputs((name, bytes) in input(samples("tests/fixtures/nccl-tests", &[".txt"]))) {
+        let text = String::from_utf8_lossy(&bytes);
+        if let Ok(f) = ringlab::lab::doctor::bench::read(&name, &text) {
+            let found = ringlab::lab::doctor::bench::findings(&f, Some(&ringlab::collective::LINK_PRESETS[2]));
+            let _ = ringlab::lab::doctor::bench::render(&f, None, &found);
+        }
+    }
+
     /// Quiz blocks as a lesson author may have typed them.
     #[test]
     fn fuzz_quiz_blocks((_, bytes) in input(quiz_bodies())) {
@@ -117,7 +128,7 @@ proptest! {
     /// The hello every connection opens with, and the store's length-prefixed frames.
     #[test]
     fn fuzz_wire_hello_and_frames(bytes in prop::collection::vec(any::<u8>(), 0..512), good in any::<bool>()) {
-        use ringlab::comm::wire::{Hello, MAX_FRAME, Role, read_frame};
+        use ringlab::comm::cpu::wire::{Hello, MAX_FRAME, Role, read_frame};
         let token = [7u8; 16];
         let mut b = bytes.clone();
         if good {
@@ -214,8 +225,8 @@ fn progress_samples() -> Vec<(PathBuf, Vec<u8>)> {
 /// it drops each bad peer and still serves a good client.
 #[test]
 fn fuzz_the_store_keeps_serving_after_garbage() {
-    use ringlab::comm::store::{StoreClient, StoreServer};
-    use ringlab::comm::wire::{Hello, Role};
+    use ringlab::comm::cpu::store::{StoreClient, StoreServer};
+    use ringlab::comm::cpu::wire::{Hello, Role};
     use std::io::Write;
     let token = [9u8; 16];
     let server = StoreServer::start("127.0.0.1:0".parse().expect("addr"), token).expect("store");

@@ -224,7 +224,7 @@ fn the_real_nccl_wheel_loads_and_answers_its_version_without_a_gpu() {
     assert_eq!(v["probe"]["nccl_lib"], true, "{v:#}");
     let got = v["probe"]["nccl_version"].as_str().unwrap_or("");
     assert!(got.starts_with("2."), "{v:#}");
-    // Every entry point ringlab resolves itself (src/comm/nccl.rs `api`) is in the real library.
+    // Every entry point ringlab resolves itself (src/comm/nccl/mod.rs `api`) is in the real library.
     assert_eq!(
         v["probe"]["errors"],
         serde_json::json!([]),

@@ -120,7 +120,8 @@ fn a_term_in_the_middle_still_brings_back_the_summary_and_the_logs() {
     let t0 = Instant::now();
     let status = child.wait().expect("wait");
     assert!(
-        t0.elapsed() < Duration::from_secs(20),
+        // Relative to the step's own cap (GPU_CHECK_STEP_CAP=60 above), not to the runner's speed.
+        t0.elapsed() < Duration::from_secs(60) / 2,
         "the trap ran at once, not after the 60 s step"
     );
     assert_eq!(status.code(), Some(1));

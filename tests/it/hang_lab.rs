@@ -311,7 +311,7 @@ fn killing_the_launcher_leaves_no_namespace_or_process() {
 
 #[test]
 fn the_watchdog_gives_no_false_positive_on_healthy_runs() {
-    for i in 0..20 {
+    for i in 0..crate::common::repeats(20) {
         let out = ringlab(&[
             "sanity",
             "--nproc-per-node",
@@ -690,12 +690,12 @@ fn a_mismatched_call_hangs_as_under_nccl_and_the_recorders_name_it() {
     }
 }
 
-/// Twenty healthy 200-step training loops (four ranks, two nodes, a header check before each
+/// Twenty (slow tier; six in the fast one) healthy 200-step training loops (four ranks, two nodes, a header check before each
 /// of the 600 collectives) and not one false alarm from the watchdog or the header check.
 #[test]
 fn twenty_healthy_training_loops_raise_no_false_alarm() {
     let fix = r#"{"text":"healthy","remove_fault":true}"#;
-    for i in 0..20 {
+    for i in 0..crate::common::repeats(20) {
         let out = ringlab(&[
             "lab",
             "run",
@@ -761,7 +761,7 @@ fn a_small_dev_shm_fails_init_and_only_room_fixes_it_on_shm() {
         .find(|s| s.name == "small-dev-shm")
         .expect("scenario");
     // The story's numbers are the transport's: two ring neighbours per rank, one FIFO each.
-    let need = ringlab::comm::shm::segment_len(2, ringlab::comm::shm::DEFAULT_FIFO);
+    let need = ringlab::comm::cpu::shm::segment_len(2, ringlab::comm::cpu::shm::DEFAULT_FIFO);
     assert!(s.symptom.contains(&need.to_string()), "{}", s.symptom);
     let lesson = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),

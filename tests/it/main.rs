@@ -7,6 +7,7 @@ mod cli_words;
 mod collective_props;
 mod common;
 mod completions;
+mod doctor_bench;
 mod doctor_log;
 mod doctor_realworld;
 mod doctor_trace;

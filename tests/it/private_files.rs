@@ -172,11 +172,11 @@ fn run(cmd: &str, args: &[&str]) {
 /// The NCCL loader's trust rule reads who really is in a group: a folder writable by the
 /// user's own group is trusted only while nobody else is in it, by primary gid (an account
 /// made with that gid) or as a listed member. Needs root to make accounts (CI runs as root);
-/// without it, the rule is tested on a made-up database in src/comm/ncclfind.rs and here on
+/// without it, the rule is tested on a made-up database in src/comm/nccl/find.rs and here on
 /// this machine's real one for the current user.
 #[test]
 fn the_trust_rule_sees_every_member_of_a_private_group() {
-    use ringlab::comm::ncclfind::{UserDb, group_is_private};
+    use ringlab::comm::nccl::find::{UserDb, group_is_private};
     if !is_root() || !have("useradd") || !have("groupadd") {
         // SAFETY: getuid/getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -240,7 +240,7 @@ fn have(cmd: &str) -> bool {
 
 /// What the NCCL search makes of the library in `dir`: found, or the refusal's words.
 fn nccl_verdict(dir: &Path) -> Result<(), String> {
-    use ringlab::comm::ncclfind::{FindError, LinkAt, Place, find_in};
+    use ringlab::comm::nccl::find::{FindError, LinkAt, Place, find_in};
     let place = Place {
         dir: dir.to_path_buf(),
         how: "LD_LIBRARY_PATH".into(),
@@ -393,7 +393,7 @@ fn a_library_an_acl_lets_another_account_write_is_refused() {
 /// /etc/group-like files written here and read back.
 #[test]
 fn a_group_writable_library_is_refused_while_its_group_has_another_member() {
-    use ringlab::comm::ncclfind::{UserDb, group_others};
+    use ringlab::comm::nccl::find::{UserDb, group_others};
     if !is_root()
         || !["useradd", "usermod", "gpasswd", "groupadd"]
             .iter()
@@ -491,14 +491,14 @@ fn a_group_writable_library_is_refused_while_its_group_has_another_member() {
 /// conditions.
 #[test]
 fn another_user_cannot_read_a_ranks_buffers() {
-    use ringlab::comm::p2p::Region;
+    use ringlab::comm::cpu::p2p::Region;
     use std::ffi::CString;
     let secret = 0x5ec7_e7ab_cdef_0123u64;
     // The target: this process as root; a forked, non-dumpable child otherwise.
     let root = is_root();
     let region = Region::new(4096).expect("a region");
-    let mut buf = ringlab::comm::p2p::SharedBuf::Region(std::sync::Arc::new(region));
-    let ringlab::comm::p2p::SharedBuf::Region(r) = &buf else {
+    let mut buf = ringlab::comm::cpu::p2p::SharedBuf::Region(std::sync::Arc::new(region));
+    let ringlab::comm::cpu::p2p::SharedBuf::Region(r) = &buf else {
         unreachable!("made as a region")
     };
     let (fd, addr) = (r.fd(), r.span().start);
@@ -560,7 +560,7 @@ fn another_user_cannot_read_a_ranks_buffers() {
         b[0]
     } else {
         // This process reads the non-dumpable child (its copy of the region and the secret).
-        let read = ringlab::comm::cma::can_read(child, addr, secret).is_ok();
+        let read = ringlab::comm::cpu::cma::can_read(child, addr, secret).is_ok();
         let opened = std::fs::File::open(format!("/proc/{child}/fd/{fd}")).is_ok();
         // SAFETY: our own child.
         unsafe { libc::kill(child, libc::SIGKILL) };
@@ -588,7 +588,7 @@ fn another_user_cannot_read_a_ranks_buffers() {
         .try_clone_to_owned()
         .expect("dup");
     assert!(
-        ringlab::comm::p2p::PeerRegion::from_fd(dup, 4096, 0).is_ok(),
+        ringlab::comm::cpu::p2p::PeerRegion::from_fd(dup, 4096, 0).is_ok(),
         "a partner's view"
     );
 }

@@ -1,6 +1,6 @@
 //! Another user on this host cannot join a job (issue 47, finding H3): the store and every
 //! rank's listener admit a connection from this host only when the kernel says the same uid
-//! owns its other end (`ringlab::comm::owner`, read from /proc/net/tcp). As root the test
+//! owns its other end (`ringlab::comm::cpu::owner`, read from /proc/net/tcp). As root the test
 //! connects as `nobody` for real; without root it checks what it can: its own connection is
 //! admitted, and the table line of another uid is read as that uid.
 
@@ -13,7 +13,7 @@ fn a_connection_another_uid_owns_is_refused_and_ones_own_admitted() {
     let port = l.local_addr().expect("addr").port();
     let own = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let (s, _) = l.accept().expect("accept");
-    ringlab::comm::owner::check(&s).expect("one's own connection is admitted");
+    ringlab::comm::cpu::owner::check(&s).expect("one's own connection is admitted");
     drop((own, s));
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -34,7 +34,7 @@ fn a_connection_another_uid_owns_is_refused_and_ones_own_admitted() {
         .spawn()
         .expect("setpriv");
     let (s, _) = l.accept().expect("accept the stranger");
-    let e = ringlab::comm::owner::check(&s).expect_err("another uid is refused");
+    let e = ringlab::comm::cpu::owner::check(&s).expect_err("another uid is refused");
     assert!(e.to_string().contains("uid 65534"), "{e}");
     drop(s);
     let _ = stranger.wait();

@@ -326,25 +326,27 @@ fn shared_memory_segments_never_outlive_the_job() {
         .expect("spawn");
     let kids = ranks_of(&launcher, 2);
     assert_eq!(kids.len(), 2, "two rank processes");
-    // Mid-run: the segments are mapped and already unlinked.
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(segments_of(&kids).is_empty(), "{:?}", segments_of(&kids));
     // Each rank maps its own two buffers and its partner's (the P2P transport's regions):
     // anonymous memory files, with no name in /dev/shm or anywhere else to be left behind.
-    for &k in &kids {
-        let maps = std::fs::read_to_string(format!("/proc/{k}/maps")).unwrap_or_default();
-        let regions = maps.matches("/memfd:ringlab-buffer").count();
-        assert!(
-            regions >= 4,
-            "rank {k} maps {regions} buffer regions:\n{maps}"
-        );
-    }
+    let regions = |k: u32| {
+        std::fs::read_to_string(format!("/proc/{k}/maps"))
+            .unwrap_or_default()
+            .matches("/memfd:ringlab-buffer")
+            .count()
+    };
+    let mapped = crate::common::wait_until(Duration::from_secs(120), || {
+        kids.iter().all(|&k| regions(k) >= 4)
+    });
+    let counts: Vec<usize> = kids.iter().map(|&k| regions(k)).collect();
+    assert!(mapped, "buffer regions per rank: {counts:?}");
+    // Mid-run (the partners' regions are mapped): the segments are already unlinked.
+    assert!(segments_of(&kids).is_empty(), "{:?}", segments_of(&kids));
     let _ = launcher.kill();
     let _ = launcher.wait();
-    std::thread::sleep(Duration::from_millis(300));
-    for &k in &kids {
-        assert!(!alive(k), "rank {k} outlived its launcher");
-    }
+    // Each rank asked for SIGKILL when its launcher dies (PR_SET_PDEATHSIG): they go on their own.
+    let gone =
+        crate::common::wait_until(Duration::from_secs(60), || kids.iter().all(|&k| !alive(k)));
+    assert!(gone, "a rank outlived its launcher: {kids:?}");
     assert!(segments_of(&kids).is_empty());
     // A rank killed between making its segment and its partners mapping it leaves a name
     // behind: cleanup removes it (its process is gone) and keeps a live process's.
@@ -572,7 +574,12 @@ fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
     let took = killed.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(took < Duration::from_secs(5), "failed fast: {took:?}");
+    // Fast means by the dead rank's own signal (its exit, its peers' closed connections),
+    // not by the watchdog (no HANG): a semantic bound, not a wall-clock one.
+    assert!(
+        !err.contains("HANG"),
+        "the watchdog, not the failure, ended it ({took:?}): {err}"
+    );
     assert!(
         err.contains("killed by a signal")
             || err.contains("closed the connection")
@@ -585,10 +592,9 @@ fn a_rank_killed_mid_run_fails_the_job_fast_with_no_orphans() {
         table.contains("16777216  ERROR: ") || table.contains("16777216  EXIT: "),
         "{table}"
     );
-    std::thread::sleep(Duration::from_millis(200));
-    for k in kids {
-        assert!(!alive(k), "rank process {k} outlived the job");
-    }
+    let gone =
+        crate::common::wait_until(Duration::from_secs(60), || kids.iter().all(|&k| !alive(k)));
+    assert!(gone, "a rank process outlived the job: {kids:?}");
 }
 
 #[test]
@@ -600,7 +606,6 @@ fn a_missing_rank_is_declared_hung_by_the_watchdog() {
         .local_addr()
         .expect("addr")
         .port();
-    let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
         .args([
             "sanity",
@@ -623,7 +628,6 @@ fn a_missing_rank_is_declared_hung_by_the_watchdog() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("HANG"), "{err}");
     assert!(err.contains("rank 0"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(15));
 }
 
 #[test]
@@ -759,7 +763,6 @@ fn a_long_healthy_row_is_not_a_hang_but_a_stopped_rank_is_named() {
 
 #[test]
 fn a_sweep_bigger_than_memory_is_refused_before_any_rank_starts() {
-    let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
         .args(["bench", "--backend", "tcp", "-b", "10G", "-e", "1T"])
         .output()
@@ -771,7 +774,13 @@ fn a_sweep_bigger_than_memory_is_refused_before_any_rank_starts() {
         "{err}"
     );
     assert!(!err.contains("memory allocation"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(5));
+    // Before any rank: no rank's words and no table (a rank would have printed its header).
+    assert!(!err.contains("rank 0"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -1158,7 +1167,7 @@ fn a_killed_rank_is_named_first_on_every_transport() {
         &[("NCCL_SHM_DISABLE", "1")],
         &[("NCCL_P2P_DISABLE", "1")],
     ];
-    for i in 0..20usize {
+    for i in 0..crate::common::repeats(20) {
         let victim = i % 2;
         let child = Command::new(env!("CARGO_BIN_EXE_ringlab"))
             .args([

@@ -6,9 +6,9 @@
 use std::net::SocketAddr;
 
 use ringlab::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
-use ringlab::comm::reduce::AlignedBuf;
-use ringlab::comm::store::{StoreClient, StoreServer};
-use ringlab::comm::tcp::{RankEnv, TcpComm, partners};
+use ringlab::comm::cpu::reduce::AlignedBuf;
+use ringlab::comm::cpu::store::{StoreClient, StoreServer};
+use ringlab::comm::cpu::tcp::{RankEnv, TcpComm, partners};
 use ringlab::lab::bench::pattern::{self, Check};
 
 /// Runs `body(rank, comm)` on `world` rank threads joined by real sockets for `shapes`;

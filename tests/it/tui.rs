@@ -599,8 +599,8 @@ fn live_lab_layout_at_80x24_and_120x40() {
         algbw_gbps: busbw,
         busbw_gbps: busbw,
         wrong: Some(wrong),
-        transport: Some(ringlab::comm::tcp::Transports::only(
-            ringlab::comm::tcp::Transport::Shm,
+        transport: Some(ringlab::comm::cpu::tcp::Transports::only(
+            ringlab::comm::cpu::tcp::Transport::Shm,
         )),
         shared_gpu: false,
         spread: None,

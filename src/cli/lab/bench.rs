@@ -361,9 +361,8 @@ pub(super) fn joined_world(
         }
     };
     let token = match std::env::var("RINGLAB_TOKEN") {
-        Ok(hex) => {
-            crate::comm::wire::token_from_hex(&hex).ok_or("RINGLAB_TOKEN must be 32 hex digits")?
-        }
+        Ok(hex) => crate::comm::cpu::wire::token_from_hex(&hex)
+            .ok_or("RINGLAB_TOKEN must be 32 hex digits")?,
         // One host: the store and the ranks admit only this uid's connections from this host
         // (comm::owner), so the derived token only keeps two jobs apart.
         Err(_) if w.local_size >= w.size => w.token(),

@@ -78,8 +78,8 @@ fn cleanup() -> ExitCode {
     let mut removed = cluster::cleanup_all();
     let (traces, kept) = scenario::remove_old_trace_dirs();
     removed.extend(traces);
-    removed.extend(crate::comm::shm::remove_orphans(std::path::Path::new(
-        crate::comm::shm::DIR,
+    removed.extend(crate::comm::cpu::shm::remove_orphans(std::path::Path::new(
+        crate::comm::cpu::shm::DIR,
     )));
     if removed.is_empty() {
         println!(

@@ -53,7 +53,7 @@ fn stream_both_ways(s: &std::net::TcpStream, bytes: u64, msg: u64) -> io::Result
 pub fn loopback(args: &LoopbackArgs) -> anyhow::Result<ExitCode> {
     if let Some(port) = args.connect {
         let s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-        crate::comm::net::tune(&s)?;
+        crate::comm::cpu::net::tune(&s)?;
         stream_both_ways(&s, args.bytes / 4, args.msg)?;
         stream_both_ways(&s, args.bytes, args.msg)?;
         return Ok(ExitCode::SUCCESS);
@@ -72,7 +72,7 @@ pub fn loopback(args: &LoopbackArgs) -> anyhow::Result<ExitCode> {
         ])
         .spawn()?;
     let (s, _) = listener.accept()?;
-    crate::comm::net::tune(&s)?;
+    crate::comm::cpu::net::tune(&s)?;
     // Warm: the windows opened and the buffers touched before the clock starts.
     stream_both_ways(&s, args.bytes / 4, args.msg)?;
     let t0 = std::time::Instant::now();

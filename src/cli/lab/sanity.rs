@@ -58,7 +58,7 @@ pub fn sanity(args: &SanityArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return exit2(e),
     };
     let mut values: Vec<(usize, f64)> = Vec::new();
-    let mut transport: Option<crate::comm::tcp::Transports> = None;
+    let mut transport: Option<crate::comm::cpu::tcp::Transports> = None;
     let mut tuning = Tuning::default();
     let result = launch::run(&job, &l, |msg| {
         forward_log(msg, &mut tuning);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::collective::{Algorithm, Collective};
 use crate::comm::nccl::Probe;
-use crate::comm::ncclfind::{self, Found};
+use crate::comm::nccl::find::{self, Found};
 
 /// What the machine offers, as seen from the launcher. Holding it keeps NCCL's private link
 /// folder alive (it is removed with the last copy).
@@ -47,7 +47,7 @@ impl Machine {
         if let Ok(f) = &self.nccl {
             env.push((
                 "LD_LIBRARY_PATH".into(),
-                ncclfind::ld_library_path(f, std::env::var("LD_LIBRARY_PATH").ok().as_deref()),
+                find::ld_library_path(f, std::env::var("LD_LIBRARY_PATH").ok().as_deref()),
             ));
         }
         if std::env::var_os("NCCL_DEBUG_FILE").is_none() {
@@ -107,7 +107,7 @@ impl Machine {
              with {}",
             self.all_nccl.len(),
             list.join("; "),
-            ncclfind::OVERRIDE
+            find::OVERRIDE
         ))
     }
 }
@@ -115,10 +115,10 @@ impl Machine {
 /// Look at this machine: find NCCL, then run `ringlab __gpu-probe` with it on the library
 /// path. A probe that crashes or hangs (a broken driver) is reported, not fatal.
 pub fn machine(load: LoadNccl) -> Machine {
-    let nccl = ncclfind::find().map_err(|e| e.to_string());
-    let all_nccl = match std::env::var_os(ncclfind::OVERRIDE) {
+    let nccl = find::find().map_err(|e| e.to_string());
+    let all_nccl = match std::env::var_os(find::OVERRIDE) {
         Some(_) => Vec::new(),
-        None => ncclfind::all_in(&ncclfind::default_places()),
+        None => find::all_in(&find::default_places()),
     };
     let mut m = Machine {
         probe: Probe::default(),
@@ -456,7 +456,7 @@ pub enum GpuRefusal {
          with {var}",
         major = MIN_NCCL.0,
         minor = MIN_NCCL.1,
-        var = ncclfind::OVERRIDE
+        var = find::OVERRIDE
     )]
     OldNccl(String),
     #[error(

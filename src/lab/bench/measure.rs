@@ -58,7 +58,7 @@ pub trait Rig {
     /// Ranks in the job.
     fn world(&self) -> usize;
     /// How this rank's bytes travel (`SHM`, `NET`, `SHM+NET`), where the rig knows.
-    fn transport(&self) -> Option<crate::comm::tcp::Transports> {
+    fn transport(&self) -> Option<crate::comm::cpu::tcp::Transports> {
         None
     }
     /// The ranks whose buffers this process holds: one, or every GPU in single-process mode.

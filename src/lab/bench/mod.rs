@@ -39,7 +39,7 @@ pub struct Row {
     pub wrong: Option<u64>,
     /// How the bytes travelled (`SHM`, `NET`, `SHM+NET`), as the ranks reported it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::comm::tcp::Transports>,
+    pub transport: Option<crate::comm::cpu::tcp::Transports>,
     /// Several ranks took turns on one GPU (`--ranks-per-gpu`): the bytes crossed host
     /// memory, so the row is not the GPUs' interconnect bandwidth.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -58,7 +58,7 @@ pub struct Summary {
     pub ranks: usize,
     pub backend: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::comm::tcp::Transports>,
+    pub transport: Option<crate::comm::cpu::tcp::Transports>,
 }
 
 /// nccl-tests prints `none` for collectives without a reduction and -1 as the root of
@@ -277,7 +277,7 @@ pub struct Collector {
     pending: BTreeMap<(u64, bool), Pending>,
     pub rows: Vec<Row>,
     /// Per rank, the transport it reported.
-    transports: BTreeMap<usize, crate::comm::tcp::Transports>,
+    transports: BTreeMap<usize, crate::comm::cpu::tcp::Transports>,
 }
 
 impl Collector {
@@ -324,11 +324,13 @@ impl Collector {
     }
 
     /// The transports the ranks reported, together (shown `SHM`, `NET`, `SHM+NET`).
-    pub fn transport(&self) -> Option<crate::comm::tcp::Transports> {
+    pub fn transport(&self) -> Option<crate::comm::cpu::tcp::Transports> {
         (!self.transports.is_empty()).then(|| {
             self.transports
                 .values()
-                .fold(crate::comm::tcp::Transports::default(), |a, &t| a.union(t))
+                .fold(crate::comm::cpu::tcp::Transports::default(), |a, &t| {
+                    a.union(t)
+                })
         })
     }
 

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::collective::{Schedule, Spec};
-use crate::comm::p2p::SharedBuf;
-use crate::comm::store::StoreClient;
-use crate::comm::tcp::{RankEnv, TcpComm, partners};
-use crate::comm::wire::token_from_hex;
-use crate::comm::{log, tcp::CommError};
+use crate::comm::cpu::p2p::SharedBuf;
+use crate::comm::cpu::store::StoreClient;
+use crate::comm::cpu::tcp::{RankEnv, TcpComm, partners};
+use crate::comm::cpu::wire::token_from_hex;
+use crate::comm::{cpu::tcp::CommError, emu::log};
 use crate::lab::bench::measure::{self, Call, Fault, Which};
 use crate::lab::{Event, Job, JobKind};
 
@@ -60,7 +60,7 @@ fn read_env() -> Result<(RankEnv, Job), EnvError> {
         token,
         store,
         multi_node: env_var("RINGLAB_MULTI_NODE").is_ok_and(|v| v == "1"),
-        shm: !crate::comm::shm::disabled_by_env(),
+        shm: !crate::comm::cpu::shm::disabled_by_env(),
     };
     Ok((env, job))
 }
@@ -84,7 +84,7 @@ pub type TrainLoop =
 pub fn main(train: TrainLoop) -> ExitCode {
     tie_to_parent();
     if let Err(e) = crate::lab::job::launch::pin_to_planned_cpu() {
-        crate::comm::log::warn(&e.to_string());
+        crate::comm::emu::log::warn(&e.to_string());
     }
     let (env, job) = match read_env() {
         Ok(x) => x,
@@ -198,7 +198,7 @@ fn share_row(store: &mut StoreClient, env: &RankEnv, ev: &Event) -> Result<Vec<E
     (0..env.world)
         .map(|r| {
             let got = store
-                .get(&key(r), crate::comm::store::PATIENCE)
+                .get(&key(r), crate::comm::cpu::store::PATIENCE)
                 .map_err(error)?;
             serde_json::from_str(&got).map_err(|e| error(format!("rank {r}'s row: {e}")))
         })
@@ -298,7 +298,7 @@ fn nccl_fault(w: crate::comm::nccl::WaitFault) -> Fault {
 const SYNC_ROUNDS: usize = 4;
 
 /// How long a barrier between ranks may wait (the launcher's watchdog ends a hung job first).
-const BARRIER_WAIT: Duration = crate::comm::store::PATIENCE;
+const BARRIER_WAIT: Duration = crate::comm::cpu::store::PATIENCE;
 
 /// A backend as this rank process runs it: the measurement hooks plus a way to leave.
 trait Rig: measure::Rig {
@@ -365,7 +365,7 @@ impl<'s> TcpRig<'s> {
 }
 
 impl measure::Rig for TcpRig<'_> {
-    fn transport(&self) -> Option<crate::comm::tcp::Transports> {
+    fn transport(&self) -> Option<crate::comm::cpu::tcp::Transports> {
         Some(self.comm.transport_set())
     }
     fn world(&self) -> usize {

@@ -1,6 +1,6 @@
 //! nccl-tests' table, so a learner can lay this output beside a real cluster's.
 
-use crate::comm::tcp::{Transport, Transports};
+use crate::comm::cpu::tcp::{Transport, Transports};
 use crate::lab::bench::{Row, Summary};
 
 pub fn header(title: &str) -> String {
@@ -19,7 +19,7 @@ pub fn transport_line(transports: &Transports) -> String {
         Transport::P2p => format!(
             "single copy between the ranks of this node (each maps its partners' buffers; \
              messages under {} through the shared-memory FIFO)",
-            crate::units::format_bytes(crate::comm::cma::min() as u64)
+            crate::units::format_bytes(crate::comm::cpu::cma::min() as u64)
         ),
         Transport::Shm => {
             "shared memory between the ranks of this node (copied in, copied out)".into()

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::nccl_log::warnings::Severity;
 use crate::nccl_log::{self, Msg, NetPlugin, Releases, Transport};
 
+pub mod bench;
 mod checks;
 mod named;
 mod one_host;

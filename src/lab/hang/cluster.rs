@@ -1,5 +1,5 @@
 //! A virtual cluster of K nodes made of real Linux network namespaces, built with iproute2,
-//! or, where namespaces cannot be made, the emulated cluster of [`crate::comm::vnet`].
+//! or, where namespaces cannot be made, the emulated cluster of [`crate::comm::emu::vnet`].
 //!
 //! ```text
 //!   rlab-<id>-n0 (node 0)          rlab-<id>-sw (switch)          rlab-<id>-n1 (node 1)
@@ -15,8 +15,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 
-use crate::comm::ifaces::{self, Iface};
-use crate::comm::vnet::{self, VNet};
+use crate::comm::cpu::ifaces::{self, Iface};
+use crate::comm::emu::vnet::{self, VNet};
 
 pub const PREFIX: &str = "rlab-";
 
@@ -500,7 +500,7 @@ impl Cluster {
     }
 
     /// The emulated cluster: K nodes as processes on this host, each with a virtual interface
-    /// table on loopback addresses (see [`crate::comm::vnet`]). `why` says why it is emulated.
+    /// table on loopback addresses (see [`crate::comm::emu::vnet`]). `why` says why it is emulated.
     pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Result<Self, ClusterError> {
         Self::emulated_with_shm(k, fabric_names, why, None)
     }
@@ -587,15 +587,18 @@ impl Cluster {
         if self.vnet.is_some()
             && let Some(n) = self.nodes.get(node)
         {
-            env.push((crate::comm::log::HOSTNAME_ENV.into(), n.hostname.clone()));
+            env.push((
+                crate::comm::emu::log::HOSTNAME_ENV.into(),
+                n.hostname.clone(),
+            ));
         }
         if let Some(e) = self.emu_shm.get(node) {
             env.push((
-                crate::comm::shm::DIR_ENV.into(),
+                crate::comm::cpu::shm::DIR_ENV.into(),
                 e.dir.display().to_string(),
             ));
             if let Some(limit) = e.limit {
-                env.push((crate::comm::shm::LIMIT_ENV.into(), limit.to_string()));
+                env.push((crate::comm::cpu::shm::LIMIT_ENV.into(), limit.to_string()));
             }
         }
         env
@@ -673,7 +676,7 @@ impl Cluster {
         match (&self.vnet, self.netns_path(node)) {
             (Some(v), _) => match v.connect(node, addr, timeout) {
                 Ok(_) => "ok".into(),
-                Err(e) => crate::comm::net::describe(&e),
+                Err(e) => crate::comm::cpu::net::describe(&e),
             },
             (None, Some(path)) => probe(&path, addr),
             (None, None) => "no such node".into(),
@@ -860,7 +863,7 @@ pub fn probe(netns_path: &str, addr: std::net::SocketAddr) -> String {
             std::time::Duration::from_millis(1500),
         ) {
             Ok(_) => "ok".to_string(),
-            Err(e) => crate::comm::net::describe(&e),
+            Err(e) => crate::comm::cpu::net::describe(&e),
         },
     )
     .unwrap_or_else(|e| e.to_string())

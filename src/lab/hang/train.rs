@@ -20,9 +20,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
-use crate::comm::reduce::AlignedBuf;
-use crate::comm::store::StoreClient;
-use crate::comm::tcp::{RankEnv, TcpComm, partners};
+use crate::comm::cpu::reduce::AlignedBuf;
+use crate::comm::cpu::store::StoreClient;
+use crate::comm::cpu::tcp::{RankEnv, TcpComm, partners};
 use crate::lab::hang::trace::{Call, Recorder};
 use crate::lab::job::Fault;
 use crate::lab::{Event, Job};
@@ -344,7 +344,7 @@ fn staged_count(
         (Some(FaultKind::SkipCollective), "tp mlp") => None,
         (Some(FaultKind::WrongSize), "tp mlp") => Some((count / 2).max(world)),
         (Some(FaultKind::Exit), "dp gradients") => {
-            crate::comm::log::warn(&format!(
+            crate::comm::emu::log::warn(&format!(
                 "step {step}: RuntimeError: out of memory allocating the gradient buckets (staged); rank {rank} exits"
             ));
             std::process::exit(1);
@@ -366,7 +366,7 @@ fn exchange_headers(
     let replies = comm
         .exchange_frames(neighbours, &payload, wait)
         .map_err(|e| {
-            if matches!(&e, crate::comm::tcp::CommError::Io { source, .. } if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)) {
+            if matches!(&e, crate::comm::cpu::tcp::CommError::Io { source, .. } if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)) {
                 Fault::Hang(format!("collective #{} ({}): {e}", mine.seq, mine.label))
             } else {
                 err(&e)
@@ -391,7 +391,7 @@ fn all_reduce(
     buf: &mut AlignedBuf,
     count: usize,
     ones: bool,
-) -> Result<f64, crate::comm::tcp::CommError> {
+) -> Result<f64, crate::comm::cpu::tcp::CommError> {
     let es = Dtype::F32.size();
     buf.reserve_len(count * es);
     let data = &mut buf.bytes_mut()[..count * es];

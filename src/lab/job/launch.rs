@@ -10,9 +10,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::comm::ifaces;
-use crate::comm::store::StoreServer;
-use crate::comm::wire::{Token, new_token, token_from_hex, token_hex};
+use crate::comm::cpu::ifaces;
+use crate::comm::cpu::store::StoreServer;
+use crate::comm::cpu::wire::{Token, new_token, token_from_hex, token_hex};
 use crate::lab::{Event, Job};
 
 /// Where the job runs.
@@ -37,7 +37,7 @@ pub struct Launch {
     pub placement: Option<Placement>,
     /// The job's token when a launcher's world gave one ([`super::world::World::token`]);
     /// else multi-node jobs read RINGLAB_TOKEN.
-    pub token: Option<crate::comm::wire::Token>,
+    pub token: Option<crate::comm::cpu::wire::Token>,
     /// Under a launcher: this process runs one rank (`node_rank`), the launcher's local rank
     /// and local size; None when ringlab starts every rank of the node itself.
     pub local: Option<(usize, usize)>,
@@ -243,7 +243,7 @@ impl Ranks {
             let _ = c.wait();
         }
         for (pid, dir) in self.shm.drain(..) {
-            crate::comm::shm::remove_of(&dir, pid);
+            crate::comm::cpu::shm::remove_of(&dir, pid);
         }
     }
 }
@@ -373,9 +373,12 @@ fn placement_slots(p: &Placement, world: usize, port: u16) -> Vec<Slot> {
                 store: SocketAddr::new(ip, port),
                 // Each node of the cluster is a host of its own to the transport
                 // selection (ranks of one node share memory, others use the network).
-                env: std::iter::once((crate::comm::shm::NODE_ENV.to_string(), node.to_string()))
-                    .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
-                    .collect(),
+                env: std::iter::once((
+                    crate::comm::cpu::shm::NODE_ENV.to_string(),
+                    node.to_string(),
+                ))
+                .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
+                .collect(),
             }
         })
         .collect()
@@ -401,7 +404,7 @@ fn spawn_and_watch(
     job: &Job,
     l: &Launch,
     world: usize,
-    token: crate::comm::wire::Token,
+    token: crate::comm::cpu::wire::Token,
     slots: Vec<Slot>,
     server: Option<&StoreServer>,
     on: &mut impl FnMut(&Msg),
@@ -430,7 +433,7 @@ fn spawn_and_watch(
         if let Some(cpu) = cpus.get(i) {
             cmd.env(CPU_ENV, cpu.to_string());
         }
-        cmd.env(crate::comm::tcp::HOST_RANKS_ENV, here.to_string());
+        cmd.env(crate::comm::cpu::tcp::HOST_RANKS_ENV, here.to_string());
         cmd.arg("__rank")
             .env("RINGLAB_RANK", rank.to_string())
             .env("RINGLAB_WORLD", world.to_string())
@@ -461,8 +464,8 @@ fn spawn_and_watch(
                 .env
                 .iter()
                 .chain(&l.env)
-                .find(|(k, _)| k == crate::comm::shm::DIR_ENV)
-                .map_or_else(crate::comm::shm::dir, |(_, v)| v.into());
+                .find(|(k, _)| k == crate::comm::cpu::shm::DIR_ENV)
+                .map_or_else(crate::comm::cpu::shm::dir, |(_, v)| v.into());
             ranks.shm.push((child.id(), shm_dir));
         }
         read_output(&mut child, rank, &tx);
@@ -563,7 +566,7 @@ fn wait_until_all_left(server: &StoreServer, world: usize, timeout: Duration) {
             return;
         }
         if Instant::now() >= deadline {
-            crate::comm::log::warn(&format!(
+            crate::comm::emu::log::warn(&format!(
                 "ranks {waiting:?} did not leave the store within {} s",
                 timeout.as_secs()
             ));
@@ -647,7 +650,7 @@ fn settle(
 }
 
 /// The CPU a rank process pins itself to (see [`cpu_plan`]).
-pub use crate::comm::tcp::CPU_ENV;
+pub use crate::comm::cpu::tcp::CPU_ENV;
 
 /// One CPU per rank of the TCP backend when there are at least as many CPUs (this process's
 /// affinity mask) as ranks on this host, none otherwise. The ranks spin while they wait for
@@ -1036,7 +1039,7 @@ fn patience(l: &Launch, phase: &str) -> Duration {
 /// and ranks on different "hosts" talk over NET).
 pub fn rank_env(job: &crate::lab::Job, rank: usize) -> Vec<(String, String)> {
     if job.backend == crate::lab::Backend::Nccl && job.ranks_per_gpu > 1 {
-        let host = crate::comm::log::hostname();
+        let host = crate::comm::emu::log::hostname();
         vec![("NCCL_HOSTID".into(), format!("{host}-ringlab-rank{rank}"))]
     } else {
         Vec::new()

@@ -10,7 +10,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::comm::wire::{Token, new_token, token_from_hex, token_hex};
+use crate::comm::cpu::wire::{Token, new_token, token_from_hex, token_hex};
 
 use super::world::World;
 

@@ -960,8 +960,8 @@ pub fn verdict_lines(
         // Passing by moving off shared memory proves the cause; the node still lacks room.
         if staged.culprit == scenario::Culprit::ShmFull
             && f.transport
-                == Some(crate::comm::tcp::Transports::only(
-                    crate::comm::tcp::Transport::NET,
+                == Some(crate::comm::cpu::tcp::Transports::only(
+                    crate::comm::cpu::tcp::Transport::NET,
                 ))
         {
             out.push(Line::styled(

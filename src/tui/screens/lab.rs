@@ -864,8 +864,8 @@ mod tests {
             algbw_gbps: busbw,
             busbw_gbps: busbw,
             wrong,
-            transport: Some(crate::comm::tcp::Transports::only(
-                crate::comm::tcp::Transport::Shm,
+            transport: Some(crate::comm::cpu::tcp::Transports::only(
+                crate::comm::cpu::tcp::Transport::Shm,
             )),
             shared_gpu: false,
             spread: None,
@@ -916,7 +916,9 @@ mod tests {
                 0,
                 Msg::Event(Event::Transport {
                     rank,
-                    transport: crate::comm::tcp::Transports::only(crate::comm::tcp::Transport::Shm),
+                    transport: crate::comm::cpu::tcp::Transports::only(
+                        crate::comm::cpu::tcp::Transport::Shm,
+                    ),
                 }),
             ));
         }

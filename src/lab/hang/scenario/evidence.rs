@@ -332,7 +332,7 @@ pub(super) fn gather(
     s: &Scenario,
     c: &Cluster,
     f: &Failure,
-    server: Option<&crate::comm::store::StoreServer>,
+    server: Option<&crate::comm::cpu::store::StoreServer>,
     world: usize,
 ) -> Diagnosis {
     let mut d = Diagnosis {

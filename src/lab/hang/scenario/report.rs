@@ -33,7 +33,7 @@ pub struct Staged {
     /// How the ranks' bytes travelled (`SHM` within a node, `NET` across), where they got
     /// that far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::comm::tcp::Transports>,
+    pub transport: Option<crate::comm::cpu::tcp::Transports>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -149,7 +149,7 @@ pub struct Fixed {
     /// How the re-run's bytes travelled (`SHM+NET`: shared memory within each node, the
     /// network between them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::comm::tcp::Transports>,
+    pub transport: Option<crate::comm::cpu::tcp::Transports>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ pub(super) struct RunResult {
     values: Vec<(usize, f64)>,
     evidence: Option<Diagnosis>,
     /// How the ranks' bytes travelled (`SHM`, `NET`, `SHM+NET`), as they reported it.
-    transport: Option<crate::comm::tcp::Transports>,
+    transport: Option<crate::comm::cpu::tcp::Transports>,
 }
 
 /// The staged cluster (`fix` None) or the staged cluster with a fix applied.
@@ -31,7 +31,7 @@ pub(super) fn placement(
     if nccl {
         env.extend(NcclLab::lab_env());
     } else if let Some(r) = s.emulate {
-        env.push((crate::comm::log::VERSION_ENV.into(), r.to_string()));
+        env.push((crate::comm::emu::log::VERSION_ENV.into(), r.to_string()));
     }
     // A fix replaces the staged variables it names; what it does not mention stays staged.
     let mut merged = s.stage_env.clone();
@@ -233,7 +233,7 @@ fn job_for(
 #[derive(Default)]
 struct Seen {
     values: Vec<(usize, f64)>,
-    transport: Option<crate::comm::tcp::Transports>,
+    transport: Option<crate::comm::cpu::tcp::Transports>,
     evidence: Option<Diagnosis>,
     detected: Option<f64>,
 }

@@ -1,6 +1,6 @@
 #[test]
 fn the_nccl_labs_retries_outlast_the_watchdog_as_the_docs_say() {
-    use crate::comm::net::Retrier;
+    use crate::comm::cpu::net::Retrier;
     let env = NcclLab::lab_env();
     let get = |k: &str| -> u64 {
         env.iter()

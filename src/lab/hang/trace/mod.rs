@@ -25,11 +25,13 @@ mod record;
 mod table;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 pub use analyse::*;
 use pytorch::*;
 pub use record::*;
 pub use table::*;
+pub use timing::*;
 
 /// The `format` field of a ringlab dump.
 pub const FORMAT: &str = "ringlab-flight-recorder";

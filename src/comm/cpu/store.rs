@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::log;
-use super::net::connect_retry;
-use super::wire::{Hello, Role, Token, WireError, read_frame, write_frame};
+use crate::comm::cpu::net::connect_retry;
+use crate::comm::cpu::wire::{Hello, Role, Token, WireError, read_frame, write_frame};
+use crate::comm::emu::log;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
@@ -64,7 +64,7 @@ impl StoreServer {
         std::thread::Builder::new()
             .name("store".into())
             .spawn(move || {
-                let greeters = Arc::new(super::net::Greeters::new(PENDING_PER_ADDRESS));
+                let greeters = Arc::new(crate::comm::cpu::net::Greeters::new(PENDING_PER_ADDRESS));
                 let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 for conn in listener2.incoming() {
                     if stop2.load(Ordering::Relaxed) {
@@ -168,7 +168,7 @@ pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(3600);
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Connections from one address that may be greeting the store at once; beyond that a newer
-/// one closes the longest-silent ([`super::net::Greeters`]).
+/// one closes the longest-silent ([`crate::comm::cpu::net::Greeters`]).
 pub const PENDING_PER_ADDRESS: usize = 16;
 
 /// Busy-poll `conn` until it has something to read or `spin` has passed.

@@ -1,12 +1,12 @@
 //! NET: the partner's TCP socket carries its bytes (NCCL's net transport over its Socket
 //! plugin). It connects any pair, so it is last in the table; the socket itself was dialled
-//! during rendezvous ([`super::super::tcp::TcpComm::init`]).
+//! during rendezvous ([`crate::comm::cpu::tcp::TcpComm::init`]).
 
 use std::io;
 
-use super::{Connector, Decline, PeerInfo, Transport};
-use crate::comm::engine::{EngineError, Pass, PeerLink, Run, SPIN, STAGE_WINDOW};
-use crate::comm::tcp::{RankEnv, channel, connected};
+use crate::comm::cpu::engine::{EngineError, Pass, PeerLink, Run, SPIN, STAGE_WINDOW};
+use crate::comm::cpu::tcp::{RankEnv, channel, connected};
+use crate::comm::cpu::transport::{Connector, Decline, PeerInfo, Transport};
 use crate::nccl_log::Msg;
 
 pub struct Net;
@@ -35,7 +35,7 @@ pub(crate) fn connect(env: &RankEnv, peer: usize, theirs: &PeerInfo, deferred: &
 }
 
 /// NET's progress: the bytes go through the partner's TCP socket, nonblocking, a slice at a
-/// time ([`SEND_SLICE`](crate::comm::engine::SEND_SLICE)); a header goes out corked with the
+/// time ([`SEND_SLICE`](crate::comm::cpu::engine::SEND_SLICE)); a header goes out corked with the
 /// call's first bytes, and comes in with them, in one system call where it can.
 #[derive(Clone, Copy)]
 pub struct TcpLink {

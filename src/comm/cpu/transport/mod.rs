@@ -3,9 +3,9 @@
 //! each in its own file:
 //!
 //! - [`p2p`]: single copy between ranks of one node, the receiver reading the sender's buffer
-//!   with cross-memory attach ([`super::cma`]), as NCCL's P2P transport reads a peer GPU's
+//!   with cross-memory attach ([`crate::comm::cpu::cma`]), as NCCL's P2P transport reads a peer GPU's
 //!   buffer; small messages still go through the shared-memory FIFO;
-//! - [`shm`]: shared-memory FIFOs between ranks of one node ([`super::shm`]);
+//! - [`shm`]: shared-memory FIFOs between ranks of one node ([`crate::comm::cpu::shm`]);
 //! - [`net`]: TCP sockets, to other nodes or everywhere with `NCCL_SHM_DISABLE=1`.
 //!
 //! A rank tells each partner who it is ([`PeerInfo`], NCCL's peer info), both walk
@@ -20,8 +20,8 @@ pub mod shm;
 
 use std::net::TcpStream;
 
-use super::log;
-use super::tcp::{CommError, RankEnv, SETUP_WAIT, swap_frames};
+use crate::comm::cpu::tcp::{CommError, RankEnv, SETUP_WAIT, swap_frames};
+use crate::comm::emu::log;
 use crate::nccl_log::Msg;
 
 /// Which transport carries a peer's bytes: NCCL's one type ([`crate::nccl_log::Transport`]);
@@ -115,7 +115,7 @@ impl<'de> serde::Deserialize<'de> for Transports {
 /// `ncclPeerInfo`: host, shared-memory device, process).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PeerInfo {
-    pub locality: super::shm::Locality,
+    pub locality: crate::comm::cpu::shm::Locality,
     /// Single copy allowed on this side (not NCCL_P2P_DISABLE=1).
     #[serde(default)]
     pub p2p: bool,
@@ -126,7 +126,7 @@ pub struct PeerInfo {
     pub probe_addr: usize,
     pub probe_value: u64,
     /// The abstract Unix socket this rank listens on for its node's partners
-    /// ([`super::fdpass`]); empty: none (no shared memory with this rank).
+    /// ([`crate::comm::cpu::fdpass`]); empty: none (no shared memory with this rank).
     #[serde(default)]
     pub sock: String,
 }
@@ -135,21 +135,21 @@ impl PeerInfo {
     /// This rank, as the environment allows it (logging NCCL's `NCCL_SHM_DISABLE set by
     /// environment to 1.` lines for what is switched off).
     pub fn here(env: &RankEnv) -> Self {
-        let locality = super::shm::Locality::here(env.shm);
+        let locality = crate::comm::cpu::shm::Locality::here(env.shm);
         if !locality.shm {
             log::info_msg(&Msg::EnvSet {
                 name: "NCCL_SHM_DISABLE".into(),
                 value: "1.".into(),
             });
         }
-        let p2p = !super::cma::disabled_by_env();
+        let p2p = !crate::comm::cpu::cma::disabled_by_env();
         if !p2p {
             log::info_msg(&Msg::EnvSet {
                 name: "NCCL_P2P_DISABLE".into(),
                 value: "1.".into(),
             });
         }
-        let probe = super::cma::probe();
+        let probe = crate::comm::cpu::cma::probe();
         Self {
             locality,
             p2p,
@@ -173,7 +173,7 @@ pub enum Decline {
 
 /// One transport of the table: whether it can join this rank and a partner (NCCL's
 /// `canConnect`). Each transport's file holds its connector, its connect and its
-/// [`PeerLink`](super::engine::PeerLink) (how it moves the bytes); [`connect`] picks which.
+/// [`PeerLink`](crate::comm::cpu::engine::PeerLink) (how it moves the bytes); [`connect`] picks which.
 pub trait Connector: Sync {
     fn kind(&self) -> Transport;
     fn can_connect(&self, me: &PeerInfo, peer: &PeerInfo) -> Result<(), Decline>;
@@ -197,7 +197,7 @@ pub fn select(me: &PeerInfo, peer: &PeerInfo) -> (Transport, Vec<(Transport, Str
 }
 
 /// Per rank: the Unix-domain connection to a partner of this node (None: not one), over
-/// which memory is handed as descriptors ([`super::fdpass`]).
+/// which memory is handed as descriptors ([`crate::comm::cpu::fdpass`]).
 pub type UnixLinks = Vec<Option<std::os::unix::net::UnixStream>>;
 
 /// What [`connect`] returns: the shared-memory links (None without a local partner), per rank
@@ -208,7 +208,7 @@ pub(super) type Connected = (Option<shm::Links>, Vec<Option<Transport>>, UnixLin
 /// of every rank with partners.
 ///
 /// Partners that may share memory (same host and /dev/shm, both allowing it) first connect
-/// over a Unix-domain socket ([`super::fdpass::pair_up`]); from then on a partner's process is
+/// over a Unix-domain socket ([`crate::comm::cpu::fdpass::pair_up`]); from then on a partner's process is
 /// the one the kernel names at the other end of that socket (`SO_PEERCRED`), not the pid its
 /// hello claims, and a partner of another user is refused.
 pub(super) fn connect(
@@ -226,7 +226,7 @@ pub(super) fn connect(
     }
     let mut me = PeerInfo::here(env);
     let listener = if me.locality.shm {
-        match super::fdpass::Listener::bind() {
+        match crate::comm::cpu::fdpass::Listener::bind() {
             Ok(l) => {
                 me.sock = l.name().to_string();
                 Some(l)
@@ -260,7 +260,7 @@ pub(super) fn connect(
             .map(|(p, t)| (*p, t.sock.clone()))
             .collect();
         let deadline = std::time::Instant::now() + SETUP_WAIT;
-        let paired = super::fdpass::pair_up(rank, listener, &near, deadline)
+        let paired = crate::comm::cpu::fdpass::pair_up(rank, listener, &near, deadline)
             .map_err(|e| setup(format!("connecting to this node's partners: {e}")))?;
         for (p, stream, cred) in paired {
             if let Some((_, info)) = infos.iter_mut().find(|(q, _)| *q == p) {
@@ -335,9 +335,9 @@ mod tests {
     }
 
     fn info(host: &str, p2p: bool, shm: bool) -> PeerInfo {
-        let probe = crate::comm::cma::probe();
+        let probe = crate::comm::cpu::cma::probe();
         PeerInfo {
-            locality: crate::comm::shm::Locality {
+            locality: crate::comm::cpu::shm::Locality {
                 host: host.into(),
                 shm_dev: 7,
                 shm,

@@ -112,7 +112,7 @@ pub struct Segment {
     len: usize,
     path: PathBuf,
     linked: bool,
-    /// The creator's descriptor, which it hands its partners ([`super::fdpass`]).
+    /// The creator's descriptor, which it hands its partners ([`crate::comm::cpu::fdpass`]).
     fd: Option<std::os::fd::OwnedFd>,
 }
 
@@ -200,12 +200,12 @@ impl Segment {
         }
     }
 
-    /// Map a partner's segment from the descriptor it handed over ([`super::fdpass`]), which
+    /// Map a partner's segment from the descriptor it handed over ([`crate::comm::cpu::fdpass`]), which
     /// must be a regular file of this process's user of exactly `len` bytes; `shown` names it
     /// in messages. Nothing is opened by name: a name is whatever the sender wants it to be.
     pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize, shown: &str) -> Result<Self, ShmError> {
         use std::os::fd::AsRawFd;
-        super::fdpass::check(&fd, len).map_err(|why| ShmError::Refused {
+        crate::comm::cpu::fdpass::check(&fd, len).map_err(|why| ShmError::Refused {
             path: shown.to_string(),
             why,
         })?;
@@ -539,7 +539,7 @@ pub struct Pipe {
     pub rx: Fifo,
     pub peer_bell: Bell,
     pub fd: i32,
-    /// Single copy from the partner ([`super::cma`]): its pid, when this rank reads large
+    /// Single copy from the partner ([`crate::comm::cpu::cma`]): its pid, when this rank reads large
     /// messages straight out of its memory.
     pub cma_from: Option<libc::pid_t>,
     /// Single copy to the partner: it reads this rank's large messages where they lie.
@@ -568,11 +568,13 @@ impl Locality {
         use std::os::unix::fs::MetadataExt;
         let host = match (std::env::var("NCCL_HOSTID"), std::env::var(NODE_ENV)) {
             (Ok(id), _) if !id.is_empty() => id,
-            (_, Ok(node)) if !node.is_empty() => format!("{}/node{node}", super::log::hostname()),
+            (_, Ok(node)) if !node.is_empty() => {
+                format!("{}/node{node}", crate::comm::emu::log::hostname())
+            }
             _ => {
                 let boot =
                     std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-                format!("{}{}", super::log::hostname(), boot.trim())
+                format!("{}{}", crate::comm::emu::log::hostname(), boot.trim())
             }
         };
         let shm_dev = std::fs::metadata(dir()).map(|m| m.dev()).unwrap_or(0);

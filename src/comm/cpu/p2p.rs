@@ -4,10 +4,10 @@
 //! - **Mapped buffers.** A rank's collective buffers live in an anonymous memory file
 //!   (`memfd_create(2)`, no name anywhere, gone with the last process that maps it). It hands
 //!   the file's descriptor to its partners on the node over their Unix connection
-//!   ([`super::fdpass`]); they map it read-only, and copy or reduce
+//!   ([`crate::comm::cpu::fdpass`]); they map it read-only, and copy or reduce
 //!   straight out of it at memcpy speed. A descriptor on the FIFO says which region and
 //!   where; the bytes never enter the FIFO.
-//! - **Cross-memory attach** ([`super::cma`]) for anything else large (bytes staged aside
+//! - **Cross-memory attach** ([`crate::comm::cpu::cma`]) for anything else large (bytes staged aside
 //!   for a same-step overwrite, a buffer the caller allocated itself): the receiver reads the
 //!   sender's memory with `process_vm_readv(2)`.
 //!
@@ -184,12 +184,12 @@ pub struct PeerRegion {
 unsafe impl Send for PeerRegion {}
 
 impl PeerRegion {
-    /// Map a partner's region from the descriptor it handed over ([`super::fdpass`]): a
+    /// Map a partner's region from the descriptor it handed over ([`crate::comm::cpu::fdpass`]): a
     /// regular file of this process's user of exactly `len` bytes (a region is at least one
     /// byte), or an error saying what it is instead.
     pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize, id: u32) -> io::Result<Self> {
         use std::os::fd::AsRawFd;
-        super::fdpass::check(&fd, len.max(1))
+        crate::comm::cpu::fdpass::check(&fd, len.max(1))
             .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
         // SAFETY: a fresh read-only shared mapping of the file just checked.
         let p = unsafe {
@@ -232,12 +232,12 @@ impl Drop for PeerRegion {
 /// partner to share it with (or no memory file could be made).
 pub enum SharedBuf {
     Region(Arc<Region>),
-    Heap(super::reduce::AlignedBuf),
+    Heap(crate::comm::cpu::reduce::AlignedBuf),
 }
 
 impl Default for SharedBuf {
     fn default() -> Self {
-        SharedBuf::Heap(super::reduce::AlignedBuf::default())
+        SharedBuf::Heap(crate::comm::cpu::reduce::AlignedBuf::default())
     }
 }
 

@@ -4,7 +4,7 @@
 //! (and virbr* from 2.28), then docker*, then lo (then virbr*, 2.28+). From 2.28 only running
 //! interfaces (IFF_RUNNING) are candidates at all; before, any interface with an address was.
 //! Compare src/misc/socket.cc@v2.27.3-1 (ncclFindInterfaces, findInterfaces) with @v2.28.3-1.
-//! Which release is imitated is [`super::log::profile`] (`RINGLAB_NCCL_VERSION`).
+//! Which release is imitated is [`crate::comm::emu::log::profile`] (`RINGLAB_NCCL_VERSION`).
 
 use std::ffi::CStr;
 use std::fmt;
@@ -90,7 +90,7 @@ fn matching(ifaces: &[Iface], spec: &str) -> Vec<Iface> {
 
 /// The interfaces NCCL would use, best first, and why, for the release this process imitates.
 pub fn select(ifaces: &[Iface], ifname: Option<&str>) -> Result<(Vec<Iface>, String), SelectError> {
-    select_as(ifaces, ifname, super::log::profile())
+    select_as(ifaces, ifname, crate::comm::emu::log::profile())
 }
 
 /// The interfaces the NCCL release `style` would use, best first, and why.
@@ -153,7 +153,7 @@ fn names(ifaces: &[Iface]) -> String {
 /// The interfaces NCCL would consider, IPv4 first, in kernel order: each one's first address
 /// of each family. On a node of the emulated cluster, that node's virtual table.
 pub fn list() -> std::io::Result<Vec<Iface>> {
-    if let Some(v) = super::vnet::current() {
+    if let Some(v) = crate::comm::emu::vnet::current() {
         return Ok(v.net.ifaces(v.node));
     }
     host_list()
@@ -194,7 +194,7 @@ pub fn candidates(raw: &[RawIface], style: Style) -> Vec<Iface> {
 
 /// This host's interfaces (getifaddrs), as the imitated release would consider them.
 pub fn host_list() -> std::io::Result<Vec<Iface>> {
-    Ok(candidates(&host_raw()?, super::log::profile()))
+    Ok(candidates(&host_raw()?, crate::comm::emu::log::profile()))
 }
 
 /// Every IPv4 and IPv6 address entry of this host (getifaddrs), with its interface's flags.

@@ -1,22 +1,22 @@
-//! SHM: shared-memory FIFOs between ranks of one node ([`crate::comm::shm`]), as NCCL's SHM
+//! SHM: shared-memory FIFOs between ranks of one node ([`crate::comm::cpu::shm`]), as NCCL's SHM
 //! transport (`via SHM/direct/direct`). Two ranks can use it when they share a host and a
 //! /dev/shm and neither sets `NCCL_SHM_DISABLE=1`. Connecting is one round among the node's
 //! partners: each rank makes its segment (a FIFO per partner), partners map it and say so,
 //! then its name is unlinked, so nothing is left behind whatever happens to the ranks. P2P
-//! pairs ([`super::p2p`]) are connected here too: they use the FIFO for small messages.
+//! pairs ([`crate::comm::cpu::transport::p2p`]) are connected here too: they use the FIFO for small messages.
 
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
-use super::{Connector, Decline, PeerInfo, Transport};
-use crate::comm::engine::{EngineError, Pass, PeerLink, Run};
-use crate::comm::log;
-use crate::comm::shm::Pipe;
-use crate::comm::tcp::{
+use crate::comm::cpu::engine::{EngineError, Pass, PeerLink, Run};
+use crate::comm::cpu::shm::Pipe;
+use crate::comm::cpu::tcp::{
     CommError, RankEnv, SETUP_WAIT, channel, connected, log_shm_error, swap_frames,
     swap_frames_each,
 };
+use crate::comm::cpu::transport::{Connector, Decline, PeerInfo, Transport};
+use crate::comm::emu::log;
 use crate::nccl_log::Msg;
 
 pub struct Shm;
@@ -44,14 +44,14 @@ pub struct Partner {
 /// The shared-memory side of a communicator: this rank's segment, its partners', and a pipe
 /// per local partner. The pipes point into the segments, which live exactly as long.
 pub struct Links {
-    pub pipes: Vec<Option<crate::comm::shm::Pipe>>,
-    pub bell: crate::comm::shm::Bell,
-    _mine: crate::comm::shm::Segment,
-    _theirs: Vec<crate::comm::shm::Segment>,
+    pub pipes: Vec<Option<crate::comm::cpu::shm::Pipe>>,
+    pub bell: crate::comm::cpu::shm::Bell,
+    _mine: crate::comm::cpu::shm::Segment,
+    _theirs: Vec<crate::comm::cpu::shm::Segment>,
 }
 
 /// A rank's segment: its shape, and which FIFO in it belongs to whom. The segment itself goes
-/// to each partner as a descriptor over their Unix connection ([`crate::comm::fdpass`]); the
+/// to each partner as a descriptor over their Unix connection ([`crate::comm::cpu::fdpass`]); the
 /// name is for the log only and is never opened.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct Offer {
@@ -79,10 +79,10 @@ fn take_segment(
     offer: &Offer,
     fifo: usize,
     world: usize,
-) -> Result<crate::comm::shm::Segment, String> {
-    use crate::comm::shm::{Segment, segment_len};
+) -> Result<crate::comm::cpu::shm::Segment, String> {
+    use crate::comm::cpu::shm::{Segment, segment_len};
     let s = unix.ok_or_else(|| format!("rank {p} has no local connection to hand its segment"))?;
-    let fd = crate::comm::fdpass::recv_fd(s, SETUP_WAIT)
+    let fd = crate::comm::cpu::fdpass::recv_fd(s, SETUP_WAIT)
         .map_err(|e| format!("rank {p}'s shared-memory segment did not come: {e}"))?;
     if offer.fifo != fifo {
         return Err(format!(
@@ -114,13 +114,13 @@ pub(crate) fn connect(
     transports: &mut [Option<Transport>],
     deferred: &mut Vec<Msg>,
 ) -> Result<Links, CommError> {
-    use crate::comm::shm::{Pipe, Segment, fifo_size, segment_len};
+    use crate::comm::cpu::shm::{Pipe, Segment, fifo_size, segment_len};
     let rank = env.rank;
     let setup = |what: String| CommError::Setup { rank, what };
     let ranks: Vec<usize> = local.iter().map(|p| p.rank).collect();
     let fifo = fifo_size().map_err(setup)?;
     let len = segment_len(local.len(), fifo);
-    let mut mine = Segment::create(&crate::comm::shm::dir(), len).map_err(|source| {
+    let mut mine = Segment::create(&crate::comm::cpu::shm::dir(), len).map_err(|source| {
         log_shm_error(&source);
         CommError::Shm { rank, source }
     })?;
@@ -153,7 +153,7 @@ pub(crate) fn connect(
             .get(p)
             .and_then(Option::as_ref)
             .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-        crate::comm::fdpass::send_fds(s, &[my_fd]).map_err(|source| CommError::Io {
+        crate::comm::cpu::fdpass::send_fds(s, &[my_fd]).map_err(|source| CommError::Io {
             rank,
             what: format!("handing rank {p} this rank's segment"),
             source,
@@ -282,9 +282,9 @@ mod tests {
     //! Finding H4: a partner that names a file, or hands over a descriptor that is not a
     //! segment, gets nothing mapped; the file it names is never opened.
     use super::*;
-    use crate::comm::fdpass;
-    use crate::comm::shm::{fifo_size, segment_len};
-    use crate::comm::wire::{read_frame, write_frame};
+    use crate::comm::cpu::fdpass;
+    use crate::comm::cpu::shm::{fifo_size, segment_len};
+    use crate::comm::cpu::wire::{read_frame, write_frame};
     use std::io::Write as _;
     use std::net::TcpListener;
     use std::os::fd::OwnedFd;
@@ -309,12 +309,12 @@ mod tests {
             world: 2,
             local_rank: 0,
             local_world: 2,
-            token: [7; crate::comm::wire::TOKEN_LEN],
+            token: [7; crate::comm::cpu::wire::TOKEN_LEN],
             store: addr,
             multi_node: false,
             shm: true,
         };
-        let me = crate::comm::transport::PeerInfo::here(&env);
+        let me = crate::comm::cpu::transport::PeerInfo::here(&env);
         let local = [Partner {
             rank: 1,
             info: me,

@@ -1,10 +1,10 @@
 //! The CPU backend: one OS process per rank and one link per pair of ranks that the schedules
 //! need. Ranks of one node (same host and, in the hang lab, same node namespace) move their bytes
-//! through shared-memory FIFOs ([`super::shm`]), large messages by single copy where the kernel
+//! through shared-memory FIFOs ([`crate::comm::cpu::shm`]), large messages by single copy where the kernel
 //! allows it (P2P); ranks of different nodes, or every pair when NCCL_SHM_DISABLE=1, over a
 //! full-duplex TCP connection, which also carries the setup frames. This file sets the links up
-//! (rendezvous, hello, NCCL-shaped log lines; the transport choice is [`super::transport`]'s)
-//! and hands the schedule to the progress engine ([`super::engine`]), which runs it as a
+//! (rendezvous, hello, NCCL-shaped log lines; the transport choice is [`crate::comm::cpu::transport`]'s)
+//! and hands the schedule to the progress engine ([`crate::comm::cpu::engine`]), which runs it as a
 //! byte-exact dataflow through each peer's link. There is no second implementation of any algorithm here: only the schedule's
 //! transfers move bytes.
 
@@ -13,20 +13,20 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::engine::{EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute};
-use super::ifaces;
-use super::log;
-use super::net::{connect_retry, tune};
-use super::p2p::{PeerRegion, Region, SharedBuf};
-use super::reduce::{AlignedBuf, divide, kernel};
-use super::store::{StoreClient, StoreError};
-use super::transport::net::{sys_recv, sys_send};
-use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
+use crate::comm::cpu::engine::{EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute};
+use crate::comm::cpu::ifaces;
+use crate::comm::cpu::net::{connect_retry, tune};
+use crate::comm::cpu::p2p::{PeerRegion, Region, SharedBuf};
+use crate::comm::cpu::reduce::{AlignedBuf, divide, kernel};
+use crate::comm::cpu::store::{StoreClient, StoreError};
+use crate::comm::cpu::transport::net::{sys_recv, sys_send};
+use crate::comm::cpu::wire::{Hello, Role, Token};
+use crate::comm::emu::log;
 use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
 use std::sync::Arc;
 
-pub use super::transport::{Transport, Transports};
+pub use crate::comm::cpu::transport::{Transport, Transports};
 
 /// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
 pub const CPU_ENV: &str = "RINGLAB_CPU";
@@ -67,11 +67,11 @@ pub enum CommError {
     #[error("rank {rank}: unhandled system error (run with NCCL_DEBUG=INFO for details): {source}")]
     Shm {
         rank: usize,
-        source: super::shm::ShmError,
+        source: crate::comm::cpu::shm::ShmError,
     },
     #[error("rank {rank}: {what}")]
     Setup { rank: usize, what: String },
-    /// A peer's call is not this rank's ([`super::header`]).
+    /// A peer's call is not this rank's ([`crate::comm::cpu::header`]).
     #[error("{0}")]
     Mismatch(String),
     #[error("buffer of {got} bytes, the schedule needs {need}")]
@@ -90,7 +90,7 @@ pub enum CommError {
 pub const GREETING_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Connections from one address that may be greeting at once (at least the ranks that will
-/// dial); beyond that a newer one closes the longest-silent ([`super::net::Greeters`]).
+/// dial); beyond that a newer one closes the longest-silent ([`crate::comm::cpu::net::Greeters`]).
 pub const PENDING_PER_ADDRESS: usize = 8;
 
 /// Accept the greetings of `higher` ranks on `listener`, each connection on a thread of its
@@ -109,7 +109,7 @@ fn accept_peers(
     }
     let (tx, rx) = mpsc::channel::<(usize, TcpStream)>();
     // Ranks of one node share an address: room for all of them at once.
-    let greeters = Arc::new(super::net::Greeters::new(
+    let greeters = Arc::new(crate::comm::cpu::net::Greeters::new(
         PENDING_PER_ADDRESS.max(higher.len()),
     ));
     let acceptor = listener.try_clone()?;
@@ -211,12 +211,12 @@ pub struct TcpComm {
     rank: usize,
     world: usize,
     peers: Vec<Option<TcpStream>>,
-    shm: Option<super::transport::shm::Links>,
+    shm: Option<crate::comm::cpu::transport::shm::Links>,
     /// Per peer: how its bytes travel (None: not a partner).
     transports: Vec<Option<Transport>>,
     /// Per peer of this node: the Unix connection its memory comes over as descriptors
-    /// ([`super::fdpass`]).
-    unix: super::transport::UnixLinks,
+    /// ([`crate::comm::cpu::fdpass`]).
+    unix: crate::comm::cpu::transport::UnixLinks,
     staging: AlignedBuf,
     send_stage: AlignedBuf,
     /// Spin briefly before sleeping in a receive: only when every local rank has a core.
@@ -241,7 +241,7 @@ pub struct TcpComm {
 }
 
 /// A rank's buffers as it offers them to a P2P partner: (id, bytes) each, in the order their
-/// descriptors follow over the pair's Unix connection ([`super::fdpass`]).
+/// descriptors follow over the pair's Unix connection ([`crate::comm::cpu::fdpass`]).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct RegionOffer {
     regions: Vec<(u32, usize)>,
@@ -349,9 +349,9 @@ pub(crate) fn channel(
 }
 
 /// A shared-memory failure as NCCL WARNs it (`Error: failed to extend … (28)`), or ringlab's text.
-pub(crate) fn log_shm_error(e: &super::shm::ShmError) {
+pub(crate) fn log_shm_error(e: &crate::comm::cpu::shm::ShmError) {
     match e {
-        super::shm::ShmError::Extend { path, len, err } => log::nccl(
+        crate::comm::cpu::shm::ShmError::Extend { path, len, err } => log::nccl(
             log::Level::Warn,
             Some(Site::ShmFailed),
             &Msg::ShmFailed {
@@ -394,9 +394,9 @@ impl TcpComm {
             what: UsingWhat::Bootstrap,
             ifaces: vec![chosen.clone()],
         });
-        let listener = TcpListener::bind(SocketAddr::new(super::vnet::bind_ip(ip), 0))
+        let listener = TcpListener::bind(SocketAddr::new(crate::comm::emu::vnet::bind_ip(ip), 0))
             .map_err(io_err("binding the listener"))?;
-        let me = super::vnet::advertised(
+        let me = crate::comm::emu::vnet::advertised(
             listener
                 .local_addr()
                 .map_err(io_err("reading the listener address"))?,
@@ -414,7 +414,7 @@ impl TcpComm {
         let lower: Vec<usize> = partners.iter().copied().filter(|&p| p < env.rank).collect();
         let higher: Vec<usize> = partners.iter().copied().filter(|&p| p > env.rank).collect();
         for &p in &lower {
-            let addr_s = store.get(&format!("addr/{p}"), super::store::PATIENCE)?;
+            let addr_s = store.get(&format!("addr/{p}"), crate::comm::cpu::store::PATIENCE)?;
             let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::Io {
                 rank: env.rank,
                 what: format!("rank {p} published a bad address `{addr_s}`"),
@@ -440,7 +440,7 @@ impl TcpComm {
         phase("transports");
         let mut deferred = Vec::new();
         let (shm, transports, unix) =
-            super::transport::connect(env, &mut peers, partners, &mut deferred)?;
+            crate::comm::cpu::transport::connect(env, &mut peers, partners, &mut deferred)?;
         phase("warm up connections");
         // Only sockets that will carry a collective's bytes need their windows opened.
         let net: Vec<Option<TcpStream>> = peers
@@ -574,7 +574,7 @@ impl TcpComm {
                 .get(p)
                 .and_then(Option::as_ref)
                 .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-            super::fdpass::send_fds(s, &fds).map_err(|source| CommError::Io {
+            crate::comm::cpu::fdpass::send_fds(s, &fds).map_err(|source| CommError::Io {
                 rank,
                 what: format!("handing rank {p} this rank's buffers"),
                 source,
@@ -593,7 +593,7 @@ impl TcpComm {
             for &(id, len) in &theirs.regions {
                 // Every announced buffer's descriptor is taken, so the next call finds the
                 // connection in step; a refused one falls back to cross-memory attach.
-                let fd = super::fdpass::recv_fd(s, SETUP_WAIT)
+                let fd = crate::comm::cpu::fdpass::recv_fd(s, SETUP_WAIT)
                     .map_err(|e| setup(format!("rank {p}'s buffer {id} did not come: {e}")))?;
                 match PeerRegion::from_fd(fd, len, id)
                     .map_err(|e| format!("rank {p}'s buffer {id}: {e}"))
@@ -692,7 +692,7 @@ impl TcpComm {
             }
         }
         let reduce = kernel(dtype);
-        let header = super::header::Header::new(self.calls, spec, dtype, op);
+        let header = crate::comm::cpu::header::Header::new(self.calls, spec, dtype, op);
         self.calls = self.calls.wrapping_add(1);
         let Self {
             plans,
@@ -720,15 +720,15 @@ impl TcpComm {
                     s,
                 ) {
                     (Some(pipe), _) => {
-                        let fifo = super::transport::shm::FifoLink { pipe };
+                        let fifo = crate::comm::cpu::transport::shm::FifoLink { pipe };
                         if pipe.cma_to || pipe.cma_from.is_some() {
-                            Link::P2p(super::transport::p2p::CmaLink { fifo })
+                            Link::P2p(crate::comm::cpu::transport::p2p::CmaLink { fifo })
                         } else {
                             Link::Fifo(fifo)
                         }
                     }
                     (None, Some(s)) => {
-                        Link::Tcp(super::transport::net::TcpLink { fd: s.as_raw_fd() })
+                        Link::Tcp(crate::comm::cpu::transport::net::TcpLink { fd: s.as_raw_fd() })
                     }
                     (None, None) => Link::None,
                 }
@@ -777,9 +777,9 @@ impl TcpComm {
                         source: err,
                     }
                 }
-                EngineError::Mismatch { peer, theirs } => {
-                    CommError::Mismatch(super::header::mismatch(rank, &header, peer, &theirs))
-                }
+                EngineError::Mismatch { peer, theirs } => CommError::Mismatch(
+                    crate::comm::cpu::header::mismatch(rank, &header, peer, &theirs),
+                ),
                 EngineError::Stuck => CommError::Io {
                     rank,
                     what: "the schedule cannot make progress (inconsistent plan)".into(),
@@ -828,7 +828,7 @@ pub(crate) fn swap_frames_each<'a>(
     let io_err = |what: String| move |source| CommError::Io { rank, what, source };
     for (k, &p) in to.iter().enumerate() {
         let s = peer_mut(rank, peers, p)?;
-        super::wire::write_frame(s, payload(k)).map_err(|e| CommError::Io {
+        crate::comm::cpu::wire::write_frame(s, payload(k)).map_err(|e| CommError::Io {
             rank,
             what: format!("sending a {what} to rank {p}"),
             source: io::Error::other(e.to_string()),
@@ -841,10 +841,10 @@ pub(crate) fn swap_frames_each<'a>(
             .map_err(io_err(format!(
                 "setting a timeout on rank {p}'s connection"
             )))?;
-        let got = super::wire::read_frame(s);
+        let got = crate::comm::cpu::wire::read_frame(s);
         let _ = s.set_read_timeout(None);
         let frame = got.map_err(|e| match e {
-            super::wire::WireError::Io(source)
+            crate::comm::cpu::wire::WireError::Io(source)
                 if matches!(
                     source.kind(),
                     io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
@@ -856,7 +856,7 @@ pub(crate) fn swap_frames_each<'a>(
                     source,
                 }
             }
-            super::wire::WireError::Io(source) => CommError::Io {
+            crate::comm::cpu::wire::WireError::Io(source) => CommError::Io {
                 rank,
                 what: format!("waiting for rank {p}'s {what}"),
                 source,
@@ -960,7 +960,7 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
 /// The send slice: `RINGLAB_SEND_SLICE` (a size like 256K; 0 = unbounded) or the default.
 fn send_slice() -> usize {
     let Ok(v) = std::env::var("RINGLAB_SEND_SLICE") else {
-        return super::engine::SEND_SLICE;
+        return crate::comm::cpu::engine::SEND_SLICE;
     };
     match crate::units::parse_size(&v) {
         Ok(0) => usize::MAX,
@@ -968,9 +968,9 @@ fn send_slice() -> usize {
         Err(e) => {
             log::warn(&format!(
                 "RINGLAB_SEND_SLICE={v}: {e}; using {}",
-                super::engine::SEND_SLICE
+                crate::comm::cpu::engine::SEND_SLICE
             ));
-            super::engine::SEND_SLICE
+            crate::comm::cpu::engine::SEND_SLICE
         }
     }
 }

@@ -16,6 +16,8 @@
 //! (`ncclCommInitRankConfig`, `ncclGetLastError`, `ncclCommFinalize`) are looked up rather than
 //! assumed.
 
+pub mod find;
+
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

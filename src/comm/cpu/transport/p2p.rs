@@ -1,5 +1,5 @@
 //! P2P: single copy between ranks of one node. The receiver reads a large message straight out
-//! of the sender's buffer with cross-memory attach ([`crate::comm::cma`]), as NCCL's P2P
+//! of the sender's buffer with cross-memory attach ([`crate::comm::cpu::cma`]), as NCCL's P2P
 //! transport reads a peer GPU's buffer (`P2P/direct pointer`, `P2P/CUMEM`); small messages still
 //! go through the pair's shared-memory FIFO. It needs everything SHM needs, single copy allowed
 //! on both sides (no `NCCL_P2P_DISABLE=1`), and the kernel's permission to read the partner's
@@ -9,11 +9,11 @@
 
 use std::io;
 
-use super::shm::{FifoLink, recv_fifo};
-use super::{Connector, Decline, PeerInfo, Transport, shm::Shm};
-use crate::comm::cma;
-use crate::comm::engine::{EngineError, Pass, PeerLink, Run, STAGE_WINDOW};
-use crate::comm::shm::Pipe;
+use crate::comm::cpu::cma;
+use crate::comm::cpu::engine::{EngineError, Pass, PeerLink, Run, STAGE_WINDOW};
+use crate::comm::cpu::shm::Pipe;
+use crate::comm::cpu::transport::shm::{FifoLink, recv_fifo};
+use crate::comm::cpu::transport::{Connector, Decline, PeerInfo, Transport, shm::Shm};
 
 pub struct P2p;
 
@@ -28,7 +28,8 @@ impl Connector for P2p {
         }
         let pid = libc::pid_t::try_from(peer.pid)
             .map_err(|_| Decline::Because(format!("process id {} is out of range", peer.pid)))?;
-        crate::comm::cma::can_read(pid, peer.probe_addr, peer.probe_value).map_err(Decline::Because)
+        crate::comm::cpu::cma::can_read(pid, peer.probe_addr, peer.probe_value)
+            .map_err(Decline::Because)
     }
 }
 
@@ -141,7 +142,7 @@ fn recv_cma(
     i: usize,
     lim: usize,
 ) -> io::Result<usize> {
-    use crate::comm::p2p::{DESC, Desc};
+    use crate::comm::cpu::p2p::{DESC, Desc};
     let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
     let (a, b) = pipe.rx.peek(DESC);
     if a.len() + b.len() < DESC {

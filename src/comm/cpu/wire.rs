@@ -1,7 +1,7 @@
 //! What goes on the wire before any data: a fixed hello that names the protocol, its version,
 //! the job's random token and who is speaking; then, on store connections, length-prefixed
 //! JSON frames with a hard size limit. A peer that gets any of it wrong is dropped and logged.
-//! Data connections carry each call's header ([`super::header`]) and then raw element bytes in
+//! Data connections carry each call's header ([`crate::comm::cpu::header`]) and then raw element bytes in
 //! schedule order: both ends know the schedule.
 
 use std::io::{self, Read, Write};

@@ -8,8 +8,8 @@
 use std::io;
 use std::ops::Range;
 
-use super::reduce::ReduceFn;
 use crate::collective::{Op as RedOp, Schedule};
+use crate::comm::cpu::reduce::ReduceFn;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dep {
@@ -35,7 +35,7 @@ pub(crate) struct PlanOp {
     /// Out of place: the parts of `range` this op reads from the input rather than the output
     /// (a send of bytes no receive has written yet; a reduction that is the first write).
     pub(crate) fresh: Vec<Range<usize>>,
-    /// The call's header ([`super::header`]), first on its link: a send reads it from the
+    /// The call's header ([`crate::comm::cpu::header`]), first on its link: a send reads it from the
     /// send stage, a receive lands aside and is checked against this rank's own.
     pub(crate) header: bool,
 }
@@ -133,7 +133,7 @@ impl Plan {
                     send,
                     peer,
                     step: 0,
-                    range: 0..super::header::LEN,
+                    range: 0..crate::comm::cpu::header::LEN,
                     reduce: false,
                     deps: Vec::new(),
                     stage_at: send.then_some(stage),
@@ -143,7 +143,7 @@ impl Plan {
             }
         }
         let header_at = stage;
-        let stage = stage + super::header::LEN;
+        let stage = stage + crate::comm::cpu::header::LEN;
         Plan {
             ops,
             send_stage_len: stage,
@@ -327,7 +327,7 @@ pub enum EngineError {
     /// A peer's header is not this rank's own: the bytes that came.
     Mismatch {
         peer: usize,
-        theirs: [u8; super::header::LEN],
+        theirs: [u8; crate::comm::cpu::header::LEN],
     },
 }
 
@@ -370,9 +370,9 @@ impl State {
 #[derive(Clone, Copy)]
 pub enum Link<'a> {
     None,
-    Tcp(super::transport::net::TcpLink),
-    Fifo(super::transport::shm::FifoLink<'a>),
-    P2p(super::transport::p2p::CmaLink<'a>),
+    Tcp(crate::comm::cpu::transport::net::TcpLink),
+    Fifo(crate::comm::cpu::transport::shm::FifoLink<'a>),
+    P2p(crate::comm::cpu::transport::p2p::CmaLink<'a>),
 }
 
 /// One transport's progress on one peer: how a send moves the bytes that are ready, how a
@@ -494,7 +494,7 @@ impl PeerLink for Link<'_> {
 pub struct Io<'a> {
     pub links: &'a [Link<'a>],
     /// This rank's doorbell, where shared-memory partners wake it.
-    pub bell: Option<super::shm::Bell>,
+    pub bell: Option<crate::comm::cpu::shm::Bell>,
     pub spin: bool,
     pub reduce: ReduceFn,
     pub op: RedOp,
@@ -502,7 +502,7 @@ pub struct Io<'a> {
     /// The most bytes one send call hands the kernel ([`SEND_SLICE`] by default).
     pub send_slice: usize,
     /// Single copy: the regions this rank's buffers live in and who mapped them, and the
-    /// partners' regions mapped here ([`super::p2p`]).
+    /// partners' regions mapped here ([`crate::comm::cpu::p2p`]).
     pub regions: Regions<'a>,
 }
 
@@ -514,24 +514,25 @@ pub struct Regions<'a> {
     /// Per peer: the ids of this rank's regions it has mapped.
     pub mapped_by: &'a [Vec<u32>],
     /// Per peer: its regions mapped here.
-    pub theirs: &'a [Vec<super::p2p::PeerRegion>],
+    pub theirs: &'a [Vec<crate::comm::cpu::p2p::PeerRegion>],
 }
 
 impl Regions<'_> {
     /// Where `len` bytes at address `at` lie for peer `p`: in one of this rank's regions it
     /// has mapped, or (cross-memory attach) just at that address.
-    pub(crate) fn desc(&self, p: usize, at: usize, len: usize) -> super::p2p::Desc {
+    pub(crate) fn desc(&self, p: usize, at: usize, len: usize) -> crate::comm::cpu::p2p::Desc {
         let mapped = self.mapped_by.get(p).map_or(&[][..], Vec::as_slice);
         self.mine
             .iter()
             .find(|(id, r)| r.start <= at && at + len <= r.end && mapped.contains(id))
-            .map_or(super::p2p::Desc::Addr { addr: at, len }, |(id, r)| {
-                super::p2p::Desc::Region {
+            .map_or(
+                crate::comm::cpu::p2p::Desc::Addr { addr: at, len },
+                |(id, r)| crate::comm::cpu::p2p::Desc::Region {
                     id: *id,
                     off: at - r.start,
                     len,
-                }
-            })
+                },
+            )
     }
 }
 
@@ -557,7 +558,7 @@ pub struct Run<'a> {
     pub(crate) staging: &'a mut [u8],
     pub(crate) st: Vec<State>,
     /// Per peer: the header it sent (as far as it has come).
-    pub(crate) heard: Vec<[u8; super::header::LEN]>,
+    pub(crate) heard: Vec<[u8; crate::comm::cpu::header::LEN]>,
     /// Single copy, per partner: what it had read of this rank's memory before the current
     /// send (every earlier call's reads are acknowledged before that call returns), and how
     /// far into its current descriptor this rank has read.
@@ -596,7 +597,7 @@ impl<'a> Run<'a> {
     }
     /// Both ends decide alike from the op's length (their plans agree: the header said so).
     pub(crate) fn single(&self, o: &PlanOp) -> bool {
-        !o.header && o.range.len() >= super::cma::min()
+        !o.header && o.range.len() >= crate::comm::cpu::cma::min()
     }
     /// The bytes `a..b` of op `i`'s range as a send reads them: from the input where they are
     /// still fresh there, else from the buffer; `b` is cut where the source changes.
@@ -703,13 +704,14 @@ fn limit(plan: &Plan, st: &[State], i: usize) -> usize {
 pub fn execute(
     plan: &Plan,
     io: &Io,
-    header: &[u8; super::header::LEN],
+    header: &[u8; crate::comm::cpu::header::LEN],
     input: Option<&[u8]>,
     buf: &mut [u8],
     send_stage: &mut [u8],
     staging: &mut [u8],
 ) -> Result<(), EngineError> {
-    send_stage[plan.header_at..plan.header_at + super::header::LEN].copy_from_slice(header);
+    send_stage[plan.header_at..plan.header_at + crate::comm::cpu::header::LEN]
+        .copy_from_slice(header);
     if let Some(src) = input {
         for r in &plan.upfront {
             buf[r.clone()].copy_from_slice(&src[r.clone()]);
@@ -731,7 +733,7 @@ pub fn execute(
                 ..State::default()
             })
             .collect(),
-        heard: vec![[0u8; super::header::LEN]; io.links.len()],
+        heard: vec![[0u8; crate::comm::cpu::header::LEN]; io.links.len()],
         ack_base: io.links.iter().map(PeerLink::acked).collect(),
         desc_off: vec![0; io.links.len()],
         si: vec![0; peers],
@@ -807,7 +809,7 @@ fn send_to(run: &mut Run, pass: &mut Pass, p: usize) -> Result<(), EngineError> 
 fn recv_from(
     run: &mut Run,
     pass: &mut Pass,
-    header: &[u8; super::header::LEN],
+    header: &[u8; crate::comm::cpu::header::LEN],
     p: usize,
 ) -> Result<(), EngineError> {
     let Some(&i) = run.plan.recvs[p].get(run.ri[p]) else {
@@ -857,7 +859,7 @@ struct Waiter {
 }
 
 impl Waiter {
-    fn new(bell: Option<super::shm::Bell>) -> Self {
+    fn new(bell: Option<crate::comm::cpu::shm::Bell>) -> Self {
         Self {
             idle_since: None,
             checked: std::time::Instant::now(),
@@ -958,7 +960,7 @@ fn poll(pass: &mut Pass, ms: i32) -> Result<(), EngineError> {
 
 /// A doorbell this rank has armed, disarmed when work turns up or the run ends (however).
 struct Armed {
-    bell: Option<super::shm::Bell>,
+    bell: Option<crate::comm::cpu::shm::Bell>,
     seen: Option<u32>,
 }
 

@@ -10,7 +10,7 @@
 //!   docker0 172.17.0.1    127.17.i.1             node i only: a peer that dials it lands on itself
 //! ```
 //!
-//! A rank learns its node's table from `RINGLAB_VNET` (JSON); [`crate::comm::ifaces::list`]
+//! A rank learns its node's table from `RINGLAB_VNET` (JSON); [`crate::comm::cpu::ifaces::list`]
 //! returns that table, the listener binds the mapped address and advertises the virtual one,
 //! and every connect is routed the way node i's kernel would route it: its own addresses
 //! locally, the fabric to the owning node, an unused fabric address is "No route to host"
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ifaces::Iface;
+use crate::comm::cpu::ifaces::Iface;
 
 /// The variable that carries a rank's view of the emulated cluster.
 pub const ENV: &str = "RINGLAB_VNET";

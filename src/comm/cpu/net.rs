@@ -16,7 +16,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::log::{self, Level};
+use crate::comm::emu::log::{self, Level};
 use crate::nccl_log::{self, GaveUp, Msg, Profile, Retry, RetryPolicy, Site};
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -211,7 +211,7 @@ impl Retrier {
 pub fn connect_retry(addr: SocketAddr, connect_timeout: Duration) -> io::Result<TcpStream> {
     let mut retrier = Retrier::from_env();
     loop {
-        match super::vnet::connect_timeout(addr, connect_timeout) {
+        match crate::comm::emu::vnet::connect_timeout(addr, connect_timeout) {
             Ok(s) => return Ok(s),
             Err(e) => match retrier.failed(addr, &e) {
                 Step::Retry { sleep, log } => {
@@ -356,7 +356,7 @@ impl Greeters {
     /// returns its ticket for [`Greeters::greeted`], or why it could not be taken in.
     pub fn admit(&self, conn: &TcpStream) -> io::Result<Ticket> {
         // Another user on this host is refused before it can say a word (H3).
-        super::owner::check(conn)?;
+        crate::comm::cpu::owner::check(conn)?;
         let ip = conn.peer_addr()?.ip();
         let handle = conn.try_clone()?;
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -558,7 +558,7 @@ mod lesson_07 {
     use super::*;
     use crate::nccl_log::{Level, PROFILES};
 
-    const LESSON: &str = include_str!("../../lessons/07-debugging-hangs.md");
+    const LESSON: &str = include_str!("../../../lessons/07-debugging-hangs.md");
 
     struct Run {
         retry: Vec<String>,

@@ -159,7 +159,7 @@ pub fn pair_up(
         };
         let cred = peer_cred(&s)?;
         if cred.uid != me {
-            super::log::warn(&format!(
+            crate::comm::emu::log::warn(&format!(
                 "dropped a connection to this rank's local socket from process {} of uid {} \
                  (not this rank's user, uid {me})",
                 cred.pid, cred.uid
@@ -176,7 +176,7 @@ pub fn pair_up(
                 u32::from_le_bytes([intro[8], intro[9], intro[10], intro[11]]) as usize
             }
             _ => {
-                super::log::warn(&format!(
+                crate::comm::emu::log::warn(&format!(
                     "dropped a connection to this rank's local socket from process {}: it did \
                      not say which rank it is",
                     cred.pid
@@ -185,7 +185,7 @@ pub fn pair_up(
             }
         };
         let Some(k) = below.iter().position(|&p| p == who) else {
-            super::log::warn(&format!(
+            crate::comm::emu::log::warn(&format!(
                 "dropped a connection to this rank's local socket from process {}: it says it \
                  is rank {who}, which is not a local partner still expected",
                 cred.pid
