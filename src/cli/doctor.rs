@@ -388,7 +388,7 @@ fn machine(json: bool) -> anyhow::Result<ExitCode> {
             .ok()
             .filter(|f| f.linked)
             .map(|f| f.dir.display().to_string()),
-        nccl_error: m.nccl.as_ref().err().cloned(),
+        nccl_error: m.nccl.as_ref().err().map(ToString::to_string),
         nccl_all: m
             .all_nccl
             .iter()

@@ -18,7 +18,7 @@ pub struct Machine {
     pub probe: Probe,
     /// Where NCCL was found, or why not.
     #[serde(skip)]
-    pub nccl: Result<Found, String>,
+    pub nccl: Result<Found, find::FindError>,
     /// Every NCCL library the search can see (resolved file, where), the one used first.
     pub all_nccl: Vec<(PathBuf, String)>,
 }
@@ -73,7 +73,7 @@ impl Machine {
                     .unwrap_or_default()
             )
         } else if let Err(e) = &self.nccl {
-            e.clone()
+            e.to_string()
         } else if !p.nccl_lib {
             "NCCL was found but does not load (check that it matches the driver's CUDA version)"
                 .to_string()
@@ -115,7 +115,7 @@ impl Machine {
 /// Look at this machine: find NCCL, then run `ringlab __gpu-probe` with it on the library
 /// path. A probe that crashes or hangs (a broken driver) is reported, not fatal.
 pub fn machine(load: LoadNccl) -> Machine {
-    let nccl = find::find().map_err(|e| e.to_string());
+    let nccl = find::find();
     let all_nccl = match std::env::var_os(find::OVERRIDE) {
         Some(_) => Vec::new(),
         None => find::all_in(&find::default_places()),
@@ -540,7 +540,9 @@ mod tests {
     fn no_gpu() -> Machine {
         Machine {
             probe: Probe::default(),
-            nccl: Err("NCCL not found".into()),
+            nccl: Err(find::FindError::NotFound {
+                searched: Vec::new(),
+            }),
             all_nccl: Vec::new(),
         }
     }
