@@ -131,6 +131,26 @@ mod tests {
     }
 
     #[test]
+    fn this_file_holds_the_crates_only_pre_exec() {
+        fn walk(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).expect("src").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, found);
+                } else if p.extension().is_some_and(|x| x == "rs")
+                    && std::fs::read_to_string(&p).is_ok_and(|t| t.contains(".pre_exec("))
+                {
+                    found.push(p);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut found = Vec::new();
+        walk(&src, &mut found);
+        assert_eq!(found, vec![src.join("lab/fork.rs")]);
+    }
+
+    #[test]
     fn a_namespace_that_cannot_be_entered_fails_the_spawn() {
         let mut cmd = Command::new("true");
         enter_namespaces(&mut cmd, vec![(-1, libc::CLONE_NEWNET)]);
