@@ -59,7 +59,7 @@ fn benches(c: &mut Criterion) {
     })
     .expect("ring");
     for _ in 0..7 {
-        app::update(&mut ring, Action::Step(1));
+        app::update(&mut ring, ringlab::tui::screens::ring::Verb::Step.by(1));
     }
     let mut term200 = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     c.bench_function("ring_frame_200x60_n16", |b| {

@@ -5,20 +5,21 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::keys::Context;
-pub use super::screens::Screen;
 use super::screens::{
     self,
     help::HelpState,
     lesson::LessonState,
     ring::{RingParams, RingState},
 };
+pub use super::screens::{Screen, ScreenId};
 use super::theme::Theme;
 use std::path::PathBuf;
 
 use crate::course::Course;
 use crate::study::progress::{self, Progress};
 
-/// Everything the user or a background task can ask for.
+/// Everything the user or a background task can ask for: what every screen understands, and
+/// [`Action::Screen`] for a verb of the focused screen's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Quit,
@@ -31,106 +32,91 @@ pub enum Action {
     Top,
     Bottom,
     Open,
-    /// Open the screen of this name, by the opener its file declares (`screens::Opener`).
-    OpenScreen(&'static str),
+    /// Open this screen, by the opener its file declares (`screens::Opener`).
+    OpenScreen(ScreenId),
     Reload,
-    Section(i32),
-    SearchStart,
-    SearchStep(i32),
-    /// Lesson: Esc clears an active search; with none, it leaves like `q`.
-    ClearSearchOrBack,
-    ToggleTex,
-    /// Lesson: select the next (+1) or previous (-1) link within the course.
-    NextLink(i32),
     /// An edit of the open text field (a typed character, Backspace, Ctrl-W, …).
     Edit(super::field::InputRequest),
     InputSubmit,
     InputCancel,
-    // Ring view
-    PlayPause,
-    Step(i32),
-    Ranks(i32),
-    Speed(i32),
-    CycleAlgo,
-    CycleOp,
-    CycleSize,
-    CycleLink,
     /// Animation clock.
     Tick,
-    // Quizzes, drills, stats
-    OpenQuiz,
-    OpenDrill,
-    /// A mock interview: recall questions from the drills with their follow-ups.
-    OpenMock,
-    /// Next quiz item.
-    Next,
-    /// Open the lesson at the section a quiz item comes from.
-    GotoSource,
-    /// Grade a recall item yourself: 1 Again, 2 Hard, 3 Good, 4 Easy.
-    Rate(u8),
-    /// Reveal the next hint tier.
-    Hint,
-    /// Hang lab: blind mode on/off (scenarios numbered, the cause kept out of the story).
-    Blind,
-    /// Hang lab: the next NCCL release the emulated ranks imitate.
-    NcclVersion,
     /// Change the focused field's value: +1 next, -1 previous.
     Adjust(i32),
-    /// Presenter mode: present the selected lesson as slides.
-    Present,
-    /// Presenter mode: blank the screen (any key brings it back).
-    Blank,
-    /// Copy what the screen offers (the planner: its launch commands, plain).
-    Copy,
+    /// A verb of one screen's own: the screen, its file's `enum Verb` (`Verb::X.by(d)`, read
+    /// back with `Verb::from_repr`) and an amount (+1/−1 for verbs that go both ways, else 0).
+    /// Only the screen it names reads it.
+    Screen(ScreenId, u8, i32),
 }
 
 /// Results of background work, sent to the event loop over the app's channel.
-#[derive(Debug, Clone, PartialEq)]
 pub enum Background {
-    Lab(screens::lab::LabUpdate),
-    /// Syntax highlighting finished loading: lay lessons out again with colour.
+    /// Syntax highlighting finished loading: every screen lays itself out again with colour.
     HighlightingReady,
-    Hang(screens::hang::HangUpdate),
-    /// The presenter moved (None: it stopped).
-    Notes(Option<super::notes::NotesMsg>),
+    /// A result for the screens of kind `to` on the stack (`msg` is of a type their file
+    /// defines: the lab's `LabUpdate`, the hang lab's `HangUpdate`, …).
+    For {
+        to: ScreenId,
+        msg: Box<dyn std::any::Any + Send>,
+    },
 }
 
-/// Offer a background result to every screen on the stack (each takes what is its own).
-pub fn receive(app: &mut App, msg: Background) {
-    for i in 0..app.stack.len() {
-        with_screen(app, i, |s, app| s.view_mut().receive(&msg, app));
+impl Background {
+    /// A result for the screens of kind `to`.
+    pub fn to(to: ScreenId, msg: impl std::any::Any + Send) -> Self {
+        Self::For {
+            to,
+            msg: Box::new(msg),
+        }
     }
 }
 
-/// Run `f` on screen `i` of the stack with the rest of the app at hand: the screen is taken
-/// out for the call (a course map stands in) and put back after it.
+/// Offer a background result to the screens on the stack it is for.
+pub fn receive(app: &mut App, msg: Background) {
+    for i in 0..app.stack.len() {
+        match &msg {
+            Background::HighlightingReady => {
+                with_screen(app, i, |s, app| s.view_mut().relayout(app));
+            }
+            Background::For { to, msg } if app.stack[i].id() == *to => {
+                with_screen(app, i, |s, app| s.view_mut().receive(msg.as_ref(), app));
+            }
+            Background::For { .. } => {}
+        }
+    }
+}
+
+/// Run `f` on screen `i` of the stack with the rest of the app at hand. The stack is apart
+/// from the app for the call (as helix keeps its `Context` apart from the layers): the screen
+/// gets itself and the app, and no stand-in takes its place; what it asks of the stack it
+/// returns as an [`Outcome`].
 pub fn with_screen<R>(
     app: &mut App,
     i: usize,
     f: impl FnOnce(&mut Screen, &mut App) -> R,
 ) -> Option<R> {
-    let slot = app.stack.get_mut(i)?;
-    let mut screen = std::mem::take(slot);
-    let r = f(&mut screen, app);
-    if let Some(slot) = app.stack.get_mut(i) {
-        *slot = screen;
-    }
-    Some(r)
+    let mut stack = std::mem::take(&mut app.stack);
+    let r = stack.get_mut(i).map(|screen| f(screen, app));
+    app.stack = stack;
+    r
 }
 
 impl Action {
+    /// This action as a verb of screen `of`, whose `Verb::from_repr` is given, with its amount.
+    pub fn verb<V>(self, of: ScreenId, from_repr: fn(u8) -> Option<V>) -> Option<(V, i32)> {
+        match self {
+            Action::Screen(id, v, d) if id == of => from_repr(v).map(|v| (v, d)),
+            _ => None,
+        }
+    }
+
     /// The action that undoes this one (+1 ↔ −1), for pairing keys in hints.
     pub fn reversed(self) -> Option<Action> {
         Some(match self {
             Action::Move(d) => Action::Move(-d),
             Action::Page(d) => Action::Page(-d),
-            Action::Step(d) => Action::Step(-d),
-            Action::Section(d) => Action::Section(-d),
-            Action::SearchStep(d) => Action::SearchStep(-d),
-            Action::NextLink(d) => Action::NextLink(-d),
-            Action::Ranks(d) => Action::Ranks(-d),
-            Action::Speed(d) => Action::Speed(-d),
             Action::Adjust(d) => Action::Adjust(-d),
+            Action::Screen(id, v, d) if d != 0 => Action::Screen(id, v, -d),
             _ => return None,
         })
     }
@@ -240,28 +226,8 @@ impl App {
     }
 
     /// Open the ring view on top of the course map.
-    pub fn open_ring(&mut self, params: RingParams) -> Result<(), String> {
+    pub fn open_ring(&mut self, params: RingParams) -> Result<(), super::error::ScreenError> {
         let state = RingState::new(params)?;
-        self.stack.push(state.into());
-        Ok(())
-    }
-
-    /// Open the TP calculator on top of the stack.
-    pub fn open_tpcalc(&mut self, model: &str, tp: usize, tokens: u64) -> Result<(), String> {
-        let state = screens::tpcalc::TpCalcState::new(model, tp, tokens)?;
-        self.stack.push(state.into());
-        Ok(())
-    }
-
-    /// Open the launch planner on top of the stack.
-    pub fn open_planner(
-        &mut self,
-        model: &str,
-        nodes: usize,
-        gpus_per_node: usize,
-        backend: crate::infer::Backend,
-    ) -> Result<(), String> {
-        let state = screens::planner::PlannerState::new(model, nodes, gpus_per_node, backend)?;
         self.stack.push(state.into());
         Ok(())
     }
@@ -277,15 +243,26 @@ impl App {
         }
         self.stack
             .last()
-            .map_or_else(|| vec![Context::Home], |s| s.view().contexts())
+            .map_or_else(Vec::new, |s| s.view().contexts())
     }
 
-    /// The focused screen's own keys (none while the help overlay is open).
-    pub fn own_keys(&self) -> &'static [super::keys::Binding] {
+    /// The key tables of what has focus: the focused screen's (none while the help overlay is
+    /// open) and the course map's openers (theirs is the course map's context).
+    pub fn key_tables(&self) -> Vec<&'static [super::keys::Binding]> {
         match (&self.help, self.stack.last()) {
-            (None, Some(s)) => s.view().keys(),
-            _ => &[],
+            (None, Some(s)) => vec![screens::OPENER_KEYS, s.keys()],
+            _ => Vec::new(),
         }
+    }
+
+    /// The bindings of what has focus, in the order the hint bar and lookups read them.
+    pub fn bindings(&self) -> Vec<&'static super::keys::Binding> {
+        super::keys::active(&self.key_tables(), &self.contexts()).collect()
+    }
+
+    /// Is a presentation running under the screen on top (`ringlab present`, or `P`)?
+    pub fn presenting(&self) -> bool {
+        self.stack.iter().any(|s| s.id() == ScreenId::Present)
     }
 
     /// True while text input goes to a prompt instead of the key table.
@@ -369,11 +346,12 @@ pub fn update(app: &mut App, action: Action) {
     if action == Action::Reload {
         reload(app);
     }
+    let tex = app.raw_tex;
     let top = app.stack.len().saturating_sub(1);
     let outcome =
         with_screen(app, top, |s, app| s.view_mut().update(app, action)).unwrap_or(Outcome::Pop);
     // Every screen below the top keeps its layout current too.
-    if let Action::Resize(..) | Action::Reload | Action::ToggleTex = action {
+    if matches!(action, Action::Resize(..) | Action::Reload) || app.raw_tex != tex {
         for i in 0..top {
             with_screen(app, i, |s, app| s.view_mut().relayout(app));
         }

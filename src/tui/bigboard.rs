@@ -14,13 +14,6 @@ use tui_big_text::{BigText, PixelSize};
 pub const GLYPH_W: u16 = 4;
 pub const GLYPH_H: u16 = 4;
 
-/// Is a presentation running under the screen on top (`ringlab present`, or `P`)?
-pub fn presenting(app: &crate::tui::app::App) -> bool {
-    app.stack
-        .iter()
-        .any(|s| matches!(s, crate::tui::screens::Screen::Present(_)))
-}
-
 /// Rows of large type fit `area` when every row is at most this many characters.
 pub fn fits(rows: &[(String, Style)], area: Rect) -> bool {
     let longest = rows

@@ -17,8 +17,10 @@ pub trait FormModel {
     fn value(&self, field: Self::Field) -> String;
     /// Step the field's value: +1 next, -1 previous.
     fn adjust(&mut self, field: Self::Field, d: i32);
+    /// What [`FormModel::validate`] finds wrong.
+    type Error: std::fmt::Display;
     /// Recompute what the form means after a change; the problem, if there is one.
-    fn validate(&mut self) -> Result<(), String>;
+    fn validate(&mut self) -> Result<(), Self::Error>;
     /// A field whose value is typed (Enter), not stepped: drawn with ⏎ instead of ◀ ▶.
     fn typed(_field: Self::Field) -> bool {
         false
@@ -66,7 +68,7 @@ impl Form {
             Action::Adjust(d) => {
                 let f = self.focused::<M>()?;
                 model.adjust(f, d);
-                model.validate().err()
+                model.validate().err().map(|e| e.to_string())
             }
             _ => None,
         }
@@ -232,6 +234,7 @@ mod tests {
                 F::B => self.b = step(&[1, 3], self.b, d),
             }
         }
+        type Error = String;
         fn validate(&mut self) -> Result<(), String> {
             if self.a == 4 && self.b == 3 {
                 Err("4 and 3 do not go together".into())

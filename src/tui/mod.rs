@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod bigboard;
+pub mod error;
 pub mod field;
 pub mod form;
 pub mod keys;
@@ -14,6 +15,7 @@ pub mod term;
 pub mod theme;
 
 use std::io::{self, IsTerminal};
+use std::os::unix::net::UnixStream;
 
 use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use std::time::Duration;
@@ -51,11 +53,11 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
             if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
                 return Some(Action::Quit);
             }
-            // A blanked presentation comes back on any key (Ctrl-C still quits).
-            if matches!(app.stack.last(), Some(app::Screen::Present(p)) if p.blank)
-                && app.help.is_none()
+            // A screen may take every key for now (Ctrl-C still quits).
+            if app.help.is_none()
+                && let Some(a) = app.stack.last().and_then(|s| s.view().on_any_key())
             {
-                return Some(Action::Blank);
+                return Some(a);
             }
             if app.prompt_open() {
                 return match k.code {
@@ -64,7 +66,7 @@ pub fn map_event(app: &App, ev: &Event) -> Option<Action> {
                     _ => field::request(k).map(Action::Edit),
                 };
             }
-            keys::lookup_with(app.own_keys(), &app.contexts(), k)
+            keys::lookup(&app.key_tables(), &app.contexts(), k)
         }
         _ => None,
     }
@@ -118,8 +120,111 @@ pub fn run_with(app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     rt.block_on(event_loop(app, opts))
 }
 
+type Term = Terminal<CrosstermBackend<record::Tee<io::Stdout>>>;
+
+/// The exit of a terminal that went away (its pane killed, its input failed): as on SIGHUP.
+const GONE: Exit = Exit::Signal(libc::SIGHUP);
+
+/// The signals that end the app, and the exit each gives.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Exit {
+        tokio::select! {
+            _ = self.term.recv() => Exit::Signal(libc::SIGTERM),
+            _ = self.int.recv() => Exit::Interrupted,
+            _ = self.hup.recv() => Exit::Signal(libc::SIGHUP),
+        }
+    }
+}
+
+/// The reader stops within its poll interval when the loop ends, however it ends.
+struct StopReader(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopReader {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Start the background work the app begins with: syntax highlighting loads on a thread (the
+/// first frame does not wait for it), and a followed presenter's slides arrive on another.
+fn start_background(tx: &mpsc::UnboundedSender<app::Background>, follow: Option<UnixStream>) {
+    if !markdown::highlighting_ready() {
+        markdown::defer_highlighting();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            markdown::preload_highlighting();
+            let _ = tx.send(app::Background::HighlightingReady);
+        });
+    }
+    if let Some(stream) = follow {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            notes::follow(stream, |m| {
+                let _ = tx.send(app::Background::to(app::ScreenId::Notes, m));
+            })
+        });
+    }
+}
+
+/// Draw when something changed, then hand a copy the app asked for to the terminal's
+/// clipboard (OSC 52: where the terminal allows it; the screen that asked also wrote a plain
+/// file and said where). False: the terminal is gone.
+fn show(terminal: &mut Term, app: &mut App, dirty: &mut bool) -> bool {
+    if *dirty {
+        if terminal.draw(|f| app::render(app, f)).is_err() {
+            return false;
+        }
+        *dirty = false;
+    }
+    match app.clipboard.take() {
+        Some(text) => crossterm::execute!(
+            terminal.backend_mut(),
+            crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
+        )
+        .is_ok(),
+        None => true,
+    }
+}
+
+/// Apply a terminal event and whatever else is already waiting (one frame for a burst);
+/// true when the app changed.
+fn apply_events(
+    app: &mut App,
+    first: Event,
+    events: &mut mpsc::UnboundedReceiver<io::Result<Event>>,
+    recording: &record::Shared,
+) -> bool {
+    let mut dirty = false;
+    let mut next = Some(first);
+    while let Some(ev) = next {
+        if let Event::Resize(w, h) = ev {
+            recording.borrow_mut().resize(w, h);
+        }
+        dirty |= handle(app, &ev);
+        next = match events.try_recv() {
+            Ok(Ok(ev)) => Some(ev),
+            _ => None,
+        };
+    }
+    dirty
+}
+
 async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
-    use tokio::signal::unix::{SignalKind, signal};
     let (w, h) = crossterm::terminal::size()?;
     let recorder = match &opts.record {
         Some(path) => Some(record::Recorder::create(path, w, h, opts.replace_record)?),
@@ -135,36 +240,11 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     app::update(&mut app, Action::Resize(size.width, size.height));
     // Background work (a running lab) reports back over this channel.
     let (tx, mut rx) = mpsc::unbounded_channel::<app::Background>();
-    // The first frame does not wait for syntax highlighting: it loads on a thread.
-    if !markdown::highlighting_ready() {
-        markdown::defer_highlighting();
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            markdown::preload_highlighting();
-            let _ = tx.send(app::Background::HighlightingReady);
-        });
-    }
-    if let Some(stream) = opts.follow {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            notes::follow(stream, |m| {
-                let _ = tx.send(app::Background::Notes(m));
-            })
-        });
-    }
+    start_background(&tx, opts.follow);
     app.bg = Some(tx);
     let (mut events, reader_stop) = key_reader();
-    // The reader stops within its poll interval when the loop ends, however it ends.
-    struct StopReader(std::sync::Arc<std::sync::atomic::AtomicBool>);
-    impl Drop for StopReader {
-        fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
     let _stop_reader = StopReader(reader_stop);
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sighup = signal(SignalKind::hangup())?;
+    let mut signals = Signals::new()?;
     let mut dirty = true;
     let mut exit = Exit::Done;
     // The terminal can go away without a SIGHUP reaching this process (its pane killed, its
@@ -172,25 +252,9 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     // retries for ever. So the loop asks the terminal itself every half second.
     let mut alive = tokio::time::interval(Duration::from_millis(500));
     alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    const GONE: Exit = Exit::Signal(libc::SIGHUP);
     while !app.quit {
         // A frame or a clipboard write that cannot reach the terminal: it is gone.
-        if dirty {
-            if terminal.draw(|f| app::render(&app, f)).is_err() {
-                exit = GONE;
-                break;
-            }
-            dirty = false;
-        }
-        // OSC 52: the terminal puts the text on the clipboard (where it allows it; the screen
-        // that asked also wrote a plain file and said where).
-        if let Some(text) = app.clipboard.take()
-            && crossterm::execute!(
-                terminal.backend_mut(),
-                crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
-            )
-            .is_err()
-        {
+        if !show(&mut terminal, &mut app, &mut dirty) {
             exit = GONE;
             break;
         }
@@ -198,19 +262,7 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
         let status_until = app::status_deadline(&mut app);
         tokio::select! {
             ev = events.recv() => match ev {
-                Some(Ok(ev)) => {
-                    if let Event::Resize(w, h) = ev {
-                        recording.borrow_mut().resize(w, h);
-                    }
-                    dirty |= handle(&mut app, &ev);
-                    // Coalesce: apply whatever else is already waiting before drawing.
-                    while let Ok(Ok(ev)) = events.try_recv() {
-                        if let Event::Resize(w, h) = ev {
-                            recording.borrow_mut().resize(w, h);
-                        }
-                        dirty |= handle(&mut app, &ev);
-                    }
-                }
+                Some(Ok(ev)) => dirty |= apply_events(&mut app, ev, &mut events, &recording),
                 // The terminal's input failed or ended: save and leave, as on SIGHUP.
                 Some(Err(_)) | None => { exit = GONE; break }
             },
@@ -240,11 +292,19 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
                 app::expire_status(&mut app, std::time::Instant::now());
                 dirty = true;
             }
-            _ = sigterm.recv() => { exit = Exit::Signal(libc::SIGTERM); break }
-            _ = sigint.recv() => { exit = Exit::Interrupted; break }
-            _ = sighup.recv() => { exit = Exit::Signal(libc::SIGHUP); break }
+            signalled = signals.recv() => { exit = signalled; break }
         }
     }
+    finish(app, terminal, &recording, exit)
+}
+
+/// Save, show the cursor again and say how the app ended (or that the recording failed).
+fn finish(
+    mut app: App,
+    mut terminal: Term,
+    recording: &record::Shared,
+    mut exit: Exit,
+) -> Result<Exit, TuiError> {
     if app.interrupted {
         exit = Exit::Interrupted;
     }

@@ -136,13 +136,22 @@ impl Drop for Hub {
     }
 }
 
+/// No presenter listens where the notes terminal looked.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no presenter to follow at {} ({source}): start `ringlab present` in another terminal first",
+    path.display()
+)]
+pub struct NoPresenter {
+    pub path: std::path::PathBuf,
+    pub source: std::io::Error,
+}
+
 /// The notes terminal's end: connect to the presenter.
-pub fn connect(path: &Path) -> Result<UnixStream, String> {
-    UnixStream::connect(path).map_err(|e| {
-        format!(
-            "no presenter to follow at {} ({e}): start `ringlab present` in another terminal first",
-            path.display()
-        )
+pub fn connect(path: &Path) -> Result<UnixStream, NoPresenter> {
+    UnixStream::connect(path).map_err(|source| NoPresenter {
+        path: path.to_path_buf(),
+        source,
     })
 }
 

@@ -25,7 +25,7 @@ fn text(app: &App, w: u16, h: u16) -> String {
 
 fn present(app: &mut App, w: u16, h: u16) {
     app::update(app, Action::Resize(w, h));
-    app::update(app, Action::Present);
+    app::update(app, ringlab::tui::screens::home::Verb::Present.act());
     assert!(
         matches!(app.stack.last(), Some(Screen::Present(_))),
         "P on the course map presents the selected lesson"
@@ -102,7 +102,7 @@ fn every_slide_of_the_shipped_course_fits_the_screen() {
 fn b_blanks_the_screen_and_any_key_brings_the_slide_back() {
     let mut app = fixture_app();
     present(&mut app, 100, 30);
-    app::update(&mut app, Action::Blank);
+    app::update(&mut app, ringlab::tui::screens::present::Verb::Blank.act());
     let blank = text(&app, 100, 30);
     assert!(
         blank.lines().all(|l| l.trim_matches(['"', ' ']).is_empty()),
@@ -132,7 +132,7 @@ fn enter_on_a_slide_with_a_ring_block_plays_a_narrated_ring() {
     assert!(shown.contains("right neighbour"), "{shown}");
     assert!(shown.contains("Σ4"), "{shown}");
     // Step back: the caption follows.
-    app::update(&mut app, Action::Step(-1));
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Step.by(-1));
     let back = text(&app, 120, 40);
     assert!(back.contains("step 2 of 6"), "{back}");
     assert!(back.contains("Σ3"), "{back}");
@@ -144,7 +144,10 @@ fn enter_on_a_slide_with_a_ring_block_plays_a_narrated_ring() {
 fn class_quiz_shows_the_question_a_countdown_then_the_answer_and_records_nothing() {
     let mut app = App::new(Course::embedded(), Theme::color());
     present(&mut app, 120, 40);
-    app::update(&mut app, Action::OpenQuiz);
+    app::update(
+        &mut app,
+        ringlab::tui::screens::present::Verb::ClassQuiz.act(),
+    );
     let Some(Screen::ClassQuiz(q)) = app.stack.last() else {
         panic!("Q opens a class quiz")
     };
@@ -158,10 +161,10 @@ fn class_quiz_shows_the_question_a_countdown_then_the_answer_and_records_nothing
     }
     app::update(&mut app, Action::Tick);
     assert!(text(&app, 120, 40).contains("Time is up"));
-    app::update(&mut app, Action::Next);
+    app::update(&mut app, Action::Page(1));
     let revealed = text(&app, 120, 40);
     assert!(revealed.contains("Answer:"), "{revealed}");
-    app::update(&mut app, Action::Next);
+    app::update(&mut app, Action::Page(1));
     assert!(text(&app, 120, 40).contains("question 2 of"));
     assert!(app.progress.items.is_empty(), "nothing recorded");
     app::update(&mut app, Action::Back);
@@ -192,8 +195,11 @@ fn the_projector_theme_is_high_contrast_and_honours_no_color() {
 fn a_status_message_stays_for_a_few_seconds_or_until_the_next_key() {
     let mut app = fixture_app();
     app::update(&mut app, Action::Resize(100, 30));
-    app::update(&mut app, Action::OpenScreen("Ring"));
-    app::update(&mut app, Action::Speed(1));
+    app::update(
+        &mut app,
+        Action::OpenScreen(ringlab::tui::app::ScreenId::Ring),
+    );
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Speed.by(1));
     assert!(app.status.is_some(), "the key's message shows");
     app::update(&mut app, Action::Tick);
     app::update(&mut app, Action::Tick);
@@ -207,9 +213,9 @@ fn a_status_message_stays_for_a_few_seconds_or_until_the_next_key() {
     app::update(&mut app, Action::Tick);
     assert!(app.status.is_none());
     // The next key ends a message at once.
-    app::update(&mut app, Action::Speed(1));
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Speed.by(1));
     assert!(app.status.is_some());
-    app::update(&mut app, Action::Step(1));
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Step.by(1));
     assert!(app.status.is_none());
 }
 
@@ -226,7 +232,7 @@ fn a_screen_s_own_keys_are_looked_up_shown_and_listed_in_help() {
     );
     assert_eq!(
         ringlab::tui::map_event(&app, &key(KeyCode::Char('b'))),
-        Some(Action::Blank)
+        Some(ringlab::tui::screens::present::Verb::Blank.act())
     );
     // Global keys still apply.
     assert_eq!(

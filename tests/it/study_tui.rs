@@ -81,7 +81,7 @@ fn quiz_parametric_item_and_units_80x24() {
     push_quiz(&mut app, q);
     type_text(&mut app, "b");
     app::update(&mut app, Action::InputSubmit);
-    app::update(&mut app, Action::Next);
+    app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
     // 2 x 7/8 x 1 MiB = 1835008 B = 1.75 MiB; a time unit is refused, not marked wrong.
     type_text(&mut app, "3 ms");
     app::update(&mut app, Action::InputSubmit);
@@ -105,7 +105,7 @@ fn quiz_summary_lists_missed_items_80x24() {
     for answer in ["a", "1835008", "b a"] {
         type_text(&mut app, answer);
         app::update(&mut app, Action::InputSubmit);
-        app::update(&mut app, Action::Next);
+        app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
     }
     // The missed first item comes back (after the others, as the queue is short).
     assert_eq!(
@@ -118,7 +118,7 @@ fn quiz_summary_lists_missed_items_80x24() {
     );
     type_text(&mut app, "2");
     app::update(&mut app, Action::InputSubmit);
-    app::update(&mut app, Action::Next);
+    app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
     assert!(quiz_state(&app).session.finished);
     insta::assert_snapshot!(frame(&app));
 }
@@ -130,10 +130,13 @@ fn o_opens_the_lesson_at_the_items_section() {
     push_quiz(&mut app, q);
     type_text(&mut app, "b");
     app::update(&mut app, Action::InputSubmit);
-    app::update(&mut app, Action::Next);
+    app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
     type_text(&mut app, "1835008");
     app::update(&mut app, Action::InputSubmit);
-    app::update(&mut app, Action::GotoSource);
+    app::update(
+        &mut app,
+        ringlab::tui::screens::quiz::Verb::GotoSource.act(),
+    );
     let Some(Screen::Lesson(l)) = app.stack.last() else {
         panic!("lesson not opened")
     };
@@ -187,10 +190,10 @@ fn drill_recall_revealed_80x24() {
         // An empty Enter asks for an answer; a second one gives up.
         app::update(&mut app, Action::InputSubmit);
         app::update(&mut app, Action::InputSubmit);
-        app::update(&mut app, Action::Next);
+        app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
     }
     app::update(&mut app, Action::InputSubmit);
-    assert_eq!(app.contexts(), vec![ringlab::tui::keys::Context::QuizRate]);
+    assert_eq!(app.contexts(), vec![ringlab::tui::screens::quiz::RATE]);
     insta::assert_snapshot!(frame(&app));
 }
 
@@ -209,8 +212,8 @@ fn mock_interview_chains_the_follow_up() {
     let first = q.session.current.as_ref().map(|c| c.entry);
     assert_eq!(first, q.bank.index_of("practice-why-ring"));
     app::update(&mut app, Action::InputSubmit);
-    app::update(&mut app, Action::Rate(3));
-    app::update(&mut app, Action::Next);
+    app::update(&mut app, ringlab::tui::screens::quiz::Verb::Rate.by(3));
+    app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
     let q = quiz_state(&app);
     assert_eq!(
         q.session.current.as_ref().map(|c| c.entry),

@@ -8,7 +8,8 @@ use ringlab::course::Course;
 use ringlab::course::lesson::{Origin, SourceFile};
 use ringlab::infer::Backend;
 use ringlab::tui::app::{self, Action, App, Screen};
-use ringlab::tui::keys::{self, Context};
+use ringlab::tui::keys;
+use ringlab::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
 use ringlab::tui::theme::Theme;
 
 fn app_with(sources: Vec<SourceFile>, w: u16, h: u16) -> App {
@@ -26,21 +27,21 @@ fn frame(app: &App) -> String {
 
 fn tpcalc(w: u16, h: u16) -> App {
     let mut app = app_with(Vec::new(), w, h);
-    app.open_tpcalc("llama-3.1-70b", 8, 1)
-        .expect("tp calculator");
+    let tp = TpCalcState::new("llama-3.1-70b", 8, 1).expect("tp calculator");
+    app.stack.push(tp.into());
     app
 }
 
 fn planner(w: u16, h: u16) -> App {
     let mut app = app_with(Vec::new(), w, h);
-    app.open_planner("llama-3.1-70b", 2, 8, Backend::Mp)
-        .expect("planner");
+    let plan = PlannerState::new("llama-3.1-70b", 2, 8, Backend::Mp).expect("planner");
+    app.stack.push(plan.into());
     app
 }
 
 fn key(app: &App, c: KeyCode) -> Action {
-    keys::lookup_with(
-        app.own_keys(),
+    keys::lookup(
+        &app.key_tables(),
         &app.contexts(),
         &KeyEvent::new(c, KeyModifiers::NONE),
     )
@@ -144,10 +145,10 @@ fn planner_fields_and_scrolling() {
 fn course_map_t_and_p_open_the_screens_and_esc_goes_back() {
     let mut app = app_with(Vec::new(), 80, 24);
     let t = key(&app, KeyCode::Char('t'));
-    assert_eq!(t, Action::OpenScreen("TpCalc"));
+    assert_eq!(t, Action::OpenScreen(ringlab::tui::app::ScreenId::TpCalc));
     app::update(&mut app, t);
     assert!(matches!(app.stack.last(), Some(Screen::TpCalc(_))));
-    assert_eq!(app.contexts(), vec![Context::TpCalc]);
+    assert_eq!(app.contexts(), vec![ringlab::tui::screens::tpcalc::OWN]);
     let esc = key(&app, KeyCode::Esc);
     app::update(&mut app, esc);
     assert!(matches!(app.stack.last(), Some(Screen::Home(_))));
@@ -220,8 +221,9 @@ fn enter_in_a_lesson_opens_the_first_visible_tp_or_plan_block() {
 fn tpcalc_checks_stay_on_screen_at_80x24() {
     for tp in [64, 1, 5] {
         let mut app = app_with(Vec::new(), 80, 24);
-        app.open_tpcalc("llama-3.1-70b", tp, 1)
-            .unwrap_or_else(|e| panic!("tp {tp}: {e}"));
+        let calc =
+            TpCalcState::new("llama-3.1-70b", tp, 1).unwrap_or_else(|e| panic!("tp {tp}: {e}"));
+        app.stack.push(calc.into());
         let f = frame(&app);
         let report = ringlab::infer::calculate(&ringlab::infer::TpQuery::new(
             ringlab::infer::find_model("llama-3.1-70b").expect("preset"),

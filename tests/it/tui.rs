@@ -109,8 +109,8 @@ fn lesson_next_section_jumps_to_the_heading() {
     let mut app = fixture_app(Theme::color());
     app.open_lesson("sample").expect("lesson");
     app::update(&mut app, Action::Resize(80, 24));
-    app::update(&mut app, Action::Section(1));
-    app::update(&mut app, Action::Section(1));
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Section.by(1));
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Section.by(1));
     let t = draw(&mut app, 80, 24);
     insta::assert_snapshot!(t.backend());
 }
@@ -120,7 +120,7 @@ fn search_finds_and_scrolls_to_the_match() {
     let mut app = fixture_app(Theme::color());
     app.open_lesson("sample").expect("lesson");
     app::update(&mut app, Action::Resize(80, 24));
-    app::update(&mut app, Action::SearchStart);
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Search.act());
     for c in "needle".chars() {
         app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
     }
@@ -192,7 +192,7 @@ fn esc_clears_an_active_search_before_it_leaves_the_lesson() {
     let mut app = fixture_app(Theme::color());
     app.open_lesson("sample").expect("lesson");
     app::update(&mut app, Action::Resize(80, 24));
-    app::update(&mut app, Action::SearchStart);
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Search.act());
     for c in "needle".chars() {
         app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
     }
@@ -217,7 +217,7 @@ fn esc_clears_an_active_search_before_it_leaves_the_lesson() {
     assert_eq!(app.stack.len(), 1, "with no search, Esc leaves");
     // q leaves even with a search active.
     app.open_lesson("sample").expect("lesson");
-    app::update(&mut app, Action::SearchStart);
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Search.act());
     app::update(&mut app, Action::Edit(InputRequest::InsertChar('n')));
     app::update(&mut app, Action::InputSubmit);
     let q = ringlab::tui::map_event(&app, &key(KeyCode::Char('q'))).expect("q is bound");
@@ -237,7 +237,7 @@ fn help_overlay_lists_the_same_keys_as_the_hint_bar() {
     app::update(&mut app, Action::Move(30));
     text.push_str(&format!("{}", draw(&mut app, 80, 24).backend()));
     app::update(&mut app, Action::Move(-30));
-    for b in ringlab::tui::keys::for_contexts(&[ringlab::tui::keys::Context::Lesson]) {
+    for b in ringlab::tui::screens::lesson::KEYS {
         assert!(
             text.contains(b.desc),
             "overlay misses `{}`:\n{text}",
@@ -326,20 +326,17 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     )));
     let t = draw(&mut app, 100, 30);
     let text = format!("{}", t.backend());
-    for name in [
-        "docker0",
-        "exclude-docker-picks-lo",
-        "lo-across-nodes",
-        "iface-names-differ",
-        "wrong-master-addr",
-        "missing-rank",
-        "silent-drop",
-    ] {
+    let (scenarios, _) = ringlab::lab::hang::scenario::all();
+    assert!(!scenarios.is_empty());
+    for name in scenarios.iter().map(|s| s.name.as_str()) {
         assert!(text.contains(name), "{name} listed:\n{text}");
     }
     assert!(text.contains("▶  Pinned to docker0"), "{text}");
     // Blind mode (b): numbered scenarios and the brief, nothing that names the cause.
-    app::update(&mut app, Action::Blind);
+    app::update(
+        &mut app,
+        ringlab::tui::screens::hang::Verb::ToggleBlind.act(),
+    );
     let t = draw(&mut app, 100, 30);
     let blind = format!("{}", t.backend());
     assert!(blind.contains("▶  Scenario 1"), "{blind}");
@@ -354,7 +351,10 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
         blind.contains("container guide"),
         "the brief is shown:\n{blind}"
     );
-    app::update(&mut app, Action::Blind);
+    app::update(
+        &mut app,
+        ringlab::tui::screens::hang::Verb::ToggleBlind.act(),
+    );
     // The screen says where the nodes will run before anything is staged.
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -414,7 +414,7 @@ fn hang_lab_lets_the_learner_type_a_fix() {
     app.stack.push(ringlab::tui::app::Screen::Hang(Box::new(h)));
     let t = draw(&mut app, 100, 40);
     assert!(format!("{}", t.backend()).contains("or e to type one"));
-    app::update(&mut app, Action::SearchStart);
+    app::update(&mut app, ringlab::tui::screens::hang::Verb::TypeFix.act());
     assert!(app.prompt_open(), "typing takes the keys");
     for c in "NCCL_SOCKET_IFNAME".chars() {
         app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
@@ -481,14 +481,17 @@ fn hint_bars_put_the_main_keys_first_and_fold_the_rest_into_help() {
         assert!(bar.contains(k), "{k} missing from {bar:?}");
     }
     assert!(!bar.contains("more: ?"), "{bar:?}");
-    app::update(&mut app, Action::OpenMock);
+    app::update(&mut app, ringlab::tui::screens::home::Verb::Mock.act());
     assert!(
         matches!(app.stack.last(), Some(ringlab::tui::app::Screen::Quiz(_))),
         "M opens the mock interview"
     );
     // The ring view at 80x24: the link key is named on screen, the rest folds into `?`.
     let mut app = App::new(Course::embedded(), Theme::color());
-    app::update(&mut app, Action::OpenScreen("Ring"));
+    app::update(
+        &mut app,
+        Action::OpenScreen(ringlab::tui::app::ScreenId::Ring),
+    );
     let t = draw(&mut app, 80, 24);
     let text = format!("{}", t.backend());
     assert!(text.contains("(L: link)"), "{text}");
@@ -508,7 +511,7 @@ fn glossary_links_are_followed_and_q_comes_back() {
     app::update(&mut app, Action::Resize(100, 30));
     app.open_lesson("collectives").expect("lesson");
     app::update(&mut app, Action::Move(10));
-    app::update(&mut app, Action::NextLink(1));
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Link.by(1));
     let status = app.status.clone().unwrap_or_default();
     assert!(status.contains("11-glossary.md#"), "{status}");
     let t = draw(&mut app, 100, 30);
@@ -550,7 +553,7 @@ fn search_counts_matches_across_the_course_and_moves_on() {
     let mut app = App::new(Course::embedded(), Theme::color());
     app::update(&mut app, Action::Resize(100, 30));
     app.open_lesson("collectives").expect("lesson");
-    app::update(&mut app, Action::SearchStart);
+    app::update(&mut app, ringlab::tui::screens::lesson::Verb::Search.act());
     for c in "docker0".chars() {
         app::update(&mut app, Action::Edit(InputRequest::InsertChar(c)));
     }
@@ -562,7 +565,7 @@ fn search_counts_matches_across_the_course_and_moves_on() {
     );
     let mut seen = vec!["collectives".to_string()];
     for _ in 0..40 {
-        app::update(&mut app, Action::SearchStep(1));
+        app::update(&mut app, ringlab::tui::screens::lesson::Verb::Match.by(1));
         if let Some(Screen::Lesson(l)) = app.stack.last()
             && let Some(id) = &l.id
             && !seen.contains(id)

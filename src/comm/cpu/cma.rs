@@ -49,29 +49,22 @@ pub fn disabled_by_env() -> bool {
 /// error (ESRCH: the process is gone; EPERM: the kernel's ptrace rule says no; EFAULT: not
 /// mapped there).
 pub fn read(pid: libc::pid_t, local: &mut [u8], remote: usize) -> io::Result<()> {
+    use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+    let pid = nix::unistd::Pid::from_raw(pid);
     let mut done = 0;
     while done < local.len() {
-        let l = libc::iovec {
-            iov_base: local[done..].as_mut_ptr().cast(),
-            iov_len: local.len() - done,
-        };
-        let r = libc::iovec {
-            iov_base: (remote + done) as *mut libc::c_void,
-            iov_len: local.len() - done,
-        };
-        // SAFETY: `l` describes writable memory this function borrows for the call; the
-        // remote iovec is only read by the kernel, which checks it against the other
-        // process's mappings (EFAULT) and its permission to read them (EPERM).
-        let n = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+        let len = local.len() - done;
+        let r = [RemoteIoVec {
+            base: remote + done,
+            len,
+        }];
+        // The kernel checks the remote range against the other process's mappings (EFAULT)
+        // and this process's permission to read them (EPERM).
+        match process_vm_readv(pid, &mut [io::IoSliceMut::new(&mut local[done..])], &r) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => done += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
@@ -103,13 +96,22 @@ pub fn probe() -> &'static Probe {
 }
 
 /// Whether this process may read process `pid`'s memory: reads its probe word and compares.
-pub fn can_read(pid: libc::pid_t, addr: usize, value: u64) -> Result<(), String> {
+pub fn can_read(pid: libc::pid_t, addr: usize, value: u64) -> Result<(), Unreadable> {
     let mut got = [0u8; 8];
     match read(pid, &mut got, addr) {
         Ok(()) if u64::from_le_bytes(got) == value => Ok(()),
-        Ok(()) => Err(format!("process {pid}'s probe word reads back wrong")),
-        Err(e) => Err(format!("process_vm_readv from process {pid}: {e}")),
+        Ok(()) => Err(Unreadable::WrongWord { pid }),
+        Err(source) => Err(Unreadable::Refused { pid, source }),
     }
+}
+
+/// Why this process cannot read a partner's memory.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    #[error("process {pid}'s probe word reads back wrong")]
+    WrongWord { pid: libc::pid_t },
+    #[error("process_vm_readv from process {pid}: {source}")]
+    Refused { pid: libc::pid_t, source: io::Error },
 }
 
 #[cfg(test)]
@@ -121,7 +123,7 @@ mod tests {
     fn a_process_reads_its_own_probe_word_and_a_wrong_value_is_caught() {
         let p = probe();
         let me = std::process::id() as libc::pid_t;
-        assert_eq!(can_read(me, p.addr, p.value), Ok(()));
+        assert!(can_read(me, p.addr, p.value).is_ok());
         assert!(can_read(me, p.addr, p.value ^ 1).is_err());
         let mut out = vec![0u8; 1 << 20];
         let src: Vec<u8> = (0..out.len()).map(|i| (i % 251) as u8).collect();

@@ -15,7 +15,10 @@
 //! size the protocol says.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::socket::{self, ControlMessage, ControlMessageOwned, MsgFlags};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -35,29 +38,11 @@ pub struct Cred {
 
 /// Who is at the other end of `s` (for a dialed socket: who listens; for an accepted one:
 /// who dialed), as the kernel recorded it.
-pub fn peer_cred(s: &impl AsRawFd) -> io::Result<Cred> {
-    let mut c = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `c` is a writable ucred and `len` its size, as SO_PEERCRED wants.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            std::ptr::from_mut(&mut c).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+pub fn peer_cred(s: &impl AsFd) -> io::Result<Cred> {
+    let c = socket::getsockopt(s, socket::sockopt::PeerCredentials)?;
     Ok(Cred {
-        pid: c.pid,
-        uid: c.uid,
+        pid: c.pid(),
+        uid: c.uid(),
     })
 }
 
@@ -200,40 +185,19 @@ pub fn pair_up(
 
 /// Send `fds` to the other end of `s`, one per message (a byte of payload each).
 pub fn send_fds(s: &UnixStream, fds: &[RawFd]) -> io::Result<()> {
-    for &fd in fds {
-        let mut byte = [b'F'];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-        let mut ctl = vec![0u64; space.div_ceil(8)];
-        // SAFETY: a zeroed msghdr is valid; the fields set point at live buffers of the
-        // stated sizes; CMSG_FIRSTHDR of a control buffer of CMSG_SPACE(one fd) bytes is that
-        // buffer, with room for one header and one fd.
-        let rc = unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = ctl.as_mut_ptr().cast();
-            msg.msg_controllen = space as _;
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
-            loop {
-                let rc = libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
-                if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                    break rc;
-                }
+    for fd in fds {
+        let byte = [b'F'];
+        let iov = [io::IoSlice::new(&byte)];
+        let rights = [ControlMessage::ScmRights(std::slice::from_ref(fd))];
+        let sent = loop {
+            match socket::sendmsg::<()>(s.as_raw_fd(), &iov, &rights, MsgFlags::MSG_NOSIGNAL, None)
+            {
+                Err(Errno::EINTR) => {}
+                other => break other?,
             }
         };
-        match rc {
-            1 => {}
-            rc if rc < 0 => return Err(io::Error::last_os_error()),
-            _ => return Err(io::ErrorKind::WriteZero.into()),
+        if sent != 1 {
+            return Err(io::ErrorKind::WriteZero.into());
         }
     }
     Ok(())
@@ -244,64 +208,38 @@ pub fn send_fds(s: &UnixStream, fds: &[RawFd]) -> io::Result<()> {
 pub fn recv_fd(s: &UnixStream, wait: Duration) -> io::Result<OwnedFd> {
     s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
+    let mut iov = [io::IoSliceMut::new(&mut byte)];
     // Room for more than one, so that extra descriptors are seen (and closed), not cut off.
-    const ROOM: usize = 8;
-    // SAFETY: a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE((ROOM * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut ctl = vec![0u64; space.div_ceil(8)];
-    // SAFETY: a zeroed msghdr is valid; its buffers are live and of the stated sizes.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    let n = loop {
-        // SAFETY: msg describes live buffers; MSG_CMSG_CLOEXEC marks received fds close-on-exec.
-        let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            break n;
+    let mut ctl = nix::cmsg_space!([RawFd; 8]);
+    let got = loop {
+        // MSG_CMSG_CLOEXEC marks received descriptors close-on-exec.
+        match socket::recvmsg::<()>(
+            s.as_raw_fd(),
+            &mut iov,
+            Some(&mut ctl),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(Errno::EINTR) => {}
+            other => break other.map(|m| (m.bytes, m.flags, received_fds(&m))),
         }
     };
     let res = s.set_read_timeout(None);
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no descriptor within {} s", wait.as_secs()),
-            ),
-            _ => e,
-        });
-    }
+    let (n, flags, got) = got.map_err(|e| match e {
+        Errno::EAGAIN | Errno::ETIMEDOUT => io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no descriptor within {} s", wait.as_secs()),
+        ),
+        e => e.into(),
+    })?;
     res?;
-    let mut got: Vec<OwnedFd> = Vec::new();
-    // SAFETY: walking the control buffer the kernel filled, with the CMSG_* macros; each
-    // SCM_RIGHTS payload is an array of fds now open in this process, taken over once each.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c);
-                let bytes = (*c).cmsg_len as usize - (data as usize - c as usize);
-                for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                    got.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
     if n == 0 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the connection closed before a descriptor came",
         ));
     }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 || got.len() != 1 {
+    let mut got = got;
+    if flags.contains(MsgFlags::MSG_CTRUNC) || got.len() != 1 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("a message with {} descriptors, expected one", got.len()),
@@ -311,31 +249,59 @@ pub fn recv_fd(s: &UnixStream, wait: Duration) -> io::Result<OwnedFd> {
         .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))
 }
 
+/// The descriptors a received message carried, each now owned here (closed when dropped). A
+/// message whose control data the kernel cut short (MSG_CTRUNC) yields none: nix does not walk
+/// it, and what it held is close-on-exec and refused by the caller.
+fn received_fds(m: &socket::RecvMsg<'_, '_, ()>) -> Vec<OwnedFd> {
+    let Ok(cmsgs) = m.cmsgs() else {
+        return Vec::new();
+    };
+    cmsgs
+        .filter_map(|c| match c {
+            ControlMessageOwned::ScmRights(fds) => Some(fds),
+            _ => None,
+        })
+        .flatten()
+        // SAFETY: each SCM_RIGHTS descriptor is newly open in this process and taken over
+        // exactly once, here.
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect()
+}
+
+/// Why a received descriptor may not be mapped as a partner's memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    #[error("fstat: {0}")]
+    Stat(Errno),
+    #[error("not a regular file (file type {0:o})")]
+    NotRegular(u32),
+    #[error("a file owned by uid {owner}, not this rank's user (uid {me})")]
+    Owner { owner: u32, me: u32 },
+    #[error("{size} bytes, expected exactly {want}")]
+    Size { size: i64, want: usize },
+}
+
 /// Whether a received descriptor may be mapped as `len` bytes of a partner's memory: a
 /// regular file (a /dev/shm file or a memory file), owned by this process's effective user,
 /// exactly `len` bytes. The error says what it is instead.
-pub fn check(fd: &impl AsRawFd, len: usize) -> Result<(), String> {
-    // SAFETY: a zeroed stat is valid; fstat fills it for an open fd.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is open for the borrow; st is writable.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(format!("fstat: {}", io::Error::last_os_error()));
-    }
+pub fn check(fd: &impl AsFd, len: usize) -> Result<(), Unfit> {
+    let st = nix::sys::stat::fstat(fd).map_err(Unfit::Stat)?;
     let me = euid();
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(format!(
-            "not a regular file (file type {:o})",
-            st.st_mode & libc::S_IFMT
-        ));
+    let kind = st.st_mode & libc::S_IFMT;
+    if kind != libc::S_IFREG {
+        return Err(Unfit::NotRegular(kind));
     }
     if st.st_uid != me {
-        return Err(format!(
-            "a file owned by uid {}, not this rank's user (uid {me})",
-            st.st_uid
-        ));
+        return Err(Unfit::Owner {
+            owner: st.st_uid,
+            me,
+        });
     }
     if u64::try_from(st.st_size).ok() != Some(len as u64) {
-        return Err(format!("{} bytes, expected exactly {len}", st.st_size));
+        return Err(Unfit::Size {
+            size: st.st_size,
+            want: len,
+        });
     }
     Ok(())
 }
@@ -360,15 +326,11 @@ mod tests {
         send_fds(&a, &[f.as_raw_fd()]).expect("send");
         let got = recv_fd(&b, Duration::from_secs(5)).expect("recv");
         assert_eq!(check(&got, 4096), Ok(()));
-        let e = check(&got, 4097).expect_err("wrong size");
+        let e = check(&got, 4097).expect_err("wrong size").to_string();
         assert!(e.contains("4096 bytes, expected exactly 4097"), "{e}");
         // A pipe is not memory.
-        let mut p = [0; 2];
-        // SAFETY: p is a writable pair of ints.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        // SAFETY: both ends are fresh fds of ours, taken over once.
-        let (r, _w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
-        let e = check(&r.as_fd(), 0).expect_err("a pipe");
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
+        let e = check(&r.as_fd(), 0).expect_err("a pipe").to_string();
         assert!(e.contains("not a regular file"), "{e}");
         // A message without a descriptor is refused, not taken for one.
         (&a).write_all(b"x").expect("write");
@@ -388,7 +350,9 @@ mod tests {
         }
         let (t, f) = file_of(4096);
         std::os::unix::fs::chown(t.path(), Some(65534), Some(65534)).expect("chown");
-        let e = check(&f, 4096).expect_err("another user's file");
+        let e = check(&f, 4096)
+            .expect_err("another user's file")
+            .to_string();
         assert!(e.contains("owned by uid 65534"), "{e}");
     }
 

@@ -6,9 +6,8 @@
 //! Compare src/misc/socket.cc@v2.27.3-1 (ncclFindInterfaces, findInterfaces) with @v2.28.3-1.
 //! Which release is imitated is [`crate::comm::emu::log::profile`] (`RINGLAB_NCCL_VERSION`).
 
-use std::ffi::CStr;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use crate::nccl_log::Profile as Style;
 
@@ -199,46 +198,23 @@ pub fn host_list() -> std::io::Result<Vec<Iface>> {
 
 /// Every IPv4 and IPv6 address entry of this host (getifaddrs), with its interface's flags.
 pub fn host_raw() -> std::io::Result<Vec<RawIface>> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut out = Vec::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: cur points into the list getifaddrs returned, alive until freeifaddrs.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
-        // SAFETY: ifa_addr is non-null; its family says which sockaddr it is.
-        let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-        let addr = if family == libc::AF_INET {
-            // SAFETY: family is AF_INET, so this is a sockaddr_in.
-            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-            IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
-        } else if family == libc::AF_INET6 {
-            // SAFETY: family is AF_INET6, so this is a sockaddr_in6.
-            let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-            IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
-        } else {
-            continue;
-        };
-        out.push(RawIface {
-            name,
-            flags: ifa.ifa_flags,
-            addr,
-        });
-    }
-    // SAFETY: head came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    Ok(out)
+    let list = nix::ifaddrs::getifaddrs()?;
+    Ok(list
+        .filter_map(|ifa| {
+            let sa = ifa.address?;
+            let addr = if let Some(sin) = sa.as_sockaddr_in() {
+                IpAddr::V4(sin.ip())
+            } else {
+                IpAddr::V6(sa.as_sockaddr_in6()?.ip())
+            };
+            Some(RawIface {
+                name: ifa.interface_name,
+                // The kernel's unsigned ifa_flags, as nix hands them back (a c_int of bits).
+                flags: ifa.flags.bits() as u32,
+                addr,
+            })
+        })
+        .collect())
 }
 
 #[cfg(test)]

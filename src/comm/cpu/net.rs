@@ -13,7 +13,6 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use crate::comm::emu::log::{self, Level};
@@ -84,7 +83,9 @@ impl Retrier {
 
     /// NCCL ≥ 2.24's schedule for `tries` and `sleep_ms`: the sleep before each try k is
     /// sleep_ms × k. Returns (the whole wait before NCCL gives up, tries made within `window`).
-    pub fn counted_schedule(tries: u64, sleep_ms: u64, window: Duration) -> (Duration, u64) {
+    /// Only tests ask (the hang lab's retries against its watchdog).
+    #[cfg(test)]
+    pub(crate) fn counted_schedule(tries: u64, sleep_ms: u64, window: Duration) -> (Duration, u64) {
         let total = Duration::from_millis(sleep_ms * tries * (tries + 1) / 2);
         let mut waited = 0u64;
         let within = (1..=tries)
@@ -262,66 +263,26 @@ pub const TCP_CC: &str = "reno";
 /// about 1.5x faster autotuned than with 256 KiB buffers, and no slower than with 4 MiB).
 pub fn tune(s: &TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
-    let fd = s.as_raw_fd();
+    use nix::sys::socket::{setsockopt, sockopt};
     let cc = std::env::var("RINGLAB_TCP_CC").unwrap_or_else(|_| TCP_CC.to_string());
     if !cc.is_empty() && cc != "system" {
-        // SAFETY: fd is a valid socket; the option value is a byte string that outlives the call.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_CONGESTION,
-                cc.as_ptr().cast(),
-                cc.len() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
+        let want = std::ffi::OsString::from(&cc);
+        if let Err(e) = setsockopt(s, sockopt::TcpCongestion, &want) {
             log::warn(&format!(
                 "NET/Socket : cannot use congestion control `{cc}` (RINGLAB_TCP_CC): {}; keeping the system default",
-                io::Error::last_os_error()
+                io::Error::from(e)
             ));
         }
     }
     // RINGLAB_SOCKBUF=N fixes both buffers at N bytes (for experiments); unset or 0 autotunes.
-    let size = env_num("RINGLAB_SOCKBUF", 0) as libc::c_int;
+    let size = env_num("RINGLAB_SOCKBUF", 0) as libc::c_int as usize;
     if size == 0 {
         return Ok(());
     }
-    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
-        // SAFETY: fd is a valid socket; the option value is a c_int that outlives the call.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
+    // Best effort, as before: a refused size leaves the kernel's.
+    let _ = setsockopt(s, sockopt::SndBuf, &size);
+    let _ = setsockopt(s, sockopt::RcvBuf, &size);
     Ok(())
-}
-
-/// The congestion control a connected socket uses.
-pub fn congestion_control(s: &TcpStream) -> io::Result<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf and len are valid for the call; the kernel writes at most len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let name = &buf[..(len as usize).min(buf.len())];
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
 }
 
 /// Connections that have not greeted yet, per source address: the one admission rule the
@@ -402,6 +363,13 @@ pub struct Ticket {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    /// The congestion control a connected socket uses.
+    fn congestion_control(s: &TcpStream) -> io::Result<String> {
+        use nix::sys::socket::{getsockopt, sockopt};
+        let name = getsockopt(s, sockopt::TcpCongestion)?;
+        Ok(name.to_string_lossy().trim_end_matches('\0').to_string())
+    }
 
     #[test]
     fn tuned_sockets_use_a_congestion_control_that_does_not_pace() {

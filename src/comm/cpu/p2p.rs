@@ -4,10 +4,10 @@
 //! - **Mapped buffers.** A rank's collective buffers live in an anonymous memory file
 //!   (`memfd_create(2)`, no name anywhere, gone with the last process that maps it). It hands
 //!   the file's descriptor to its partners on the node over their Unix connection
-//!   ([`crate::comm::cpu::fdpass`]); they map it read-only, and copy or reduce
+//!   ([`super::fdpass`]); they map it read-only, and copy or reduce
 //!   straight out of it at memcpy speed. A descriptor on the FIFO says which region and
 //!   where; the bytes never enter the FIFO.
-//! - **Cross-memory attach** ([`crate::comm::cpu::cma`]) for anything else large (bytes staged aside
+//! - **Cross-memory attach** ([`super::cma`]) for anything else large (bytes staged aside
 //!   for a same-step overwrite, a buffer the caller allocated itself): the receiver reads the
 //!   sender's memory with `process_vm_readv(2)`.
 //!
@@ -20,7 +20,10 @@
 //! cross-memory attach, then to the FIFO), said in the log.
 
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
+
+use super::shm::Mapping;
 
 /// Bytes of one descriptor on the FIFO.
 pub const DESC: usize = 24;
@@ -95,58 +98,24 @@ impl Desc {
 
 /// Memory a rank's partners can map: an anonymous memory file, mapped here read-write.
 pub struct Region {
-    ptr: *mut u8,
+    map: Mapping,
     len: usize,
-    fd: i32,
+    fd: OwnedFd,
 }
-
-// SAFETY: plain shared memory; who writes which bytes when is the engine's protocol (a
-// partner only reads bytes a descriptor has published, and acknowledges before they change).
-unsafe impl Send for Region {}
-unsafe impl Sync for Region {}
 
 impl Region {
     /// `len` bytes (at least one page), zeroed, pages populated.
     pub fn new(len: usize) -> io::Result<Self> {
+        use nix::sys::memfd::{MFdFlags, memfd_create};
         let size = len.max(1);
-        // SAFETY: the name is a NUL-terminated literal; flags are valid for memfd_create.
-        let fd = unsafe { libc::memfd_create(c"ringlab-buffer".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let fail = |fd: i32| {
-            let e = io::Error::last_os_error();
-            // SAFETY: fd is ours and open.
-            unsafe { libc::close(fd) };
-            e
-        };
-        // SAFETY: fd is a memory file we own.
-        if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
-            return Err(fail(fd));
-        }
-        // SAFETY: a fresh shared mapping of our own memory file.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(fail(fd));
-        }
-        Ok(Self {
-            ptr: p.cast(),
-            len,
-            fd,
-        })
+        let fd = memfd_create(c"ringlab-buffer", MFdFlags::MFD_CLOEXEC)?;
+        nix::unistd::ftruncate(&fd, size as libc::off_t)?;
+        let map = Mapping::new(fd.as_fd(), size, true, true)?;
+        Ok(Self { map, len, fd })
     }
 
     pub fn fd(&self) -> i32 {
-        self.fd
+        self.fd.as_raw_fd()
     }
 
     pub fn len(&self) -> usize {
@@ -159,72 +128,34 @@ impl Region {
 
     /// The address range this region occupies here.
     pub fn span(&self) -> std::ops::Range<usize> {
-        self.ptr as usize..self.ptr as usize + self.len
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: our mapping and our fd, each released once.
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.len.max(1));
-            libc::close(self.fd);
-        }
+        let at = self.map.at(0) as usize;
+        at..at + self.len
     }
 }
 
 /// A partner's region, mapped here read-only.
 pub struct PeerRegion {
     pub id: u32,
-    ptr: *const u8,
+    map: Mapping,
     len: usize,
 }
 
-// SAFETY: a read-only mapping; see Region.
-unsafe impl Send for PeerRegion {}
-
 impl PeerRegion {
-    /// Map a partner's region from the descriptor it handed over ([`crate::comm::cpu::fdpass`]): a
+    /// Map a partner's region from the descriptor it handed over ([`super::fdpass`]): a
     /// regular file of this process's user of exactly `len` bytes (a region is at least one
     /// byte), or an error saying what it is instead.
-    pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize, id: u32) -> io::Result<Self> {
-        use std::os::fd::AsRawFd;
-        crate::comm::cpu::fdpass::check(&fd, len.max(1))
+    pub fn from_fd(fd: OwnedFd, len: usize, id: u32) -> io::Result<Self> {
+        super::fdpass::check(&fd, len.max(1))
             .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
-        // SAFETY: a fresh read-only shared mapping of the file just checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len.max(1),
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self {
-            id,
-            ptr: p.cast(),
-            len,
-        })
+        let map = Mapping::new(fd.as_fd(), len, false, false)?;
+        Ok(Self { id, map, len })
     }
 
-    /// `len` bytes at `off`, or None when they are not all inside.
+    /// `len` bytes at `off`, or None when they are not all inside. The sender does not change
+    /// these bytes until this rank acknowledges them.
     pub fn get(&self, off: usize, len: usize) -> Option<&[u8]> {
         let end = off.checked_add(len)?;
-        // SAFETY: in bounds of a live read-only mapping; the sender does not change these
-        // bytes until this rank acknowledges them.
-        (end <= self.len).then(|| unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) })
-    }
-}
-
-impl Drop for PeerRegion {
-    fn drop(&mut self) {
-        // SAFETY: our mapping, released once.
-        unsafe { libc::munmap(self.ptr.cast_mut().cast(), self.len.max(1)) };
+        self.map.bytes()[..self.len].get(off..end)
     }
 }
 
@@ -232,29 +163,34 @@ impl Drop for PeerRegion {
 /// partner to share it with (or no memory file could be made).
 pub enum SharedBuf {
     Region(Arc<Region>),
-    Heap(crate::comm::cpu::reduce::AlignedBuf),
+    Heap(super::reduce::AlignedBuf),
 }
 
 impl Default for SharedBuf {
     fn default() -> Self {
-        SharedBuf::Heap(crate::comm::cpu::reduce::AlignedBuf::default())
+        SharedBuf::Heap(super::reduce::AlignedBuf::default())
     }
 }
 
 impl SharedBuf {
     pub fn bytes(&self) -> &[u8] {
         match self {
-            // SAFETY: a live mapping of len bytes; the communicator holds the other Arc only
-            // to keep it mapped (and its address unused) while partners may read it.
-            SharedBuf::Region(r) => unsafe { std::slice::from_raw_parts(r.ptr, r.len) },
+            // The communicator holds the other Arc only to keep it mapped (and its address
+            // unused) while partners may read it.
+            SharedBuf::Region(r) => &r.map.bytes()[..r.len],
             SharedBuf::Heap(b) => b.bytes(),
         }
     }
 
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
-            // SAFETY: as above; this rank writes only through this one handle.
-            SharedBuf::Region(r) => unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) },
+            SharedBuf::Region(r) => {
+                // SAFETY: a writable mapping; this rank writes only through this one handle
+                // (the other Arc only keeps it mapped), and partners read only what a
+                // descriptor has published, acknowledging before it changes.
+                let all = unsafe { r.map.bytes_mut() };
+                &mut all[..r.len]
+            }
             SharedBuf::Heap(b) => b.bytes_mut(),
         }
     }

@@ -18,6 +18,14 @@ pub struct AlignedBuf {
     len: usize,
 }
 
+/// A buffer the allocator refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("allocating {len} bytes: {source}")]
+pub struct AllocError {
+    pub len: usize,
+    pub source: std::collections::TryReserveError,
+}
+
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> Self {
         Self {
@@ -26,12 +34,12 @@ impl AlignedBuf {
         }
     }
     /// Like [`AlignedBuf::zeroed`], but a failed allocation is an error, not an abort.
-    pub fn try_zeroed(len: usize) -> Result<Self, String> {
+    pub fn try_zeroed(len: usize) -> Result<Self, AllocError> {
         let n = len.div_ceil(8);
         let mut words = Vec::new();
         words
             .try_reserve_exact(n)
-            .map_err(|e| format!("allocating {len} bytes: {e}"))?;
+            .map_err(|source| AllocError { len, source })?;
         words.resize(n, 0);
         Ok(Self { words, len })
     }

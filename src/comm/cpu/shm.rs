@@ -18,8 +18,8 @@
 //! doorbell is an event count: the sleeper passes the count it saw before looking, so a ring
 //! between its look and its sleep is never lost.
 
-use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -49,15 +49,30 @@ pub fn dir() -> PathBuf {
 /// which is what a container's small /dev/shm runs out of.
 pub const DEFAULT_FIFO: usize = 4 << 20;
 
+/// Why `NCCL_BUFFSIZE` gives no FIFO size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuffSizeError {
+    /// Not a size ([`crate::units::parse_size`]'s words for it).
+    #[error("NCCL_BUFFSIZE={value}: {why}")]
+    Unreadable { value: String, why: String },
+    #[error("NCCL_BUFFSIZE={0}: too large")]
+    TooLarge(String),
+    #[error("NCCL_BUFFSIZE={0}: at most 1 GiB")]
+    OverGiB(String),
+}
+
 /// The FIFO size: `NCCL_BUFFSIZE` (NCCL's per-connection buffer, a size like 4M) rounded up
 /// to a power of two, at least 64 KiB; or [`DEFAULT_FIFO`]. A bad value is an error naming it.
-pub fn fifo_size() -> Result<usize, String> {
+pub fn fifo_size() -> Result<usize, BuffSizeError> {
     match std::env::var("NCCL_BUFFSIZE") {
         Ok(v) if !v.trim().is_empty() => {
-            let n = crate::units::parse_size(&v).map_err(|e| format!("NCCL_BUFFSIZE={v}: {e}"))?;
-            let n = usize::try_from(n).map_err(|_| format!("NCCL_BUFFSIZE={v}: too large"))?;
+            let n = crate::units::parse_size(&v).map_err(|why| BuffSizeError::Unreadable {
+                value: v.clone(),
+                why,
+            })?;
+            let n = usize::try_from(n).map_err(|_| BuffSizeError::TooLarge(v.clone()))?;
             if n > 1 << 30 {
-                return Err(format!("NCCL_BUFFSIZE={v}: at most 1 GiB"));
+                return Err(BuffSizeError::OverGiB(v));
             }
             Ok(n.max(64 << 10).next_power_of_two())
         }
@@ -90,7 +105,10 @@ pub enum ShmError {
     },
     /// A descriptor a partner handed over that is not what a segment must be.
     #[error("refusing to map {path}: {why}")]
-    Refused { path: String, why: String },
+    Refused {
+        path: String,
+        why: super::fdpass::Unfit,
+    },
 }
 
 impl ShmError {
@@ -108,20 +126,115 @@ impl ShmError {
 /// A mapped segment. The creator unlinks its name once every partner has mapped it, or on
 /// drop, whichever comes first.
 pub struct Segment {
-    ptr: *mut u8,
-    len: usize,
+    map: Mapping,
     path: PathBuf,
     linked: bool,
-    /// The creator's descriptor, which it hands its partners ([`crate::comm::cpu::fdpass`]).
+    /// The creator's descriptor, which it hands its partners ([`super::fdpass`]).
     fd: Option<std::os::fd::OwnedFd>,
+}
+
+/// A shared mapping of a file (read-write, or read-only), unmapped when dropped: the one
+/// owner of ringlab's `mmap`/`munmap` (segments here, single-copy regions in [`super::p2p`]).
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
 }
 
 // SAFETY: the mapping is plain memory; all shared access goes through atomics or the FIFO
 // protocol, which gives each byte one writer at a time.
-unsafe impl Send for Segment {}
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` hands out only shared views.
+unsafe impl Sync for Mapping {}
 
-fn with_errno<T>(what: impl FnOnce(io::Error) -> ShmError) -> Result<T, ShmError> {
-    Err(what(io::Error::last_os_error()))
+impl Mapping {
+    /// Map `len` bytes (at least 1) of `fd` shared, writable or read-only. `populate`
+    /// (MAP_POPULATE) maps every page now, at init, not by a fault the first time a slice passes
+    /// over it (a 4 MiB FIFO fed 32 KiB per call would fault through ~128 timed calls).
+    pub fn new(fd: BorrowedFd<'_>, len: usize, writable: bool, populate: bool) -> io::Result<Self> {
+        let len = len.max(1);
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: a fresh shared mapping of an open file at an address the kernel picks; no
+        // existing memory is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd.as_raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { ptr: p.cast(), len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address `at` bytes in (no bounds check: callers check before they dereference).
+    pub fn at(&self, at: usize) -> *mut u8 {
+        self.ptr.wrapping_add(at)
+    }
+
+    /// The mapped bytes. Others (a partner, this rank's own writer) may change them as the
+    /// protocol allows; the views are read as the protocol says they are settled.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: a live mapping of `len` bytes, borrowed no longer than `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The mapped bytes, writable.
+    ///
+    /// # Safety
+    /// The caller is the only writer of these bytes for the borrow (no other view of them
+    /// is read or written meanwhile), and the mapping is writable.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: a live mapping of `len` bytes; exclusivity is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are this mapping's, unmapped once; nothing borrows it past its life
+        // (views borrow the Mapping; Bell and Fifo live no longer than their segment).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// A word in a live segment mapping (a FIFO counter, a doorbell word): the one place such a
+/// pointer is dereferenced.
+struct Word<T>(*const T);
+
+impl<T> Clone for Word<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Word<T> {}
+
+impl<T> Word<T> {
+    /// `at` bytes into `map`: in bounds and aligned for T (checked here; mappings are
+    /// page-aligned).
+    fn new(map: &Mapping, at: usize) -> Option<Self> {
+        let fits = at
+            .checked_add(std::mem::size_of::<T>())
+            .is_some_and(|e| e <= map.len());
+        let p = map.at(at).cast::<T>();
+        (fits && p.is_aligned()).then_some(Self(p))
+    }
+
+    fn get(&self) -> &T {
+        // SAFETY: in bounds and aligned (Word::new); the owner keeps the segment mapped as
+        // long as the Bell or Fifo holding this word; T is an atomic, so sharing it with other
+        // processes is what it is for.
+        unsafe { &*self.0 }
+    }
 }
 
 impl Segment {
@@ -129,67 +242,28 @@ impl Segment {
     pub fn create(dir: &Path, len: usize) -> Result<Self, ShmError> {
         let template = dir.join(format!("{NAME_PREFIX}{}-XXXXXX", std::process::id()));
         let shown = template.display().to_string();
-        let Ok(c) = CString::new(template.as_os_str().as_encoded_bytes()) else {
-            return Err(ShmError::Create {
-                path: shown,
-                err: io::ErrorKind::InvalidInput.into(),
-            });
-        };
-        let mut name = c.into_bytes_with_nul();
-        // SAFETY: name is a writable NUL-terminated template; mkstemp fills in the X's and
-        // creates the file with mode 0600.
-        let fd = unsafe { libc::mkstemp(name.as_mut_ptr().cast()) };
-        if fd < 0 {
-            return with_errno(|err| ShmError::Create { path: shown, err });
-        }
-        name.pop();
-        let path = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
+        // mkstemp fills in the X's and creates the file with mode 0600.
+        let (fd, path) = nix::unistd::mkstemp(&template).map_err(|e| ShmError::Create {
+            path: shown,
+            err: e.into(),
+        })?;
         let shown = path.display().to_string();
-        let cleanup = |path: &Path| {
-            // SAFETY: fd is ours and open.
-            unsafe { libc::close(fd) };
-            let _ = std::fs::remove_file(path);
-        };
-        // Reserve the pages now: on a full tmpfs this fails with ENOSPC, where a plain
-        // ftruncate would succeed and the first touch beyond the space would be a SIGBUS.
-        // An emulated node's budget fails the same way when it would be exceeded.
-        // The budget is checked and taken under a lock on the folder, as a tmpfs does it
-        // atomically: two ranks must not both see the other's file still empty.
-        let limit = std::env::var(LIMIT_ENV)
-            .ok()
-            .and_then(|l| l.parse::<u64>().ok());
-        let _budget_lock = limit.and_then(|_| lock_dir(dir));
-        let over_budget = limit.is_some_and(|limit| used_bytes(dir) + len as u64 > limit);
-        let rc = loop {
-            if over_budget {
-                break libc::ENOSPC;
-            }
-            // SAFETY: fd is a regular file we just created.
-            let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
-            if rc != libc::EINTR {
-                break rc;
-            }
-        };
-        if rc != 0 {
-            cleanup(&path);
+        if let Err(err) = reserve(dir, &fd, len) {
+            let _ = std::fs::remove_file(&path);
             return Err(ShmError::Extend {
                 path: shown,
                 len,
-                err: io::Error::from_raw_os_error(rc),
+                err,
             });
         }
-        let ptr = map(fd, len);
-        match ptr {
-            Ok(ptr) => Ok(Self {
-                ptr,
-                len,
+        match Mapping::new(fd.as_fd(), len, true, true) {
+            Ok(map) => Ok(Self {
+                map,
                 path,
                 linked: true,
-                // SAFETY: fd is open and ours alone; the segment owns it from here.
-                fd: Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }),
+                fd: Some(fd),
             }),
             Err(err) => {
-                cleanup_fd(fd);
                 let _ = std::fs::remove_file(&path);
                 Err(ShmError::Map {
                     path: shown,
@@ -200,23 +274,21 @@ impl Segment {
         }
     }
 
-    /// Map a partner's segment from the descriptor it handed over ([`crate::comm::cpu::fdpass`]), which
+    /// Map a partner's segment from the descriptor it handed over ([`super::fdpass`]), which
     /// must be a regular file of this process's user of exactly `len` bytes; `shown` names it
     /// in messages. Nothing is opened by name: a name is whatever the sender wants it to be.
     pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize, shown: &str) -> Result<Self, ShmError> {
-        use std::os::fd::AsRawFd;
-        crate::comm::cpu::fdpass::check(&fd, len).map_err(|why| ShmError::Refused {
+        super::fdpass::check(&fd, len).map_err(|why| ShmError::Refused {
             path: shown.to_string(),
             why,
         })?;
-        let ptr = map(fd.as_raw_fd(), len).map_err(|err| ShmError::Map {
+        let map = Mapping::new(fd.as_fd(), len, true, true).map_err(|err| ShmError::Map {
             path: shown.to_string(),
             len,
             err,
         })?;
         Ok(Self {
-            ptr,
-            len,
+            map,
             path: PathBuf::from(shown),
             linked: false,
             fd: None,
@@ -224,8 +296,7 @@ impl Segment {
     }
 
     /// The creator's descriptor, to hand to partners (None for a partner's segment).
-    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.fd.as_ref().map(AsFd::as_fd)
     }
 
@@ -234,11 +305,11 @@ impl Segment {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     /// Every partner has mapped it: remove the name now, so that nothing is left whatever
@@ -258,50 +329,63 @@ impl Segment {
         }
     }
 
-    /// This segment's doorbell.
-    pub fn bell(&self) -> Bell {
-        // SAFETY: the segment is at least 2 * LINE bytes and page-aligned.
-        unsafe {
-            Bell {
-                seq: self.ptr.cast::<AtomicU32>(),
-                waiters: self.ptr.add(LINE).cast::<AtomicU32>(),
-            }
-        }
+    /// This segment's doorbell (the segment is at least 2 * LINE bytes).
+    pub fn bell(&self) -> Option<Bell> {
+        Some(Bell {
+            seq: Word::new(&self.map, 0)?,
+            waiters: Word::new(&self.map, LINE)?,
+        })
     }
 
     /// Inbound FIFO `slot` of `fifo` bytes.
     pub fn fifo(&self, slot: usize, fifo: usize) -> Option<Fifo> {
         let at = 2 * LINE + slot * (2 * LINE + fifo);
-        if at + 2 * LINE + fifo > self.len || !fifo.is_power_of_two() {
+        if at + 2 * LINE + fifo > self.len() || !fifo.is_power_of_two() {
             return None;
         }
-        // SAFETY: in bounds (checked above); the counters are 8-byte aligned (LINE-aligned
-        // offsets in a page-aligned mapping).
-        unsafe {
-            let base = self.ptr.add(at);
-            Some(Fifo {
-                head: base.cast::<AtomicU64>(),
-                tail: base.add(LINE).cast::<AtomicU64>(),
-                ack: base.add(LINE + 64).cast::<AtomicU64>(),
-                data: base.add(2 * LINE),
-                cap: fifo,
-            })
+        // LINE-aligned offsets in a page-aligned mapping; the data area checked above.
+        Some(Fifo {
+            head: Word::new(&self.map, at)?,
+            tail: Word::new(&self.map, at + LINE)?,
+            ack: Word::new(&self.map, at + LINE + 64)?,
+            data: self.map.at(at + 2 * LINE),
+            cap: fifo,
+        })
+    }
+}
+
+/// Reserve `len` bytes of the new segment file `fd` in `dir` now: on a full tmpfs this fails
+/// with ENOSPC, where a plain ftruncate would succeed and the first touch beyond the space
+/// would be a SIGBUS. An emulated node's budget ([`LIMIT_ENV`]) fails the same way when it
+/// would be exceeded; it is checked and taken under a lock on the folder, as a tmpfs does it
+/// atomically: two ranks must not both see the other's file still empty.
+fn reserve(dir: &Path, fd: &OwnedFd, len: usize) -> io::Result<()> {
+    let limit = std::env::var(LIMIT_ENV)
+        .ok()
+        .and_then(|l| l.parse::<u64>().ok());
+    let _budget_lock = limit.and_then(|_| lock_dir(dir));
+    if limit.is_some_and(|limit| used_bytes(dir) + len as u64 > limit) {
+        return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    loop {
+        match nix::fcntl::posix_fallocate(fd, 0, len as libc::off_t) {
+            Err(nix::errno::Errno::EINTR) => {}
+            other => return Ok(other?),
         }
     }
 }
 
 /// An exclusive lock on the folder `dir` (released when dropped); None where it cannot be had.
 fn lock_dir(dir: &Path) -> Option<std::fs::File> {
-    use std::os::fd::AsRawFd;
     let f = std::fs::File::open(dir).ok()?;
-    // SAFETY: flock on a descriptor we own; it blocks until the lock is ours.
-    let rc = loop {
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            break rc;
+    // flock(LOCK_EX): blocks until the lock is ours.
+    loop {
+        match f.lock() {
+            Ok(()) => return Some(f),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
         }
-    };
-    (rc == 0).then_some(f)
+    }
 }
 
 /// Bytes the files in `dir` take (for an emulated node's /dev/shm budget).
@@ -316,38 +400,9 @@ fn used_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn map(fd: i32, len: usize) -> io::Result<*mut u8> {
-    // MAP_POPULATE: every page is mapped now, at init, not by a fault the first time a slice
-    // passes over it (a 4 MiB FIFO fed 32 KiB per call would fault through ~128 timed calls).
-    // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(p.cast())
-    }
-}
-
-fn cleanup_fd(fd: i32) {
-    // SAFETY: fd is ours; the mapping keeps the file alive.
-    unsafe { libc::close(fd) };
-}
-
 impl Drop for Segment {
     fn drop(&mut self) {
         self.unlink();
-        // SAFETY: ptr/len are this mapping's; nothing borrows it past the segment's life
-        // (Fifo and Bell borrow the segment).
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -358,21 +413,19 @@ impl Drop for Segment {
 /// sides means either the partner sees the sleeper or the sleeper sees the partner's bytes.
 #[derive(Clone, Copy)]
 pub struct Bell {
-    seq: *const AtomicU32,
-    waiters: *const AtomicU32,
+    seq: Word<AtomicU32>,
+    waiters: Word<AtomicU32>,
 }
 
-// SAFETY: see Segment; a Bell is used only while its segment is mapped.
+// SAFETY: see Mapping; a Bell is used only while its segment is mapped.
 unsafe impl Send for Bell {}
 
 impl Bell {
     fn seq(&self) -> &AtomicU32 {
-        // SAFETY: points into a live mapping (the owner keeps the segment as long as the bell).
-        unsafe { &*self.seq }
+        self.seq.get()
     }
     fn waiters(&self) -> &AtomicU32 {
-        // SAFETY: as above.
-        unsafe { &*self.waiters }
+        self.waiters.get()
     }
 
     /// Ring (after a push or pop): wake the owner if it may be asleep.
@@ -429,11 +482,11 @@ fn futex(word: &AtomicU32, op: i32, val: u32, timeout: Option<Duration>) {
 
 /// One direction of one pair: a byte FIFO in the receiver's segment.
 pub struct Fifo {
-    head: *const AtomicU64,
-    tail: *const AtomicU64,
+    head: Word<AtomicU64>,
+    tail: Word<AtomicU64>,
     /// Single-copy bytes the receiver has read straight out of the sender's memory (on the
     /// receiver's line, beside `tail`): how the sender learns its buffer may change again.
-    ack: *const AtomicU64,
+    ack: Word<AtomicU64>,
     data: *mut u8,
     cap: usize,
 }
@@ -443,16 +496,13 @@ unsafe impl Send for Fifo {}
 
 impl Fifo {
     fn head(&self) -> &AtomicU64 {
-        // SAFETY: points into a live mapping (the owner keeps the segment as long as the FIFO).
-        unsafe { &*self.head }
+        self.head.get()
     }
     fn tail(&self) -> &AtomicU64 {
-        // SAFETY: as above.
-        unsafe { &*self.tail }
+        self.tail.get()
     }
     fn ack_word(&self) -> &AtomicU64 {
-        // SAFETY: as above.
-        unsafe { &*self.ack }
+        self.ack.get()
     }
 
     /// Sender: all of `src` or nothing (a descriptor is never split).
@@ -539,7 +589,7 @@ pub struct Pipe {
     pub rx: Fifo,
     pub peer_bell: Bell,
     pub fd: i32,
-    /// Single copy from the partner ([`crate::comm::cpu::cma`]): its pid, when this rank reads large
+    /// Single copy from the partner ([`super::cma`]): its pid, when this rank reads large
     /// messages straight out of its memory.
     pub cma_from: Option<libc::pid_t>,
     /// Single copy to the partner: it reads this rank's large messages where they lie.
@@ -596,8 +646,7 @@ pub fn disabled_by_env() -> bool {
 /// lives only until every partner has mapped it). Returns what was removed.
 pub fn remove_orphans(dir: &Path) -> Vec<String> {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     let mut removed = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return removed;

@@ -150,13 +150,8 @@ impl Drop for StoreServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         // Wake the accept loop (shutdown makes a blocked accept return), wherever it listens.
-        // SAFETY: the fd belongs to a listener this struct keeps alive.
-        unsafe {
-            libc::shutdown(
-                std::os::fd::AsRawFd::as_raw_fd(&*self.listener),
-                libc::SHUT_RDWR,
-            )
-        };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*self.listener);
+        let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
     }
 }
 
@@ -173,16 +168,13 @@ pub const PENDING_PER_ADDRESS: usize = 16;
 
 /// Busy-poll `conn` until it has something to read or `spin` has passed.
 fn spin_until_readable(conn: &TcpStream, spin: Duration) {
-    use std::os::fd::AsRawFd;
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
     let start = Instant::now();
-    let mut pfd = libc::pollfd {
-        fd: conn.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
     while start.elapsed() < spin {
-        // SAFETY: pfd is a valid pollfd; a zero timeout never blocks.
-        if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
+        // A zero timeout never blocks; an error ends the spin as readiness does.
+        if !matches!(poll(&mut pfd, PollTimeout::ZERO), Ok(0)) {
             return;
         }
         std::hint::spin_loop();

@@ -1,32 +1,33 @@
 //! The CPU backend: one OS process per rank and one link per pair of ranks that the schedules
 //! need. Ranks of one node (same host and, in the hang lab, same node namespace) move their bytes
-//! through shared-memory FIFOs ([`crate::comm::cpu::shm`]), large messages by single copy where the kernel
+//! through shared-memory FIFOs ([`super::shm`]), large messages by single copy where the kernel
 //! allows it (P2P); ranks of different nodes, or every pair when NCCL_SHM_DISABLE=1, over a
 //! full-duplex TCP connection, which also carries the setup frames. This file sets the links up
-//! (rendezvous, hello, NCCL-shaped log lines; the transport choice is [`crate::comm::cpu::transport`]'s)
-//! and hands the schedule to the progress engine ([`crate::comm::cpu::engine`]), which runs it as a
+//! (rendezvous, hello, NCCL-shaped log lines; the transport choice is [`super::transport`]'s)
+//! and hands the schedule to the progress engine ([`super::engine`]), which runs it as a
 //! byte-exact dataflow through each peer's link. There is no second implementation of any algorithm here: only the schedule's
 //! transfers move bytes.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+use super::engine::{EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute};
+use super::ifaces;
+use super::net::{connect_retry, tune};
+use super::p2p::{PeerRegion, Region, SharedBuf};
+use super::reduce::{AlignedBuf, divide, kernel};
+use super::store::{StoreClient, StoreError};
+use super::transport::net::{sys_recv, sys_send};
+use super::wire::{Hello, Role, Token};
 use crate::collective::{Dtype, Op, Schedule};
-use crate::comm::cpu::engine::{EngineError, Io, Link, Plan, Regions, STAGE_WINDOW, execute};
-use crate::comm::cpu::ifaces;
-use crate::comm::cpu::net::{connect_retry, tune};
-use crate::comm::cpu::p2p::{PeerRegion, Region, SharedBuf};
-use crate::comm::cpu::reduce::{AlignedBuf, divide, kernel};
-use crate::comm::cpu::store::{StoreClient, StoreError};
-use crate::comm::cpu::transport::net::{sys_recv, sys_send};
-use crate::comm::cpu::wire::{Hello, Role, Token};
 use crate::comm::emu::log;
 use crate::nccl_log::{Channel, Iface as NcclIface, Init, Msg, Site, UsingWhat};
 use std::sync::Arc;
 
-pub use crate::comm::cpu::transport::{Transport, Transports};
+pub use super::transport::{Transport, Transports};
 
 /// Set by the launcher when every rank of this host has a CPU of its own: the CPU to pin to.
 pub const CPU_ENV: &str = "RINGLAB_CPU";
@@ -67,11 +68,27 @@ pub enum CommError {
     #[error("rank {rank}: unhandled system error (run with NCCL_DEBUG=INFO for details): {source}")]
     Shm {
         rank: usize,
-        source: crate::comm::cpu::shm::ShmError,
+        source: super::shm::ShmError,
     },
     #[error("rank {rank}: {what}")]
     Setup { rank: usize, what: String },
-    /// A peer's call is not this rank's ([`crate::comm::cpu::header`]).
+    #[error("rank {rank}: rank {peer} published a bad address `{addr}`")]
+    BadAddress {
+        rank: usize,
+        peer: usize,
+        addr: String,
+    },
+    /// The engine found no step it could take: the plan is inconsistent.
+    #[error("rank {rank}: the schedule cannot make progress (inconsistent plan)")]
+    Stuck { rank: usize },
+    /// A peer's frame was not one (bad magic, too large, malformed, …).
+    #[error("rank {rank}: {what}: {source}")]
+    Wire {
+        rank: usize,
+        what: String,
+        source: super::wire::WireError,
+    },
+    /// A peer's call is not this rank's ([`super::header`]).
     #[error("{0}")]
     Mismatch(String),
     #[error("buffer of {got} bytes, the schedule needs {need}")]
@@ -90,7 +107,7 @@ pub enum CommError {
 pub const GREETING_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Connections from one address that may be greeting at once (at least the ranks that will
-/// dial); beyond that a newer one closes the longest-silent ([`crate::comm::cpu::net::Greeters`]).
+/// dial); beyond that a newer one closes the longest-silent ([`super::net::Greeters`]).
 pub const PENDING_PER_ADDRESS: usize = 8;
 
 /// Accept the greetings of `higher` ranks on `listener`, each connection on a thread of its
@@ -109,7 +126,7 @@ fn accept_peers(
     }
     let (tx, rx) = mpsc::channel::<(usize, TcpStream)>();
     // Ranks of one node share an address: room for all of them at once.
-    let greeters = Arc::new(crate::comm::cpu::net::Greeters::new(
+    let greeters = Arc::new(super::net::Greeters::new(
         PENDING_PER_ADDRESS.max(higher.len()),
     ));
     let acceptor = listener.try_clone()?;
@@ -185,8 +202,8 @@ fn accept_peers(
         missing -= 1;
     }
     // Stop accepting: shutdown makes the blocked accept return.
-    // SAFETY: the descriptor belongs to `listener`, which outlives this call.
-    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(listener), libc::SHUT_RDWR) };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(listener);
+    let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
     let _ = accept_thread.join();
     result
 }
@@ -211,12 +228,12 @@ pub struct TcpComm {
     rank: usize,
     world: usize,
     peers: Vec<Option<TcpStream>>,
-    shm: Option<crate::comm::cpu::transport::shm::Links>,
+    shm: Option<super::transport::shm::Links>,
     /// Per peer: how its bytes travel (None: not a partner).
     transports: Vec<Option<Transport>>,
     /// Per peer of this node: the Unix connection its memory comes over as descriptors
-    /// ([`crate::comm::cpu::fdpass`]).
-    unix: crate::comm::cpu::transport::UnixLinks,
+    /// ([`super::fdpass`]).
+    unix: super::transport::UnixLinks,
     staging: AlignedBuf,
     send_stage: AlignedBuf,
     /// Spin briefly before sleeping in a receive: only when every local rank has a core.
@@ -241,7 +258,7 @@ pub struct TcpComm {
 }
 
 /// A rank's buffers as it offers them to a P2P partner: (id, bytes) each, in the order their
-/// descriptors follow over the pair's Unix connection ([`crate::comm::cpu::fdpass`]).
+/// descriptors follow over the pair's Unix connection ([`super::fdpass`]).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct RegionOffer {
     regions: Vec<(u32, usize)>,
@@ -349,9 +366,9 @@ pub(crate) fn channel(
 }
 
 /// A shared-memory failure as NCCL WARNs it (`Error: failed to extend … (28)`), or ringlab's text.
-pub(crate) fn log_shm_error(e: &crate::comm::cpu::shm::ShmError) {
+pub(crate) fn log_shm_error(e: &super::shm::ShmError) {
     match e {
-        crate::comm::cpu::shm::ShmError::Extend { path, len, err } => log::nccl(
+        super::shm::ShmError::Extend { path, len, err } => log::nccl(
             log::Level::Warn,
             Some(Site::ShmFailed),
             &Msg::ShmFailed {
@@ -373,6 +390,69 @@ fn os_error_text(e: &io::Error) -> String {
     }
 }
 
+/// This rank's listener, on the interface NCCL's rules choose, and the address partners dial
+/// (said in NCCL's `Bootstrap`/`NET/Socket` lines).
+fn listen(env: &RankEnv) -> Result<(TcpListener, SocketAddr), CommError> {
+    let rank = env.rank;
+    let io_err = |what: &'static str| {
+        move |source| CommError::Io {
+            rank,
+            what: what.to_string(),
+            source,
+        }
+    };
+    let (ip, chosen) = choose_address(env.multi_node)?;
+    log::info_msg(&Msg::Using {
+        what: UsingWhat::Bootstrap,
+        ifaces: vec![chosen.clone()],
+    });
+    let listener = TcpListener::bind(SocketAddr::new(crate::comm::emu::vnet::bind_ip(ip), 0))
+        .map_err(io_err("binding the listener"))?;
+    let me = crate::comm::emu::vnet::advertised(
+        listener
+            .local_addr()
+            .map_err(io_err("reading the listener address"))?,
+    );
+    log::info_msg(&Msg::Using {
+        what: UsingWhat::NetSocket,
+        ifaces: vec![chosen],
+    });
+    log::info_msg(&Msg::UsingNetwork {
+        name: "Socket".into(),
+    });
+    Ok((listener, me))
+}
+
+/// Dial rank `p` (lower than this one) at the address it published, tune the socket and
+/// greet it with this job's hello.
+fn dial(
+    env: &RankEnv,
+    store: &mut StoreClient,
+    p: usize,
+    phase: &mut impl FnMut(&str),
+) -> Result<TcpStream, CommError> {
+    let rank = env.rank;
+    let io_err = |what: String| move |source| CommError::Io { rank, what, source };
+    let addr_s = store.get(&format!("addr/{p}"), super::store::PATIENCE)?;
+    let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::BadAddress {
+        rank,
+        peer: p,
+        addr: addr_s.clone(),
+    })?;
+    phase(&format!("connect to {addr}"));
+    let mut s = connect_retry(addr, Duration::from_secs(10))
+        .map_err(io_err(format!("connecting to rank {p}")))?;
+    tune(&s).map_err(io_err("tuning a socket".into()))?;
+    let hello = Hello {
+        token: env.token,
+        role: Role::Peer,
+        rank: rank as u32,
+    };
+    s.write_all(&hello.encode())
+        .map_err(io_err(format!("greeting rank {p}")))?;
+    Ok(s)
+}
+
 impl TcpComm {
     /// Meet the other ranks through the store and connect to every partner the schedules need.
     /// The higher rank of a pair dials the lower; every dial opens with this job's hello.
@@ -389,58 +469,21 @@ impl TcpComm {
         };
         log::banner();
         log::info_msg(&init_line(env, false));
-        let (ip, chosen) = choose_address(env.multi_node)?;
-        log::info_msg(&Msg::Using {
-            what: UsingWhat::Bootstrap,
-            ifaces: vec![chosen.clone()],
-        });
-        let listener = TcpListener::bind(SocketAddr::new(crate::comm::emu::vnet::bind_ip(ip), 0))
-            .map_err(io_err("binding the listener"))?;
-        let me = crate::comm::emu::vnet::advertised(
-            listener
-                .local_addr()
-                .map_err(io_err("reading the listener address"))?,
-        );
-        log::info_msg(&Msg::Using {
-            what: UsingWhat::NetSocket,
-            ifaces: vec![chosen],
-        });
-        log::info_msg(&Msg::UsingNetwork {
-            name: "Socket".into(),
-        });
+        let (listener, me) = listen(env)?;
         phase("rendezvous");
         store.set(&format!("addr/{}", env.rank), &me.to_string())?;
         let mut peers: Vec<Option<TcpStream>> = (0..env.world).map(|_| None).collect();
         let lower: Vec<usize> = partners.iter().copied().filter(|&p| p < env.rank).collect();
         let higher: Vec<usize> = partners.iter().copied().filter(|&p| p > env.rank).collect();
         for &p in &lower {
-            let addr_s = store.get(&format!("addr/{p}"), crate::comm::cpu::store::PATIENCE)?;
-            let addr: SocketAddr = addr_s.parse().map_err(|_| CommError::Io {
-                rank: env.rank,
-                what: format!("rank {p} published a bad address `{addr_s}`"),
-                source: io::Error::from(io::ErrorKind::InvalidData),
-            })?;
-            phase(&format!("connect to {addr}"));
-            let mut s = connect_retry(addr, Duration::from_secs(10))
-                .map_err(io_err(&format!("connecting to rank {p}")))?;
-            tune(&s).map_err(io_err("tuning a socket"))?;
-            s.write_all(
-                &Hello {
-                    token: env.token,
-                    role: Role::Peer,
-                    rank: env.rank as u32,
-                }
-                .encode(),
-            )
-            .map_err(io_err(&format!("greeting rank {p}")))?;
-            peers[p] = Some(s);
+            peers[p] = Some(dial(env, store, p, &mut phase)?);
         }
         phase("accept");
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
         phase("transports");
         let mut deferred = Vec::new();
         let (shm, transports, unix) =
-            crate::comm::cpu::transport::connect(env, &mut peers, partners, &mut deferred)?;
+            super::transport::connect(env, &mut peers, partners, &mut deferred)?;
         phase("warm up connections");
         // Only sockets that will carry a collective's bytes need their windows opened.
         let net: Vec<Option<TcpStream>> = peers
@@ -524,7 +567,7 @@ impl TcpComm {
         let heap = |len: usize| {
             AlignedBuf::try_zeroed(len)
                 .map(SharedBuf::Heap)
-                .map_err(|e| setup(e.clone()))
+                .map_err(|e| setup(e.to_string()))
         };
         let p2p: Vec<usize> = (0..self.world)
             .filter(|&p| self.transports.get(p) == Some(&Some(Transport::P2p)))
@@ -532,6 +575,58 @@ impl TcpComm {
         if p2p.is_empty() {
             return lens.iter().map(|&l| heap(l)).collect();
         }
+        let (made, offer, fds) = self.make_regions(lens);
+        let frame = serde_json::to_vec(&offer).map_err(|e| setup(e.to_string()))?;
+        let replies = swap_frames(
+            rank,
+            &mut self.peers,
+            &p2p,
+            &frame,
+            "buffer offer",
+            SETUP_WAIT,
+        )?;
+        // The buffers themselves go as descriptors (a send does not wait for the partner).
+        for &p in &p2p {
+            super::fdpass::send_fds(self.unix_to(p)?, &fds).map_err(|source| CommError::Io {
+                rank,
+                what: format!("handing rank {p} this rank's buffers"),
+                source,
+            })?;
+        }
+        let mut acks: Vec<Vec<u8>> = Vec::with_capacity(p2p.len());
+        for (&p, r) in p2p.iter().zip(&replies) {
+            let theirs: RegionOffer = serde_json::from_slice(r)
+                .map_err(|e| setup(format!("rank {p}'s buffer offer: {e}")))?;
+            let ids = self.map_regions(p, &theirs)?;
+            acks.push(serde_json::to_vec(&ids).map_err(|e| setup(e.to_string()))?);
+        }
+        let back = swap_frames_each(
+            rank,
+            &mut self.peers,
+            &p2p,
+            |k| &acks[k],
+            "buffer mapping",
+            SETUP_WAIT,
+        )?;
+        for (&p, b) in p2p.iter().zip(&back) {
+            self.mapped_by[p] = serde_json::from_slice(b)
+                .map_err(|e| setup(format!("rank {p}'s buffer mapping: {e}")))?;
+        }
+        made.into_iter()
+            .zip(lens)
+            .map(|(r, &len)| match r {
+                Some(r) => Ok(SharedBuf::Region(r)),
+                None => heap(len),
+            })
+            .collect()
+    }
+
+    /// A region per length, each given the next id (the offer says which ids and lengths, and
+    /// their descriptors go in the same order); None where no memory file could be made.
+    fn make_regions(
+        &mut self,
+        lens: &[usize],
+    ) -> (Vec<Option<Arc<Region>>>, RegionOffer, Vec<i32>) {
         let mut made: Vec<Option<Arc<Region>>> = Vec::with_capacity(lens.len());
         let mut offer = RegionOffer {
             regions: Vec::new(),
@@ -558,76 +653,45 @@ impl TcpComm {
                 }
             }
         }
-        let frame = serde_json::to_vec(&offer).map_err(|e| setup(e.to_string()))?;
-        let replies = swap_frames(
-            rank,
-            &mut self.peers,
-            &p2p,
-            &frame,
-            "buffer offer",
-            SETUP_WAIT,
-        )?;
-        // The buffers themselves go as descriptors (a send does not wait for the partner).
-        for &p in &p2p {
-            let s = self
-                .unix
-                .get(p)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-            crate::comm::cpu::fdpass::send_fds(s, &fds).map_err(|source| CommError::Io {
-                rank,
-                what: format!("handing rank {p} this rank's buffers"),
-                source,
-            })?;
-        }
-        let mut acks: Vec<Vec<u8>> = Vec::with_capacity(p2p.len());
-        for (&p, r) in p2p.iter().zip(&replies) {
-            let theirs: RegionOffer = serde_json::from_slice(r)
-                .map_err(|e| setup(format!("rank {p}'s buffer offer: {e}")))?;
-            let s = self
-                .unix
-                .get(p)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-            let mut ids = Vec::new();
-            for &(id, len) in &theirs.regions {
-                // Every announced buffer's descriptor is taken, so the next call finds the
-                // connection in step; a refused one falls back to cross-memory attach.
-                let fd = crate::comm::cpu::fdpass::recv_fd(s, SETUP_WAIT)
-                    .map_err(|e| setup(format!("rank {p}'s buffer {id} did not come: {e}")))?;
-                match PeerRegion::from_fd(fd, len, id)
-                    .map_err(|e| format!("rank {p}'s buffer {id}: {e}"))
-                {
-                    Ok(m) => {
-                        ids.push(id);
-                        self.theirs[p].push(m);
-                    }
-                    Err(e) => log::warn(&format!(
-                        "P2P: cannot map {e}: its large messages come by cross-memory attach"
-                    )),
-                }
-            }
-            acks.push(serde_json::to_vec(&ids).map_err(|e| setup(e.to_string()))?);
-        }
-        let back = swap_frames_each(
-            rank,
-            &mut self.peers,
-            &p2p,
-            |k| &acks[k],
-            "buffer mapping",
-            SETUP_WAIT,
-        )?;
-        for (&p, b) in p2p.iter().zip(&back) {
-            self.mapped_by[p] = serde_json::from_slice(b)
-                .map_err(|e| setup(format!("rank {p}'s buffer mapping: {e}")))?;
-        }
-        made.into_iter()
-            .zip(lens)
-            .map(|(r, &len)| match r {
-                Some(r) => Ok(SharedBuf::Region(r)),
-                None => heap(len),
+        (made, offer, fds)
+    }
+
+    /// The Unix connection to local partner `p`.
+    fn unix_to(&self, p: usize) -> Result<&UnixStream, CommError> {
+        self.unix
+            .get(p)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| CommError::Setup {
+                rank: self.rank,
+                what: format!("no local connection to rank {p}"),
             })
-            .collect()
+    }
+
+    /// Take the descriptor of every buffer partner `p` offers and map what may be mapped: the
+    /// ids mapped. Every announced descriptor is taken, so the next call finds the connection
+    /// in step; a refused one falls back to cross-memory attach.
+    fn map_regions(&mut self, p: usize, theirs: &RegionOffer) -> Result<Vec<u32>, CommError> {
+        let rank = self.rank;
+        let mut ids = Vec::new();
+        for &(id, len) in &theirs.regions {
+            let fd = super::fdpass::recv_fd(self.unix_to(p)?, SETUP_WAIT).map_err(|e| {
+                CommError::Setup {
+                    rank,
+                    what: format!("rank {p}'s buffer {id} did not come: {e}"),
+                }
+            })?;
+            match PeerRegion::from_fd(fd, len, id) {
+                Ok(m) => {
+                    ids.push(id);
+                    self.theirs[p].push(m);
+                }
+                Err(e) => log::warn(&format!(
+                    "P2P: cannot map rank {p}'s buffer {id}: {e}: its large messages come by \
+                     cross-memory attach"
+                )),
+            }
+        }
+        Ok(ids)
     }
 
     /// Whether this rank busy-polls before sleeping (every local rank has a core of its own).
@@ -673,26 +737,9 @@ impl TcpComm {
             log::info_msg(&line);
         }
         let spec = schedule.spec();
-        // A reduction reads elements of the dtype's size: a schedule of another element size
-        // would cut them apart.
-        if dtype.size() != spec.elem_size {
-            return Err(CommError::BadDtype {
-                dtype: dtype.name(),
-                size: dtype.size(),
-                elem: spec.elem_size,
-            });
-        }
-        let need = spec.count * spec.elem_size;
-        for got in [Some(buf.len()), input.map(<[u8]>::len)]
-            .into_iter()
-            .flatten()
-        {
-            if got != need {
-                return Err(CommError::BadBuffer { got, need });
-            }
-        }
+        check_call(spec, dtype, input, buf)?;
         let reduce = kernel(dtype);
-        let header = crate::comm::cpu::header::Header::new(self.calls, spec, dtype, op);
+        let header = super::header::Header::new(self.calls, spec, dtype, op);
         self.calls = self.calls.wrapping_add(1);
         let Self {
             plans,
@@ -709,31 +756,7 @@ impl TcpComm {
             .or_insert_with(|| Plan::build(schedule, *rank));
         send_stage.reserve_len(plan.send_stage_len());
         staging.reserve_len(plan.reduce_peers() * STAGE_WINDOW);
-        let links: Vec<Link> = peers
-            .iter()
-            .enumerate()
-            .map(|(p, s)| {
-                match (
-                    shm.as_ref()
-                        .and_then(|l| l.pipes.get(p))
-                        .and_then(Option::as_ref),
-                    s,
-                ) {
-                    (Some(pipe), _) => {
-                        let fifo = crate::comm::cpu::transport::shm::FifoLink { pipe };
-                        if pipe.cma_to || pipe.cma_from.is_some() {
-                            Link::P2p(crate::comm::cpu::transport::p2p::CmaLink { fifo })
-                        } else {
-                            Link::Fifo(fifo)
-                        }
-                    }
-                    (None, Some(s)) => {
-                        Link::Tcp(crate::comm::cpu::transport::net::TcpLink { fd: s.as_raw_fd() })
-                    }
-                    (None, None) => Link::None,
-                }
-            })
-            .collect();
+        let links = links(peers, shm.as_ref());
         let io = Io {
             links: &links,
             bell: shm.as_ref().map(|l| l.bell),
@@ -758,35 +781,7 @@ impl TcpComm {
             send_stage.bytes_mut(),
             staging.bytes_mut(),
         )
-        .map_err(|e| {
-            let where_ = |op: usize| {
-                let k = plan.step_of(op);
-                let phase = schedule.steps().get(k).map_or("", |st| st.phase.label());
-                (phase.to_string(), k + 1)
-            };
-            match e {
-                EngineError::Closed { op, peer } => {
-                    let (phase, step) = where_(op);
-                    CommError::PeerClosed { peer, phase, step }
-                }
-                EngineError::Io { op, peer, err } => {
-                    let (phase, step) = where_(op);
-                    CommError::Io {
-                        rank,
-                        what: format!("{phase} step {step} with rank {peer}"),
-                        source: err,
-                    }
-                }
-                EngineError::Mismatch { peer, theirs } => CommError::Mismatch(
-                    crate::comm::cpu::header::mismatch(rank, &header, peer, &theirs),
-                ),
-                EngineError::Stuck => CommError::Io {
-                    rank,
-                    what: "the schedule cannot make progress (inconsistent plan)".into(),
-                    source: io::Error::from(io::ErrorKind::Other),
-                },
-            }
-        })?;
+        .map_err(|e| engine_error(e, rank, plan, schedule, &header))?;
         if op == Op::Avg && spec.op.is_reducing() {
             let r = schedule.defined_range(self.rank);
             divide(
@@ -796,6 +791,93 @@ impl TcpComm {
             );
         }
         Ok(())
+    }
+}
+
+/// A call's buffers and dtype against its schedule: a reduction reads elements of the dtype's
+/// size (a schedule of another element size would cut them apart), and every buffer holds
+/// exactly the schedule's elements.
+fn check_call(
+    spec: &crate::collective::schedule::Spec,
+    dtype: Dtype,
+    input: Option<&[u8]>,
+    buf: &[u8],
+) -> Result<(), CommError> {
+    if dtype.size() != spec.elem_size {
+        return Err(CommError::BadDtype {
+            dtype: dtype.name(),
+            size: dtype.size(),
+            elem: spec.elem_size,
+        });
+    }
+    let need = spec.count * spec.elem_size;
+    for got in [Some(buf.len()), input.map(<[u8]>::len)]
+        .into_iter()
+        .flatten()
+    {
+        if got != need {
+            return Err(CommError::BadBuffer { got, need });
+        }
+    }
+    Ok(())
+}
+
+/// How the engine reaches each peer: its shared-memory pipe (single copy where the pair has
+/// P2P), else its TCP socket, else nothing.
+fn links<'a>(
+    peers: &[Option<TcpStream>],
+    shm: Option<&'a super::transport::shm::Links>,
+) -> Vec<Link<'a>> {
+    peers
+        .iter()
+        .enumerate()
+        .map(
+            |(p, s)| match (shm.and_then(|l| l.pipes.get(p)).and_then(Option::as_ref), s) {
+                (Some(pipe), _) => {
+                    let fifo = super::transport::shm::FifoLink { pipe };
+                    if pipe.cma_to || pipe.cma_from.is_some() {
+                        Link::P2p(super::transport::p2p::CmaLink { fifo })
+                    } else {
+                        Link::Fifo(fifo)
+                    }
+                }
+                (None, Some(s)) => Link::Tcp(super::transport::net::TcpLink { fd: s.as_raw_fd() }),
+                (None, None) => Link::None,
+            },
+        )
+        .collect()
+}
+
+/// The engine's failure as this rank's error, naming the phase and step it happened in.
+fn engine_error(
+    e: EngineError,
+    rank: usize,
+    plan: &Plan,
+    schedule: &Schedule,
+    header: &super::header::Header,
+) -> CommError {
+    let where_ = |op: usize| {
+        let k = plan.step_of(op);
+        let phase = schedule.steps().get(k).map_or("", |st| st.phase.label());
+        (phase.to_string(), k + 1)
+    };
+    match e {
+        EngineError::Closed { op, peer } => {
+            let (phase, step) = where_(op);
+            CommError::PeerClosed { peer, phase, step }
+        }
+        EngineError::Io { op, peer, err } => {
+            let (phase, step) = where_(op);
+            CommError::Io {
+                rank,
+                what: format!("{phase} step {step} with rank {peer}"),
+                source: err,
+            }
+        }
+        EngineError::Mismatch { peer, theirs } => {
+            CommError::Mismatch(super::header::mismatch(rank, header, peer, &theirs))
+        }
+        EngineError::Stuck => CommError::Stuck { rank },
     }
 }
 
@@ -828,10 +910,12 @@ pub(crate) fn swap_frames_each<'a>(
     let io_err = |what: String| move |source| CommError::Io { rank, what, source };
     for (k, &p) in to.iter().enumerate() {
         let s = peer_mut(rank, peers, p)?;
-        crate::comm::cpu::wire::write_frame(s, payload(k)).map_err(|e| CommError::Io {
-            rank,
-            what: format!("sending a {what} to rank {p}"),
-            source: io::Error::other(e.to_string()),
+        super::wire::write_frame(s, payload(k)).map_err(|e| {
+            let what = format!("sending a {what} to rank {p}");
+            match e {
+                super::wire::WireError::Io(source) => CommError::Io { rank, what, source },
+                source => CommError::Wire { rank, what, source },
+            }
         })?;
     }
     let mut out = Vec::with_capacity(to.len());
@@ -841,10 +925,10 @@ pub(crate) fn swap_frames_each<'a>(
             .map_err(io_err(format!(
                 "setting a timeout on rank {p}'s connection"
             )))?;
-        let got = crate::comm::cpu::wire::read_frame(s);
+        let got = super::wire::read_frame(s);
         let _ = s.set_read_timeout(None);
         let frame = got.map_err(|e| match e {
-            crate::comm::cpu::wire::WireError::Io(source)
+            super::wire::WireError::Io(source)
                 if matches!(
                     source.kind(),
                     io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
@@ -856,15 +940,15 @@ pub(crate) fn swap_frames_each<'a>(
                     source,
                 }
             }
-            crate::comm::cpu::wire::WireError::Io(source) => CommError::Io {
+            super::wire::WireError::Io(source) => CommError::Io {
                 rank,
                 what: format!("waiting for rank {p}'s {what}"),
                 source,
             },
-            other => CommError::Io {
+            source => CommError::Wire {
                 rank,
                 what: format!("rank {p}'s {what}"),
-                source: io::Error::other(other.to_string()),
+                source,
             },
         })?;
         out.push(frame);
@@ -898,7 +982,9 @@ const WARM_UP_BYTES: usize = 8 << 20;
 /// Send `bytes` to every connected peer and receive as many from each, all at once (every
 /// rank does the same, so nobody waits on a peer that is busy with a third rank).
 fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
-    let fds: Vec<i32> = peers.iter().flatten().map(|s| s.as_raw_fd()).collect();
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let fds: Vec<_> = peers.iter().flatten().map(|s| s.as_fd()).collect();
     let block = vec![0u8; 256 << 10];
     let mut sink = vec![0u8; 256 << 10];
     let mut sent = vec![0usize; fds.len()];
@@ -914,44 +1000,39 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
         let mut pollfds = Vec::with_capacity(fds.len());
         let mut moved = false;
         for (k, &fd) in fds.iter().enumerate() {
-            let mut events = 0;
+            let mut events = PollFlags::empty();
             if sent[k] < bytes {
                 let n = (bytes - sent[k]).min(block.len());
-                match sys_send(fd, &block[..n]) {
+                match sys_send(fd.as_raw_fd(), &block[..n]) {
                     Ok(r) => {
                         sent[k] += r;
                         moved |= r > 0;
                     }
-                    Err(e) if again(&e) => events |= libc::POLLOUT,
+                    Err(e) if again(&e) => events |= PollFlags::POLLOUT,
                     Err(e) => return Err(e),
                 }
             }
             if got[k] < bytes {
                 let n = (bytes - got[k]).min(sink.len());
-                match sys_recv(fd, &mut sink[..n], true) {
+                match sys_recv(fd.as_raw_fd(), &mut sink[..n], true) {
                     Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
                     Ok(r) => {
                         got[k] += r;
                         moved = true;
                     }
-                    Err(e) if again(&e) => events |= libc::POLLIN,
+                    Err(e) if again(&e) => events |= PollFlags::POLLIN,
                     Err(e) => return Err(e),
                 }
             }
-            if events != 0 {
-                pollfds.push(libc::pollfd {
-                    fd,
-                    events,
-                    revents: 0,
-                });
+            if !events.is_empty() {
+                pollfds.push(PollFd::new(fd, events));
             }
         }
         if std::time::Instant::now() > deadline {
             return Err(io::Error::from(io::ErrorKind::TimedOut));
         }
         if !moved && !pollfds.is_empty() {
-            // SAFETY: pollfds is a valid array for the duration of the call.
-            unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100) };
+            let _ = poll(&mut pollfds, PollTimeout::from(100u8));
         }
     }
     Ok(())
@@ -960,7 +1041,7 @@ fn warm_up(peers: &[Option<TcpStream>], bytes: usize) -> io::Result<()> {
 /// The send slice: `RINGLAB_SEND_SLICE` (a size like 256K; 0 = unbounded) or the default.
 fn send_slice() -> usize {
     let Ok(v) = std::env::var("RINGLAB_SEND_SLICE") else {
-        return crate::comm::cpu::engine::SEND_SLICE;
+        return super::engine::SEND_SLICE;
     };
     match crate::units::parse_size(&v) {
         Ok(0) => usize::MAX,
@@ -968,9 +1049,9 @@ fn send_slice() -> usize {
         Err(e) => {
             log::warn(&format!(
                 "RINGLAB_SEND_SLICE={v}: {e}; using {}",
-                crate::comm::cpu::engine::SEND_SLICE
+                super::engine::SEND_SLICE
             ));
-            crate::comm::cpu::engine::SEND_SLICE
+            super::engine::SEND_SLICE
         }
     }
 }

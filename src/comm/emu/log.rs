@@ -19,13 +19,18 @@ pub const VERSION_ENV: &str = "RINGLAB_NCCL_VERSION";
 /// real one); in a namespace node the node's own UTS namespace gives it.
 pub const HOSTNAME_ENV: &str = "RINGLAB_HOSTNAME";
 
+/// The release named in [`VERSION_ENV`] is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("{VERSION_ENV}: {0}")]
+pub struct BadReleaseEnv(pub ReleaseError);
+
 /// The release this process imitates, from the environment: (asked, profile). A bad value
 /// is an error naming the variable.
-pub fn release_from_env() -> Result<(Release, Profile), String> {
+pub fn release_from_env() -> Result<(Release, Profile), BadReleaseEnv> {
     if let Ok(v) = std::env::var(VERSION_ENV)
         && !v.trim().is_empty()
     {
-        let r = Release::parse(&v).map_err(|e: ReleaseError| format!("{VERSION_ENV}: {e}"))?;
+        let r = Release::parse(&v).map_err(BadReleaseEnv)?;
         return Ok((r, Profile::nearest(r)));
     }
     Ok((Profile::NEWEST.release, Profile::NEWEST))
@@ -129,20 +134,15 @@ pub fn hostname() -> String {
     {
         return h.trim().to_string();
     }
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
+    let Ok(full) = nix::unistd::gethostname() else {
         return "localhost".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let full = String::from_utf8_lossy(&buf[..end]).into_owned();
+    };
+    let full = full.to_string_lossy();
     full.split('.').next().unwrap_or("localhost").to_string()
 }
 
 fn tid() -> u32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    nix::unistd::gettid().as_raw() as u32
 }
 
 /// Set up logging for this process from NCCL_DEBUG and NCCL_DEBUG_SUBSYS; `dev` is the local

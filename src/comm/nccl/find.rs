@@ -74,34 +74,62 @@ impl PartialEq for Held {
 
 impl Eq for Held {}
 
+/// Why a library file was not held for the ranks.
+#[derive(Debug, thiserror::Error)]
+enum Unheld {
+    #[error("opening {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("reading {}: {source}", path.display())]
+    Stat {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a regular file", .0.display())]
+    NotAFile(PathBuf),
+    /// [`trust::entry_problem`]'s words.
+    #[error("{0}")]
+    Untrusted(String),
+    #[error("keeping {} open for the ranks: {source}", path.display())]
+    Inherit {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+}
+
 /// Open `real` (a path with no link left in it) once, without following a link in its last
 /// part, and check what was opened: a regular file that passes [`trust::entry_problem`] (its
 /// ACL read through the descriptor). The descriptor is then made inheritable. Errors say why.
-fn open_checked(real: &Path, uid: u32, strict: bool) -> Result<Held, String> {
-    use std::os::fd::{AsFd, AsRawFd};
+fn open_checked(real: &Path, uid: u32, strict: bool) -> Result<Held, Unheld> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use std::os::fd::AsFd;
     use std::os::unix::fs::OpenOptionsExt;
+    let path = || real.to_path_buf();
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(real)
-        .map_err(|e| format!("opening {}: {e}", real.display()))?;
-    let m = f
-        .metadata()
-        .map_err(|e| format!("reading {}: {e}", real.display()))?;
+        .map_err(|source| Unheld::Open {
+            path: path(),
+            source,
+        })?;
+    let m = f.metadata().map_err(|source| Unheld::Stat {
+        path: path(),
+        source,
+    })?;
     if !m.is_file() {
-        return Err(format!("{} is not a regular file", real.display()));
+        return Err(Unheld::NotAFile(path()));
     }
     if strict && let Some(why) = trust::entry_problem(real, &m, At::Fd(f.as_fd()), uid) {
-        return Err(why);
+        return Err(Unheld::Untrusted(why));
     }
-    // SAFETY: F_SETFD on a descriptor this function owns; 0 clears FD_CLOEXEC only.
-    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFD, 0) } != 0 {
-        return Err(format!(
-            "keeping {} open for the ranks: {}",
-            real.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
+    // Clear FD_CLOEXEC only: the ranks inherit the descriptor.
+    fcntl(&f, FcntlArg::F_SETFD(FdFlag::empty())).map_err(|source| Unheld::Inherit {
+        path: path(),
+        source,
+    })?;
     Ok(Held(Arc::new(f)))
 }
 
@@ -112,10 +140,8 @@ pub struct PrivateDir(pub PathBuf);
 
 impl PrivateDir {
     /// A new private `ringlab-nccl-…` in the temporary directory ([`crate::private::fresh_dir`]).
-    pub fn new() -> Result<Self, String> {
-        crate::private::fresh_dir(&std::env::temp_dir(), "ringlab-nccl-")
-            .map(Self)
-            .map_err(|e| e.to_string())
+    pub fn new() -> std::io::Result<Self> {
+        crate::private::fresh_dir(&std::env::temp_dir(), "ringlab-nccl-").map(Self)
     }
 }
 
@@ -352,8 +378,7 @@ pub fn untrusted(path: &Path, uid: u32) -> Option<String> {
 }
 
 fn me() -> u32 {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() }
+    nix::unistd::getuid().as_raw()
 }
 
 /// The library in `dir`: `libnccl.so`, else `libnccl.so.2`, else the highest
@@ -423,14 +448,14 @@ fn use_lib(lib: &Path, explicit: bool, how: &str, link_at: &LinkAt) -> Result<Fo
     // The file checked is the file loaded: open it once, check the open file, and let the
     // ranks load that descriptor. (The path was checked above; between that check and this
     // open the name could point elsewhere, which the checks on the open file catch.)
-    let held = open_checked(&real, uid, strict).map_err(refuse)?;
+    let held = open_checked(&real, uid, strict).map_err(|e| refuse(e.to_string()))?;
     let (dir, private) = match link_at {
         LinkAt::Dir(d) => (d.clone(), None),
         LinkAt::Private => {
             let p = PrivateDir::new().map_err(|err| FindError::Link {
                 lib: real.clone(),
                 dir: std::env::temp_dir(),
-                err,
+                err: err.to_string(),
             })?;
             (p.0.clone(), Some(Arc::new(p)))
         }
@@ -438,7 +463,7 @@ fn use_lib(lib: &Path, explicit: bool, how: &str, link_at: &LinkAt) -> Result<Fo
     link(&held.link_target(), &dir).map_err(|err| FindError::Link {
         lib: real.clone(),
         dir: dir.clone(),
-        err,
+        err: err.to_string(),
     })?;
     Ok(Found {
         lib: real,
@@ -506,16 +531,15 @@ fn versioned_lib(dir: &Path) -> Option<PathBuf> {
 
 /// Make `dir/libnccl.so` point at `lib` (a held descriptor's `/proc/self/fd/N`). The
 /// directory must be ours, not a symlink, and private (0700).
-fn link(lib: &Path, dir: &Path) -> Result<(), String> {
+fn link(lib: &Path, dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::symlink_metadata(dir) {
         // One rule for a private folder: ours, a real folder, closed to others (0700).
-        Ok(_) => crate::private::check_private_dir(dir).map_err(|e| e.to_string())?,
+        Ok(_) => crate::private::check_private_dir(dir)?,
         Err(_) => std::fs::DirBuilder::new()
             .mode(0o700)
             .recursive(true)
-            .create(dir)
-            .map_err(|e| e.to_string())?,
+            .create(dir)?,
     }
     let target = dir.join("libnccl.so");
     if std::fs::read_link(&target).is_ok_and(|t| t == lib) {
@@ -523,8 +547,8 @@ fn link(lib: &Path, dir: &Path) -> Result<(), String> {
     }
     let tmp = dir.join(format!(".libnccl.so.{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(lib, &tmp).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, &target).map_err(|e| e.to_string())
+    std::os::unix::fs::symlink(lib, &tmp)?;
+    std::fs::rename(&tmp, &target)
 }
 
 /// The LD_LIBRARY_PATH a child needs: the found directory first, then what was already set.

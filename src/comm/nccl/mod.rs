@@ -73,8 +73,8 @@ pub fn nccl_present() -> bool {
 
 /// NCCL's C entry points, loaded once from the library cudarc opened, each result an `int`.
 pub mod api {
-    use super::nsys;
-    use std::ffi::{c_char, c_int, c_void};
+    use super::{NcclError, nsys};
+    use std::ffi::{CStr, c_char, c_int, c_void};
     use std::sync::OnceLock;
 
     /// An `ncclResult_t` as the C int it is.
@@ -180,34 +180,35 @@ pub mod api {
     type Op7 =
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Code;
 
-    /// NCCL's functions; the optional ones are None in releases without them.
+    /// NCCL's functions; the optional ones are None in releases without them. Private: each is
+    /// called through its one method below.
     pub struct Api {
-        pub get_unique_id: unsafe extern "C" fn(*mut Id) -> Code,
-        pub comm_init_rank: unsafe extern "C" fn(*mut Comm, c_int, Id, c_int) -> Code,
+        get_unique_id: unsafe extern "C" fn(*mut Id) -> Code,
+        comm_init_rank: unsafe extern "C" fn(*mut Comm, c_int, Id, c_int) -> Code,
         /// NCCL >= 2.14.
-        pub comm_init_rank_config:
+        comm_init_rank_config:
             Option<unsafe extern "C" fn(*mut Comm, c_int, Id, c_int, *mut Config14) -> Code>,
-        pub comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Code,
+        comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Code,
         /// (comm, color, key, newcomm, config); NCCL >= 2.18.
-        pub comm_split:
+        comm_split:
             Option<unsafe extern "C" fn(Comm, c_int, c_int, *mut Comm, *mut Config28) -> Code>,
         /// NCCL >= 2.14.
-        pub comm_finalize: Option<unsafe extern "C" fn(Comm) -> Code>,
-        pub comm_destroy: unsafe extern "C" fn(Comm) -> Code,
-        pub comm_abort: unsafe extern "C" fn(Comm) -> Code,
-        pub comm_get_async_error: unsafe extern "C" fn(Comm, *mut Code) -> Code,
-        pub get_error_string: unsafe extern "C" fn(Code) -> *const c_char,
+        comm_finalize: Option<unsafe extern "C" fn(Comm) -> Code>,
+        comm_destroy: unsafe extern "C" fn(Comm) -> Code,
+        comm_abort: unsafe extern "C" fn(Comm) -> Code,
+        comm_get_async_error: unsafe extern "C" fn(Comm, *mut Code) -> Code,
+        get_error_string: unsafe extern "C" fn(Code) -> *const c_char,
         /// NCCL >= 2.13.
-        pub get_last_error: Option<unsafe extern "C" fn(Comm) -> *const c_char>,
-        pub group_start: unsafe extern "C" fn() -> Code,
-        pub group_end: unsafe extern "C" fn() -> Code,
+        get_last_error: Option<unsafe extern "C" fn(Comm) -> *const c_char>,
+        group_start: unsafe extern "C" fn() -> Code,
+        group_end: unsafe extern "C" fn() -> Code,
         /// (send, recv, count, type, op, comm, stream)
-        pub all_reduce: Op7,
+        all_reduce: Op7,
         /// (send, recv, recvcount, type, op, comm, stream)
-        pub reduce_scatter: Op7,
+        reduce_scatter: Op7,
         /// (send, recv, count, type, root, comm, stream)
-        pub broadcast: Op7,
-        pub reduce: unsafe extern "C" fn(
+        broadcast: Op7,
+        reduce: unsafe extern "C" fn(
             *const c_void,
             *mut c_void,
             usize,
@@ -217,23 +218,23 @@ pub mod api {
             Comm,
             Stream,
         ) -> Code,
-        pub all_gather:
+        all_gather:
             unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> Code,
-        pub send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> Code,
-        pub recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Code,
+        send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> Code,
+        recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Code,
     }
 
-    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+    static API: OnceLock<Result<Api, NcclError>> = OnceLock::new();
 
     /// The loaded library's functions (loaded once; an error where NCCL cannot be loaded or
     /// lacks a function every supported release has).
-    pub fn get() -> Result<&'static Api, String> {
+    pub fn get() -> Result<&'static Api, NcclError> {
         API.get_or_init(load).as_ref().map_err(Clone::clone)
     }
 
-    fn load() -> Result<Api, String> {
+    fn load() -> Result<Api, NcclError> {
         if !super::nccl_present() {
-            return Err("libnccl.so cannot be loaded".into());
+            return Err(NcclError::NoNccl { hint: "" });
         }
         // SAFETY: the library loads (checked above, so cudarc's culib does not panic); each
         // symbol is the C function of that name in nccl.h, with the signature of its field.
@@ -241,8 +242,10 @@ pub mod api {
             let lib = nsys::culib();
             macro_rules! need {
                 ($name:literal) => {
-                    *lib.get($name.as_bytes())
-                        .map_err(|e| format!("libnccl has no {}: {e}", $name))?
+                    *lib.get($name.as_bytes()).map_err(|e| NcclError::NoSymbol {
+                        name: $name,
+                        why: e.to_string(),
+                    })?
                 };
             }
             macro_rules! may {
@@ -277,22 +280,276 @@ pub mod api {
 
     /// ncclGetVersion alone (the probe's question, answered even by a library that lacks
     /// the rest of the API).
-    pub fn version() -> Result<c_int, String> {
+    pub fn version() -> Result<c_int, NcclError> {
         if !super::nccl_present() {
-            return Err("libnccl.so cannot be loaded".into());
+            return Err(NcclError::NoNccl { hint: "" });
         }
+        let mut v: c_int = 0;
         // SAFETY: the library loads (checked); ncclGetVersion(int*) is in every release, and
         // v is a valid out pointer.
-        unsafe {
+        let r = unsafe {
             let f: unsafe extern "C" fn(*mut c_int) -> Code = *nsys::culib()
                 .get(b"ncclGetVersion")
-                .map_err(|e| format!("libnccl has no ncclGetVersion: {e}"))?;
-            let mut v: c_int = 0;
-            match f(&mut v) {
-                SUCCESS => Ok(v),
-                r => Err(code_name(r)),
+                .map_err(|e| NcclError::NoSymbol {
+                    name: "ncclGetVersion",
+                    why: e.to_string(),
+                })?;
+            f(&mut v)
+        };
+        match r {
+            SUCCESS => Ok(v),
+            code => Err(NcclError::call(
+                "ncclGetVersion",
+                code,
+                String::new(),
+                String::new(),
+            )),
+        }
+    }
+
+    /// One collective's launch, as [`Api::launch`] hands it to NCCL: device pointers of
+    /// buffers [`super::check_bufs`] has checked, counts in elements, `ty` an ncclDataType_t,
+    /// `op` an ncclRedOp_t, `peer` and `root` ranks.
+    pub(super) enum Launch {
+        AllReduce {
+            send: *const c_void,
+            recv: *mut c_void,
+            count: usize,
+            ty: c_int,
+            op: c_int,
+        },
+        ReduceScatter {
+            send: *const c_void,
+            recv: *mut c_void,
+            count: usize,
+            ty: c_int,
+            op: c_int,
+        },
+        AllGather {
+            send: *const c_void,
+            recv: *mut c_void,
+            count: usize,
+            ty: c_int,
+        },
+        Broadcast {
+            send: *const c_void,
+            recv: *mut c_void,
+            count: usize,
+            ty: c_int,
+            root: c_int,
+        },
+        Reduce {
+            send: *const c_void,
+            recv: *mut c_void,
+            count: usize,
+            ty: c_int,
+            op: c_int,
+            root: c_int,
+        },
+        Send {
+            send: *const c_void,
+            count: usize,
+            ty: c_int,
+            peer: c_int,
+        },
+        Recv {
+            recv: *mut c_void,
+            count: usize,
+            ty: c_int,
+            peer: c_int,
+        },
+    }
+
+    /// Safe doors to NCCL's entry points, one each. They rest on what this file keeps true of
+    /// every handle it passes: a `Comm` is one NCCL made (init, split) and has not destroyed
+    /// or aborted (NcclRank's `aborted`/`closed`, and the handles taken out of it before
+    /// teardown); a stream is the rank's own; device pointers address buffers checked against
+    /// the call ([`super::check_bufs`]).
+    impl Api {
+        /// ncclGetUniqueId.
+        pub(super) fn unique_id(&self) -> (Code, Id) {
+            let mut id = Id { internal: [0; 128] };
+            // SAFETY: id is a valid out pointer.
+            let r = unsafe { (self.get_unique_id)(&mut id) };
+            (r, id)
+        }
+
+        /// ncclCommInitRankConfig (NCCL >= 2.14; None before), into `comm`.
+        pub(super) fn init_rank_config(
+            &self,
+            comm: &mut Comm,
+            world: c_int,
+            id: Id,
+            rank: c_int,
+            cfg: &mut Config14,
+        ) -> Option<Code> {
+            let f = self.comm_init_rank_config?;
+            // SAFETY: comm and cfg are valid pointers for the call; the id came from
+            // ncclGetUniqueId (NCCL checks its magic).
+            Some(unsafe { f(comm, world, id, rank, cfg) })
+        }
+
+        /// ncclCommInitRank, into `comm`.
+        pub(super) fn init_rank(&self, comm: &mut Comm, world: c_int, id: Id, rank: c_int) -> Code {
+            // SAFETY: comm is a valid out pointer; the id came from ncclGetUniqueId.
+            unsafe { (self.comm_init_rank)(comm, world, id, rank) }
+        }
+
+        /// ncclCommInitAll: one communicator per entry of `ordinals`, into `comms` (as long).
+        pub(super) fn init_all(&self, comms: &mut [Comm], ordinals: &[c_int]) -> Code {
+            if comms.len() != ordinals.len() {
+                return 4; // ncclInvalidArgument
+            }
+            let n = ordinals.len() as c_int;
+            // SAFETY: comms has room for n communicators; ordinals lists as many devices.
+            unsafe { (self.comm_init_all)(comms.as_mut_ptr(), n, ordinals.as_ptr()) }
+        }
+
+        /// ncclCommSplit (NCCL >= 2.18; None before) of `parent`, a live and settled
+        /// communicator. NCCL may store the child in `child` later, from its own thread: the
+        /// caller keeps the slot until the split has settled or the parent is aborted.
+        pub(super) fn split(
+            &self,
+            parent: Comm,
+            color: c_int,
+            key: c_int,
+            child: &mut Comm,
+            cfg: &mut Config28,
+        ) -> Option<Code> {
+            let f = self.comm_split?;
+            // SAFETY: parent is live (see above); child and cfg are valid pointers, and the
+            // child's slot outlives the split's job (the caller's promise above).
+            Some(unsafe { f(parent, color, key, child, cfg) })
+        }
+
+        /// ncclCommFinalize (NCCL >= 2.14; None before) of an idle, live communicator.
+        pub(super) fn finalize(&self, comm: Comm) -> Option<Code> {
+            let f = self.comm_finalize?;
+            // SAFETY: comm is live (see above) and idle.
+            Some(unsafe { f(comm) })
+        }
+
+        /// ncclCommDestroy: after this the handle is gone (the caller drops it).
+        pub(super) fn destroy(&self, comm: Comm) -> Code {
+            // SAFETY: comm is live (see above), finalized and idle, destroyed once.
+            unsafe { (self.comm_destroy)(comm) }
+        }
+
+        /// ncclCommAbort: NCCL allows it on a communicator whose init or split is in progress
+        /// or failed (it stops and joins that job's thread). After this the handle is gone.
+        pub(super) fn abort(&self, comm: Comm) -> Code {
+            // SAFETY: comm is one NCCL made and not yet destroyed or aborted (see above).
+            unsafe { (self.comm_abort)(comm) }
+        }
+
+        /// ncclCommGetAsyncError: (the call's own code, the communicator's state).
+        pub(super) fn async_error(&self, comm: Comm) -> (Code, Code) {
+            let mut state: Code = IN_PROGRESS;
+            // SAFETY: comm is live (see above); state is a valid out pointer.
+            let r = unsafe { (self.comm_get_async_error)(comm, &mut state) };
+            (r, state)
+        }
+
+        /// ncclGetErrorString: it answers any code ("unknown result code" for one it lacks).
+        pub(super) fn error_string(&self, code: Code) -> String {
+            // SAFETY: a plain query; NCCL returns null or a NUL-terminated static string.
+            let text = unsafe {
+                let p = (self.get_error_string)(code);
+                (!p.is_null()).then(|| CStr::from_ptr(p))
+            };
+            c_text(text)
+        }
+
+        /// ncclGetLastError where the library has it (""), for `comm` (may be null).
+        pub(super) fn last_error(&self, comm: Comm) -> String {
+            let Some(f) = self.get_last_error else {
+                return String::new();
+            };
+            // SAFETY: a plain query (null or a live communicator); NCCL returns null or a
+            // NUL-terminated static or thread-local string, copied (c_text) before any other
+            // NCCL call on this thread.
+            let text = unsafe {
+                let p = f(comm);
+                (!p.is_null()).then(|| CStr::from_ptr(p))
+            };
+            c_text(text)
+        }
+
+        /// ncclGroupStart.
+        pub(super) fn group_start(&self) -> Code {
+            // SAFETY: a plain group bracket on the loaded library.
+            unsafe { (self.group_start)() }
+        }
+
+        /// ncclGroupEnd.
+        pub(super) fn group_end(&self) -> Code {
+            // SAFETY: as ncclGroupStart.
+            unsafe { (self.group_end)() }
+        }
+
+        /// One collective, send or receive on `comm`'s `stream`.
+        pub(super) fn launch(&self, call: Launch, comm: Comm, stream: Stream) -> Code {
+            use Launch as L;
+            // SAFETY: the pointers address live device buffers that hold the call (checked by
+            // the caller, see above), comm is live and stream belongs to its rank's context.
+            // In-place send/recv and all-to-all pass one buffer as both, as nccl-tests does.
+            unsafe {
+                match call {
+                    L::AllReduce {
+                        send,
+                        recv,
+                        count,
+                        ty,
+                        op,
+                    } => (self.all_reduce)(send, recv, count, ty, op, comm, stream),
+                    L::ReduceScatter {
+                        send,
+                        recv,
+                        count,
+                        ty,
+                        op,
+                    } => (self.reduce_scatter)(send, recv, count, ty, op, comm, stream),
+                    L::AllGather {
+                        send,
+                        recv,
+                        count,
+                        ty,
+                    } => (self.all_gather)(send, recv, count, ty, comm, stream),
+                    L::Broadcast {
+                        send,
+                        recv,
+                        count,
+                        ty,
+                        root,
+                    } => (self.broadcast)(send, recv, count, ty, root, comm, stream),
+                    L::Reduce {
+                        send,
+                        recv,
+                        count,
+                        ty,
+                        op,
+                        root,
+                    } => (self.reduce)(send, recv, count, ty, op, root, comm, stream),
+                    L::Send {
+                        send,
+                        count,
+                        ty,
+                        peer,
+                    } => (self.send)(send, count, ty, peer, comm, stream),
+                    L::Recv {
+                        recv,
+                        count,
+                        ty,
+                        peer,
+                    } => (self.recv)(recv, count, ty, peer, comm, stream),
+                }
             }
         }
+    }
+
+    /// A C string NCCL returned, as text ("" for none).
+    fn c_text(c: Option<&CStr>) -> String {
+        c.map_or_else(String::new, |c| c.to_string_lossy().trim().to_string())
     }
 
     /// ncclResult_t's name for a code (nccl.h), or what it is when this build does not know it.
@@ -407,9 +664,11 @@ pub fn probe(nccl_asked: bool) -> Probe {
                 p.nccl_version = Some(version_string(code));
                 // Every entry point a rank will call must resolve: say now, not mid-run.
                 if let Err(e) = api::get() {
-                    p.errors.push(e);
+                    p.errors.push(e.to_string());
                 }
             }
+            // A failed call says its name; anything else is named here.
+            Err(e @ NcclError::Call { .. }) => p.errors.push(e.to_string()),
             Err(e) => p.errors.push(format!("ncclGetVersion failed: {e}")),
         }
     }
@@ -422,49 +681,44 @@ pub fn id_hex(id: &[u8; 128]) -> String {
 }
 
 /// The inverse of [`id_hex`].
-pub fn id_from_hex(s: &str) -> Result<[u8; 128], String> {
+pub fn id_from_hex(s: &str) -> Result<[u8; 128], NcclError> {
     let s = s.trim();
     if !s.is_ascii() {
-        return Err("an NCCL unique id is hex digits; this holds other characters".into());
+        return Err(NcclError::IdNotAscii);
     }
     if s.len() != 256 {
-        return Err(format!(
-            "an NCCL unique id is 256 hex digits, got {}",
-            s.len()
-        ));
+        return Err(NcclError::IdLength(s.len()));
     }
     let mut out = [0u8; 128];
     for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-            .map_err(|_| format!("not hex at digit {}: `{}`", 2 * i, &s[2 * i..2 * i + 2]))?;
+        let digits = &s[2 * i..2 * i + 2];
+        *o = u8::from_str_radix(digits, 16).map_err(|_| NcclError::IdNotHex {
+            at: 2 * i,
+            digits: digits.to_string(),
+        })?;
     }
     Ok(out)
 }
 
-fn need_libs() -> Result<(), String> {
+fn need_libs() -> Result<(), NcclError> {
     if !driver_present() {
-        return Err(
-            "the CUDA driver library (libcuda.so.1) cannot be loaded: no NVIDIA driver here".into(),
-        );
+        return Err(NcclError::NoDriver);
     }
     if !nccl_present() {
-        return Err("libnccl.so cannot be loaded: put NCCL's folder on LD_LIBRARY_PATH (the launcher does this when it finds NCCL)".into());
+        return Err(NcclError::NoNccl {
+            hint: ": put NCCL's folder on LD_LIBRARY_PATH (the launcher does this when it finds NCCL)",
+        });
     }
     Ok(())
 }
 
 /// A new NCCL unique id (rank 0 makes it; NCCL's bootstrap root then lives in this process).
-pub fn new_id() -> Result<[u8; 128], String> {
+pub fn new_id() -> Result<[u8; 128], NcclError> {
     need_libs()?;
     let a = api::get()?;
-    let mut id = nsys::ncclUniqueId { internal: [0; 128] };
-    // SAFETY: id is a valid out pointer. NCCL's own reason (`no socket interface found` …) is
-    // read on failure.
-    check(
-        "ncclGetUniqueId",
-        unsafe { (a.get_unique_id)(&mut id) },
-        std::ptr::null_mut(),
-    )?;
+    // NCCL's own reason (`no socket interface found` …) is read on failure.
+    let (r, id) = a.unique_id();
+    check("ncclGetUniqueId", r, std::ptr::null_mut())?;
     Ok(id.internal.map(|c| c as u8))
 }
 
@@ -522,6 +776,109 @@ pub enum WaitFault {
     Timeout(String),
 }
 
+impl From<NcclError> for WaitFault {
+    fn from(e: NcclError) -> Self {
+        WaitFault::Error(e.to_string())
+    }
+}
+
+/// What went wrong with NCCL or the GPU under it, with the facts of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NcclError {
+    #[error("the CUDA driver library (libcuda.so.1) cannot be loaded: no NVIDIA driver here")]
+    NoDriver,
+    /// `hint`: what to do about it, or "".
+    #[error("libnccl.so cannot be loaded{hint}")]
+    NoNccl { hint: &'static str },
+    #[error("libnccl has no {name}: {why}")]
+    NoSymbol { name: &'static str, why: String },
+    /// An NCCL call returned `code`: NCCL's string for it and its last error (either "").
+    #[error("{}", error_text(call, &api::code_name(*code), *code, text, last))]
+    Call {
+        call: &'static str,
+        code: i32,
+        text: String,
+        last: String,
+    },
+    /// A CUDA call (through cudarc) failed: what was being done, and the driver's words.
+    #[error("{what}: {detail}")]
+    Cuda { what: String, detail: String },
+    #[error("an NCCL unique id is hex digits; this holds other characters")]
+    IdNotAscii,
+    #[error("an NCCL unique id is 256 hex digits, got {0}")]
+    IdLength(usize),
+    #[error("not hex at digit {at}: `{digits}`")]
+    IdNotHex { at: usize, digits: String },
+    #[error("copy to the GPU: {len} bytes at {at} do not fit a {cap}-byte buffer")]
+    UploadTooBig { len: usize, at: usize, cap: usize },
+    #[error("copy from the GPU: {len} bytes asked of a {cap}-byte buffer")]
+    DownloadTooBig { len: usize, cap: usize },
+    #[error("{api}: {count} × {es} B overflows")]
+    Overflow {
+        api: &'static str,
+        count: usize,
+        es: usize,
+    },
+    #[error("{api}: {count} × {es} B needs buffers of {need} B (send {send} B, receive {recv} B)")]
+    ShortBuffers {
+        api: &'static str,
+        count: usize,
+        es: usize,
+        need: usize,
+        send: usize,
+        recv: usize,
+    },
+    #[error(
+        "{api}: {count} elements do not split evenly over {world} ranks (NCCL takes the same \
+         count from every rank): use a multiple of {world}"
+    )]
+    Uneven {
+        api: &'static str,
+        count: usize,
+        world: usize,
+    },
+    #[error("{api}: root {root} is not a rank of {world}")]
+    NoSuchRoot {
+        api: &'static str,
+        root: usize,
+        world: usize,
+    },
+    #[error("{api}: a shift of {shift} B is not a whole number of {es}-byte elements")]
+    Shift {
+        api: &'static str,
+        shift: usize,
+        es: usize,
+    },
+    /// A wait, settle or teardown step that gave up (its words).
+    #[error("{0}")]
+    Gave(String),
+    #[error("{source}; aborted instead")]
+    Aborted { source: Box<NcclError> },
+    /// What failed, on which rank.
+    #[error("rank {rank}: {source}")]
+    OnRank { rank: usize, source: Box<NcclError> },
+}
+
+impl NcclError {
+    /// A failed call, in NCCL's words.
+    pub fn call(call: &'static str, code: i32, text: String, last: String) -> Self {
+        NcclError::Call {
+            call,
+            code,
+            text,
+            last,
+        }
+    }
+}
+
+impl From<WaitFault> for NcclError {
+    fn from(w: WaitFault) -> Self {
+        match w {
+            WaitFault::Error(m) | WaitFault::Timeout(m) => NcclError::Gave(m),
+        }
+    }
+}
+
 /// One rank's NCCL communicator, on one GPU.
 pub struct NcclRank {
     /// The GPU's context: held for the life of the communicator, bound before each wait.
@@ -554,42 +911,25 @@ pub struct NcclRank {
 const MARK_BYTES: usize = 64 << 20;
 const MARK_CALLS: usize = 256;
 
-fn derr<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> String + '_ {
-    move |e| format!("{what}: {e:?}")
-}
-
-/// A C string from NCCL, or "" for null.
-fn c_text(p: *const std::ffi::c_char) -> String {
-    if p.is_null() {
-        return String::new();
+fn derr<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> NcclError + '_ {
+    move |e| NcclError::Cuda {
+        what: what.to_string(),
+        detail: format!("{e:?}"),
     }
-    // SAFETY: NCCL returns NUL-terminated static or thread-local strings.
-    unsafe { std::ffi::CStr::from_ptr(p) }
-        .to_string_lossy()
-        .trim()
-        .to_string()
 }
 
-/// What an NCCL failure says, in NCCL's own words: the ncclResult_t name and number,
-/// ncclGetErrorString, and ncclGetLastError (the reason NCCL logged last; `comm` may be null).
-/// cudarc's own error prints only "NcclError".
-fn describe(what: &str, code: api::Code, comm: nsys::ncclComm_t) -> String {
-    let (text, last) = match api::get() {
-        // SAFETY: plain queries on the loaded library (ncclGetErrorString answers any code,
-        // "unknown result code" for one it lacks); ncclGetLastError only where it exists.
-        Ok(a) => unsafe {
-            (
-                c_text((a.get_error_string)(code)),
-                a.get_last_error.map_or(String::new(), |f| c_text(f(comm))),
-            )
-        },
-        Err(e) => (e, String::new()),
-    };
-    error_text(what, &api::code_name(code), code, &text, &last)
+/// An NCCL failure in NCCL's own words: the ncclResult_t name and number, ncclGetErrorString,
+/// and ncclGetLastError (the reason NCCL logged last; `comm` may be null). cudarc's own error
+/// prints only "NcclError".
+fn describe(what: &'static str, code: api::Code, comm: nsys::ncclComm_t) -> NcclError {
+    match api::get() {
+        Ok(a) => NcclError::call(what, code, a.error_string(code), a.last_error(comm)),
+        Err(e) => NcclError::call(what, code, e.to_string(), String::new()),
+    }
 }
 
 /// Ok for ncclSuccess, else the failure in NCCL's words.
-fn check(what: &str, code: api::Code, comm: nsys::ncclComm_t) -> Result<(), String> {
+fn check(what: &'static str, code: api::Code, comm: nsys::ncclComm_t) -> Result<(), NcclError> {
     if code == api::SUCCESS {
         Ok(())
     } else {
@@ -615,27 +955,23 @@ pub fn error_text(what: &str, name: &str, code: i32, text: &str, last: &str) -> 
 fn settle(
     a: &api::Api,
     comm: nsys::ncclComm_t,
-    what: &str,
+    what: &'static str,
     allowance: Duration,
 ) -> Result<(), WaitFault> {
     let t0 = Instant::now();
     loop {
-        let mut state: api::Code = api::IN_PROGRESS;
-        // SAFETY: comm is a live communicator (not aborted); state is a valid out pointer.
-        let r = unsafe { (a.comm_get_async_error)(comm, &mut state) };
+        let (r, state) = a.async_error(comm);
         if r != api::SUCCESS {
-            return Err(WaitFault::Error(describe("ncclCommGetAsyncError", r, comm)));
+            return Err(describe("ncclCommGetAsyncError", r, comm).into());
         }
         match state {
             api::SUCCESS => return Ok(()),
             api::IN_PROGRESS => {}
-            e => return Err(WaitFault::Error(describe(what, e, comm))),
+            e => return Err(describe(what, e, comm).into()),
         }
         if t0.elapsed() > allowance {
-            // SAFETY: as above; NCCL's last word on where it stands.
-            let last = a
-                .get_last_error
-                .map_or(String::new(), |f| unsafe { c_text(f(comm)) });
+            // NCCL's last word on where it stands.
+            let last = a.last_error(comm);
             return Err(WaitFault::Timeout(format!(
                 "{what} still in progress after {} s{}",
                 allowance.as_secs(),
@@ -706,15 +1042,16 @@ fn split_blocking(
     child: &mut nsys::ncclComm_t,
 ) -> Result<bool, WaitFault> {
     let env = std::env::var("NCCL_COMM_BLOCKING").ok();
-    let (Some(split), false) = (a.comm_split, env_blocking(env.as_deref()) == Some(true)) else {
+    if env_blocking(env.as_deref()) == Some(true) {
+        return Ok(false);
+    }
+    let mut cfg = api::Config28::timed();
+    // `child` outlives the split's job (see above).
+    let Some(r) = a.split(parent, 0, rank as c_int, child, &mut cfg) else {
         return Ok(false);
     };
-    let mut cfg = api::Config28::timed();
-    // SAFETY: parent is a live, settled communicator; child and cfg are valid pointers, and
-    // `child` outlives the split's job (see above).
-    let r = unsafe { split(parent, 0, rank as c_int, child, &mut cfg) };
     if !matches!(r, api::SUCCESS | api::IN_PROGRESS) {
-        return Err(WaitFault::Error(describe("ncclCommSplit", r, parent)));
+        return Err(describe("ncclCommSplit", r, parent).into());
     }
     // NCCL stores the child only when the split is done (ncclCommInitRankFunc).
     settle(a, parent, "ncclCommSplit", allowance)?;
@@ -724,6 +1061,189 @@ fn split_blocking(
         ));
     }
     Ok(true)
+}
+
+/// GPU `device`'s context and the one stream that orders all of its rank's work.
+fn open_gpu(device: usize) -> Result<(Arc<CudaContext>, Arc<CudaStream>), NcclError> {
+    let ctx = CudaContext::new(device).map_err(derr(&format!("opening GPU {device}")))?;
+    // One stream orders everything; cudarc's per-buffer event tracking would only add work.
+    // SAFETY: all work of this rank goes to `stream`, so no cross-stream tracking is needed.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().map_err(derr("creating a stream"))?;
+    Ok((ctx, stream))
+}
+
+/// Join the communicator `uid` as `rank` of `world`: the communicator to time on, and the
+/// parent it was split from ([`split_blocking`]), if it was.
+///
+/// Where NCCL has ncclCommInitRankConfig (2.14+) the communicator is made non-blocking and
+/// its init polled: an init still running after `allowance` is aborted by this rank, with
+/// NCCL's last error in hand. Older releases block in ncclCommInitRank.
+fn join(
+    a: &api::Api,
+    uid: nsys::ncclUniqueId,
+    rank: usize,
+    world: usize,
+    allowance: Duration,
+) -> Result<(nsys::ncclComm_t, Option<nsys::ncclComm_t>), WaitFault> {
+    let mut comm: nsys::ncclComm_t = std::ptr::null_mut();
+    // NCCL writes the split's child here from its own thread: it lives until every path
+    // below is done with the split (an error aborts the parent, joining that thread, first).
+    let mut child: nsys::ncclComm_t = std::ptr::null_mut();
+    let (world, me) = (world as c_int, rank as c_int);
+    let what = "ncclCommInitRankConfig";
+    let mut cfg = api::Config14::nonblocking();
+    let Some(r) = a.init_rank_config(&mut comm, world, uid, me, &mut cfg) else {
+        let r = a.init_rank(&mut comm, world, uid, me);
+        check("ncclCommInitRank", r, std::ptr::null_mut())?;
+        return Ok((comm, None));
+    };
+    let done = match r {
+        api::SUCCESS | api::IN_PROGRESS if !comm.is_null() => settle(a, comm, what, allowance)
+            .and_then(|()| split_blocking(a, comm, rank, allowance, &mut child)),
+        _ => Err(describe(what, r, comm).into()),
+    };
+    match done {
+        Ok(true) => Ok((child, Some(comm))),
+        Ok(false) => Ok((comm, None)),
+        Err(e) => {
+            // An abort stops and joins the init's (or split's) job, which has then written
+            // `child` if it was going to; each is aborted once.
+            for c in [comm, child].into_iter().filter(|c| !c.is_null()) {
+                a.abort(c);
+            }
+            Err(match e {
+                WaitFault::Timeout(m) => WaitFault::Timeout(format!(
+                    "rank {rank}: {m}; aborted the communicator (a peer that never \
+                     joined, or a bootstrap that cannot reach the root?)"
+                )),
+                other => other,
+            })
+        }
+    }
+}
+
+/// Where one enqueue's calls go: the communicator, stream, element type, reduction and root,
+/// and `at(base, elems)`, the device address `elems` elements (past the shift) into a buffer.
+struct Site<'a, At: Fn(u64, usize) -> *mut c_void> {
+    a: &'a api::Api,
+    comm: nsys::ncclComm_t,
+    stream: nsys::cudaStream_t,
+    ty: c_int,
+    op: c_int,
+    root: c_int,
+    at: At,
+}
+
+impl<At: Fn(u64, usize) -> *mut c_void> Site<'_, At> {
+    /// Launch `coll` of `count` elements for `rank` of `world` on the buffers at `bufs`
+    /// (send, receive; checked by [`check_bufs`]): the first failing code, or ncclSuccess.
+    fn launch(
+        &self,
+        coll: Collective,
+        count: usize,
+        rank: usize,
+        world: usize,
+        bufs: (u64, u64),
+    ) -> api::Code {
+        use api::Launch as L;
+        let (send, recv) = bufs;
+        let (ty, op, root, at) = (self.ty, self.op, self.root, &self.at);
+        // This rank's chunk, as the schedules and the checker define it: reduce-scatter leaves
+        // its result there, all-gather takes its contribution from there (nccl-tests' in-place
+        // layout).
+        let mine = crate::collective::chunk_range(count, world, rank);
+        match coll {
+            Collective::AllReduce => self.run(L::AllReduce {
+                send: at(send, 0),
+                recv: at(recv, 0),
+                count,
+                ty,
+                op,
+            }),
+            Collective::ReduceScatter => self.run(L::ReduceScatter {
+                send: at(send, 0),
+                recv: at(recv, mine.start),
+                count: mine.len(),
+                ty,
+                op,
+            }),
+            Collective::AllGather => self.run(L::AllGather {
+                send: at(send, mine.start),
+                recv: at(recv, 0),
+                count: mine.len(),
+                ty,
+            }),
+            Collective::Broadcast => self.run(L::Broadcast {
+                send: at(send, 0),
+                recv: at(recv, 0),
+                count,
+                ty,
+                root,
+            }),
+            Collective::Reduce => self.run(L::Reduce {
+                send: at(send, 0),
+                recv: at(recv, 0),
+                count,
+                ty,
+                op,
+                root,
+            }),
+            // nccl-tests' send/recv form (src/alltoall.cu): block p goes to rank p, rank p's
+            // block for us lands in block p.
+            Collective::AllToAll => {
+                let b = count / world.max(1);
+                self.grouped((0..world).map(|p| (p * b, p * b, b, p, p)), bufs)
+            }
+            Collective::SendRecv => {
+                let to = (rank + 1) % world;
+                let from = (rank + world - 1) % world;
+                self.grouped(std::iter::once((0, 0, count, to, from)), bufs)
+            }
+        }
+    }
+
+    fn run(&self, call: api::Launch) -> api::Code {
+        self.a.launch(call, self.comm, self.stream)
+    }
+
+    /// Sends and receives in one group, each (send at, receive at, count, to, from) in
+    /// elements: the first failing code of the run, the group always closed.
+    fn grouped(
+        &self,
+        pairs: impl Iterator<Item = (usize, usize, usize, usize, usize)>,
+        (send, recv): (u64, u64),
+    ) -> api::Code {
+        use api::Launch as L;
+        let start = self.a.group_start();
+        if start != api::SUCCESS {
+            return start;
+        }
+        let mut r = api::SUCCESS;
+        for (s_at, r_at, count, to, from) in pairs {
+            let ty = self.ty;
+            r = self.run(L::Send {
+                send: (self.at)(send, s_at),
+                count,
+                ty,
+                peer: to as c_int,
+            });
+            if r != api::SUCCESS {
+                break;
+            }
+            r = self.run(L::Recv {
+                recv: (self.at)(recv, r_at),
+                count,
+                ty,
+                peer: from as c_int,
+            });
+            if r != api::SUCCESS {
+                break;
+            }
+        }
+        let end = self.a.group_end();
+        if r != api::SUCCESS { r } else { end }
+    }
 }
 
 /// The phase a rank reports while it creates its CUDA context: the launcher's watchdog gives
@@ -750,72 +1270,15 @@ impl NcclRank {
         allowance: Duration,
         phase: &dyn Fn(&str),
     ) -> Result<Self, WaitFault> {
-        need_libs().map_err(WaitFault::Error)?;
-        let a = api::get().map_err(WaitFault::Error)?;
+        need_libs()?;
+        let a = api::get()?;
         phase(&format!("{CUDA_INIT} on GPU {device}"));
-        let ctx = CudaContext::new(device)
-            .map_err(derr(&format!("opening GPU {device}")))
-            .map_err(WaitFault::Error)?;
-        // One stream orders everything; cudarc's per-buffer event tracking would only add work.
-        // SAFETY: all work of this rank goes to `stream`, so no cross-stream tracking is needed.
-        unsafe { ctx.disable_event_tracking() };
-        let stream = ctx
-            .new_stream()
-            .map_err(derr("creating a stream"))
-            .map_err(WaitFault::Error)?;
+        let (ctx, stream) = open_gpu(device)?;
         phase(&format!("{NCCL_INIT} on GPU {device}"));
         let uid = nsys::ncclUniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };
-        let mut comm: nsys::ncclComm_t = std::ptr::null_mut();
-        // NCCL writes the split's child here from its own thread: it lives until every path
-        // below is done with the split (an error aborts the parent, joining that thread, first).
-        let mut child: nsys::ncclComm_t = std::ptr::null_mut();
-        let mut parent = None;
-        match a.comm_init_rank_config {
-            Some(f) => {
-                let what = "ncclCommInitRankConfig";
-                let mut cfg = api::Config14::nonblocking();
-                // SAFETY: comm and cfg are valid pointers; the id came from ncclGetUniqueId.
-                let r = unsafe { f(&mut comm, world as c_int, uid, rank as c_int, &mut cfg) };
-                let done = match r {
-                    api::SUCCESS | api::IN_PROGRESS if !comm.is_null() => {
-                        settle(a, comm, what, allowance)
-                            .and_then(|()| split_blocking(a, comm, rank, allowance, &mut child))
-                    }
-                    _ => Err(WaitFault::Error(describe(what, r, comm))),
-                };
-                match done {
-                    Ok(true) => parent = Some(std::mem::replace(&mut comm, child)),
-                    Ok(false) => {}
-                    Err(e) => {
-                        if !comm.is_null() {
-                            // SAFETY: NCCL allows an abort of a communicator whose init (or
-                            // split) is in progress or failed: it stops and joins that job's
-                            // thread, which has then written `child` if it was going to.
-                            unsafe { (a.comm_abort)(comm) };
-                        }
-                        if !child.is_null() {
-                            // SAFETY: a child a failed split handed back; aborted once.
-                            unsafe { (a.comm_abort)(child) };
-                        }
-                        return Err(match e {
-                            WaitFault::Timeout(m) => WaitFault::Timeout(format!(
-                                "rank {rank}: {m}; aborted the communicator (a peer that never \
-                                 joined, or a bootstrap that cannot reach the root?)"
-                            )),
-                            other => other,
-                        });
-                    }
-                }
-            }
-            None => {
-                // SAFETY: comm is a valid out pointer; the id came from ncclGetUniqueId.
-                let r =
-                    unsafe { (a.comm_init_rank)(&mut comm, world as c_int, uid, rank as c_int) };
-                check("ncclCommInitRank", r, std::ptr::null_mut()).map_err(WaitFault::Error)?;
-            }
-        }
+        let (comm, parent) = join(a, uid, rank, world, allowance)?;
         Ok(Self {
             ctx,
             stream,
@@ -835,22 +1298,13 @@ impl NcclRank {
     /// Single-process mode: one communicator per local GPU, all made here at once
     /// (ncclCommInitAll, what cudarc's `Comm::from_devices` wraps). Drive them with
     /// [`group`] so that one thread can launch on every GPU without deadlock.
-    pub fn all(devices: usize) -> Result<Vec<Self>, String> {
+    pub fn all(devices: usize) -> Result<Vec<Self>, NcclError> {
         need_libs()?;
-        let mut parts = Vec::with_capacity(devices);
-        for d in 0..devices {
-            let ctx = CudaContext::new(d).map_err(derr(&format!("opening GPU {d}")))?;
-            // SAFETY: each GPU's work goes to its one stream.
-            unsafe { ctx.disable_event_tracking() };
-            let stream = ctx.new_stream().map_err(derr("creating a stream"))?;
-            parts.push((ctx, stream));
-        }
+        let parts = (0..devices).map(open_gpu).collect::<Result<Vec<_>, _>>()?;
         let a = api::get()?;
         let mut comms: Vec<nsys::ncclComm_t> = vec![std::ptr::null_mut(); devices];
         let ordinals: Vec<c_int> = (0..devices as c_int).collect();
-        // SAFETY: comms has room for `devices` communicators; ordinals lists as many devices.
-        let r =
-            unsafe { (a.comm_init_all)(comms.as_mut_ptr(), devices as c_int, ordinals.as_ptr()) };
+        let r = a.init_all(&mut comms, &ordinals);
         // Blocking by default (no config), but `NCCL_COMM_BLOCKING=0` makes even these
         // non-blocking (envConfigOverride): ncclInProgress, and each is polled until it settles.
         let what = "ncclCommInitAll";
@@ -864,12 +1318,12 @@ impl NcclRank {
                     .iter()
                     .try_for_each(|&c| settle(a, c, what, Duration::from_secs(60)))
             };
-            if let Err(WaitFault::Error(m) | WaitFault::Timeout(m)) = settled {
+            if let Err(w) = settled {
+                // Each was returned by ncclCommInitAll and is aborted once.
                 for &c in comms.iter().filter(|c| !c.is_null()) {
-                    // SAFETY: each was returned by ncclCommInitAll and is aborted once.
-                    unsafe { (a.comm_abort)(c) };
+                    a.abort(c);
                 }
-                return Err(m);
+                return Err(w.into());
             }
         } else {
             check(what, r, std::ptr::null_mut())?;
@@ -895,7 +1349,7 @@ impl NcclRank {
             .collect())
     }
 
-    pub fn alloc(&self, bytes: usize) -> Result<DevBuf, String> {
+    pub fn alloc(&self, bytes: usize) -> Result<DevBuf, NcclError> {
         self.stream
             .alloc_zeros::<u8>(bytes.max(1))
             .map(DevBuf)
@@ -903,14 +1357,14 @@ impl NcclRank {
     }
 
     /// Copy `host` into `dst` at byte `offset` (bounds checked).
-    pub fn upload(&self, host: &[u8], dst: &mut DevBuf, offset: usize) -> Result<(), String> {
+    pub fn upload(&self, host: &[u8], dst: &mut DevBuf, offset: usize) -> Result<(), NcclError> {
         let end = offset + host.len();
         if end > dst.len() {
-            return Err(format!(
-                "copy to the GPU: {} bytes at {offset} do not fit a {}-byte buffer",
-                host.len(),
-                dst.len()
-            ));
+            return Err(NcclError::UploadTooBig {
+                len: host.len(),
+                at: offset,
+                cap: dst.len(),
+            });
         }
         let mut view = dst.0.slice_mut(offset..end);
         self.stream
@@ -918,13 +1372,12 @@ impl NcclRank {
             .map_err(derr("copying to the GPU"))
     }
 
-    pub fn download(&self, src: &DevBuf, host: &mut [u8]) -> Result<(), String> {
+    pub fn download(&self, src: &DevBuf, host: &mut [u8]) -> Result<(), NcclError> {
         if host.len() > src.len() {
-            return Err(format!(
-                "copy from the GPU: {} bytes asked of a {}-byte buffer",
-                host.len(),
-                src.len()
-            ));
+            return Err(NcclError::DownloadTooBig {
+                len: host.len(),
+                cap: src.len(),
+            });
         }
         let view = src.0.slice(0..host.len());
         self.stream
@@ -949,31 +1402,21 @@ impl NcclRank {
         bufs: Bufs<'_>,
     ) -> Result<(), WaitFault> {
         let es = dtype.size();
-        // This rank's chunk, as the schedules and the checker define it: reduce-scatter leaves
-        // its result there, all-gather takes its contribution from there (nccl-tests' in-place
-        // layout).
-        let mine = crate::collective::chunk_range(count, self.world, self.rank);
         let (send_len, recv_len) = match &bufs {
             Bufs::InPlace(b) => (b.len(), b.len()),
             Bufs::OutOfPlace(s, r) => (s.len(), r.len()),
         };
         if !shift.is_multiple_of(es) {
-            return Err(WaitFault::Error(format!(
-                "{}: a shift of {shift} B is not a whole number of {es}-byte elements",
-                coll.nccl_api()
-            )));
+            let api = coll.nccl_api();
+            return Err(NcclError::Shift { api, shift, es }.into());
         }
         // What is left of each buffer past the shift must hold the call.
         let (send_len, recv_len) = (
             send_len.saturating_sub(shift),
             recv_len.saturating_sub(shift),
         );
-        check_bufs(coll, count, es, self.world, root, send_len, recv_len)
-            .map_err(WaitFault::Error)?;
-        let a = api::get().map_err(WaitFault::Error)?;
-        let ty = nccl_type(dtype) as c_int;
-        let rop = nccl_op(op) as c_int;
-        let stream = self.stream.cu_stream() as nsys::cudaStream_t;
+        check_bufs(coll, count, es, self.world, root, send_len, recv_len)?;
+        let a = api::get()?;
         // The device pointers and the guards that keep their buffers' tracking alive until
         // the call has been enqueued.
         let (send, recv, _guards) = match &bufs {
@@ -987,94 +1430,23 @@ impl NcclRank {
                 (sp, rp, (g1, Some(g2)))
             }
         };
-        let at = |base: u64, elems: usize| (base + (shift + elems * es) as u64) as *mut c_void;
-        let comm = self.comm;
-        let root = root as c_int;
-        // The first failing code of a grouped run, the group always closed.
-        let grouped = |calls: &mut dyn FnMut() -> api::Code| -> api::Code {
-            // SAFETY: plain group brackets on the loaded library.
-            let start = unsafe { (a.group_start)() };
-            if start != api::SUCCESS {
-                return start;
-            }
-            let r = calls();
-            // SAFETY: as above.
-            let end = unsafe { (a.group_end)() };
-            if r != api::SUCCESS { r } else { end }
+        let site = Site {
+            a,
+            comm: self.comm,
+            stream: self.stream.cu_stream() as nsys::cudaStream_t,
+            ty: nccl_type(dtype) as c_int,
+            op: nccl_op(op) as c_int,
+            root: root as c_int,
+            at: |base: u64, elems: usize| (base + (shift + elems * es) as u64) as *mut c_void,
         };
-        // SAFETY: the pointers address live device buffers holding the call past the shift
-        // (checked above), the communicator is initialised, and the stream belongs to this
-        // rank's context. In-place send/recv and all-to-all pass one buffer as both, as
-        // nccl-tests does (timed, never checked: the sends and receives race on a GPU).
-        let r = unsafe {
-            match coll {
-                Collective::AllReduce => {
-                    (a.all_reduce)(at(send, 0), at(recv, 0), count, ty, rop, comm, stream)
-                }
-                Collective::ReduceScatter => (a.reduce_scatter)(
-                    at(send, 0),
-                    at(recv, mine.start),
-                    mine.len(),
-                    ty,
-                    rop,
-                    comm,
-                    stream,
-                ),
-                Collective::AllGather => (a.all_gather)(
-                    at(send, mine.start),
-                    at(recv, 0),
-                    mine.len(),
-                    ty,
-                    comm,
-                    stream,
-                ),
-                Collective::Broadcast => {
-                    (a.broadcast)(at(send, 0), at(recv, 0), count, ty, root, comm, stream)
-                }
-                Collective::Reduce => {
-                    (a.reduce)(at(send, 0), at(recv, 0), count, ty, rop, root, comm, stream)
-                }
-                Collective::AllToAll => {
-                    // nccl-tests' send/recv form (src/alltoall.cu): block p goes to rank p,
-                    // rank p's block for us lands in block p.
-                    let b = count / self.world.max(1);
-                    let w = self.world;
-                    grouped(&mut || {
-                        for p in 0..w {
-                            let s = (a.send)(at(send, p * b), b, ty, p as c_int, comm, stream);
-                            if s != api::SUCCESS {
-                                return s;
-                            }
-                            let r = (a.recv)(at(recv, p * b), b, ty, p as c_int, comm, stream);
-                            if r != api::SUCCESS {
-                                return r;
-                            }
-                        }
-                        api::SUCCESS
-                    })
-                }
-                Collective::SendRecv => {
-                    let w = self.world;
-                    let to = ((self.rank + 1) % w) as c_int;
-                    let from = ((self.rank + w - 1) % w) as c_int;
-                    grouped(&mut || {
-                        let s = (a.send)(at(send, 0), count, ty, to, comm, stream);
-                        if s != api::SUCCESS {
-                            return s;
-                        }
-                        (a.recv)(at(recv, 0), count, ty, from, comm, stream)
-                    })
-                }
-            }
-        };
-        match r {
+        match site.launch(coll, count, self.rank, self.world, (send, recv)) {
             api::SUCCESS => {}
             // Only a non-blocking communicator answers so (NCCL_COMM_BLOCKING=0, or a NCCL
             // without ncclCommSplit): its launch runs on NCCL's thread, connecting first where
             // NCCL >= 2.22 connects at the first call, and must settle before the next call.
             // Still unsettled after the allowance is a hang, not an error (M1).
-            api::IN_PROGRESS => settle(a, comm, coll.nccl_api(), self.allowance)?,
-            code => return Err(WaitFault::Error(describe(coll.nccl_api(), code, comm))),
+            api::IN_PROGRESS => settle(a, self.comm, coll.nccl_api(), self.allowance)?,
+            code => return Err(describe(coll.nccl_api(), code, self.comm).into()),
         }
         self.since_mark.0 += count * es;
         self.since_mark.1 += 1;
@@ -1085,7 +1457,7 @@ impl NcclRank {
     /// any group: inside ncclGroupStart/End the collective is not on the stream yet (NCCL
     /// launches at the outermost ncclGroupEnd), so a mark recorded there would complete before
     /// the work it stands for.
-    pub fn mark_progress(&mut self) -> Result<(), String> {
+    pub fn mark_progress(&mut self) -> Result<(), NcclError> {
         if self.since_mark.0 >= MARK_BYTES || self.since_mark.1 >= MARK_CALLS {
             self.since_mark = (0, 0);
             use cudarc::driver::sys::CUevent_flags;
@@ -1171,17 +1543,11 @@ impl NcclRank {
 
     /// NCCL's asynchronous error on the communicator, if it has one (ncclInProgress is none).
     fn async_error(&self) -> Result<(), WaitFault> {
-        let a = api::get().map_err(WaitFault::Error)?;
-        let mut async_err: api::Code = api::SUCCESS;
-        // SAFETY: comm is initialised and not aborted; async_err is a valid out pointer.
-        let r = unsafe { (a.comm_get_async_error)(self.comm, &mut async_err) };
+        let a = api::get()?;
+        let (r, async_err) = a.async_error(self.comm);
         for code in [r, async_err] {
             if !matches!(code, api::SUCCESS | api::IN_PROGRESS) {
-                return Err(WaitFault::Error(describe(
-                    "NCCL (asynchronous error)",
-                    code,
-                    self.comm,
-                )));
+                return Err(describe("NCCL (asynchronous error)", code, self.comm).into());
             }
         }
         Ok(())
@@ -1190,7 +1556,7 @@ impl NcclRank {
     /// After a [`group`] that ended in progress: wait until this communicator's part of it
     /// has been launched (a hang past the allowance, an error as NCCL says).
     pub fn settle_launch(&self) -> Result<(), WaitFault> {
-        let a = api::get().map_err(WaitFault::Error)?;
+        let a = api::get()?;
         settle(a, self.comm, "ncclGroupEnd", self.allowance)
     }
 
@@ -1201,9 +1567,9 @@ impl NcclRank {
             self.aborted = true;
             if let Ok(a) = api::get() {
                 let live = std::iter::once(self.comm).chain(self.parent);
+                // Each communicator was initialised and is aborted once.
                 for c in live.filter(|c| !c.is_null()) {
-                    // SAFETY: each communicator was initialised and is aborted once.
-                    let _ = unsafe { (a.comm_abort)(c) };
+                    a.abort(c);
                 }
             }
         }
@@ -1213,16 +1579,21 @@ impl NcclRank {
     /// answers ncclInProgress) and destroy each communicator, the child before its parent.
     /// A failure is reported (L9: a finalize that fails is an error of the run, not silent);
     /// the communicators are then aborted instead.
-    pub fn close(&mut self) -> Result<(), String> {
+    pub fn close(&mut self) -> Result<(), NcclError> {
         if self.aborted || self.closed {
             return Ok(());
         }
         let a = api::get()?;
+        let rank = self.rank;
+        let on_rank = move |e: NcclError| NcclError::OnRank {
+            rank,
+            source: Box::new(e),
+        };
         if let Err(WaitFault::Error(m) | WaitFault::Timeout(m)) =
             self.wait(Duration::from_secs(10), &mut || {})
         {
             self.abort();
-            return Err(format!("rank {}: before teardown: {m}", self.rank));
+            return Err(on_rank(NcclError::Gave(format!("before teardown: {m}"))));
         }
         self.closed = true;
         // The child before the parent; each taken out of `self` first, so that nothing here
@@ -1232,16 +1603,18 @@ impl NcclRank {
         for c in std::iter::once(child).chain(self.parent.take()) {
             let finalized = if self.alone { finalize(a, c) } else { Ok(()) };
             let done = match finalized {
-                Err(m) => {
-                    // SAFETY: a live communicator whose finalize failed: aborted once.
-                    unsafe { (a.comm_abort)(c) };
-                    Err(format!("{m}; aborted instead"))
+                Err(e) => {
+                    // A live communicator whose finalize failed: aborted once.
+                    a.abort(c);
+                    Err(NcclError::Aborted {
+                        source: Box::new(e),
+                    })
                 }
-                // SAFETY: finalized and idle, destroyed once (the child before its parent).
-                Ok(()) => check("ncclCommDestroy", unsafe { (a.comm_destroy)(c) }, c),
+                // Finalized and idle, destroyed once (the child before its parent).
+                Ok(()) => check("ncclCommDestroy", a.destroy(c), c),
             };
-            if let Err(m) = done {
-                first_err.get_or_insert(format!("rank {}: {m}", self.rank));
+            if let Err(e) = done {
+                first_err.get_or_insert(on_rank(e));
             }
         }
         first_err.map_or(Ok(()), Err)
@@ -1249,17 +1622,19 @@ impl NcclRank {
 }
 
 /// ncclCommFinalize where NCCL has it (2.14+), polled until done: it may answer ncclInProgress.
-fn finalize(a: &api::Api, comm: nsys::ncclComm_t) -> Result<(), String> {
-    let Some(f) = a.comm_finalize else {
+fn finalize(a: &api::Api, comm: nsys::ncclComm_t) -> Result<(), NcclError> {
+    let Some(r) = a.finalize(comm) else {
         return Ok(());
     };
-    // SAFETY: the communicator is initialised, idle and not aborted.
-    let r = unsafe { f(comm) };
     if !matches!(r, api::SUCCESS | api::IN_PROGRESS) {
         return Err(describe("ncclCommFinalize", r, comm));
     }
-    settle(a, comm, "ncclCommFinalize", Duration::from_secs(10))
-        .map_err(|(WaitFault::Error(m) | WaitFault::Timeout(m))| m)
+    Ok(settle(
+        a,
+        comm,
+        "ncclCommFinalize",
+        Duration::from_secs(10),
+    )?)
 }
 
 /// What an enqueue checks before NCCL touches device memory: both buffers hold the whole
@@ -1274,15 +1649,20 @@ pub fn check_bufs(
     root: usize,
     send_len: usize,
     recv_len: usize,
-) -> Result<(), String> {
+) -> Result<(), NcclError> {
     let api = coll.nccl_api();
     let need = count
         .checked_mul(es)
-        .ok_or_else(|| format!("{api}: {count} × {es} B overflows"))?;
+        .ok_or(NcclError::Overflow { api, count, es })?;
     if send_len < need || recv_len < need {
-        return Err(format!(
-            "{api}: {count} × {es} B needs buffers of {need} B (send {send_len} B, receive {recv_len} B)"
-        ));
+        return Err(NcclError::ShortBuffers {
+            api,
+            count,
+            es,
+            need,
+            send: send_len,
+            recv: recv_len,
+        });
     }
     // NCCL takes one per-rank count from every rank (recvcount, sendcount): a count that does
     // not split evenly gives ranks different chunks, and NCCL would read or write past the
@@ -1290,13 +1670,10 @@ pub fn check_bufs(
     if matches!(coll, Collective::ReduceScatter | Collective::AllGather)
         && !count.is_multiple_of(world.max(1))
     {
-        return Err(format!(
-            "{api}: {count} elements do not split evenly over {world} ranks (NCCL takes the same \
-             count from every rank): use a multiple of {world}"
-        ));
+        return Err(NcclError::Uneven { api, count, world });
     }
     if coll.has_root() && root >= world {
-        return Err(format!("{api}: root {root} is not a rank of {world}"));
+        return Err(NcclError::NoSuchRoot { api, root, world });
     }
     Ok(())
 }
@@ -1305,23 +1682,15 @@ pub fn check_bufs(
 /// flag says the group ended in progress (non-blocking communicators: each must then be
 /// settled, [`NcclRank::settle_launch`], before its next call).
 pub fn group<T>(f: impl FnOnce() -> Result<T, WaitFault>) -> Result<(T, bool), WaitFault> {
-    let a = api::get().map_err(WaitFault::Error)?;
-    // SAFETY: plain group brackets on the loaded library.
-    check(
-        "ncclGroupStart",
-        unsafe { (a.group_start)() },
-        std::ptr::null_mut(),
-    )
-    .map_err(WaitFault::Error)?;
+    let a = api::get()?;
+    check("ncclGroupStart", a.group_start(), std::ptr::null_mut())?;
     let r = f();
-    // SAFETY: as above; the group is closed even when a call inside it failed.
-    let end = unsafe { (a.group_end)() };
+    // The group is closed even when a call inside it failed.
+    let end = a.group_end();
     let v = r?;
     match end {
         api::IN_PROGRESS => Ok((v, true)),
-        code => check("ncclGroupEnd", code, std::ptr::null_mut())
-            .map(|()| (v, false))
-            .map_err(WaitFault::Error),
+        code => Ok(check("ncclGroupEnd", code, std::ptr::null_mut()).map(|()| (v, false))?),
     }
 }
 
@@ -1399,10 +1768,20 @@ mod tests {
         let hex = id_hex(&id);
         assert_eq!(hex.len(), 256);
         assert_eq!(id_from_hex(&hex).expect("round trip"), id);
-        assert!(id_from_hex(&hex[..254]).expect_err("short").contains("256"));
+        assert!(
+            id_from_hex(&hex[..254])
+                .expect_err("short")
+                .to_string()
+                .contains("256")
+        );
         let mut bad = hex.clone();
         bad.replace_range(10..12, "zz");
-        assert!(id_from_hex(&bad).expect_err("bad").contains("digit 10"));
+        assert!(
+            id_from_hex(&bad)
+                .expect_err("bad")
+                .to_string()
+                .contains("digit 10")
+        );
         let wide = "é".repeat(128);
         assert!(
             id_from_hex(&wide).is_err(),
@@ -1456,7 +1835,9 @@ mod tests {
     fn an_enqueue_that_would_overrun_a_buffer_is_refused() {
         let c = Collective::AllReduce;
         assert!(check_bufs(c, 256, 4, 2, 0, 1024, 1024).is_ok());
-        let e = check_bufs(c, 256, 4, 2, 0, 1024, 1020).expect_err("short receive");
+        let e = check_bufs(c, 256, 4, 2, 0, 1024, 1020)
+            .expect_err("short receive")
+            .to_string();
         assert!(e.contains("needs buffers of 1024 B"), "{e}");
         assert!(
             check_bufs(c, 257, 4, 2, 0, 1024, 1024).is_err(),
@@ -1466,13 +1847,17 @@ mod tests {
             check_bufs(c, usize::MAX, 8, 2, 0, 1, 1).is_err(),
             "overflow"
         );
-        let e = check_bufs(Collective::Broadcast, 4, 4, 2, 2, 16, 16).expect_err("root");
+        let e = check_bufs(Collective::Broadcast, 4, 4, 2, 2, 16, 16)
+            .expect_err("root")
+            .to_string();
         assert!(e.contains("root 2"), "{e}");
         assert!(check_bufs(Collective::AllGather, 4, 4, 2, 9, 16, 16).is_ok());
         // A reduce-scatter or all-gather count must split evenly: 10 over 3 ranks would give
         // one rank a chunk of 4 and NCCL 4 × 3 = 12 elements to read from each.
         for c in [Collective::ReduceScatter, Collective::AllGather] {
-            let e = check_bufs(c, 10, 4, 3, 0, 40, 40).expect_err("uneven");
+            let e = check_bufs(c, 10, 4, 3, 0, 40, 40)
+                .expect_err("uneven")
+                .to_string();
             assert!(e.contains("do not split evenly over 3 ranks"), "{e}");
             assert!(e.starts_with(c.nccl_api()), "{e}");
             assert!(check_bufs(c, 12, 4, 3, 0, 48, 48).is_ok());

@@ -43,10 +43,12 @@ impl ClassQuizState {
         lesson: &str,
         item: Option<&str>,
         countdown_s: u64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::tui::error::ScreenError> {
         let bank = Bank::from_course(&app.course);
         let Some(deck) = bank.deck_index(lesson) else {
-            return Err(format!("no quiz deck for `{lesson}`"));
+            return Err(crate::tui::error::ScreenError::NoQuizDeck(
+                lesson.to_string(),
+            ));
         };
         let items: Vec<usize> = bank
             .in_deck(deck)
@@ -55,9 +57,8 @@ impl ClassQuizState {
             .filter(|&i| item.is_none_or(|id| bank.entries[i].item.id == id))
             .collect();
         if items.is_empty() {
-            return Err(format!(
-                "“{}” has no quiz items yet",
-                bank.decks[deck].title
+            return Err(crate::tui::error::ScreenError::NoItems(
+                bank.decks[deck].title.clone(),
             ));
         }
         let title = bank.decks[deck].title.clone();
@@ -189,7 +190,7 @@ pub fn update(s: &mut ClassQuizState, app: &mut App, action: Action) -> Outcome 
     match action {
         Action::Tick => s.tick(Instant::now()),
         // Space, Enter, → or PgDn: reveal, then the next question.
-        Action::Next | Action::Open | Action::Page(1) | Action::Step(1) => {
+        Action::Open | Action::Page(1) => {
             if !s.revealed {
                 s.revealed = true;
             } else if s.index + 1 < s.items.len() {
@@ -198,7 +199,7 @@ pub fn update(s: &mut ClassQuizState, app: &mut App, action: Action) -> Outcome 
                 app.status = Some("that was the last question: q goes back to the slides".into());
             }
         }
-        Action::Page(-1) | Action::Step(-1) => s.ask(s.index.saturating_sub(1)),
+        Action::Page(-1) => s.ask(s.index.saturating_sub(1)),
         Action::Back => {
             s.close();
             return Outcome::Pop;
@@ -283,32 +284,13 @@ pub fn render(s: &ClassQuizState, app: &App, frame: &mut Frame, area: Rect) {
 
 const OWN: Context = Context::Own("Class quiz");
 
+use Key::{Char, Code};
+
 /// This screen's keys (the `?` overlay lists them under its title).
+#[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(
-        OWN,
-        &[
-            Key::Code(KeyCode::PageDown),
-            Key::Code(KeyCode::Right),
-            Key::Char(' '),
-            Key::Code(KeyCode::Enter),
-            Key::Char('l'),
-        ],
-        "show the answer, then the next question",
-        Action::Next,
-        Some((1, "answer / next")),
-    ),
-    bind(
-        OWN,
-        &[
-            Key::Code(KeyCode::PageUp),
-            Key::Code(KeyCode::Left),
-            Key::Char('h'),
-        ],
-        "previous question",
-        Action::Page(-1),
-        Some((2, "previous")),
-    ),
+    bind(OWN, &[Code(KeyCode::PageDown), Code(KeyCode::Right), Char(' '), Code(KeyCode::Enter), Char('l')], "show the answer, then the next question", Action::Page(1), Some((1, "answer / next"))),
+    bind(OWN, &[Code(KeyCode::PageUp), Code(KeyCode::Left), Char('h')], "previous question", Action::Page(-1), Some((2, "previous"))),
 ];
 
 impl crate::tui::screens::View for ClassQuizState {
@@ -322,10 +304,6 @@ impl crate::tui::screens::View for ClassQuizState {
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
         vec![OWN]
-    }
-
-    fn keys(&self) -> &'static [Binding] {
-        KEYS
     }
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {

@@ -7,16 +7,13 @@ use crate::tui::screens::{Opener, View};
 const OWN: Context = Context::Own("Clock");
 
 /// The screen's keys (the hint bar and `?` read them; q/Esc and ? are global).
-pub const KEYS: &[Binding] = &[bind(
-    OWN,
-    DOWN,
-    "later",
-    Action::Move(1),
-    Some((1, "later")),
-)];
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "later", Action::Move(1), Some((1, "later"))),
+];
 
 /// How the course map opens it: `c`, listed in `?`.
-pub const OPENER: Opener = Opener::new("Clock", &[Key::Char('c')], "a clock", None, |_, _| {
+pub const OPENER: Opener = Opener::new(&[Key::Char('c')], "a clock", None, |_, _| {
     Ok(ClockState::default().into())
 });
 
@@ -40,8 +37,5 @@ impl View for ClockState {
     }
     fn contexts(&self) -> Vec<Context> {
         vec![OWN]
-    }
-    fn keys(&self) -> &'static [Binding] {
-        KEYS
     }
 }

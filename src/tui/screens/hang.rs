@@ -15,12 +15,11 @@ use crate::lab::hang::scenario::{self, Fix, Fixed, LabReport, Scenario};
 use crate::lab::hang::trace::{GPU_LEGEND, GpuUtil};
 use crate::lab::job::launch::Msg;
 use crate::nccl_log::{self, Level, Profile, Release};
-use crate::tui::app::{Action, App, Background, Outcome};
+use crate::tui::app::{Action, App, Background, Outcome, ScreenId};
 use crate::tui::theme::Theme;
 
 /// The course map opens this screen with `H` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Hang",
     &[crate::tui::keys::Key::Char('H')],
     "hang lab",
     Some((3, "hang lab")),
@@ -67,10 +66,8 @@ pub struct HangState {
     /// The NCCL release the emulated ranks imitate (`v` on the scenario list); None: the
     /// machine's own, else the newest modelled (as `lab run` chooses).
     pub version: Option<Release>,
-    /// The evidence panel's first line shown (PgDn/PgUp), and the most it can be (set when
-    /// drawn: only the frame knows the panel's height).
+    /// The evidence panel's first line shown (PgDn/PgUp).
     pub scroll: u16,
-    scroll_max: std::cell::Cell<u16>,
     board: Vec<(usize, String, Instant)>,
     /// Per rank: the ≤ 2.23 retry lines seen (each stands for 1000 refused connects).
     legacy_retries: std::collections::BTreeMap<usize, u64>,
@@ -102,7 +99,6 @@ impl HangState {
             blind: false,
             version: None,
             scroll: 0,
-            scroll_max: Default::default(),
             board: Vec::new(),
             legacy_retries: Default::default(),
             seqs: Default::default(),
@@ -156,7 +152,7 @@ impl HangState {
                 Err(e) if fix.is_some() => HangUpdate::Fixed(id, Err(e)),
                 Err(e) => HangUpdate::Staged(id, Err(e)),
             };
-            let _ = tx.send(Background::Hang(msg));
+            let _ = tx.send(Background::to(ScreenId::Hang, msg));
         });
     }
 
@@ -299,7 +295,7 @@ fn run_child(
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
             match serde_json::from_str::<scenario::StreamLine>(&line) {
                 Ok(scenario::StreamLine::Msg(m)) => {
-                    let _ = tx.send(Background::Hang(HangUpdate::Msg(id, m)));
+                    let _ = tx.send(Background::to(ScreenId::Hang, HangUpdate::Msg(id, m)));
                 }
                 Ok(scenario::StreamLine::Report(r)) => {
                     result = Some(Ok(HangUpdate::Staged(id, Ok(r))))
@@ -328,22 +324,23 @@ fn run_child(
 }
 
 /// A typed fix: `NAME=value` assignments separated by spaces, applied to every rank.
-pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
+pub fn parse_typed_fix(text: &str) -> Result<Fix, crate::tui::error::ScreenError> {
+    use crate::tui::error::ScreenError;
     let mut env = std::collections::BTreeMap::new();
     for word in text.split_whitespace() {
-        let (k, v) = word.split_once('=').ok_or_else(|| {
-            format!("`{word}`: expected NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0")
-        })?;
+        let (k, v) = word
+            .split_once('=')
+            .ok_or_else(|| ScreenError::NotAnAssignment(word.to_string()))?;
         let valid = !k.is_empty()
             && !k.starts_with(|c: char| c.is_ascii_digit())
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
-            return Err(format!("`{k}` is not an environment variable name"));
+            return Err(ScreenError::NotAVariable(k.to_string()));
         }
         env.insert(k.to_string(), v.to_string());
     }
     if env.is_empty() {
-        return Err("type NAME=value, e.g. NCCL_SOCKET_IFNAME=eth0".into());
+        return Err(ScreenError::NoFix);
     }
     Ok(Fix {
         text: text.split_whitespace().collect::<Vec<_>>().join(" "),
@@ -351,6 +348,48 @@ pub fn parse_typed_fix(text: &str) -> Result<Fix, String> {
         ..Default::default()
     })
 }
+
+const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab");
+
+/// The hang lab's own verbs (`Action::Screen`), each named for what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Reveal the next hint tier.
+    NextHint,
+    /// Blind mode on/off (scenarios numbered, the cause kept out of the story).
+    ToggleBlind,
+    /// The ranks: ringlab's TCP backend or real NCCL.
+    ToggleNccl,
+    /// Start typing a fix.
+    TypeFix,
+    /// The next NCCL release the emulated ranks imitate.
+    NextRelease,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Hang, self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{Binding, DOWN, Key, UP, bind};
+use Key::{Char, Code, Ctrl};
+use crossterm::event::KeyCode;
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, &[Code(KeyCode::Enter)], "stage / apply the fix", Action::Open, Some((1, "stage / apply the fix"))),
+    bind(OWN, DOWN, "choose", Action::Move(1), Some((1, "choose"))),
+    bind(OWN, UP, "choose", Action::Move(-1), None),
+    bind(OWN, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
+    bind(OWN, &[Char('b')], "blind mode: hide what gives the cause away", Verb::ToggleBlind.act(), None),
+    bind(OWN, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
+    bind(OWN, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
+    bind(OWN, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
+    bind(OWN, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence", Action::Page(1), Some((2, "scroll the evidence"))),
+    bind(OWN, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll the evidence back", Action::Page(-1), None),
+];
 
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
     if let Some(t) = &mut s.typing {
@@ -362,10 +401,14 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                     s.typing = None;
                     s.launch(app, Some(fix));
                 }
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             },
             _ => {}
         }
+        return Outcome::Stay;
+    }
+    if let Some((verb, _)) = action.verb(crate::tui::app::ScreenId::Hang, Verb::from_repr) {
+        on_verb(s, app, verb);
         return Outcome::Stay;
     }
     match (&s.stage, action) {
@@ -383,48 +426,10 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             let n = s.scenarios.len().max(1) as i32;
             s.selected = (s.selected as i32 + d).rem_euclid(n) as usize;
         }
-        (Stage::Pick, Action::Adjust(_)) => {
-            s.nccl = !s.nccl;
-            app.status = Some(if s.nccl {
-                "ranks: real NCCL (needs GPUs and real namespaces)".into()
-            } else {
-                "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
-            });
-        }
-        (Stage::Pick, Action::NcclVersion) => {
-            // The default (the machine's, else the newest), then each modelled release.
-            let at = s
-                .version
-                .and_then(|v| nccl_log::PROFILES.iter().position(|p| p.release == v));
-            s.version = match at {
-                None => nccl_log::PROFILES.first().map(|p| p.release),
-                Some(i) => nccl_log::PROFILES.get(i + 1).map(|p| p.release),
-            };
-            app.status = Some(match s.version {
-                Some(v) => format!(
-                    "emulated ranks log and retry as NCCL {v} (`lab run --nccl-version {v}`)"
-                ),
-                None => {
-                    "emulated ranks imitate this machine's NCCL, else the newest modelled".into()
-                }
-            });
-        }
         (Stage::Diagnosed | Stage::Passed, Action::Page(d)) => {
             let step = 8_i32.saturating_mul(d);
-            s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(s.scroll_max.get())) as u16;
-        }
-        (Stage::Pick, Action::Blind) => {
-            s.blind = !s.blind;
-            app.status = Some(if s.blind {
-                "blind: scenarios numbered, only what was reported is shown".into()
-            } else {
-                "stories shown".into()
-            });
-        }
-        // Blind mode hides what the list and the story give away; once a scenario runs, its
-        // evidence is the lesson. Say so rather than ignore the key.
-        (_, Action::Blind) => {
-            app.status = Some("blind mode is set on the list: q goes back to it".into());
+            let max = Diagnosis::new(s, &app.theme, body_area(app.body_area())).scroll_max();
+            s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(max)) as u16;
         }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
@@ -441,17 +446,72 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
                 s.launch(app, fix);
             }
         }
-        (Stage::Diagnosed | Stage::Passed, Action::Hint) => s.reveal_hint(app),
-        (Stage::Diagnosed, Action::SearchStart) => s.typing = Some(Default::default()),
         (Stage::Passed, Action::Open) => s.stage = Stage::Pick,
         _ => {}
     }
     Outcome::Stay
 }
 
+fn on_verb(s: &mut HangState, app: &mut App, verb: Verb) {
+    match (&s.stage, verb) {
+        (Stage::Pick, Verb::ToggleNccl) => {
+            s.nccl = !s.nccl;
+            app.status = Some(if s.nccl {
+                "ranks: real NCCL (needs GPUs and real namespaces)".into()
+            } else {
+                "ranks: ringlab's TCP backend (NCCL's behaviour modelled; any machine)".into()
+            });
+        }
+        (Stage::Pick, Verb::NextRelease) => next_release(s, app),
+        (Stage::Pick, Verb::ToggleBlind) => {
+            s.blind = !s.blind;
+            app.status = Some(if s.blind {
+                "blind: scenarios numbered, only what was reported is shown".into()
+            } else {
+                "stories shown".into()
+            });
+        }
+        // Blind mode hides what the list and the story give away; once a scenario runs, its
+        // evidence is the lesson. Say so rather than ignore the key.
+        (_, Verb::ToggleBlind) => {
+            app.status = Some("blind mode is set on the list: q goes back to it".into());
+        }
+        (Stage::Diagnosed | Stage::Passed, Verb::NextHint) => s.reveal_hint(app),
+        (Stage::Diagnosed, Verb::TypeFix) => s.typing = Some(Default::default()),
+        _ => {}
+    }
+}
+
+/// The default (the machine's, else the newest), then each modelled release.
+fn next_release(s: &mut HangState, app: &mut App) {
+    let at = s
+        .version
+        .and_then(|v| nccl_log::PROFILES.iter().position(|p| p.release == v));
+    s.version = match at {
+        None => nccl_log::PROFILES.first().map(|p| p.release),
+        Some(i) => nccl_log::PROFILES.get(i + 1).map(|p| p.release),
+    };
+    app.status = Some(match s.version {
+        Some(v) => {
+            format!("emulated ranks log and retry as NCCL {v} (`lab run --nccl-version {v}`)")
+        }
+        None => "emulated ranks imitate this machine's NCCL, else the newest modelled".into(),
+    });
+}
+
+/// The screen's title rows and its body.
+fn areas(area: Rect) -> [Rect; 2] {
+    Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area)
+}
+
+/// The body of the screen drawn in `area`.
+fn body_area(area: Rect) -> Rect {
+    areas(area)[1]
+}
+
 pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
-    let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area);
+    let [head, body] = areas(area);
     let title = s
         .scenario()
         .map_or_else(|| "no scenarios".into(), |x| s.heading(s.selected, x));
@@ -487,7 +547,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         head,
     );
     let board = matches!(s.stage, Stage::Staging | Stage::Fixing);
-    if board && crate::tui::bigboard::presenting(app) && !s.board.is_empty() {
+    if board && app.presenting() && !s.board.is_empty() {
         // In front of a class: the ranks' phases large, the newest log lines below.
         let front = s.seqs.values().copied().max();
         let rows: Vec<(String, ratatui::style::Style)> = s
@@ -669,38 +729,85 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
     out
 }
 
+/// The diagnosed screen laid out in its body: the evidence above (it scrolls), the actions
+/// below; drawing and scrolling both read it.
+struct Diagnosis {
+    act: Paragraph<'static>,
+    act_area: Rect,
+    /// The actions' rows, and those shown (their top gives way first).
+    act_n: u16,
+    act_h: u16,
+    ev: Paragraph<'static>,
+    ev_area: Rect,
+    /// The evidence's rows.
+    ev_n: u16,
+}
+
+impl Diagnosis {
+    fn new(s: &HangState, t: &Theme, body: Rect) -> Self {
+        let inner = Self::block(t).inner(body);
+        let keep = |l| crate::tui::markdown::keep_indent(l, inner.width as usize);
+        let act = Paragraph::new(keep(action_lines(s, t))).wrap(Wrap { trim: false });
+        let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
+        // The evidence keeps a few rows; the actions take what they need of the rest, and when
+        // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
+        let act_h = act_n.min(inner.height.saturating_sub(5.min(inner.height)));
+        let [ev_area, act_area] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
+        let ev = Paragraph::new(keep(evidence_lines(s, t))).wrap(Wrap { trim: false });
+        let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
+        Self {
+            act,
+            act_area,
+            act_n,
+            act_h,
+            ev,
+            ev_area,
+            ev_n,
+        }
+    }
+
+    fn block(t: &Theme) -> Block<'static> {
+        Block::default()
+            .borders(Borders::TOP)
+            .border_style(t.border)
+    }
+
+    /// Rows of evidence shown when it does not fit (the last row says where the view is).
+    fn view(&self) -> u16 {
+        self.ev_area.height.saturating_sub(1)
+    }
+
+    /// The most the evidence scrolls: 0 when it fits.
+    fn scroll_max(&self) -> u16 {
+        if self.ev_n <= self.ev_area.height {
+            0
+        } else {
+            self.ev_n.saturating_sub(self.view())
+        }
+    }
+}
+
 /// The diagnosed screen: the evidence above (scrolls with PgDn/PgUp), and below it, always in
 /// view, the hints, the last re-run's verdict and the fix list.
 fn render_diagnosis(s: &HangState, t: &Theme, frame: &mut Frame, body: Rect) {
-    let block = Block::default()
-        .borders(Borders::TOP)
-        .border_style(t.border);
-    let inner = block.inner(body);
-    frame.render_widget(block, body);
-    let keep = |l| crate::tui::markdown::keep_indent(l, inner.width as usize);
-    let act = Paragraph::new(keep(action_lines(s, t))).wrap(Wrap { trim: false });
-    let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
-    // The evidence keeps a few rows; the actions take what they need of the rest, and when
-    // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
-    let act_h = act_n.min(inner.height.saturating_sub(5.min(inner.height)));
-    let [ev_area, act_area] =
-        Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
-    frame.render_widget(act.scroll((act_n.saturating_sub(act_h), 0)), act_area);
-    let ev = Paragraph::new(keep(evidence_lines(s, t))).wrap(Wrap { trim: false });
-    let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
-    if ev_n <= ev_area.height {
-        s.scroll_max.set(0);
-        frame.render_widget(ev, ev_area);
+    let d = Diagnosis::new(s, t, body);
+    frame.render_widget(Diagnosis::block(t), body);
+    let max = d.scroll_max();
+    let (view, ev_n) = (d.view(), d.ev_n);
+    frame.render_widget(
+        d.act.scroll((d.act_n.saturating_sub(d.act_h), 0)),
+        d.act_area,
+    );
+    if ev_n <= d.ev_area.height {
+        frame.render_widget(d.ev, d.ev_area);
         return;
     }
     // More evidence than rows: the last row says where the view is and how to move it.
-    let view = ev_area.height.saturating_sub(1);
-    let max = ev_n.saturating_sub(view);
-    s.scroll_max.set(max);
     let top = s.scroll.min(max);
     let [text, bar] =
-        Layout::vertical([Constraint::Length(view), Constraint::Length(1)]).areas(ev_area);
-    frame.render_widget(ev.scroll((top, 0)), text);
+        Layout::vertical([Constraint::Length(view), Constraint::Length(1)]).areas(d.ev_area);
+    frame.render_widget(d.ev.scroll((top, 0)), text);
     frame.render_widget(
         Paragraph::new(Line::styled(
             format!(
@@ -1032,7 +1139,7 @@ impl crate::tui::screens::View for HangState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Hang]
+        vec![OWN]
     }
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
@@ -1050,8 +1157,8 @@ impl crate::tui::screens::View for HangState {
             .then(|| super::typing_hint(app, "runs it"))
     }
 
-    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
-        if let crate::tui::app::Background::Hang(u) = msg {
+    fn receive(&mut self, msg: &dyn std::any::Any, app: &mut App) {
+        if let Some(u) = msg.downcast_ref::<HangUpdate>() {
             HangState::receive(self, u.clone(), app);
         }
     }
@@ -1182,8 +1289,8 @@ mod tests {
         let desk = draw(&app, &s);
         assert!(desk.contains("connect"), "{desk}");
         crate::tui::app::update(&mut app, Action::Resize(140, 40));
-        crate::tui::app::update(&mut app, Action::Present);
-        assert!(crate::tui::bigboard::presenting(&app));
+        crate::tui::app::update(&mut app, crate::tui::screens::home::Verb::Present.act());
+        assert!(app.presenting());
         let class = draw(&app, &s);
         assert!(!class.contains("connect"), "set in large type: {class}");
         assert!(class.contains('▀') || class.contains('▄'), "{class}");
@@ -1203,11 +1310,13 @@ mod tests {
         assert!(
             parse_typed_fix("eth0")
                 .expect_err("no =")
+                .to_string()
                 .contains("NAME=value")
         );
         assert!(
             parse_typed_fix("9X=1")
                 .expect_err("bad name")
+                .to_string()
                 .contains("not an environment")
         );
         assert!(parse_typed_fix("   ").is_err());

@@ -20,25 +20,28 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
     let under: Vec<Context> = app
         .stack
         .last()
-        .map_or_else(|| vec![Context::Home], |s| s.view().help_contexts());
-    let own = app.stack.last().map_or(&[][..], |s| s.view().keys());
+        .map_or_else(Vec::new, |s| s.view().help_contexts());
+    let own = [
+        crate::tui::screens::OPENER_KEYS,
+        app.stack.last().map_or(&[][..], |s| s.keys()),
+    ];
     let mut lines = Vec::new();
     let mut last = None;
     // The key column is as wide as its widest label (every key of a binding is listed).
-    let col = keys::for_contexts_with(own, &under)
+    let col = keys::active(&own, &under)
         .map(|b| b.label().chars().count() + 1)
         .max()
         .unwrap_or(12)
         .clamp(12, 24);
     // As wide as the longest binding needs (a presenter's key list is long), up to the screen;
     // a description that still does not fit wraps under its own column.
-    let widest = keys::for_contexts_with(own, &under)
+    let widest = keys::active(&own, &under)
         .map(|b| 2 + col + b.desc.chars().count())
         .max()
         .unwrap_or(40);
     let w = area.width.min((widest as u16 + 2).max(60));
     let inner = w.saturating_sub(2) as usize;
-    for b in keys::for_contexts_with(own, &under) {
+    for b in keys::active(&own, &under) {
         if last != Some(b.ctx) {
             if last.is_some() {
                 lines.push(Line::raw(""));

@@ -7,7 +7,50 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::course::lesson::Entry;
 use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::keys::{BOTTOM, Binding, Context, DOWN, Key, RELOAD, TOP, UP, bind};
 use crate::tui::screens::lesson::LessonState;
+use Key::{Char, Code};
+use crossterm::event::KeyCode;
+
+/// The course map's keys (the screens' openers join them: `screens::OPENER_KEYS`).
+pub const OWN: Context = Context::Own("Course map");
+
+/// The course map's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Search the course, from the selected lesson on.
+    Search,
+    /// Present the selected lesson as slides.
+    Present,
+    /// A quiz on the selected lesson.
+    Quiz,
+    /// Drill what is due.
+    Drill,
+    /// A mock interview: recall questions from the drills with their follow-ups.
+    Mock,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Home, self as u8, 0)
+    }
+}
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "next lesson", Action::Move(1), Some((6, "next"))),
+    bind(OWN, UP, "previous lesson", Action::Move(-1), None),
+    bind(OWN, &[Code(KeyCode::Enter), Char('l'), Code(KeyCode::Right)], "open lesson", Action::Open, Some((1, "open"))),
+    bind(OWN, TOP, "first lesson", Action::Top, None),
+    bind(OWN, BOTTOM, "last lesson", Action::Bottom, None),
+    bind(OWN, RELOAD, "reload lessons", Action::Reload, None),
+    bind(OWN, &[Char('/')], "search the course", Verb::Search.act(), None),
+    bind(OWN, &[Char('Q')], "quiz on this lesson", Verb::Quiz.act(), Some((2, "quiz"))),
+    bind(OWN, &[Char('D')], "drill what is due", Verb::Drill.act(), Some((2, "drill"))),
+    bind(OWN, &[Char('M')], "mock interview (six questions, follow-ups)", Verb::Mock.act(), Some((4, "mock interview"))),
+    bind(OWN, &[Char('P')], "present this lesson (slides, for a class)", Verb::Present.act(), Some((5, "present"))),
+];
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HomeState {
@@ -19,6 +62,9 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
     if n > 0 {
         s.selected = s.selected.min(n - 1);
     }
+    if let Some((verb, _)) = action.verb(crate::tui::app::ScreenId::Home, Verb::from_repr) {
+        return on_verb(s, app, verb);
+    }
     match action {
         Action::Move(d) if n > 0 => {
             s.selected = s.selected.saturating_add_signed(d as isize).min(n - 1);
@@ -28,25 +74,44 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
         Action::Open if n > 0 => {
             return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
         }
+        // A screen's own opener (declared in its file, named on its `screens!` line).
+        Action::OpenScreen(id) => {
+            if let Some(o) = crate::tui::screens::opener(id) {
+                match (o.open)(app, s.selected) {
+                    Ok(screen) => return Outcome::Push(screen),
+                    Err(e) => app.status = Some(e.to_string()),
+                }
+            }
+        }
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+fn on_verb(s: &mut HomeState, app: &mut App, verb: Verb) -> Outcome {
+    let n = app.course.entries.len();
+    match verb {
         // Search the course: the prompt opens in the selected lesson, and a query it lacks
         // goes on to the next lesson that has it (n and N then walk the whole course).
-        Action::SearchStart if n > 0 => {
+        Verb::Search if n > 0 => {
             let mut l = LessonState::open(app, s.selected);
             l.search.editing = true;
             l.search.course_wide = true;
             app.status = Some("search the course: type, then Enter".into());
             return Outcome::Push(Screen::Lesson(Box::new(l)));
         }
-        Action::Present if n > 0 => {
+        Verb::Present if n > 0 => {
             match super::present::PresentState::start(app, s.selected, Default::default()) {
                 Ok(p) => {
                     p.publish();
                     return Outcome::Push(Screen::Present(Box::new(p)));
                 }
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             }
         }
-        Action::OpenQuiz => {
+        Verb::Search | Verb::Present => {}
+        Verb::Quiz => {
             let id = app
                 .course
                 .entries
@@ -55,15 +120,15 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
                 .map(|l| l.meta.id.clone());
             match id.map(|id| super::quiz::open(app, Some(&id))) {
                 Some(Ok(q)) => return Outcome::Push(Screen::Quiz(Box::new(q))),
-                Some(Err(e)) => app.status = Some(e),
+                Some(Err(e)) => app.status = Some(e.to_string()),
                 None => app.status = Some("this file is not a lesson; no quiz".into()),
             }
         }
-        Action::OpenDrill => {
+        Verb::Drill => {
             let d = super::drill::open(app, &super::drill::DrillOptions::default());
             return Outcome::Push(Screen::Quiz(Box::new(d)));
         }
-        Action::OpenMock => {
+        Verb::Mock => {
             let opts = super::drill::DrillOptions {
                 mock: true,
                 ..Default::default()
@@ -71,17 +136,6 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
             let d = super::drill::open(app, &opts);
             return Outcome::Push(Screen::Quiz(Box::new(d)));
         }
-        // A screen's own opener (declared in its file, named on its `screens!` line).
-        a @ Action::OpenScreen(_) => {
-            if let Some(o) = crate::tui::screens::opener_for(a) {
-                match (o.open)(app, s.selected) {
-                    Ok(screen) => return Outcome::Push(screen),
-                    Err(e) => app.status = Some(e),
-                }
-            }
-        }
-        Action::Back => return Outcome::Pop,
-        _ => {}
     }
     Outcome::Stay
 }
@@ -209,35 +263,45 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         list,
     );
     if let Some(e) = app.course.entries.get(s.selected) {
-        let area = detail.inner(ratatui::layout::Margin::new(1, 0));
-        let mut lines = detail_lines(app, e, area.width as usize);
-        let rows = |l: &[Line<'static>]| {
-            Paragraph::new(l.to_vec())
-                .wrap(Wrap { trim: false })
-                .line_count(area.width)
+        render_detail(
+            app,
+            e,
+            frame,
+            detail.inner(ratatui::layout::Margin::new(1, 0)),
+        );
+    }
+}
+
+/// The selected lesson's details; what does not fit ends in a line that says so, never
+/// mid-list without a word.
+fn render_detail(app: &App, e: &Entry, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let mut lines = detail_lines(app, e, area.width as usize);
+    let rows = |l: &[Line<'static>]| {
+        Paragraph::new(l.to_vec())
+            .wrap(Wrap { trim: false })
+            .line_count(area.width)
+    };
+    if rows(&lines) > area.height as usize {
+        let text = |l: &Line| {
+            l.spans
+                .first()
+                .map_or(String::new(), |s| s.content.to_string())
         };
-        // What does not fit ends in a line that says so, never mid-list without a word.
-        if rows(&lines) > area.height as usize {
-            let text = |l: &Line| {
-                l.spans
-                    .first()
-                    .map_or(String::new(), |s| s.content.to_string())
-            };
-            let mut cut = None;
-            while !lines.is_empty() && rows(&lines) + 1 > area.height as usize {
-                cut = lines.pop();
-            }
-            // A wrapped objective goes whole: drop the rows of it that did fit.
-            if cut.is_some_and(|c| text(&c).starts_with("  ")) {
-                while lines.last().is_some_and(|l| text(l).starts_with("  ")) {
-                    lines.pop();
-                }
+        let mut cut = None;
+        while !lines.is_empty() && rows(&lines) + 1 > area.height as usize {
+            cut = lines.pop();
+        }
+        // A wrapped objective goes whole: drop the rows of it that did fit.
+        if cut.is_some_and(|c| text(&c).starts_with("  ")) {
+            while lines.last().is_some_and(|l| text(l).starts_with("  ")) {
                 lines.pop();
             }
-            lines.push(Line::styled("… more: Enter opens the lesson", t.dim));
+            lines.pop();
         }
-        frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
+        lines.push(Line::styled("… more: Enter opens the lesson", t.dim));
     }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
 }
 
 fn detail_lines(app: &App, e: &Entry, width: usize) -> Vec<Line<'static>> {
@@ -320,12 +384,7 @@ impl crate::tui::screens::View for HomeState {
         render(self, app, frame, area)
     }
 
-    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Home]
-    }
-
-    /// The course map's own keys are the screens' openers.
-    fn keys(&self) -> &'static [crate::tui::keys::Binding] {
-        crate::tui::screens::OPENER_KEYS
+    fn contexts(&self) -> Vec<Context> {
+        vec![OWN]
     }
 }

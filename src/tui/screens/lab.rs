@@ -19,13 +19,13 @@ use crate::lab::bench::gpu;
 use crate::lab::bench::{Collector, Pairs, Row, sizes};
 use crate::lab::job::launch::{self, Launch, Msg};
 use crate::lab::{Backend, Event, Job};
-use crate::tui::app::{Action, App, Background, Outcome};
+use crate::tui::app::{Action, App, Background, Outcome, ScreenId};
+use crate::tui::error::ScreenError;
 use crate::tui::form::{Form, FormModel, cycle};
 use crate::units::format_bytes;
 
 /// The course map opens this screen with `B` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Lab",
     &[crate::tui::keys::Key::Char('B')],
     "live lab (bench)",
     Some((3, "live lab")),
@@ -155,14 +155,17 @@ impl FormModel for LabParams {
     }
 
     /// Every combination the fields can reach runs (min ≤ max is kept by `adjust`).
-    fn validate(&mut self) -> Result<(), String> {
+    type Error = ScreenError;
+
+    fn validate(&mut self) -> Result<(), ScreenError> {
         Ok(())
     }
 }
 
 impl LabParams {
-    pub fn from_block(b: &LabBlock) -> Result<Self, String> {
-        let (coll, algo, ranks, minbytes, maxbytes) = b.resolve().map_err(|(_, e)| e)?;
+    pub fn from_block(b: &LabBlock) -> Result<Self, ScreenError> {
+        let (coll, algo, ranks, minbytes, maxbytes) =
+            b.resolve().map_err(ScreenError::block("lab"))?;
         Ok(Self {
             coll,
             algo,
@@ -174,14 +177,14 @@ impl LabParams {
         })
     }
 
-    fn job(&self) -> Result<Job, String> {
+    fn job(&self) -> Result<Job, ScreenError> {
         Ok(Job {
             backend: self.backend,
             ..Job::bench(
                 self.coll,
                 self.algo,
                 self.dtype,
-                sizes(self.minbytes, self.maxbytes, 4)?,
+                sizes(self.minbytes, self.maxbytes, 4).map_err(ScreenError::Sweep)?,
             )
         })
     }
@@ -290,7 +293,7 @@ impl LabState {
         let mut job = match self.params.job() {
             Ok(j) => j,
             Err(e) => {
-                app.status = Some(e);
+                app.status = Some(e.to_string());
                 return;
             }
         };
@@ -332,12 +335,18 @@ impl LabState {
                 match gpu::prepare(&mut job, &mut l, m, &ask) {
                     Ok(p) => {
                         for n in &p.notes {
-                            let _ = tx.send(Background::Lab(LabUpdate::Note(id, n.clone())));
+                            let _ = tx.send(Background::to(
+                                ScreenId::Lab,
+                                LabUpdate::Note(id, n.clone()),
+                            ));
                         }
                         Some(p)
                     }
                     Err(e) => {
-                        let _ = tx.send(Background::Lab(LabUpdate::Finished(id, Err(e))));
+                        let _ = tx.send(Background::to(
+                            ScreenId::Lab,
+                            LabUpdate::Finished(id, Err(e)),
+                        ));
                         return;
                     }
                 }
@@ -345,13 +354,13 @@ impl LabState {
                 None
             };
             let r = launch::run(&job, &l, |m| {
-                let _ = tx.send(Background::Lab(LabUpdate::Msg(id, m.clone())));
+                let _ = tx.send(Background::to(ScreenId::Lab, LabUpdate::Msg(id, m.clone())));
             });
             drop(prepared);
-            let _ = tx.send(Background::Lab(LabUpdate::Finished(
-                id,
-                r.map_err(|e| e.to_string()),
-            )));
+            let _ = tx.send(Background::to(
+                ScreenId::Lab,
+                LabUpdate::Finished(id, r.map_err(|e| e.to_string())),
+            ));
         });
     }
 
@@ -472,17 +481,9 @@ pub fn update(s: &mut LabState, app: &mut App, action: Action) -> Outcome {
     Outcome::Stay
 }
 
-pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
-    let t = &app.theme;
-    // In front of a class: the chart fills the middle and the board is set large.
-    let class = crate::tui::bigboard::presenting(app);
-    let board_h = if class {
-        (s.params.ranks as u16 * crate::tui::bigboard::GLYPH_H + 1).min(area.height / 2)
-    } else {
-        (s.params.ranks as u16 + 2).min(10)
-    };
-    // Parameters, the focused one marked with ▶ and reverse video; they wrap at a field's
-    // boundary, so every field (the backend too) stays on screen at 80 columns.
+/// The parameters, the focused one marked with ▶ and reverse video; they wrap at a field's
+/// boundary, so every field (the backend too) stays on screen at 80 columns.
+fn field_lines(s: &LabState, t: &crate::tui::theme::Theme, width: u16) -> Vec<Vec<Span<'static>>> {
     let mut field_lines: Vec<Vec<Span<'static>>> = vec![vec![Span::styled(" Live lab ", t.title)]];
     for (i, &f) in LabParams::FIELDS.iter().enumerate() {
         let (name, v) = (LabParams::label(f), s.params.value(f));
@@ -495,7 +496,7 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         let line_w = |l: &Vec<Span<'static>>| l.iter().map(|s| s.width()).sum::<usize>();
         if field_lines
             .last()
-            .is_some_and(|l| line_w(l) + w > area.width as usize)
+            .is_some_and(|l| line_w(l) + w > width as usize)
         {
             field_lines.push(vec![Span::raw("          ")]);
         }
@@ -503,14 +504,12 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             l.extend(pair);
         }
     }
-    let head_h = field_lines.len() as u16 + 2;
-    let [head, mid, board] = Layout::vertical([
-        Constraint::Length(head_h),
-        Constraint::Min(6),
-        Constraint::Length(board_h),
-    ])
-    .areas(area);
-    let status = match &s.state {
+    field_lines
+}
+
+/// The run's state under the parameters: how to start, the time running, the verdict.
+fn status_span(s: &LabState, t: &crate::tui::theme::Theme) -> Span<'static> {
+    match &s.state {
         RunState::Idle => Span::styled(" Enter runs · ↑↓ choose a field · ←→ change it", t.dim),
         RunState::Running => Span::styled(
             format!(
@@ -535,7 +534,27 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
             Span::styled(format!(" ✗ {}", e.lines().next().unwrap_or("")), t.error)
         }
         RunState::Cancelled => Span::styled(" cancelled", t.warn),
+    }
+}
+
+pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    // In front of a class: the chart fills the middle and the board is set large.
+    let class = app.presenting();
+    let board_h = if class {
+        (s.params.ranks as u16 * crate::tui::bigboard::GLYPH_H + 1).min(area.height / 2)
+    } else {
+        (s.params.ranks as u16 + 2).min(10)
     };
+    let field_lines = field_lines(s, t, area.width);
+    let head_h = field_lines.len() as u16 + 2;
+    let [head, mid, board] = Layout::vertical([
+        Constraint::Length(head_h),
+        Constraint::Min(6),
+        Constraint::Length(board_h),
+    ])
+    .areas(area);
+    let status = status_span(s, t);
     let mut head_lines: Vec<Line> = field_lines.into_iter().map(Line::from).collect();
     head_lines.push(Line::from(status));
     frame.render_widget(Paragraph::new(head_lines), head);
@@ -764,19 +783,22 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     out
 }
 
+const LAB: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab");
+/// While ranks run, q and Esc cancel the run (they do not leave the screen).
 const RUNNING: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab, running");
 
-/// While ranks run, q and Esc cancel the run (the fields are locked, Enter does nothing).
-pub const RUNNING_KEYS: &[crate::tui::keys::Binding] = &[crate::tui::keys::bind(
-    RUNNING,
-    &[
-        crate::tui::keys::Key::Char('q'),
-        crate::tui::keys::Key::Code(crossterm::event::KeyCode::Esc),
-    ],
-    "cancel the run (the ranks are killed)",
-    Action::Back,
-    Some((1, "cancel the run")),
-)];
+use crate::tui::keys::{Binding, DOWN, Key, NEXT_VALUE, PREV_VALUE, UP, bind};
+use crossterm::event::KeyCode;
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(LAB, &[Key::Code(KeyCode::Enter), Key::Char('r')], "run on real processes", Action::Open, Some((1, "run on real processes"))),
+    bind(LAB, DOWN, "choose a field", Action::Move(1), Some((1, "choose a field"))),
+    bind(LAB, UP, "previous field", Action::Move(-1), None),
+    bind(LAB, NEXT_VALUE, "change the value", Action::Adjust(1), Some((1, "change the value"))),
+    bind(LAB, PREV_VALUE, "previous value", Action::Adjust(-1), None),
+    bind(RUNNING, &[Key::Char('q'), Key::Code(KeyCode::Esc)], "cancel the run (the ranks are killed)", Action::Back, Some((1, "cancel the run"))),
+];
 
 // The screen registry's view of the live lab (see screens/mod.rs).
 impl crate::tui::screens::View for LabState {
@@ -790,18 +812,18 @@ impl crate::tui::screens::View for LabState {
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
         if self.running() {
-            Vec::new()
+            vec![RUNNING]
         } else {
-            vec![crate::tui::keys::Context::Lab]
+            vec![LAB]
         }
     }
 
     fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Lab]
-    }
-
-    fn keys(&self) -> &'static [crate::tui::keys::Binding] {
-        if self.running() { RUNNING_KEYS } else { &[] }
+        if self.running() {
+            vec![RUNNING, LAB]
+        } else {
+            vec![LAB]
+        }
     }
 
     // Elapsed times on the phase board move while ranks run.
@@ -810,8 +832,8 @@ impl crate::tui::screens::View for LabState {
             .then(|| std::time::Duration::from_millis(250))
     }
 
-    fn receive(&mut self, msg: &crate::tui::app::Background, _app: &mut App) {
-        if let crate::tui::app::Background::Lab(u) = msg {
+    fn receive(&mut self, msg: &dyn std::any::Any, _app: &mut App) {
+        if let Some(u) = msg.downcast_ref::<LabUpdate>() {
             LabState::receive(self, u.clone());
         }
     }

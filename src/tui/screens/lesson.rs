@@ -9,8 +9,14 @@ use ratatui::widgets::Paragraph;
 
 use crate::course::Block;
 use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::error::ScreenError;
+use crate::tui::keys::{
+    BOTTOM, Binding, Context, DOWN, Key, PAGE_DOWN, PAGE_UP, RELOAD, TOP, UP, bind,
+};
 use crate::tui::markdown::{self, RenderOptions, Rendered};
 use crate::tui::screens::ring::{RingParams, RingState};
+use Key::{Char, Code};
+use crossterm::event::KeyCode;
 
 /// Widest text column: long lines are hard to read, so wide terminals get margins.
 pub const MAX_TEXT_WIDTH: u16 = 100;
@@ -371,19 +377,17 @@ impl LessonState {
 }
 
 /// The screen an embedded block opens.
-fn open_embed(block: &Block) -> Result<Screen, String> {
+fn open_embed(block: &Block) -> Result<Screen, ScreenError> {
     use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
     match block {
         Block::Ring(r) => RingParams::from_block(r)
-            .map_err(|e| format!("this ring block is invalid: {e}"))
             .and_then(RingState::new)
             .map(|r| Screen::Ring(Box::new(r))),
         Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
         Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
         Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
-            .map_err(|e| format!("this lab block is invalid: {e}"))
             .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
-        _ => Err("nothing to open here".into()),
+        _ => Err(ScreenError::NothingToOpen),
     }
 }
 
@@ -430,45 +434,157 @@ fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
     app.status = Some(s.search_summary(app));
 }
 
+pub const OWN: Context = Context::Own("Lesson");
+
+/// The lesson reader's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Scroll to the next (+1) or previous (-1) section.
+    Section,
+    /// Start typing a search.
+    Search,
+    /// Go to the next (+1) or previous (-1) match of the search.
+    Match,
+    /// Esc clears an active search; with none, it leaves like `q`.
+    ClearSearchOrBack,
+    /// Math as raw TeX, or rendered.
+    ToggleTex,
+    /// Select the next (+1) or previous (-1) link within the course.
+    Link,
+    /// A quiz on this lesson.
+    Quiz,
+}
+
+impl Verb {
+    /// The action, with an amount (+1/−1 for verbs that go both ways).
+    pub const fn by(self, d: i32) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Lesson, self as u8, d)
+    }
+
+    pub const fn act(self) -> Action {
+        self.by(0)
+    }
+}
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "scroll down", Action::Move(1), Some((4, "scroll"))),
+    bind(OWN, UP, "scroll up", Action::Move(-1), None),
+    bind(OWN, PAGE_DOWN, "page down", Action::Page(1), Some((1, "page"))),
+    bind(OWN, PAGE_UP, "page up", Action::Page(-1), None),
+    bind(OWN, TOP, "top", Action::Top, None),
+    bind(OWN, BOTTOM, "bottom", Action::Bottom, None),
+    bind(OWN, &[Char(']'), Code(KeyCode::Tab)], "next section", Verb::Section.by(1), Some((2, "section"))),
+    bind(OWN, &[Char('['), Code(KeyCode::BackTab)], "previous section", Verb::Section.by(-1), None),
+    bind(OWN, &[Char('/')], "search", Verb::Search.act(), Some((2, "search"))),
+    bind(OWN, &[Char('n')], "next match", Verb::Match.by(1), None),
+    bind(OWN, &[Char('N')], "previous match", Verb::Match.by(-1), None),
+    bind(OWN, &[Char('t')], "raw TeX on/off", Verb::ToggleTex.act(), None),
+    bind(OWN, &[Code(KeyCode::Enter)], "follow link, or open ring/TP/planner", Action::Open, None),
+    bind(OWN, RELOAD, "reload lessons", Action::Reload, None),
+    bind(OWN, &[Code(KeyCode::Esc)], "clear the search (with none: back)", Verb::ClearSearchOrBack.act(), None),
+    bind(OWN, &[Char('f')], "next link (→ glossary, lessons)", Verb::Link.by(1), Some((3, "link"))),
+    bind(OWN, &[Char('F')], "select the previous link", Verb::Link.by(-1), None),
+    bind(OWN, &[Char('Q')], "quiz on this lesson", Verb::Quiz.act(), Some((3, "quiz"))),
+];
+
 pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
-    let max = s.max_scroll(app);
-    let page = viewport(app).saturating_sub(2).max(1) as isize;
     if s.search.editing {
         match action {
             Action::Edit(r) => s.search.field.apply(r),
             Action::InputCancel => s.search.editing = false,
-            Action::InputSubmit => {
-                s.search.editing = false;
-                s.search.query = s.search.field.value().to_string();
-                s.search.hits = find(&s.plain, &s.search.query);
-                s.search.current = s.search.hits.iter().position(|&l| l >= s.scroll).or((!s
-                    .search
-                    .hits
-                    .is_empty())
-                .then_some(0));
-                if let Some(i) = s.search.current {
-                    s.scroll = s.search.hits[i].saturating_sub(2).min(max);
-                }
-                // A search from the course map goes to where the text is.
-                if s.search.hits.is_empty()
-                    && s.search.course_wide
-                    && let Some(entry) = s.next_lesson_with(app, 1)
-                {
-                    go_on_to(s, app, entry, 1);
-                    return Outcome::Stay;
-                }
-                app.status = Some(s.search_summary(app));
-            }
+            Action::InputSubmit => submit_search(s, app),
             _ => {}
         }
         return Outcome::Stay;
     }
+    let done = match action.verb(crate::tui::app::ScreenId::Lesson, Verb::from_repr) {
+        Some((verb, d)) => on_verb(s, app, verb, d),
+        None => on_action(s, app, action),
+    };
+    if let Some(outcome) = done {
+        return outcome;
+    }
+    if let Some(id) = &s.id {
+        let f = s.fraction_read(app);
+        app.note_reading(id, f);
+    }
+    Outcome::Stay
+}
+
+/// Enter on the search line: the matches, from where the reader is (or the next lesson that
+/// has the text, for a search from the course map).
+fn submit_search(s: &mut LessonState, app: &mut App) {
+    let max = s.max_scroll(app);
+    s.search.editing = false;
+    s.search.query = s.search.field.value().to_string();
+    s.search.hits = find(&s.plain, &s.search.query);
+    s.search.current = s.search.hits.iter().position(|&l| l >= s.scroll).or((!s
+        .search
+        .hits
+        .is_empty())
+    .then_some(0));
+    if let Some(i) = s.search.current {
+        s.scroll = s.search.hits[i].saturating_sub(2).min(max);
+    }
+    // A search from the course map goes to where the text is.
+    if s.search.hits.is_empty()
+        && s.search.course_wide
+        && let Some(entry) = s.next_lesson_with(app, 1)
+    {
+        go_on_to(s, app, entry, 1);
+        return;
+    }
+    app.status = Some(s.search_summary(app));
+}
+
+/// What every screen understands; None: the reading position is noted after it.
+fn on_action(s: &mut LessonState, app: &mut App, action: Action) -> Option<Outcome> {
+    let max = s.max_scroll(app);
+    let page = viewport(app).saturating_sub(2).max(1) as isize;
     match action {
         Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize).min(max),
         Action::Page(d) => s.scroll = s.scroll.saturating_add_signed(d as isize * page).min(max),
         Action::Top => s.scroll = 0,
         Action::Bottom => s.scroll = max,
-        Action::Section(d) => {
+        Action::Resize(..) | Action::Reload => s.relayout(app),
+        Action::Open
+            if s.link
+                .and_then(|i| s.rendered.links.get(i))
+                .is_some_and(|l| (s.scroll..s.scroll + viewport(app)).contains(&l.line)) =>
+        {
+            return Some(s.follow(app));
+        }
+        Action::Open => match s.visible_embed(app).map(open_embed) {
+            Some(Ok(screen)) => return Some(Outcome::Push(screen)),
+            Some(Err(e)) => app.status = Some(e.to_string()),
+            None => {
+                app.status = Some(
+                    "nothing to open here: scroll to a ring view, TP calculator or planner".into(),
+                )
+            }
+        },
+        Action::Back => return Some(leave(s, app)),
+        _ => {}
+    }
+    None
+}
+
+/// Leave the lesson, saving how far it was read.
+fn leave(s: &LessonState, app: &mut App) -> Outcome {
+    if let Some(id) = &s.id {
+        let f = s.fraction_read(app);
+        app.record_reading(id, f);
+    }
+    Outcome::Pop
+}
+
+/// The lesson's own verbs; None: the reading position is noted after it.
+fn on_verb(s: &mut LessonState, app: &mut App, verb: Verb, d: i32) -> Option<Outcome> {
+    let max = s.max_scroll(app);
+    match verb {
+        Verb::Section => {
             let heads = &s.rendered.headings;
             let target = if d > 0 {
                 heads.iter().find(|h| h.line > s.scroll)
@@ -479,32 +595,13 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
                 s.scroll = h.line.min(max);
             }
         }
-        Action::SearchStart => {
+        Verb::Search => {
             s.search.editing = true;
             s.search.field.clear();
         }
-        Action::SearchStep(d) if !s.search.query.is_empty() => {
-            let n = s.search.hits.len() as isize;
-            let cur = s.search.current.map(|c| c as isize);
-            let past_end = match cur {
-                None => true,
-                Some(c) => (d > 0 && c + 1 >= n) || (d < 0 && c == 0),
-            };
-            // Past the last match (or the first, going back), the search goes on in the next
-            // lesson that has the text, in course order.
-            if past_end && let Some(entry) = s.next_lesson_with(app, d) {
-                go_on_to(s, app, entry, d);
-                return Outcome::Stay;
-            }
-            if n > 0 {
-                let next = (cur.unwrap_or(0) + d as isize).rem_euclid(n) as usize;
-                s.search.current = Some(next);
-                s.scroll = s.search.hits[next].saturating_sub(2).min(max);
-            }
-            app.status = Some(s.search_summary(app));
-        }
-        Action::SearchStep(_) => app.status = Some("no search: press / to search".into()),
-        Action::ToggleTex => {
+        Verb::Match if !s.search.query.is_empty() => return step_match(s, app, d),
+        Verb::Match => app.status = Some("no search: press / to search".into()),
+        Verb::ToggleTex => {
             app.raw_tex = !app.raw_tex;
             s.relayout(app);
             app.status = Some(
@@ -516,48 +613,45 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
                 .into(),
             );
         }
-        Action::Resize(..) | Action::Reload => s.relayout(app),
-        Action::NextLink(d) => s.step_link(app, d),
-        Action::Open
-            if s.link
-                .and_then(|i| s.rendered.links.get(i))
-                .is_some_and(|l| (s.scroll..s.scroll + viewport(app)).contains(&l.line)) =>
-        {
-            return s.follow(app);
-        }
-        Action::Open => match s.visible_embed(app).map(open_embed) {
-            Some(Ok(screen)) => return Outcome::Push(screen),
-            Some(Err(e)) => app.status = Some(e),
-            None => {
-                app.status = Some(
-                    "nothing to open here: scroll to a ring view, TP calculator or planner".into(),
-                )
-            }
-        },
-        Action::OpenQuiz => match s.id.as_deref().map(|id| super::quiz::open(app, Some(id))) {
-            Some(Ok(q)) => return Outcome::Push(Screen::Quiz(Box::new(q))),
-            Some(Err(e)) => app.status = Some(e),
+        Verb::Link => s.step_link(app, d),
+        Verb::Quiz => match s.id.as_deref().map(|id| super::quiz::open(app, Some(id))) {
+            Some(Ok(q)) => return Some(Outcome::Push(Screen::Quiz(Box::new(q)))),
+            Some(Err(e)) => app.status = Some(e.to_string()),
             None => app.status = Some("this file is not a lesson; no quiz".into()),
         },
-        Action::ClearSearchOrBack if !s.search.query.is_empty() => {
+        Verb::ClearSearchOrBack if !s.search.query.is_empty() => {
             s.search = Search::default();
             app.status = Some("search cleared (Esc or q again leaves the lesson)".into());
-            return Outcome::Stay;
+            return Some(Outcome::Stay);
         }
-        Action::Back | Action::ClearSearchOrBack => {
-            if let Some(id) = &s.id {
-                let f = s.fraction_read(app);
-                app.record_reading(id, f);
-            }
-            return Outcome::Pop;
-        }
-        _ => {}
+        Verb::ClearSearchOrBack => return Some(leave(s, app)),
     }
-    if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.note_reading(id, f);
+    None
+}
+
+/// The next (+1) or previous (-1) match, going on to the next lesson that has the text past
+/// the last (or the first) here.
+fn step_match(s: &mut LessonState, app: &mut App, d: i32) -> Option<Outcome> {
+    let max = s.max_scroll(app);
+    let n = s.search.hits.len() as isize;
+    let cur = s.search.current.map(|c| c as isize);
+    let past_end = match cur {
+        None => true,
+        Some(c) => (d > 0 && c + 1 >= n) || (d < 0 && c == 0),
+    };
+    // Past the last match (or the first, going back), the search goes on in the next
+    // lesson that has the text, in course order.
+    if past_end && let Some(entry) = s.next_lesson_with(app, d) {
+        go_on_to(s, app, entry, d);
+        return Some(Outcome::Stay);
     }
-    Outcome::Stay
+    if n > 0 {
+        let next = (cur.unwrap_or(0) + d as isize).rem_euclid(n) as usize;
+        s.search.current = Some(next);
+        s.scroll = s.search.hits[next].saturating_sub(2).min(max);
+    }
+    app.status = Some(s.search_summary(app));
+    None
 }
 
 pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
@@ -685,8 +779,8 @@ impl crate::tui::screens::View for LessonState {
         render(self, app, frame, area)
     }
 
-    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Lesson]
+    fn contexts(&self) -> Vec<Context> {
+        vec![OWN]
     }
 
     fn takes_text(&self) -> bool {
@@ -705,12 +799,6 @@ impl crate::tui::screens::View for LessonState {
             t.dim,
         ));
         Some(Line::from(spans))
-    }
-
-    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
-        if let crate::tui::app::Background::HighlightingReady = msg {
-            LessonState::relayout(self, app);
-        }
     }
 
     fn relayout(&mut self, app: &App) {

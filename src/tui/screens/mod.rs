@@ -1,13 +1,26 @@
-//! Screens: one file each, registered with one line in the `screens!` list below.
+//! Screens: one file each, declared below and registered with one line in the `screens!` list.
 //!
 //! A screen is a state type that implements [`View`] (update, render, key contexts, tick,
-//! background results, text input) in its own file, with its own keys and, if the course map
-//! opens it, its [`Opener`]. The list declares the module, adds the [`Screen`] variant that
-//! holds it, delegates to it and collects the openers; this file's drawing code never names a
-//! screen. Not yet so for older screens: `keys.rs` keeps a context for each of those whose keys
-//! predate `Context::Own`, and `app.rs` names the Home screen (the bottom of the stack), the TP
-//! calculator and planner the command line opens directly, and the lab, hang and notes screens'
-//! background messages. To add one, see "Adding a screen" in the README.
+//! background results, text input) in its own file, with its own keys (`pub const KEYS`, rows
+//! under `Context::Own`), its own verbs (`enum Verb`, sent as `Action::Screen`) and, if the
+//! course map opens it, its [`Opener`]. The list adds the [`Screen`] variant that holds it and
+//! its [`ScreenId`], delegates to it and collects the key tables and openers; this file's
+//! drawing code never names a screen. To add one, see "Adding a screen" in the README.
+
+pub mod class_quiz;
+#[cfg(test)]
+pub mod clock;
+pub mod hang;
+pub mod home;
+pub mod lab;
+pub mod lesson;
+pub mod notes_view;
+pub mod planner;
+pub mod present;
+pub mod quiz;
+pub mod ring;
+pub mod stats;
+pub mod tpcalc;
 
 // Helpers that are not screens.
 pub mod drill;
@@ -21,7 +34,8 @@ use ratatui::layout::{Alignment, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::app::{Action, App, Background, MIN_HEIGHT, MIN_WIDTH, Outcome};
+use super::app::{Action, App, MIN_HEIGHT, MIN_WIDTH, Outcome};
+use super::error::ScreenError;
 use super::keys::{self, Context};
 
 /// What every screen does. Only `update`, `render` and `contexts` are required.
@@ -30,13 +44,8 @@ pub trait View {
     fn update(&mut self, app: &mut App, action: Action) -> Outcome;
     /// Draw into `area` (everything but the hint bar). Never mutates.
     fn render(&self, app: &App, frame: &mut Frame, area: Rect);
-    /// The key contexts that apply now, most specific first (then Global).
+    /// The contexts of its `KEYS` that apply now, most specific first (then Global).
     fn contexts(&self) -> Vec<Context>;
-    /// Keys of the screen's own, defined in its file with `Context::Own` (looked up before the
-    /// shared table); a new screen needs no edit in `keys.rs`.
-    fn keys(&self) -> &'static [keys::Binding] {
-        &[]
-    }
     /// The contexts the `?` overlay lists (all of the screen's states); default: `contexts`.
     fn help_contexts(&self) -> Vec<Context> {
         self.contexts()
@@ -45,8 +54,14 @@ pub trait View {
     fn tick(&self, _app: &App) -> Option<Duration> {
         None
     }
-    /// A result of background work (every screen on the stack is offered each one).
-    fn receive(&mut self, _msg: &Background, _app: &mut App) {}
+    /// A result of background work sent to screens of its kind (`Background::to`): a value of
+    /// a type its file defines, to downcast.
+    fn receive(&mut self, _msg: &dyn std::any::Any, _app: &mut App) {}
+    /// The action every key but Ctrl-C sends now, whatever the key table says (a blanked
+    /// presentation comes back on any key); None: the key table decides.
+    fn on_any_key(&self) -> Option<Action> {
+        None
+    }
     /// True while typed text goes to a field of the screen instead of the key table.
     fn takes_text(&self) -> bool {
         false
@@ -61,51 +76,68 @@ pub trait View {
 
 /// How the course map opens a screen: a key on the map and what it builds. A screen declares
 /// its opener in its own file and names it on its `screens!` line (`opens OPENER`); the map's
-/// keys, its `?` overlay and its routing all read [`OPENERS`].
+/// keys ([`OPENER_KEYS`]), its `?` overlay and its routing ([`opener`]) all read [`OPENERS`].
 pub struct Opener {
-    /// Context [`Context::Home`], action `Action::OpenScreen(name)`.
-    pub binding: keys::Binding,
+    pub key: &'static [keys::Key],
+    pub desc: &'static str,
+    /// In the hint bar: (priority, short text); None: only in `?`.
+    pub hint: Option<(u8, &'static str)>,
     /// Build the screen; the map's selected entry is at hand. An error goes to the status line.
-    pub open: fn(&mut App, usize) -> Result<Screen, String>,
+    pub open: fn(&mut App, usize) -> Result<Screen, ScreenError>,
 }
 
 impl Opener {
-    /// An opener for screen `name` on `key`, described as `desc`, shown in the hint bar as
-    /// `hint` (priority, short text) or only in `?` (None).
+    /// An opener on `key`, described as `desc`, shown in the hint bar as `hint` (priority,
+    /// short text) or only in `?` (None).
     pub const fn new(
-        name: &'static str,
         key: &'static [keys::Key],
         desc: &'static str,
         hint: Option<(u8, &'static str)>,
-        open: fn(&mut App, usize) -> Result<Screen, String>,
+        open: fn(&mut App, usize) -> Result<Screen, ScreenError>,
     ) -> Self {
         Self {
-            binding: keys::bind(Context::Home, key, desc, Action::OpenScreen(name), hint),
+            key,
+            desc,
+            hint,
             open,
         }
     }
 }
 
-/// The opener whose key sends `action`, if any.
-pub fn opener_for(action: Action) -> Option<&'static Opener> {
-    OPENERS.iter().copied().find(|o| o.binding.action == action)
+/// The opener of screen `id`, if the course map opens it.
+pub fn opener(id: ScreenId) -> Option<&'static Opener> {
+    OPENERS.iter().find(|(of, _)| *of == id).map(|(_, o)| *o)
 }
 
-/// Declares each screen's module, the [`Screen`] variant holding its state, the delegation and,
-/// for a screen the course map opens, its opener.
+/// Builds, from the list of screens: the [`Screen`] variant holding each one's state and its
+/// [`ScreenId`], the delegation, every key table ([`ALL_KEYS`]) and the openers.
 macro_rules! screens {
     ($( $(#[$doc:meta])* $variant:ident($module:ident::$state:ident) $(opens $opener:ident)?, )*) => {
-        $( pub mod $module; )*
+        /// Every opener with the screen it opens, in list order.
+        pub const OPENERS: &[(ScreenId, &Opener)] =
+            &[ $( $( (ScreenId::$variant, &$module::$opener), )? )* ];
 
-        /// Every screen's opener, in list order.
-        pub const OPENERS: &[&Opener] = &[ $( $( &$module::$opener, )? )* ];
+        /// The openers' keys: the course map's, besides its own `KEYS`.
+        pub const OPENER_KEYS: &[keys::Binding] = &[ $( $( keys::bind(
+            home::OWN,
+            $module::$opener.key,
+            $module::$opener.desc,
+            Action::OpenScreen(ScreenId::$variant),
+            $module::$opener.hint,
+        ), )? )* ];
 
-        /// The openers' keys: the course map's own key table.
-        pub static OPENER_KEYS: &[keys::Binding] = &[ $( $( $module::$opener.binding, )? )* ];
+        /// Every screen's key table, and the openers'.
+        pub const ALL_KEYS: &[&[keys::Binding]] = &[ $( $module::KEYS, )* OPENER_KEYS ];
 
         /// The screens on the stack.
         pub enum Screen {
             $( $(#[$doc])* $variant(Box<$module::$state>), )*
+        }
+
+        /// Which screen a [`Screen`] is (where background results go, what a key opens).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ScreenId {
+            $( $(#[$doc])* $variant, )*
         }
 
         impl Screen {
@@ -118,6 +150,19 @@ macro_rules! screens {
             pub fn view_mut(&mut self) -> &mut dyn View {
                 match self {
                     $( Screen::$variant(s) => s.as_mut(), )*
+                }
+            }
+
+            pub fn id(&self) -> ScreenId {
+                match self {
+                    $( Screen::$variant(_) => ScreenId::$variant, )*
+                }
+            }
+
+            /// The screen's key table (its file's `KEYS`).
+            pub fn keys(&self) -> &'static [keys::Binding] {
+                match self {
+                    $( Screen::$variant(_) => $module::KEYS, )*
                 }
             }
         }
@@ -265,16 +310,12 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         };
         spans.push(Span::styled(format!("{shown}  "), t.accent));
     }
-    let own = app.own_keys();
-    let label = |b: &keys::Binding| match b.ctx {
-        keys::Context::Own(_) => b.short_label_among(own),
-        _ => b.short_label(),
-    };
+    let all = app.bindings();
+    let label = |b: &keys::Binding| b.short_label(&all);
     let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
     let w = |b: &keys::Binding| label(b).chars().count() + bar(b).chars().count() + 3;
     // The screen's keys by priority; back and help always show, help as "more: ?" when some
     // keys did not fit (the overlay lists them all).
-    let all: Vec<&keys::Binding> = keys::for_contexts_with(own, &app.contexts()).collect();
     let mut local: Vec<&keys::Binding> = all
         .iter()
         .copied()
@@ -284,9 +325,10 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     // A global key every one of whose keys the screen has taken for itself (the live lab's
     // q/Esc cancel a run) is not shown: it would promise what those keys no longer do.
     let shadowed = |b: &keys::Binding| {
-        b.keys
-            .iter()
-            .all(|k| own.iter().any(|o| o.keys.contains(k)))
+        b.keys.iter().all(|k| {
+            all.iter()
+                .any(|o| o.ctx != keys::Context::Global && o.keys.contains(k))
+        })
     };
     let global: Vec<&keys::Binding> = all
         .iter()
@@ -332,50 +374,54 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tui::keys::{BINDINGS, Binding, Key};
-
-    fn shared(ctx: Context) -> impl Iterator<Item = &'static Binding> {
-        BINDINGS.iter().filter(move |b| b.ctx == ctx)
-    }
+    use crate::tui::keys::{BINDINGS, Key};
 
     #[test]
     fn openers_take_no_key_the_map_or_every_screen_already_has() {
-        let taken: Vec<(Key, &str)> = shared(Context::Global)
-            .chain(shared(Context::Home))
+        let taken: Vec<(Key, &str)> = BINDINGS
+            .iter()
+            .filter(|b| b.ctx == Context::Global)
+            .chain(home::KEYS)
             .flat_map(|b| b.keys.iter().map(move |k| (*k, b.desc)))
             .collect();
         let mut seen: Vec<(Key, &str)> = Vec::new();
-        for o in OPENERS {
-            assert_eq!(o.binding.ctx, Context::Home, "{}", o.binding.desc);
-            for k in o.binding.keys {
+        for b in OPENER_KEYS {
+            assert_eq!(b.ctx, home::OWN, "{}", b.desc);
+            for k in b.keys {
                 if let Some((_, what)) = taken.iter().chain(&seen).find(|(t, _)| t == k) {
-                    panic!(
-                        "{:?} opens {:?} but already means {what:?}",
-                        k, o.binding.desc
-                    );
+                    panic!("{:?} opens {:?} but already means {what:?}", k, b.desc);
                 }
-                seen.push((*k, o.binding.desc));
+                seen.push((*k, b.desc));
             }
         }
         assert!(OPENERS.len() >= 6, "{} openers", OPENERS.len());
         assert_eq!(OPENER_KEYS.len(), OPENERS.len());
     }
 
+    /// Every screen's table, whatever its state (the live lab's running keys too).
     #[test]
     fn no_own_key_hides_help_or_quit() {
-        let tables: [(&str, &[Binding]); 4] = [
-            ("course map", OPENER_KEYS),
-            ("present", present::KEYS),
-            ("class quiz", class_quiz::KEYS),
-            ("notes", notes_view::KEYS),
-        ];
-        for (name, table) in tables {
-            for b in table {
+        for table in ALL_KEYS {
+            for b in *table {
                 for k in [Key::Char('?'), Key::Ctrl('c')] {
-                    assert!(!b.keys.contains(&k), "{name}: {:?} takes {k:?}", b.desc);
+                    assert!(
+                        !b.keys.contains(&k),
+                        "{}: {:?} takes {k:?}",
+                        b.ctx.title(),
+                        b.desc
+                    );
                 }
             }
         }
+        let rows = || ALL_KEYS.iter().copied().flatten();
+        assert!(
+            rows().any(|b| b.desc.starts_with("cancel the run")),
+            "the lab's, running"
+        );
+        assert!(
+            rows().any(|b| b.ctx == Context::Own("Clock")),
+            "the README's example"
+        );
     }
 
     #[test]
@@ -384,36 +430,20 @@ mod tests {
             crate::course::Course::embedded(),
             crate::tui::theme::Theme::color(),
         );
-        let bound = BINDINGS
-            .iter()
-            .chain(present::KEYS)
-            .chain(OPENER_KEYS)
-            .filter(|b| matches!(b.action, Action::OpenScreen(_)));
+        let bound = ALL_KEYS.iter().copied().flatten();
         for b in bound {
-            assert!(opener_for(b.action).is_some(), "{:?}: no opener", b.action);
+            if let Action::OpenScreen(id) = b.action {
+                assert!(opener(id).is_some(), "{id:?}: no opener");
+            }
         }
-        for o in OPENERS {
-            let Action::OpenScreen(name) = o.binding.action else {
-                panic!("{}: not an OpenScreen action", o.binding.desc);
-            };
-            let screen = (o.open)(&mut app, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
-            // The screen it built is the one it is named for: its variant's name.
-            let variant = match screen {
-                Screen::Ring(_) => "Ring",
-                Screen::Stats(_) => "Stats",
-                Screen::TpCalc(_) => "TpCalc",
-                Screen::Planner(_) => "Planner",
-                Screen::Lab(_) => "Lab",
-                Screen::Hang(_) => "Hang",
-                Screen::Clock(_) => "Clock",
-                _ => "another screen",
-            };
-            assert_eq!(variant, name);
+        for (id, o) in OPENERS {
+            let screen = (o.open)(&mut app, 0).unwrap_or_else(|e| panic!("{id:?}: {e}"));
+            assert_eq!(screen.id(), *id);
         }
     }
 
     /// The README's "Adding a screen" is this crate's clock.rs, word for word, with its line in
-    /// the list; the file is formatted (cargo fmt does not reach files declared in a macro).
+    /// the list; the file is formatted as rustfmt would.
     #[test]
     fn readme_example_is_the_clock_screen() {
         let root = env!("CARGO_MANIFEST_DIR");
@@ -428,16 +458,17 @@ mod tests {
             .map(|b| b.split("```").next().unwrap_or(""))
             .take(2)
             .collect();
-        assert_eq!(blocks.len(), 2, "a file and a list line");
+        assert_eq!(blocks.len(), 2, "a file and its lines in mod.rs");
         let file =
             std::fs::read_to_string(format!("{root}/src/tui/screens/clock.rs")).expect("clock.rs");
         assert_eq!(blocks[0], file, "the README's screen is clock.rs as it is");
         let list = std::fs::read_to_string(format!("{root}/src/tui/screens/mod.rs")).expect("mod");
-        let line = blocks[1].trim();
-        assert!(
-            list.lines().any(|l| l.trim() == line),
-            "{line:?} is not in the screens list"
-        );
+        for line in blocks[1].lines().map(str::trim).filter(|l| !l.is_empty()) {
+            assert!(
+                list.lines().any(|l| l.trim() == line),
+                "{line:?} is not in screens/mod.rs"
+            );
+        }
         // The key it binds is on the course map.
         let mut app = App::new(
             crate::course::Course::embedded(),
@@ -447,10 +478,9 @@ mod tests {
             crossterm::event::KeyCode::Char('c'),
             crossterm::event::KeyModifiers::NONE,
         );
-        let home = home::HomeState::default();
-        let action = keys::lookup_with(home.keys(), &home.contexts(), &ev);
-        assert_eq!(action, Some(Action::OpenScreen("Clock")));
-        let screen = opener_for(Action::OpenScreen("Clock"))
+        let action = keys::lookup(&app.key_tables(), &app.contexts(), &ev);
+        assert_eq!(action, Some(Action::OpenScreen(ScreenId::Clock)));
+        let screen = opener(ScreenId::Clock)
             .map(|o| (o.open)(&mut app, 0))
             .expect("an opener");
         assert!(matches!(screen, Ok(Screen::Clock(_))));

@@ -131,21 +131,10 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
 const OWN: Context = Context::Own("Presenter notes");
 
 /// This screen's keys (the `?` overlay lists them under its title).
+#[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(
-        OWN,
-        crate::tui::keys::DOWN,
-        "scroll the notes",
-        Action::Move(1),
-        Some((1, "scroll")),
-    ),
-    bind(
-        OWN,
-        crate::tui::keys::UP,
-        "scroll up",
-        Action::Move(-1),
-        None,
-    ),
+    bind(OWN, crate::tui::keys::DOWN, "scroll the notes", Action::Move(1), Some((1, "scroll"))),
+    bind(OWN, crate::tui::keys::UP, "scroll up", Action::Move(-1), None),
 ];
 
 impl crate::tui::screens::View for NotesState {
@@ -161,17 +150,13 @@ impl crate::tui::screens::View for NotesState {
         vec![OWN]
     }
 
-    fn keys(&self) -> &'static [Binding] {
-        KEYS
-    }
-
     // The clock moves.
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
         Some(std::time::Duration::from_secs(1))
     }
 
-    fn receive(&mut self, msg: &crate::tui::app::Background, _app: &mut App) {
-        if let crate::tui::app::Background::Notes(m) = msg {
+    fn receive(&mut self, msg: &dyn std::any::Any, _app: &mut App) {
+        if let Some(m) = msg.downcast_ref::<Option<NotesMsg>>() {
             NotesState::receive(self, m.clone());
         }
     }

@@ -15,11 +15,11 @@ use crate::course::block::PlanBlock;
 use crate::infer::plan::MAX_NODES;
 use crate::infer::{Backend, ModelConfig, Plan, PlanInput, find_model, plan, presets};
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::error::ScreenError;
 use crate::tui::form::{Form, FormModel, cycle, step};
 
 /// The course map opens this screen with `p` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Planner",
     &[crate::tui::keys::Key::Char('p')],
     "vLLM launch planner",
     Some((5, "planner")),
@@ -67,7 +67,7 @@ pub struct PlannerState {
     pub form: Form,
     /// First line of the plan text shown.
     pub scroll: usize,
-    pub plan: Result<Plan, String>,
+    pub plan: Result<Plan, ScreenError>,
     /// The field being typed (head IP or interface) and its text.
     pub typing: Option<(PlanField, crate::tui::field::Field)>,
 }
@@ -78,8 +78,8 @@ impl PlannerState {
         nodes: usize,
         gpus_per_node: usize,
         backend: Backend,
-    ) -> Result<Self, String> {
-        let m = find_model(model).map_err(|e| e.to_string())?;
+    ) -> Result<Self, ScreenError> {
+        let m = find_model(model)?;
         let models = presets();
         let idx = models.iter().position(|p| p.name == m.name).unwrap_or(0);
         let mut s = Self {
@@ -95,7 +95,7 @@ impl PlannerState {
             iface: "eth0".into(),
             form: Form::default(),
             scroll: 0,
-            plan: Err(String::new()),
+            plan: Err(ScreenError::NoPresets),
             typing: None,
         };
         s.recompute();
@@ -104,8 +104,8 @@ impl PlannerState {
     }
 
     /// The planner preset by a ```` ```plan ```` block.
-    pub fn from_block(b: &PlanBlock) -> Result<Self, String> {
-        let backend = b.backend.parse::<Backend>()?;
+    pub fn from_block(b: &PlanBlock) -> Result<Self, ScreenError> {
+        let backend = b.backend.parse::<Backend>().map_err(ScreenError::Backend)?;
         Self::new(&b.model, b.nodes, b.gpus_per_node, backend)
     }
 
@@ -122,9 +122,9 @@ impl PlannerState {
                 input.inter = self.inter;
                 input.head_ip = self.head_ip.clone();
                 input.iface = self.iface.clone();
-                plan(&input).map_err(|e| e.to_string())
+                plan(&input).map_err(ScreenError::from)
             }
-            None => Err("no model presets".into()),
+            None => Err(ScreenError::NoPresets),
         };
     }
 
@@ -136,7 +136,7 @@ impl PlannerState {
                 .lines()
                 .flat_map(|l| wrap_line(l, width as usize))
                 .collect(),
-            Err(e) => vec![e.clone()],
+            Err(e) => vec![e.to_string()],
         }
     }
 }
@@ -251,7 +251,9 @@ impl FormModel for PlannerState {
         f == PlanField::HeadIp
     }
 
-    fn validate(&mut self) -> Result<(), String> {
+    type Error = ScreenError;
+
+    fn validate(&mut self) -> Result<(), ScreenError> {
         self.recompute();
         self.plan.as_ref().map(|_| ()).map_err(Clone::clone)
     }
@@ -259,14 +261,14 @@ impl FormModel for PlannerState {
 
 impl PlannerState {
     /// Set a typed field; a value the plan refuses is not kept (the error says why).
-    fn set_typed(&mut self, field: PlanField, text: &str) -> Result<(), String> {
+    fn set_typed(&mut self, field: PlanField, text: &str) -> Result<(), ScreenError> {
         let text = text.trim();
         let (old_ip, old_iface) = (self.head_ip.clone(), self.iface.clone());
         match field {
             PlanField::HeadIp => {
                 self.head_ip = (!text.is_empty() && text != "HEAD_IP").then(|| text.to_string())
             }
-            PlanField::Iface if text.is_empty() => return Err("type an interface name".into()),
+            PlanField::Iface if text.is_empty() => return Err(ScreenError::NoInterface),
             PlanField::Iface => self.iface = text.to_string(),
             _ => return Ok(()),
         }
@@ -276,9 +278,10 @@ impl PlannerState {
             self.iface = old_iface;
             self.recompute();
             // The plan speaks in `ringlab plan`'s flags; here the fields have names.
-            return Err(e
-                .replace("--head-ip ", "head IP ")
-                .replace("--iface ", "interface "));
+            return Err(match e {
+                ScreenError::Plan(e) => ScreenError::TypedField(e),
+                e => e,
+            });
         }
         Ok(())
     }
@@ -340,6 +343,36 @@ impl PlannerState {
     }
 }
 
+pub const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Launch planner");
+
+/// The planner's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Copy the launch commands, plain (the terminal's clipboard and a file here).
+    Copy,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Planner, self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{Binding, DOWN, Key, NEXT_VALUE, PAGE_DOWN, PAGE_UP, PREV_VALUE, UP, bind};
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "choose field", Action::Move(1), Some((1, "choose field"))),
+    bind(OWN, UP, "previous field", Action::Move(-1), None),
+    bind(OWN, NEXT_VALUE, "change value", Action::Adjust(1), Some((1, "change value"))),
+    bind(OWN, PREV_VALUE, "previous value", Action::Adjust(-1), None),
+    bind(OWN, PAGE_DOWN, "scroll plan", Action::Page(1), Some((1, "scroll plan"))),
+    bind(OWN, PAGE_UP, "scroll up", Action::Page(-1), None),
+    bind(OWN, &[Key::Code(crossterm::event::KeyCode::Enter)], "type the head IP or interface (on its field)", Action::Open, None),
+    bind(OWN, &[Key::Char('y')], "copy the launch commands, plain (clipboard and a file here)", Verb::Copy.act(), Some((2, "copy commands"))),
+];
+
 pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
     if let Some((field, text)) = &mut s.typing {
         match action {
@@ -349,11 +382,17 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
                 let (field, value) = (*field, text.value().to_string());
                 match s.set_typed(field, &value) {
                     Ok(()) => s.typing = None,
-                    Err(e) => app.status = Some(e),
+                    Err(e) => app.status = Some(e.to_string()),
                 }
             }
             _ => {}
         }
+        return Outcome::Stay;
+    }
+    if let Some((Verb::Copy, _)) = action.verb(crate::tui::app::ScreenId::Planner, Verb::from_repr)
+    {
+        let dir = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+        app.status = Some(s.copy_commands(app, &dir));
         return Outcome::Stay;
     }
     let pane = plan_area(body_area(app.body_area()));
@@ -388,10 +427,6 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
             }
             _ => app.status = Some("Enter types the head IP or the interface: j to them".into()),
         },
-        Action::Copy => {
-            let dir = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-            app.status = Some(s.copy_commands(app, &dir));
-        }
         Action::Back => return Outcome::Pop,
         _ => {}
     }
@@ -442,7 +477,7 @@ pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
                 lines.push(Line::styled("✗ this plan cannot run", t.error));
             }
         }
-        Err(e) => lines.push(Line::styled(e.clone(), t.error)),
+        Err(e) => lines.push(Line::styled(e.to_string(), t.error)),
     }
     frame.render_widget(
         Paragraph::new(lines).block(
@@ -497,7 +532,7 @@ impl crate::tui::screens::View for PlannerState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Planner]
+        vec![OWN]
     }
 
     fn takes_text(&self) -> bool {

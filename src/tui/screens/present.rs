@@ -16,9 +16,10 @@ use tui_big_text::{BigText, PixelSize};
 use unicode_width::UnicodeWidthStr;
 
 use crate::course::Block;
-use crate::tui::app::{Action, App, Outcome, Screen};
+use crate::tui::app::{Action, App, Outcome, Screen, ScreenId};
+use crate::tui::error::ScreenError;
 use crate::tui::keys::{Binding, Context, Key, bind};
-use crate::tui::markdown::{self, RenderOptions};
+use crate::tui::markdown::{self, RenderOptions, Rendered};
 use crate::tui::notes::{Hub, NotesMsg};
 use crate::tui::screens::lesson::text_width;
 use crate::tui::screens::ring::{RingParams, RingState};
@@ -172,14 +173,14 @@ pub fn section_notes(body: &str) -> Vec<(String, String)> {
 
 impl PresentState {
     /// Present the course entry `entry` (its lesson must have loaded).
-    pub fn open(app: &App, entry: usize, options: PresentOptions) -> Result<Self, String> {
+    pub fn open(app: &App, entry: usize, options: PresentOptions) -> Result<Self, ScreenError> {
         let Some(lesson) = app
             .course
             .entries
             .get(entry)
             .and_then(|e| e.lesson.as_ref())
         else {
-            return Err("this file is not a lesson (it has errors): nothing to present".into());
+            return Err(ScreenError::NotALesson);
         };
         let mut s = Self {
             entry,
@@ -200,7 +201,11 @@ impl PresentState {
 
     /// Switch the app to the projector theme and present entry `entry`; leaving gives the
     /// theme back.
-    pub fn start(app: &mut App, entry: usize, options: PresentOptions) -> Result<Self, String> {
+    pub fn start(
+        app: &mut App,
+        entry: usize,
+        options: PresentOptions,
+    ) -> Result<Self, ScreenError> {
         let previous = app.theme;
         app.theme = Theme::projector(previous.mono);
         match Self::open(app, entry, options) {
@@ -289,107 +294,9 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
         },
     );
     let notes = section_notes(&lesson.body);
-    // Sections start at level-1 and level-2 headings; deeper ones stay inside.
-    // (first row, rows the heading takes, title): the big title replaces the heading, its
-    // wrapped rows and its rule.
-    let heads: Vec<(usize, usize, String)> = rendered
-        .headings
-        .iter()
-        .filter(|h| h.level <= 2)
-        .map(|h| (h.line, h.rows.max(1), h.title.clone()))
-        .collect();
-    let mut sections: Vec<(String, usize, usize)> = Vec::new();
-    let first = heads.first().map_or(rendered.lines.len(), |h| h.0);
-    let lead_in = rendered.lines[..first].iter().any(|l| !is_blank(l));
-    if lead_in || heads.is_empty() {
-        sections.push((lesson_title.to_string(), 0, first));
-    }
-    for (i, (line, rows, title)) in heads.iter().enumerate() {
-        let end = heads.get(i + 1).map_or(rendered.lines.len(), |h| h.0);
-        sections.push((title.clone(), (line + rows).min(end), end));
-    }
-    // Body rows: the screen less the top line, the title, a gap and the hint bar.
-    let screen_h = app.height.saturating_sub(1);
     let mut out = Vec::new();
-    for (title, start, end) in sections {
-        let body_h = |heading: &str| {
-            let (_, rows) = title_layout(heading, app.width.saturating_sub(4));
-            screen_h.saturating_sub(2 + rows).max(3) as usize
-        };
-        let mut from = start;
-        while from < end && is_blank(&rendered.lines[from]) {
-            from += 1;
-        }
-        let mut to = end;
-        while to > from && is_blank(&rendered.lines[to - 1]) {
-            to -= 1;
-        }
-        // A section that does not fit is split; its title then carries "(i/k)", which may
-        // take more rows: paginate again until every page's title leaves room for its body.
-        let paginate = |rows: usize| {
-            let mut pages: Vec<(usize, usize)> = Vec::new();
-            let mut at = from;
-            while at < to {
-                let mut stop = (at + rows).min(to);
-                // Do not cut a live block or a table in two when it fits on the next page.
-                if stop < to
-                    && let Some(e) = rendered
-                        .embeds
-                        .iter()
-                        .find(|e| e.line < stop && e.line + e.height > stop && e.line > at)
-                    && e.height <= rows
-                {
-                    stop = e.line;
-                }
-                // Do not cut a paragraph or a table in two when the page can end at the blank
-                // line before it and still be at least half full.
-                if stop < to
-                    && !is_blank(&rendered.lines[stop])
-                    && !is_blank(&rendered.lines[stop - 1])
-                    && let Some(b) = (at + rows / 2..stop)
-                        .rev()
-                        .find(|&i| is_blank(&rendered.lines[i]))
-                {
-                    stop = b;
-                }
-                pages.push((at, stop));
-                at = stop;
-                while at < to && is_blank(&rendered.lines[at]) {
-                    at += 1;
-                }
-            }
-            if pages.is_empty() {
-                pages.push((from, from));
-            }
-            pages
-        };
-        // The rows a page has under its title: a split section's titles carry "(i/k)", which
-        // may take fewer rows than the bare title (set large) or more.
-        let room = |k: usize| {
-            if k <= 1 {
-                body_h(&title)
-            } else {
-                (1..=k)
-                    .map(|i| body_h(&format!("{title} ({i}/{k})")))
-                    .min()
-                    .unwrap_or(1)
-            }
-        };
-        let mut rows = body_h(&title);
-        let mut pages = paginate(rows);
-        for _ in 0..6 {
-            let want = room(pages.len());
-            if want == rows {
-                break;
-            }
-            rows = want;
-            pages = paginate(rows);
-        }
-        // Never more than a page's title leaves room for, whatever the loop settled on.
-        if room(pages.len()) < rows {
-            rows = room(pages.len());
-            pages = paginate(rows);
-        }
+    for (title, start, end) in sections(&rendered, lesson_title) {
+        let pages = section_pages(app, &rendered, &title, start, end);
         let slug = markdown::slug(&title);
         let said: Vec<&str> = notes
             .iter()
@@ -420,6 +327,123 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
         }
     }
     out
+}
+
+/// The lesson's sections as (title, first row, end row): they start at level-1 and level-2
+/// headings (deeper ones stay inside), after the heading's rows (the big title replaces the
+/// heading, its wrapped rows and its rule); text before the first heading is a section titled
+/// as the lesson.
+fn sections(rendered: &Rendered, lesson_title: &str) -> Vec<(String, usize, usize)> {
+    let heads: Vec<(usize, usize, String)> = rendered
+        .headings
+        .iter()
+        .filter(|h| h.level <= 2)
+        .map(|h| (h.line, h.rows.max(1), h.title.clone()))
+        .collect();
+    let mut sections: Vec<(String, usize, usize)> = Vec::new();
+    let first = heads.first().map_or(rendered.lines.len(), |h| h.0);
+    let lead_in = rendered.lines[..first].iter().any(|l| !is_blank(l));
+    if lead_in || heads.is_empty() {
+        sections.push((lesson_title.to_string(), 0, first));
+    }
+    for (i, (line, rows, title)) in heads.iter().enumerate() {
+        let end = heads.get(i + 1).map_or(rendered.lines.len(), |h| h.0);
+        sections.push((title.clone(), (line + rows).min(end), end));
+    }
+    sections
+}
+
+/// A section's pages (first and end row of each), as many as the screen needs.
+fn section_pages(
+    app: &App,
+    rendered: &Rendered,
+    title: &str,
+    start: usize,
+    end: usize,
+) -> Vec<(usize, usize)> {
+    // Body rows: the screen less the top line, the title, a gap and the hint bar.
+    let screen_h = app.height.saturating_sub(1);
+    let body_h = |heading: &str| {
+        let (_, rows) = title_layout(heading, app.width.saturating_sub(4));
+        screen_h.saturating_sub(2 + rows).max(3) as usize
+    };
+    let mut from = start;
+    while from < end && is_blank(&rendered.lines[from]) {
+        from += 1;
+    }
+    let mut to = end;
+    while to > from && is_blank(&rendered.lines[to - 1]) {
+        to -= 1;
+    }
+    // A section that does not fit is split; its title then carries "(i/k)", which may take
+    // more rows: paginate again until every page's title leaves room for its body.
+    // The rows a page has under its title: a split section's titles carry "(i/k)", which
+    // may take fewer rows than the bare title (set large) or more.
+    let room = |k: usize| {
+        if k <= 1 {
+            body_h(title)
+        } else {
+            (1..=k)
+                .map(|i| body_h(&format!("{title} ({i}/{k})")))
+                .min()
+                .unwrap_or(1)
+        }
+    };
+    let mut rows = body_h(title);
+    let mut pages = paginate(rendered, from, to, rows);
+    for _ in 0..6 {
+        let want = room(pages.len());
+        if want == rows {
+            break;
+        }
+        rows = want;
+        pages = paginate(rendered, from, to, rows);
+    }
+    // Never more than a page's title leaves room for, whatever the loop settled on.
+    if room(pages.len()) < rows {
+        rows = room(pages.len());
+        pages = paginate(rendered, from, to, rows);
+    }
+    pages
+}
+
+/// Rows `from..to` in pages of at most `rows` (at least one page, maybe empty).
+fn paginate(rendered: &Rendered, from: usize, to: usize, rows: usize) -> Vec<(usize, usize)> {
+    let mut pages: Vec<(usize, usize)> = Vec::new();
+    let mut at = from;
+    while at < to {
+        let mut stop = (at + rows).min(to);
+        // Do not cut a live block or a table in two when it fits on the next page.
+        if stop < to
+            && let Some(e) = rendered
+                .embeds
+                .iter()
+                .find(|e| e.line < stop && e.line + e.height > stop && e.line > at)
+            && e.height <= rows
+        {
+            stop = e.line;
+        }
+        // Do not cut a paragraph or a table in two when the page can end at the blank
+        // line before it and still be at least half full.
+        if stop < to
+            && !is_blank(&rendered.lines[stop])
+            && !is_blank(&rendered.lines[stop - 1])
+            && let Some(b) = (at + rows / 2..stop)
+                .rev()
+                .find(|&i| is_blank(&rendered.lines[i]))
+        {
+            stop = b;
+        }
+        pages.push((at, stop));
+        at = stop;
+        while at < to && is_blank(&rendered.lines[at]) {
+            at += 1;
+        }
+    }
+    if pages.is_empty() {
+        pages.push((from, from));
+    }
+    pages
 }
 
 /// A slide's text for a notes terminal of any width: the slide's wrapped rows joined back
@@ -484,12 +508,12 @@ fn unwrap_text(rows: impl Iterator<Item = String>, max: usize) -> String {
 
 /// The screen the slide's live block opens: a narrated ring, the bench, the hang lab, a class
 /// quiz on the block's item, the TP calculator or the planner.
-fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, String> {
+fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, ScreenError> {
     use crate::tui::screens::{planner::PlannerState, tpcalc::TpCalcState};
     match block {
-        Block::Ring(r) => RingParams::from_block(r)
-            .map_err(|e| format!("this ring block is invalid: {e}"))
-            .and_then(|p| narrated_ring(p, s.options.pace_ms)),
+        Block::Ring(r) => {
+            RingParams::from_block(r).and_then(|p| narrated_ring(p, s.options.pace_ms))
+        }
         Block::Quiz(q) => super::class_quiz::ClassQuizState::open(
             app,
             &s.lesson_id,
@@ -498,16 +522,15 @@ fn open_live(s: &PresentState, app: &App, block: &Block) -> Result<Screen, Strin
         )
         .map(|c| Screen::ClassQuiz(Box::new(c.with_notes(s.hub.clone(), s.notes_msg())))),
         Block::Lab(l) => crate::tui::screens::lab::LabParams::from_block(l)
-            .map_err(|e| format!("this lab block is invalid: {e}"))
             .map(|p| Screen::Lab(Box::new(crate::tui::screens::lab::LabState::new(p)))),
         Block::Tp(t) => TpCalcState::from_block(t).map(|s| Screen::TpCalc(Box::new(s))),
         Block::Plan(p) => PlannerState::from_block(p).map(|s| Screen::Planner(Box::new(s))),
-        Block::Table(_) => Err("a table is already on the slide".into()),
+        Block::Table(_) => Err(ScreenError::TableOnSlide),
     }
 }
 
 /// A ring view that plays itself at `pace_ms` per step, with a caption for every step.
-pub fn narrated_ring(params: RingParams, pace_ms: u64) -> Result<Screen, String> {
+pub fn narrated_ring(params: RingParams, pace_ms: u64) -> Result<Screen, ScreenError> {
     let mut r = RingState::new(params)?.narrated();
     r.speed = super::ring::speed_for(pace_ms);
     r.playing = !r.schedule.is_empty();
@@ -521,6 +544,11 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         s.blank = false;
         return Outcome::Stay;
     }
+    match action.verb(crate::tui::app::ScreenId::Present, Verb::from_repr) {
+        Some((Verb::Blank, _)) => s.blank = true,
+        Some((Verb::ClassQuiz, _)) => return class_quiz(s, app),
+        None => {}
+    }
     match action {
         Action::Page(d) | Action::Move(d) => {
             let next = s.index.saturating_add_signed(d as isize);
@@ -531,8 +559,7 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         }
         Action::Top => s.go(0),
         Action::Bottom => s.go(n.saturating_sub(1)),
-        Action::Blank => s.blank = true,
-        Action::Resize(..) | Action::Reload | Action::ToggleTex => {
+        Action::Resize(..) | Action::Reload => {
             s.relayout(app);
             s.publish();
         }
@@ -546,7 +573,7 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
             match block {
                 Some(b) => match open_live(s, app, &b) {
                     Ok(screen) => return Outcome::Push(screen),
-                    Err(e) => app.status = Some(e),
+                    Err(e) => app.status = Some(e.to_string()),
                 },
                 None => {
                     app.status =
@@ -556,32 +583,18 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         }
         // The ring a presenter opens is narrated at the talk's pace; other screens open as
         // the course map opens them.
-        Action::OpenScreen("Ring") => {
+        Action::OpenScreen(ScreenId::Ring) => {
             match narrated_ring(RingParams::default(), s.options.pace_ms) {
                 Ok(screen) => return Outcome::Push(screen),
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             }
         }
-        a @ Action::OpenScreen(_) => {
-            if let Some(o) = crate::tui::screens::opener_for(a) {
+        Action::OpenScreen(id) => {
+            if let Some(o) = crate::tui::screens::opener(id) {
                 match (o.open)(app, 0) {
                     Ok(screen) => return Outcome::Push(screen),
-                    Err(e) => app.status = Some(e),
+                    Err(e) => app.status = Some(e.to_string()),
                 }
-            }
-        }
-        Action::OpenQuiz => {
-            match super::class_quiz::ClassQuizState::open(
-                app,
-                &s.lesson_id,
-                None,
-                s.options.countdown_s,
-            ) {
-                Ok(c) => {
-                    let c = c.with_notes(s.hub.clone(), s.notes_msg());
-                    return Outcome::Push(Screen::ClassQuiz(Box::new(c)));
-                }
-                Err(e) => app.status = Some(e),
             }
         }
         Action::Back => {
@@ -591,6 +604,20 @@ pub fn update(s: &mut PresentState, app: &mut App, action: Action) -> Outcome {
         _ => {}
     }
     Outcome::Stay
+}
+
+/// A class quiz on the lesson, its slide's notes following it.
+fn class_quiz(s: &PresentState, app: &mut App) -> Outcome {
+    match super::class_quiz::ClassQuizState::open(app, &s.lesson_id, None, s.options.countdown_s) {
+        Ok(c) => {
+            let c = c.with_notes(s.hub.clone(), s.notes_msg());
+            Outcome::Push(Screen::ClassQuiz(Box::new(c)))
+        }
+        Err(e) => {
+            app.status = Some(e.to_string());
+            Outcome::Stay
+        }
+    }
 }
 
 /// "14:05 · 12:31 in" from the wall clock and the seconds since the talk began.
@@ -659,72 +686,38 @@ pub fn render(s: &PresentState, app: &App, frame: &mut Frame, area: Rect) {
 
 const OWN: Context = Context::Own("Presenter mode");
 
+/// The presenter's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Blank the screen (any key brings it back).
+    Blank,
+    /// A class quiz on the lesson.
+    ClassQuiz,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Present, self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{BOTTOM, CLICKER_BACK, CLICKER_NEXT, TOP};
+use Key::{Char, Code};
+
 /// This screen's keys (the `?` overlay lists them under its title).
+#[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(
-        OWN,
-        crate::tui::keys::CLICKER_NEXT,
-        "next slide",
-        Action::Page(1),
-        Some((1, "next")),
-    ),
-    bind(
-        OWN,
-        crate::tui::keys::CLICKER_BACK,
-        "previous slide",
-        Action::Page(-1),
-        Some((1, "back")),
-    ),
-    bind(OWN, crate::tui::keys::TOP, "first slide", Action::Top, None),
-    bind(
-        OWN,
-        crate::tui::keys::BOTTOM,
-        "last slide",
-        Action::Bottom,
-        None,
-    ),
-    bind(
-        OWN,
-        &[Key::Char('b'), Key::Char('.'), Key::Char('B')],
-        "blank the screen (any key brings it back)",
-        Action::Blank,
-        Some((2, "blank")),
-    ),
-    bind(
-        OWN,
-        &[Key::Code(KeyCode::Enter)],
-        "run this slide's live block (ring, lab, quiz)",
-        Action::Open,
-        Some((2, "live block")),
-    ),
-    bind(
-        OWN,
-        &[Key::Char('r')],
-        "narrated ring all-reduce",
-        Action::OpenScreen("Ring"),
-        Some((3, "ring")),
-    ),
-    bind(
-        OWN,
-        &[Key::Char('L')],
-        "live lab: the bench and its busbw chart",
-        Action::OpenScreen("Lab"),
-        None,
-    ),
-    bind(
-        OWN,
-        &[Key::Char('H')],
-        "hang lab: staging to PASS",
-        Action::OpenScreen("Hang"),
-        None,
-    ),
-    bind(
-        OWN,
-        &[Key::Char('Q')],
-        "class quiz on this lesson",
-        Action::OpenQuiz,
-        Some((3, "class quiz")),
-    ),
+    bind(OWN, CLICKER_NEXT, "next slide", Action::Page(1), Some((1, "next"))),
+    bind(OWN, CLICKER_BACK, "previous slide", Action::Page(-1), Some((1, "back"))),
+    bind(OWN, TOP, "first slide", Action::Top, None),
+    bind(OWN, BOTTOM, "last slide", Action::Bottom, None),
+    bind(OWN, &[Char('b'), Char('.'), Char('B')], "blank the screen (any key brings it back)", Verb::Blank.act(), Some((2, "blank"))),
+    bind(OWN, &[Code(KeyCode::Enter)], "run this slide's live block (ring, lab, quiz)", Action::Open, Some((2, "live block"))),
+    bind(OWN, &[Char('r')], "narrated ring all-reduce", Action::OpenScreen(ScreenId::Ring), Some((3, "ring"))),
+    bind(OWN, &[Char('L')], "live lab: the bench and its busbw chart", Action::OpenScreen(ScreenId::Lab), None),
+    bind(OWN, &[Char('H')], "hang lab: staging to PASS", Action::OpenScreen(ScreenId::Hang), None),
+    bind(OWN, &[Char('Q')], "class quiz on this lesson", Verb::ClassQuiz.act(), Some((3, "class quiz"))),
 ];
 
 impl crate::tui::screens::View for PresentState {
@@ -740,10 +733,6 @@ impl crate::tui::screens::View for PresentState {
         vec![OWN]
     }
 
-    fn keys(&self) -> &'static [Binding] {
-        KEYS
-    }
-
     // The clock and the elapsed time move.
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
         Some(std::time::Duration::from_secs(1))
@@ -754,10 +743,9 @@ impl crate::tui::screens::View for PresentState {
         self.blank.then(Line::default)
     }
 
-    fn receive(&mut self, msg: &crate::tui::app::Background, app: &mut App) {
-        if let crate::tui::app::Background::HighlightingReady = msg {
-            PresentState::relayout(self, app);
-        }
+    // Blanked, any key brings the slide back.
+    fn on_any_key(&self) -> Option<Action> {
+        self.blank.then(|| Verb::Blank.act())
     }
 
     fn relayout(&mut self, app: &App) {

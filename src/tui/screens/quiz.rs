@@ -15,9 +15,62 @@ use crate::course::grade::{self, SelfGrade, Verdict, letter};
 use crate::course::quiz::{Kind, Unit};
 use crate::study::session::{Graded, Mode, Phase, Session};
 use crate::tui::app::{Action, App, Outcome, Screen};
-use crate::tui::keys::Context;
+use crate::tui::error::ScreenError;
+use crate::tui::keys::{Binding, Context, DOWN, Key, UP, bind};
+use Key::{Char, Code};
+use crossterm::event::KeyCode;
+
+/// A question, or the feedback on an answer.
+pub const QUIZ: Context = Context::Own("Quiz and drills");
+/// A recall item revealed: grade yourself.
+pub const RATE: Context = Context::Own("Grade yourself");
+/// The end-of-session summary.
+pub const DONE: Context = Context::Own("Session summary");
+
+/// The quiz's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// The next item (or, at the end, done).
+    Next,
+    /// Open the lesson at the section the item comes from.
+    GotoSource,
+    /// Grade a recall item yourself (the amount): 1 Again, 2 Hard, 3 Good, 4 Easy.
+    Rate,
+}
+
+impl Verb {
+    /// The action, with an amount (the grade, for `Rate`).
+    pub const fn by(self, d: i32) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Quiz, self as u8, d)
+    }
+
+    pub const fn act(self) -> Action {
+        self.by(0)
+    }
+}
+
+/// While typing an answer, keys go to the answer line: Enter submits, Esc clears it or leaves.
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(QUIZ, &[Code(KeyCode::Enter), Char(' '), Char('l'), Code(KeyCode::Right)], "next", Verb::Next.act(), Some((1, "next"))),
+    bind(QUIZ, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), Some((1, "open the lesson there"))),
+    bind(QUIZ, DOWN, "scroll", Action::Move(1), None),
+    bind(QUIZ, UP, "scroll", Action::Move(-1), None),
+    bind(DONE, &[Code(KeyCode::Enter), Char(' ')], "done", Verb::Next.act(), Some((1, "done"))),
+    bind(DONE, DOWN, "scroll", Action::Move(1), None),
+    bind(DONE, UP, "scroll", Action::Move(-1), None),
+    bind(RATE, &[Char('1')], "again", Verb::Rate.by(1), Some((1, "again"))),
+    bind(RATE, &[Char('2')], "hard", Verb::Rate.by(2), Some((1, "hard"))),
+    bind(RATE, &[Char('3')], "good", Verb::Rate.by(3), Some((1, "good"))),
+    bind(RATE, &[Char('4')], "easy", Verb::Rate.by(4), Some((1, "easy"))),
+    bind(RATE, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), None),
+    bind(RATE, DOWN, "scroll", Action::Move(1), None),
+    bind(RATE, UP, "scroll", Action::Move(-1), None),
+];
 use crate::tui::markdown::inline_code;
 use crate::tui::screens::lesson::{LessonState, text_width};
+use crate::tui::theme::Theme;
 
 pub struct QuizState {
     pub session: Session,
@@ -37,7 +90,7 @@ pub fn seed(now: DateTime<Utc>) -> u64 {
 
 /// A quiz on one deck (a lesson id or a drill file's id), or on every lesson started so far
 /// (all lessons when none is).
-pub fn open(app: &App, deck: Option<&str>) -> Result<QuizState, String> {
+pub fn open(app: &App, deck: Option<&str>) -> Result<QuizState, ScreenError> {
     let now = Utc::now();
     open_at(app, deck, now, seed(now))
 }
@@ -47,16 +100,15 @@ pub fn open_at(
     deck: Option<&str>,
     now: DateTime<Utc>,
     seed: u64,
-) -> Result<QuizState, String> {
+) -> Result<QuizState, ScreenError> {
     let bank = Bank::from_course(&app.course);
     let (title, items) = match deck {
         Some(id) => {
             let Some(d) = bank.deck_index(id) else {
-                let known: Vec<&str> = bank.decks.iter().map(|d| d.id.as_str()).collect();
-                return Err(format!(
-                    "no lesson or drill deck `{id}`; known: {}",
-                    known.join(", ")
-                ));
+                return Err(ScreenError::NoDeck {
+                    id: id.to_string(),
+                    known: bank.decks.iter().map(|d| d.id.clone()).collect(),
+                });
             };
             let items: Vec<usize> = bank
                 .in_deck(d)
@@ -87,7 +139,7 @@ pub fn open_at(
         }
     };
     if items.is_empty() {
-        return Err(format!("“{title}” has no quiz items yet"));
+        return Err(ScreenError::NoItems(title));
     }
     Ok(QuizState::new(
         Session::new(Mode::Quiz, title, items, now, seed),
@@ -110,11 +162,11 @@ impl QuizState {
 
     pub fn contexts(&self) -> Vec<Context> {
         if self.session.finished {
-            return vec![Context::QuizDone];
+            return vec![DONE];
         }
         match self.session.current.as_ref().map(|c| &c.phase) {
-            Some(Phase::Reveal { .. }) => vec![Context::QuizRate],
-            _ => vec![Context::Quiz],
+            Some(Phase::Reveal { .. }) => vec![RATE],
+            _ => vec![QUIZ],
         }
     }
 
@@ -141,9 +193,11 @@ pub fn update(s: &mut QuizState, app: &mut App, action: Action) -> Outcome {
 pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime<Utc>) -> Outcome {
     s.now = now;
     let mode = s.session.mode;
+    let verb = action.verb(crate::tui::app::ScreenId::Quiz, Verb::from_repr);
     if s.session.finished {
         return match action {
-            Action::Back | Action::Next | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
+            Action::Back | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
+            _ if matches!(verb, Some((Verb::Next, _))) => Outcome::Pop,
             Action::Move(d) => {
                 s.scroll = s.scroll.saturating_add_signed(d as isize);
                 Outcome::Stay
@@ -187,8 +241,8 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
         }
         return Outcome::Stay;
     }
-    match action {
-        Action::Next
+    match (verb, action) {
+        (Some((Verb::Next, _)), _)
             if matches!(
                 s.session.current.as_ref().map(|c| &c.phase),
                 Some(Phase::Feedback { .. }) | None
@@ -197,17 +251,17 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
             s.session.advance(&s.bank, now);
             s.scroll = 0;
         }
-        Action::Rate(n) => {
-            if let Some(g) = SelfGrade::from_number(n).and_then(|g| s.session.rate(&s.bank, g, now))
-            {
+        (Some((Verb::Rate, n)), _) => {
+            let grade = u8::try_from(n).ok().and_then(SelfGrade::from_number);
+            if let Some(g) = grade.and_then(|g| s.session.rate(&s.bank, g, now)) {
                 record(app, mode, &g, now);
                 // The grade is drawn at the top, under the question: show it.
                 s.scroll = 0;
             }
         }
-        Action::Move(d) => s.scroll = s.scroll.saturating_add_signed(d as isize),
-        Action::GotoSource => return goto_source(s, app),
-        Action::Back => return Outcome::Pop,
+        (Some((Verb::GotoSource, _)), _) => return goto_source(s, app),
+        (_, Action::Move(d)) => s.scroll = s.scroll.saturating_add_signed(d as isize),
+        (_, Action::Back) => return Outcome::Pop,
         _ => {}
     }
     Outcome::Stay
@@ -336,23 +390,7 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     let Some(e) = s.bank.entries.get(cur.entry) else {
         return out;
     };
-    let deck = s.bank.deck_of(e).map_or("", |d| d.title.as_str());
-    let section = e
-        .section
-        .as_ref()
-        .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
-    let mut meta = vec![Span::styled(section, t.dim)];
-    meta.push(Span::styled(
-        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
-        t.dim,
-    ));
-    if cur.attempt > 1 {
-        meta.push(Span::styled("  ·  again", t.warn));
-    }
-    if cur.follow_up_of.is_some() {
-        meta.push(Span::styled("  ·  follow-up", t.accent));
-    }
-    out.push(Line::from(meta));
+    out.push(meta_line(s, e, cur, t));
     out.push(Line::raw(""));
     let inst = match &cur.instance {
         Ok(i) => i,
@@ -378,109 +416,167 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     }
     out.push(Line::raw(""));
     match &cur.phase {
-        Phase::Asking => {
-            // The order hint's example has every item, as the grader's refusal asks.
-            let order_hint;
-            let hint = match e.item.kind {
-                Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
-                Kind::Single => "a letter or number, e.g. b",
-                Kind::Multi => "letters or numbers, e.g. a c",
-                Kind::Order => {
-                    order_hint = format!(
-                        "all {} letters, first to last, e.g. {}",
-                        e.item.choices.len(),
-                        crate::course::grade::example_order(e.item.choices.len())
-                    );
-                    order_hint.as_str()
-                }
-                Kind::Numeric => crate::course::grade::numeric_hint(e.item.unit),
-            };
-            let mut line = vec![Span::styled("› ", t.key)];
-            if s.answer.value() == cur.input {
-                line.extend(s.answer.spans(Style::default(), t.accent));
-            } else {
-                line.extend([Span::raw(cur.input.clone()), Span::styled("▏", t.accent)]);
-            }
-            out.push(Line::from(line));
-            out.push(Line::styled(format!("  {hint}"), t.dim));
-            if let Some(left) = s.session.time_left {
-                out.push(Line::styled(
-                    format!("  ⏱ {left} s left: answer aloud as in an interview"),
-                    t.warn,
-                ));
-            }
-            if let Some(n) = &cur.note {
-                out.push(Line::styled(format!("  {n}"), t.warn));
-            }
-        }
-        Phase::Reveal { timed_out } => {
-            if *timed_out {
-                out.push(Line::styled("⏱ Time is up.", t.warn));
-            }
-            if !cur.input.trim().is_empty() {
-                out.extend(crate::tui::markdown::hanging(
-                    Span::styled("Your notes: ", t.dim),
-                    vec![Span::styled(cur.input.trim().to_string(), t.dim)],
-                    width,
-                ));
-            }
-            out.push(Line::styled("Model answer", t.h2));
-            out.push(Line::raw(grade::describe_answer(&e.item, inst)));
-            out.push(Line::raw(""));
-            explanation(&mut out, app, &inst.explanation, &e.item.source);
-            out.push(Line::raw(""));
-            out.push(Line::from(vec![
-                Span::styled("How well did you know it?  ", t.strong),
-                Span::styled("1", t.key),
-                Span::raw(" again  "),
-                Span::styled("2", t.key),
-                Span::raw(" hard  "),
-                Span::styled("3", t.key),
-                Span::raw(" good  "),
-                Span::styled("4", t.key),
-                Span::raw(" easy"),
-            ]));
-        }
+        Phase::Asking => asking_lines(&mut out, s, e, cur, t),
+        Phase::Reveal { timed_out } => reveal_lines(&mut out, app, e, cur, inst, *timed_out, width),
         Phase::Feedback {
             verdict,
             grade: g,
             timed_out,
-        } => {
-            let (mark, style) = match (verdict, e.item.kind) {
-                (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
-                (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
-                (_, _) if *timed_out => ("⏱ Time is up".to_string(), t.warn),
-                (Verdict::Unanswered, _) => ("✗ Given up".to_string(), t.error),
-                _ => ("✗ Not quite".to_string(), t.error),
-            };
-            let mut first = vec![Span::styled(mark, style)];
-            if e.item.kind != Kind::Recall {
-                if !cur.input.trim().is_empty() {
-                    first.push(Span::styled(
-                        format!("  you said {}", cur.input.trim()),
-                        t.dim,
-                    ));
-                }
-                out.push(Line::from(first));
-                out.push(Line::from(vec![
-                    Span::styled("Answer: ", t.strong),
-                    Span::raw(grade::describe_answer(&e.item, inst)),
-                ]));
-            } else {
-                out.push(Line::from(first));
-            }
-            out.push(Line::raw(""));
-            explanation(&mut out, app, &inst.explanation, &e.item.source);
-            if *g == SelfGrade::Again {
-                out.push(Line::raw(""));
-                out.push(Line::styled(
-                    "It will come back later in this session.",
-                    t.dim,
-                ));
-            }
-        }
+        } => feedback_lines(&mut out, app, e, cur, inst, (verdict, *g, *timed_out)),
     }
     out
+}
+
+/// Where the item is from, its kind, and whether it comes again or follows up.
+fn meta_line(
+    s: &QuizState,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    t: &Theme,
+) -> Line<'static> {
+    let deck = s.bank.deck_of(e).map_or("", |d| d.title.as_str());
+    let section = e
+        .section
+        .as_ref()
+        .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
+    let mut meta = vec![Span::styled(section, t.dim)];
+    meta.push(Span::styled(
+        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
+        t.dim,
+    ));
+    if cur.attempt > 1 {
+        meta.push(Span::styled("  ·  again", t.warn));
+    }
+    if cur.follow_up_of.is_some() {
+        meta.push(Span::styled("  ·  follow-up", t.accent));
+    }
+    Line::from(meta)
+}
+
+/// The answer line, how to answer, the time left and a note on the last try.
+fn asking_lines(
+    out: &mut Vec<Line<'static>>,
+    s: &QuizState,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    t: &Theme,
+) {
+    // The order hint's example has every item, as the grader's refusal asks.
+    let order_hint;
+    let hint = match e.item.kind {
+        Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
+        Kind::Single => "a letter or number, e.g. b",
+        Kind::Multi => "letters or numbers, e.g. a c",
+        Kind::Order => {
+            order_hint = format!(
+                "all {} letters, first to last, e.g. {}",
+                e.item.choices.len(),
+                crate::course::grade::example_order(e.item.choices.len())
+            );
+            order_hint.as_str()
+        }
+        Kind::Numeric => crate::course::grade::numeric_hint(e.item.unit),
+    };
+    let mut line = vec![Span::styled("› ", t.key)];
+    if s.answer.value() == cur.input {
+        line.extend(s.answer.spans(Style::default(), t.accent));
+    } else {
+        line.extend([Span::raw(cur.input.clone()), Span::styled("▏", t.accent)]);
+    }
+    out.push(Line::from(line));
+    out.push(Line::styled(format!("  {hint}"), t.dim));
+    if let Some(left) = s.session.time_left {
+        out.push(Line::styled(
+            format!("  ⏱ {left} s left: answer aloud as in an interview"),
+            t.warn,
+        ));
+    }
+    if let Some(n) = &cur.note {
+        out.push(Line::styled(format!("  {n}"), t.warn));
+    }
+}
+
+/// A recall item revealed: the notes typed, the model answer, and the grades to choose from.
+fn reveal_lines(
+    out: &mut Vec<Line<'static>>,
+    app: &App,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    inst: &crate::course::quiz::Instance,
+    timed_out: bool,
+    width: usize,
+) {
+    let t = &app.theme;
+    if timed_out {
+        out.push(Line::styled("⏱ Time is up.", t.warn));
+    }
+    if !cur.input.trim().is_empty() {
+        out.extend(crate::tui::markdown::hanging(
+            Span::styled("Your notes: ", t.dim),
+            vec![Span::styled(cur.input.trim().to_string(), t.dim)],
+            width,
+        ));
+    }
+    out.push(Line::styled("Model answer", t.h2));
+    out.push(Line::raw(grade::describe_answer(&e.item, inst)));
+    out.push(Line::raw(""));
+    explanation(out, app, &inst.explanation, &e.item.source);
+    out.push(Line::raw(""));
+    out.push(Line::from(vec![
+        Span::styled("How well did you know it?  ", t.strong),
+        Span::styled("1", t.key),
+        Span::raw(" again  "),
+        Span::styled("2", t.key),
+        Span::raw(" hard  "),
+        Span::styled("3", t.key),
+        Span::raw(" good  "),
+        Span::styled("4", t.key),
+        Span::raw(" easy"),
+    ]));
+}
+
+/// An answered item: the verdict (or the grade given), the answer and the explanation.
+fn feedback_lines(
+    out: &mut Vec<Line<'static>>,
+    app: &App,
+    e: &crate::course::bank::Entry,
+    cur: &crate::study::session::Current,
+    inst: &crate::course::quiz::Instance,
+    (verdict, g, timed_out): (&Verdict, SelfGrade, bool),
+) {
+    let t = &app.theme;
+    let (mark, style) = match (verdict, e.item.kind) {
+        (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
+        (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
+        (_, _) if timed_out => ("⏱ Time is up".to_string(), t.warn),
+        (Verdict::Unanswered, _) => ("✗ Given up".to_string(), t.error),
+        _ => ("✗ Not quite".to_string(), t.error),
+    };
+    let mut first = vec![Span::styled(mark, style)];
+    if e.item.kind != Kind::Recall {
+        if !cur.input.trim().is_empty() {
+            first.push(Span::styled(
+                format!("  you said {}", cur.input.trim()),
+                t.dim,
+            ));
+        }
+        out.push(Line::from(first));
+        out.push(Line::from(vec![
+            Span::styled("Answer: ", t.strong),
+            Span::raw(grade::describe_answer(&e.item, inst)),
+        ]));
+    } else {
+        out.push(Line::from(first));
+    }
+    out.push(Line::raw(""));
+    explanation(out, app, &inst.explanation, &e.item.source);
+    if g == SelfGrade::Again {
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            "It will come back later in this session.",
+            t.dim,
+        ));
+    }
 }
 
 fn explanation(out: &mut Vec<Line<'static>>, app: &App, text: &str, source: &str) {
@@ -505,12 +601,12 @@ impl crate::tui::screens::View for QuizState {
         render(self, app, frame, area)
     }
 
-    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
+    fn contexts(&self) -> Vec<Context> {
         QuizState::contexts(self)
     }
 
-    fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![Context::Quiz, Context::QuizRate, Context::QuizDone]
+    fn help_contexts(&self) -> Vec<Context> {
+        vec![QUIZ, RATE, DONE]
     }
 
     fn tick(&self, app: &App) -> Option<std::time::Duration> {

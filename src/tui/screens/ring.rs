@@ -7,11 +7,14 @@ use crate::collective::{
 };
 use crate::course::block::RingBlock;
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::error::ScreenError;
+use crate::tui::keys::{BOTTOM, Binding, Context, Key, TOP, bind};
 use crate::units::{count, format_bytes};
+use Key::{Char, Code};
+use crossterm::event::KeyCode;
 
 /// The course map opens this screen with `r` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Ring",
     &[crate::tui::keys::Key::Char('r')],
     "ring all-reduce view",
     Some((3, "ring view")),
@@ -57,8 +60,8 @@ impl Default for RingParams {
 
 impl RingParams {
     /// Parameters of a ```` ```ring ```` block in a lesson.
-    pub fn from_block(b: &RingBlock) -> Result<Self, String> {
-        let s = b.resolve().map_err(|(_, e)| e)?;
+    pub fn from_block(b: &RingBlock) -> Result<Self, ScreenError> {
+        let s = b.resolve().map_err(ScreenError::block("ring"))?;
         let p = Self {
             op: s.op,
             algo: s.algo,
@@ -72,12 +75,14 @@ impl RingParams {
         Ok(p)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ScreenError> {
         if !(1..=MAX_RANKS).contains(&self.ranks) {
-            return Err(format!("ranks must be 1..={MAX_RANKS}, got {}", self.ranks));
+            return Err(ScreenError::Ranks {
+                got: self.ranks,
+                max: MAX_RANKS,
+            });
         }
-        self.spec()
-            .and_then(|s| Schedule::check(&s).map_err(|e| e.to_string()))
+        Ok(Schedule::check(&self.spec()?)?)
     }
 
     /// Whole elements of the message (a partial element is dropped).
@@ -85,12 +90,12 @@ impl RingParams {
         (self.bytes / self.dtype.size() as u64) as usize
     }
 
-    pub fn spec(&self) -> Result<Spec, String> {
+    pub fn spec(&self) -> Result<Spec, ScreenError> {
         if self.gpus_per_node > 0 && !self.ranks.is_multiple_of(self.gpus_per_node) {
-            return Err(format!(
-                "{} GPUs per node does not divide {} ranks: every node holds the same number of GPUs",
-                self.gpus_per_node, self.ranks
-            ));
+            return Err(ScreenError::NodeSize {
+                gpus_per_node: self.gpus_per_node,
+                ranks: self.ranks,
+            });
         }
         Ok(Spec {
             root: self.root,
@@ -181,9 +186,9 @@ pub fn topology_label(spec: &Spec, link: usize) -> String {
 }
 
 impl RingState {
-    pub fn new(params: RingParams) -> Result<Self, String> {
+    pub fn new(params: RingParams) -> Result<Self, ScreenError> {
         let spec = params.spec()?;
-        let schedule = Schedule::build(&spec).map_err(|e| e.to_string())?;
+        let schedule = Schedule::build(&spec)?;
         let mut s = Self {
             params,
             traffic: traffic(&schedule),
@@ -218,7 +223,7 @@ impl RingState {
                     app.status = Some(note);
                 }
             }
-            Err(e) => app.status = Some(e),
+            Err(e) => app.status = Some(e.to_string()),
         }
     }
 
@@ -363,21 +368,14 @@ pub fn compare(spec: &Spec) -> Vec<Compare> {
 
 /// A typed message size: any size `--bytes` takes, at least one element, at most the largest
 /// size `m` cycles through (the view holds a buffer per rank).
-pub fn typed_size(text: &str, elem: usize) -> Result<u64, String> {
+pub fn typed_size(text: &str, elem: usize) -> Result<u64, ScreenError> {
     let max = SIZES[SIZES.len() - 1];
-    let bytes = crate::units::parse_size(text.trim())?;
+    let bytes = crate::units::parse_size(text.trim()).map_err(ScreenError::Size)?;
     if bytes < elem as u64 {
-        return Err(format!(
-            "{} is less than one {elem}-byte element",
-            crate::units::format_bytes(bytes)
-        ));
+        return Err(ScreenError::BelowElement { bytes, elem });
     }
     if bytes > max {
-        return Err(format!(
-            "{} is more than the view draws (at most {})",
-            crate::units::format_bytes(bytes),
-            crate::units::format_bytes(max)
-        ));
+        return Err(ScreenError::AboveView { bytes, max });
     }
     Ok(bytes)
 }
@@ -391,6 +389,62 @@ fn next_ranks(n: usize, up: bool) -> usize {
     }
 }
 
+const OWN: Context = Context::Own("Ring view");
+
+/// The ring view's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    PlayPause,
+    /// A step forward (+1) or back (-1).
+    Step,
+    /// More (+1) or fewer (-1) ranks.
+    Ranks,
+    /// Faster (+1) or slower (-1).
+    Speed,
+    /// The next algorithm with a schedule for this collective.
+    Algo,
+    /// The next collective.
+    Op,
+    /// The next message size.
+    Size,
+    /// The next link the time estimates assume.
+    Link,
+    /// Start typing a message size.
+    TypeSize,
+}
+
+impl Verb {
+    /// The action, with an amount (+1/−1 for verbs that go both ways).
+    pub const fn by(self, d: i32) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Ring, self as u8, d)
+    }
+
+    pub const fn act(self) -> Action {
+        self.by(0)
+    }
+}
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, &[Char(' ')], "play / pause", Verb::PlayPause.act(), Some((1, "play/pause"))),
+    bind(OWN, &[Code(KeyCode::Right), Char('l')], "step forward", Verb::Step.by(1), Some((1, "step"))),
+    bind(OWN, &[Code(KeyCode::Left), Char('h')], "step back", Verb::Step.by(-1), Some((1, "back"))),
+    bind(OWN, &[Code(KeyCode::PageDown)], "step forward (presentation clicker)", Verb::Step.by(1), None),
+    bind(OWN, &[Code(KeyCode::PageUp)], "step back (presentation clicker)", Verb::Step.by(-1), None),
+    bind(OWN, TOP, "first step", Action::Top, None),
+    bind(OWN, BOTTOM, "last step", Action::Bottom, None),
+    bind(OWN, &[Char('+'), Char('=')], "more ranks", Verb::Ranks.by(1), Some((2, "ranks"))),
+    bind(OWN, &[Char('-'), Char('_')], "fewer ranks", Verb::Ranks.by(-1), None),
+    bind(OWN, &[Char(']')], "faster", Verb::Speed.by(1), Some((4, "faster"))),
+    bind(OWN, &[Char('[')], "slower", Verb::Speed.by(-1), Some((4, "slower"))),
+    bind(OWN, &[Char('a')], "next algorithm", Verb::Algo.act(), Some((2, "algorithm"))),
+    bind(OWN, &[Char('c')], "next collective", Verb::Op.act(), Some((2, "collective"))),
+    bind(OWN, &[Char('m')], "next message size", Verb::Size.act(), Some((3, "size"))),
+    bind(OWN, &[Char('M')], "type a message size (3 MiB, 1000000, 1.5 GB)", Verb::TypeSize.act(), None),
+    bind(OWN, &[Char('L')], "link for time estimates", Verb::Link.act(), Some((3, "link"))),
+];
+
 pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
     if let Some(field) = &mut s.typing {
         match action {
@@ -401,33 +455,23 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
                     s.typing = None;
                     s.rebuild(RingParams { bytes, ..s.params }, app);
                 }
-                Err(e) => app.status = Some(e),
+                Err(e) => app.status = Some(e.to_string()),
             },
             _ => {}
         }
         return Outcome::Stay;
     }
+    if let Some((verb, d)) = action.verb(crate::tui::app::ScreenId::Ring, Verb::from_repr) {
+        on_verb(s, app, verb, d);
+        return Outcome::Stay;
+    }
     let len = s.schedule.len();
     match action {
-        Action::SearchStart => {
-            s.playing = false;
-            s.typing = Some(Default::default());
-        }
-        Action::PlayPause => {
-            if s.at_end() {
-                s.seek(0);
-            }
-            s.playing = !s.playing && len > 0;
-        }
         Action::Tick if s.playing => {
             s.seek(s.step + 1);
             if s.at_end() {
                 s.playing = false;
             }
-        }
-        Action::Step(d) => {
-            s.playing = false;
-            s.seek(s.step.saturating_add_signed(d as isize));
         }
         Action::Top => {
             s.playing = false;
@@ -437,50 +481,43 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             s.playing = false;
             s.seek(len);
         }
-        Action::Speed(d) => {
+        Action::Back => return Outcome::Pop,
+        _ => {}
+    }
+    Outcome::Stay
+}
+
+fn on_verb(s: &mut RingState, app: &mut App, verb: Verb, d: i32) {
+    match verb {
+        Verb::TypeSize => {
+            s.playing = false;
+            s.typing = Some(Default::default());
+        }
+        Verb::PlayPause => {
+            if s.at_end() {
+                s.seek(0);
+            }
+            s.playing = !s.playing && !s.schedule.is_empty();
+        }
+        Verb::Step => {
+            s.playing = false;
+            s.seek(s.step.saturating_add_signed(d as isize));
+        }
+        Verb::Speed => {
             s.speed = s
                 .speed
                 .saturating_add_signed(d as isize)
                 .min(SPEEDS_MS.len() - 1);
             app.status = Some(format!("speed: {} ms per step", s.tick_ms()));
         }
-        Action::Ranks(d) => {
-            let ranks = next_ranks(s.params.ranks, d > 0);
-            let root = s.params.root.min(ranks - 1);
-            let kept = s.params.gpus_per_node;
-            let gpus_per_node = if kept > 0 && ranks.is_multiple_of(kept) {
-                kept
-            } else {
-                0
-            };
-            s.rebuild(
-                RingParams {
-                    ranks,
-                    root,
-                    gpus_per_node,
-                    ..s.params
-                },
-                app,
-            );
-            if kept != gpus_per_node && s.node_note().is_none() {
-                app.status = Some(format!(
-                    "N = {ranks}: {kept} GPUs per node no longer divides it; nodes of {} now",
-                    s.schedule.spec().node_size()
-                ));
-            }
-            if ranks > MAX_DRAWN {
-                app.status = Some(format!(
-                    "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
-                ));
-            }
-        }
-        Action::CycleAlgo if s.params.op.is_point_to_point() => {
+        Verb::Ranks => change_ranks(s, app, d > 0),
+        Verb::Algo if s.params.op.is_point_to_point() => {
             app.status = Some(format!(
                 "{}: one schedule of point-to-point sends, whatever the algorithm",
                 s.params.op
             ));
         }
-        Action::CycleAlgo => {
+        Verb::Algo => {
             // The next algorithm with a schedule for this collective.
             let mut algo = s.params.algo.next();
             while !algo.supports(s.params.op) && algo != s.params.algo {
@@ -488,29 +525,8 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             }
             s.rebuild(RingParams { algo, ..s.params }, app)
         }
-        Action::CycleOp => {
-            let op = s.params.op.next();
-            let was = s.params.algo;
-            let algo = if was.supports(op) {
-                was
-            } else {
-                Algorithm::Ring
-            };
-            s.rebuild(
-                RingParams {
-                    op,
-                    algo,
-                    ..s.params
-                },
-                app,
-            );
-            if algo != was && s.params.op == op {
-                app.status = Some(format!(
-                    "{op}: {was} is an all-reduce algorithm; showing ring"
-                ));
-            }
-        }
-        Action::CycleSize => {
+        Verb::Op => next_op(s, app),
+        Verb::Size => {
             let bytes = SIZES
                 .iter()
                 .copied()
@@ -519,11 +535,64 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             s.rebuild(RingParams { bytes, ..s.params }, app);
         }
         // The note under the comparison table says what the new link assumes.
-        Action::CycleLink => s.link = (s.link + 1) % LINK_CHOICES,
-        Action::Back => return Outcome::Pop,
-        _ => {}
+        Verb::Link => s.link = (s.link + 1) % LINK_CHOICES,
     }
-    Outcome::Stay
+}
+
+/// More or fewer ranks, keeping the GPUs per node where they still divide them.
+fn change_ranks(s: &mut RingState, app: &mut App, up: bool) {
+    let ranks = next_ranks(s.params.ranks, up);
+    let root = s.params.root.min(ranks - 1);
+    let kept = s.params.gpus_per_node;
+    let gpus_per_node = if kept > 0 && ranks.is_multiple_of(kept) {
+        kept
+    } else {
+        0
+    };
+    s.rebuild(
+        RingParams {
+            ranks,
+            root,
+            gpus_per_node,
+            ..s.params
+        },
+        app,
+    );
+    if kept != gpus_per_node && s.node_note().is_none() {
+        app.status = Some(format!(
+            "N = {ranks}: {kept} GPUs per node no longer divides it; nodes of {} now",
+            s.schedule.spec().node_size()
+        ));
+    }
+    if ranks > MAX_DRAWN {
+        app.status = Some(format!(
+            "N = {ranks}: drawn up to {MAX_DRAWN}; the numbers stay exact"
+        ));
+    }
+}
+
+/// The next collective, with ring where the algorithm shown has no schedule for it.
+fn next_op(s: &mut RingState, app: &mut App) {
+    let op = s.params.op.next();
+    let was = s.params.algo;
+    let algo = if was.supports(op) {
+        was
+    } else {
+        Algorithm::Ring
+    };
+    s.rebuild(
+        RingParams {
+            op,
+            algo,
+            ..s.params
+        },
+        app,
+    );
+    if algo != was && s.params.op == op {
+        app.status = Some(format!(
+            "{op}: {was} is an all-reduce algorithm; showing ring"
+        ));
+    }
 }
 
 impl crate::tui::screens::View for RingState {
@@ -535,8 +604,8 @@ impl crate::tui::screens::View for RingState {
         super::ring_draw::render(self, app, frame, area)
     }
 
-    fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Ring]
+    fn contexts(&self) -> Vec<Context> {
+        vec![OWN]
     }
 
     fn takes_text(&self) -> bool {
@@ -564,7 +633,7 @@ mod tests {
     fn typed_sizes_stop_where_the_readme_says() {
         let max = SIZES[SIZES.len() - 1];
         assert_eq!(typed_size("1 GiB", 4), Ok(max));
-        assert!(typed_size("1025 MiB", 4).is_err_and(|e| e.contains("at most 1 GiB")));
+        assert!(typed_size("1025 MiB", 4).is_err_and(|e| e.to_string().contains("at most 1 GiB")));
         assert!(typed_size("2", 4).is_err());
         let readme = include_str!("../../../README.md");
         assert!(

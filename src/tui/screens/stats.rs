@@ -15,7 +15,6 @@ use crate::tui::screens::lesson::text_width;
 
 /// The course map opens this screen with `S` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "Stats",
     &[crate::tui::keys::Key::Char('S')],
     "study stats",
     Some((4, "stats")),
@@ -117,7 +116,36 @@ impl StatsState {
     }
 }
 
+const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Study stats");
+
+/// The stats screen's own verbs (`Action::Screen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
+#[repr(u8)]
+pub enum Verb {
+    /// Drill what is due.
+    Drill,
+}
+
+impl Verb {
+    pub const fn act(self) -> Action {
+        Action::Screen(crate::tui::app::ScreenId::Stats, self as u8, 0)
+    }
+}
+
+use crate::tui::keys::{Binding, DOWN, Key::Char, UP, bind};
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, &[Char('d'), Char('D')], "drill what is due", Verb::Drill.act(), Some((1, "drill what is due"))),
+    bind(OWN, DOWN, "scroll", Action::Move(1), None),
+    bind(OWN, UP, "scroll", Action::Move(-1), None),
+];
+
 pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
+    if let Some((Verb::Drill, _)) = action.verb(crate::tui::app::ScreenId::Stats, Verb::from_repr) {
+        let d = super::drill::open(app, &super::drill::DrillOptions::default());
+        return Outcome::Push(Screen::Quiz(Box::new(d)));
+    }
     match action {
         Action::Back => return Outcome::Pop,
         // Clamped to the last screenful, so k after a long j goes back at once.
@@ -127,10 +155,6 @@ pub fn update(s: &mut StatsState, app: &mut App, action: Action) -> Outcome {
                 .scroll
                 .saturating_add_signed(d as isize)
                 .min(total.saturating_sub(shown));
-        }
-        Action::OpenDrill => {
-            let d = super::drill::open(app, &super::drill::DrillOptions::default());
-            return Outcome::Push(Screen::Quiz(Box::new(d)));
         }
         Action::Reload | Action::Resize(..) => *s = StatsState::at(app, s.now, s.tz),
         _ => {}
@@ -300,7 +324,7 @@ impl crate::tui::screens::View for StatsState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::Stats]
+        vec![OWN]
     }
 }
 

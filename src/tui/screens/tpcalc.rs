@@ -9,13 +9,13 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use crate::course::block::TpBlock;
 use crate::infer::{Level, ModelConfig, TpQuery, TpReport, calculate, find_model, presets};
 use crate::tui::app::{Action, App, Outcome};
+use crate::tui::error::ScreenError;
 use crate::tui::form::{Form, FormModel, cycle};
 use crate::tui::theme::Theme;
 use crate::units::{format_bytes, format_seconds};
 
 /// The course map opens this screen with `t` (its line in `screens!` names this).
 pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new(
-    "TpCalc",
     &[crate::tui::keys::Key::Char('t')],
     "TP calculator",
     Some((5, "TP calc")),
@@ -49,15 +49,15 @@ pub struct TpCalcState {
     pub tokens: u64,
     pub gpus_per_node: usize,
     pub form: Form,
-    pub report: Result<TpReport, String>,
+    pub report: Result<TpReport, ScreenError>,
 }
 
 pub use crate::tui::form::step;
 
 impl TpCalcState {
     /// Opens on a preset (by name or Hugging Face id).
-    pub fn new(model: &str, tp: usize, tokens: u64) -> Result<Self, String> {
-        let m = find_model(model).map_err(|e| e.to_string())?;
+    pub fn new(model: &str, tp: usize, tokens: u64) -> Result<Self, ScreenError> {
+        let m = find_model(model)?;
         let models = presets();
         let idx = models.iter().position(|p| p.name == m.name).unwrap_or(0);
         let mut s = Self {
@@ -67,7 +67,7 @@ impl TpCalcState {
             tokens,
             gpus_per_node: 8,
             form: Form::default(),
-            report: Err(String::new()),
+            report: Err(ScreenError::NoPresets),
         };
         s.recompute();
         s.report.as_ref().map_err(Clone::clone)?;
@@ -75,7 +75,7 @@ impl TpCalcState {
     }
 
     /// The calculator preset by a ```` ```tp ```` block.
-    pub fn from_block(b: &TpBlock) -> Result<Self, String> {
+    pub fn from_block(b: &TpBlock) -> Result<Self, ScreenError> {
         Self::new(&b.model, b.tp, b.tokens)
     }
 
@@ -88,9 +88,9 @@ impl TpCalcState {
             Some(m) => {
                 let mut q = TpQuery::new(m.clone(), self.tp, self.tokens);
                 q.gpus_per_node = self.gpus_per_node;
-                calculate(&q).map_err(|e| e.to_string())
+                calculate(&q).map_err(ScreenError::from)
             }
-            None => Err("no model presets".into()),
+            None => Err(ScreenError::NoPresets),
         };
     }
 }
@@ -131,11 +131,25 @@ impl FormModel for TpCalcState {
         }
     }
 
-    fn validate(&mut self) -> Result<(), String> {
+    type Error = ScreenError;
+
+    fn validate(&mut self) -> Result<(), ScreenError> {
         self.recompute();
         self.report.as_ref().map(|_| ()).map_err(Clone::clone)
     }
 }
+
+pub const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("TP calculator");
+
+use crate::tui::keys::{Binding, DOWN, NEXT_VALUE, PREV_VALUE, UP, bind};
+
+#[rustfmt::skip]
+pub const KEYS: &[Binding] = &[
+    bind(OWN, DOWN, "choose field", Action::Move(1), Some((1, "choose field"))),
+    bind(OWN, UP, "previous field", Action::Move(-1), None),
+    bind(OWN, NEXT_VALUE, "change value", Action::Adjust(1), Some((1, "change value"))),
+    bind(OWN, PREV_VALUE, "previous value", Action::Adjust(-1), None),
+];
 
 pub fn update(s: &mut TpCalcState, app: &mut App, action: Action) -> Outcome {
     match action {
@@ -322,7 +336,7 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
     let area = right.inner(ratatui::layout::Margin::new(1, 0));
     let (main, table) = match &s.report {
         Ok(r) => result_lines(r, t, area.width as usize),
-        Err(e) => (vec![Line::styled(e.clone(), t.error)], Vec::new()),
+        Err(e) => (vec![Line::styled(e.to_string(), t.error)], Vec::new()),
     };
     // The block's title takes the first row.
     let rows = area.height.saturating_sub(1) as usize;
@@ -359,7 +373,7 @@ impl crate::tui::screens::View for TpCalcState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![crate::tui::keys::Context::TpCalc]
+        vec![OWN]
     }
 }
 

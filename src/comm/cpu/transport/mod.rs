@@ -71,7 +71,7 @@ impl Transports {
         }
     }
     /// Read `P2P+NET` (or `-`) back; an unknown word is an error naming it.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, UnknownTransport> {
         if text == "-" {
             return Ok(Self::default());
         }
@@ -80,10 +80,15 @@ impl Transports {
                 .into_iter()
                 .find(|t| t.name() == part)
                 .map(|t| s.union(Self::only(t)))
-                .ok_or_else(|| format!("`{part}` is not a transport (P2P, SHM, NET)"))
+                .ok_or_else(|| UnknownTransport(part.to_string()))
         })
     }
 }
+
+/// A word of a transport set that names no transport.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a transport (P2P, SHM, NET)")]
+pub struct UnknownTransport(pub String);
 
 impl FromIterator<Transport> for Transports {
     fn from_iter<I: IntoIterator<Item = Transport>>(it: I) -> Self {
@@ -325,7 +330,9 @@ mod tests {
             serde_json::from_str::<Transports>(&json).expect("back"),
             set
         );
-        let err = Transports::parse("SHM+IB").expect_err("IB is not one of ringlab's");
+        let err = Transports::parse("SHM+IB")
+            .expect_err("IB is not one of ringlab's")
+            .to_string();
         assert!(err.contains("`IB`"), "{err}");
         assert!(serde_json::from_str::<Transports>("\"P2P+XX\"").is_err());
         assert!(set.contains(Transport::P2p) && !set.contains(Transport::Shm));

@@ -1,12 +1,15 @@
 //! NET: the partner's TCP socket carries its bytes (NCCL's net transport over its Socket
 //! plugin). It connects any pair, so it is last in the table; the socket itself was dialled
-//! during rendezvous ([`crate::comm::cpu::tcp::TcpComm::init`]).
+//! during rendezvous ([`super::super::tcp::TcpComm::init`]).
 
 use std::io;
 
+use nix::errno::Errno;
+use nix::sys::socket::{self, MsgFlags};
+
+use super::{Connector, Decline, PeerInfo, Transport};
 use crate::comm::cpu::engine::{EngineError, Pass, PeerLink, Run, SPIN, STAGE_WINDOW};
 use crate::comm::cpu::tcp::{RankEnv, channel, connected};
-use crate::comm::cpu::transport::{Connector, Decline, PeerInfo, Transport};
 use crate::nccl_log::Msg;
 
 pub struct Net;
@@ -283,47 +286,20 @@ pub(crate) fn sys_send(fd: i32, data: &[u8]) -> io::Result<usize> {
 /// [`sys_send`], with `more`: more bytes follow at once, so the kernel may hold these for the
 /// same segment (MSG_MORE).
 fn sys_send_flags(fd: i32, data: &[u8], more: bool) -> io::Result<usize> {
-    let more = if more { libc::MSG_MORE } else { 0 };
-    // SAFETY: data is a valid readable slice; MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    let n = unsafe {
-        libc::send(
-            fd,
-            data.as_ptr().cast(),
-            data.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    let mut flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    // nix names no MSG_MORE: the kernel's bit, as is.
+    flags.set(MsgFlags::from_bits_retain(libc::MSG_MORE), more);
+    // MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+    Ok(socket::send(fd, data, flags)?)
 }
 
 /// One nonblocking send of `a` then `b` (writev); a full socket buffer is `WouldBlock`.
 fn sys_send_two(fd: i32, a: &[u8], b: &[u8]) -> io::Result<usize> {
-    let iov = [
-        libc::iovec {
-            iov_base: a.as_ptr().cast_mut().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_ptr().cast_mut().cast(),
-            iov_len: b.len(),
-        },
-    ];
-    // SAFETY: msghdr is a plain C struct for which all zero bytes is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr().cast_mut();
-    msg.msg_iovlen = 2;
-    // SAFETY: both iovecs describe readable slices borrowed for the call (sendmsg does not
-    // write through them); MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    let iov = [io::IoSlice::new(a), io::IoSlice::new(b)];
+    // No control messages: nix's buffer for them is empty and allocates nothing. MSG_NOSIGNAL
+    // turns SIGPIPE into EPIPE.
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    Ok(socket::sendmsg::<()>(fd, &iov, &[], flags, None)?)
 }
 
 /// [`recv_spin_then_block`] into `a`, then `b`.
@@ -345,48 +321,33 @@ fn recv_two_spin_then_block(fd: i32, a: &mut [u8], b: &mut [u8]) -> io::Result<u
 
 /// One receive into `a`, then `b` (readv), nonblocking or not, retried on EINTR.
 fn sys_recv_two(fd: i32, a: &mut [u8], b: &mut [u8], nonblocking: bool) -> io::Result<usize> {
-    let iov = [
-        libc::iovec {
-            iov_base: a.as_mut_ptr().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        },
-    ];
-    // SAFETY: msghdr is a plain C struct for which all zero bytes is a valid value (no name,
-    // no control data, no flags).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr().cast_mut();
-    msg.msg_iovlen = 2;
+    let mut iov = [io::IoSliceMut::new(a), io::IoSliceMut::new(b)];
+    let flags = dontwait(nonblocking);
     loop {
-        // SAFETY: both iovecs describe writable slices borrowed for the call; msg points at
-        // them and at nothing else.
-        let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
-        let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
-        if n >= 0 {
-            return Ok(n as usize);
+        match socket::recvmsg::<()>(fd, &mut iov, None, flags) {
+            Ok(m) => return Ok(m.bytes),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
+    }
+}
+
+fn dontwait(nonblocking: bool) -> MsgFlags {
+    if nonblocking {
+        MsgFlags::MSG_DONTWAIT
+    } else {
+        MsgFlags::empty()
     }
 }
 
 /// One receive, nonblocking or not, retried on EINTR.
 pub(crate) fn sys_recv(fd: i32, data: &mut [u8], nonblocking: bool) -> io::Result<usize> {
-    let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+    let flags = dontwait(nonblocking);
     loop {
-        // SAFETY: data is a valid writable slice of data.len() bytes.
-        let n = unsafe { libc::recv(fd, data.as_mut_ptr().cast(), data.len(), flags) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match socket::recv(fd, data, flags) {
+            Ok(n) => return Ok(n),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }

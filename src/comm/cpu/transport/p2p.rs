@@ -9,11 +9,11 @@
 
 use std::io;
 
+use super::shm::{FifoLink, recv_fifo};
+use super::{Connector, Decline, PeerInfo, Transport, shm::Shm};
 use crate::comm::cpu::cma;
 use crate::comm::cpu::engine::{EngineError, Pass, PeerLink, Run, STAGE_WINDOW};
 use crate::comm::cpu::shm::Pipe;
-use crate::comm::cpu::transport::shm::{FifoLink, recv_fifo};
-use crate::comm::cpu::transport::{Connector, Decline, PeerInfo, Transport, shm::Shm};
 
 pub struct P2p;
 
@@ -29,7 +29,7 @@ impl Connector for P2p {
         let pid = libc::pid_t::try_from(peer.pid)
             .map_err(|_| Decline::Because(format!("process id {} is out of range", peer.pid)))?;
         crate::comm::cpu::cma::can_read(pid, peer.probe_addr, peer.probe_value)
-            .map_err(Decline::Because)
+            .map_err(|e| Decline::Because(e.to_string()))
     }
 }
 

@@ -3,19 +3,19 @@
 //! /dev/shm and neither sets `NCCL_SHM_DISABLE=1`. Connecting is one round among the node's
 //! partners: each rank makes its segment (a FIFO per partner), partners map it and say so,
 //! then its name is unlinked, so nothing is left behind whatever happens to the ranks. P2P
-//! pairs ([`crate::comm::cpu::transport::p2p`]) are connected here too: they use the FIFO for small messages.
+//! pairs ([`super::p2p`]) are connected here too: they use the FIFO for small messages.
 
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
+use super::{Connector, Decline, PeerInfo, Transport};
 use crate::comm::cpu::engine::{EngineError, Pass, PeerLink, Run};
 use crate::comm::cpu::shm::Pipe;
 use crate::comm::cpu::tcp::{
     CommError, RankEnv, SETUP_WAIT, channel, connected, log_shm_error, swap_frames,
     swap_frames_each,
 };
-use crate::comm::cpu::transport::{Connector, Decline, PeerInfo, Transport};
 use crate::comm::emu::log;
 use crate::nccl_log::Msg;
 
@@ -71,6 +71,38 @@ pub(crate) struct Ack {
     pub(crate) reads: bool,
 }
 
+/// Why a partner's segment was not mapped (said to the partner, and this rank's setup error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unmapped {
+    #[error("rank {0} has no local connection to hand its segment")]
+    NoConnection(usize),
+    #[error("rank {p}'s shared-memory segment did not come: {source}")]
+    NotHanded { p: usize, source: std::io::Error },
+    #[error("rank {p}'s segment has FIFOs of {theirs} bytes, this rank's {mine}")]
+    FifoSize {
+        p: usize,
+        theirs: usize,
+        mine: usize,
+    },
+    #[error("rank {0}'s segment names a rank outside the job")]
+    OutsideJob(usize),
+    #[error("rank {p}'s segment is announced as {len} bytes, its {fifos} FIFOs take {want}")]
+    Length {
+        p: usize,
+        len: usize,
+        fifos: usize,
+        want: usize,
+    },
+    #[error(transparent)]
+    Map(#[from] crate::comm::cpu::shm::ShmError),
+    #[error("rank {p}'s segment has no FIFO for rank {rank}")]
+    NoSlot { p: usize, rank: usize },
+    #[error("rank {0}'s segment is too small")]
+    TooSmall(usize),
+    #[error("this rank's segment is too small")]
+    MineTooSmall,
+}
+
 /// The descriptor of partner `p`'s segment, taken from their Unix connection, mapped once
 /// it proves to be what `offer` describes for this job's FIFO size `fifo`.
 fn take_segment(
@@ -79,29 +111,31 @@ fn take_segment(
     offer: &Offer,
     fifo: usize,
     world: usize,
-) -> Result<crate::comm::cpu::shm::Segment, String> {
+) -> Result<crate::comm::cpu::shm::Segment, Unmapped> {
     use crate::comm::cpu::shm::{Segment, segment_len};
-    let s = unix.ok_or_else(|| format!("rank {p} has no local connection to hand its segment"))?;
+    let s = unix.ok_or(Unmapped::NoConnection(p))?;
     let fd = crate::comm::cpu::fdpass::recv_fd(s, SETUP_WAIT)
-        .map_err(|e| format!("rank {p}'s shared-memory segment did not come: {e}"))?;
+        .map_err(|source| Unmapped::NotHanded { p, source })?;
     if offer.fifo != fifo {
-        return Err(format!(
-            "rank {p}'s segment has FIFOs of {} bytes, this rank's {fifo}",
-            offer.fifo
-        ));
+        return Err(Unmapped::FifoSize {
+            p,
+            theirs: offer.fifo,
+            mine: fifo,
+        });
     }
     if offer.slots.iter().any(|&r| r >= world) {
-        return Err(format!("rank {p}'s segment names a rank outside the job"));
+        return Err(Unmapped::OutsideJob(p));
     }
     let want = segment_len(offer.slots.len(), fifo);
     if offer.len != want {
-        return Err(format!(
-            "rank {p}'s segment is announced as {} bytes, its {} FIFOs take {want}",
-            offer.len,
-            offer.slots.len()
-        ));
+        return Err(Unmapped::Length {
+            p,
+            len: offer.len,
+            fifos: offer.slots.len(),
+            want,
+        });
     }
-    Segment::from_fd(fd, want, &format!("rank {p}'s segment")).map_err(|e| e.to_string())
+    Ok(Segment::from_fd(fd, want, &format!("rank {p}'s segment"))?)
 }
 
 /// Make this rank's segment, map every local partner's, agree, and unlink: the FIFOs of every
@@ -114,27 +148,9 @@ pub(crate) fn connect(
     transports: &mut [Option<Transport>],
     deferred: &mut Vec<Msg>,
 ) -> Result<Links, CommError> {
-    use crate::comm::cpu::shm::{Pipe, Segment, fifo_size, segment_len};
     let rank = env.rank;
-    let setup = |what: String| CommError::Setup { rank, what };
     let ranks: Vec<usize> = local.iter().map(|p| p.rank).collect();
-    let fifo = fifo_size().map_err(setup)?;
-    let len = segment_len(local.len(), fifo);
-    let mut mine = Segment::create(&crate::comm::cpu::shm::dir(), len).map_err(|source| {
-        log_shm_error(&source);
-        CommError::Shm { rank, source }
-    })?;
-    log::info(&format!(
-        "MMAP allocated shareable host buffer {} size {len}",
-        mine.path().display()
-    ));
-    let offer = serde_json::to_vec(&Offer {
-        path: mine.path().display().to_string(),
-        len,
-        fifo,
-        slots: ranks.clone(),
-    })
-    .map_err(|e| setup(e.to_string()))?;
+    let (mut mine, offer, fifo) = make_segment(rank, &ranks)?;
     let offers = swap_frames(
         rank,
         peers,
@@ -143,82 +159,16 @@ pub(crate) fn connect(
         "shared-memory segment",
         SETUP_WAIT,
     )?;
-    // The segment itself goes to each partner as a descriptor (a send does not wait for the
-    // partner to take it); then each partner's comes in.
-    let Some(my_fd) = mine.fd().map(|f| f.as_raw_fd()) else {
-        return Err(setup("this rank's segment has no descriptor".into()));
-    };
-    for &p in &ranks {
-        let s = unix
-            .get(p)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
-        crate::comm::cpu::fdpass::send_fds(s, &[my_fd]).map_err(|source| CommError::Io {
-            rank,
-            what: format!("handing rank {p} this rank's segment"),
-            source,
-        })?;
-    }
-    let mut theirs = Vec::with_capacity(local.len());
-    let mut pipes: Vec<Option<Pipe>> = (0..env.world).map(|_| None).collect();
-    let mut failure: Option<String> = None;
-    for (k, (partner, o)) in local.iter().zip(&offers).enumerate() {
-        let p = partner.rank;
-        let offer: Offer =
-            serde_json::from_slice(o).map_err(|e| setup(format!("rank {p}'s segment: {e}")))?;
-        let opened = take_segment(
-            p,
-            unix.get(p).and_then(Option::as_ref),
-            &offer,
-            fifo,
-            env.world,
-        )
-        .and_then(|seg| {
-            let slot = offer
-                .slots
-                .iter()
-                .position(|&r| r == rank)
-                .ok_or_else(|| format!("rank {p}'s segment has no FIFO for rank {rank}"))?;
-            let tx = seg
-                .fifo(slot, offer.fifo)
-                .ok_or_else(|| format!("rank {p}'s segment is too small"))?;
-            let rx = mine
-                .fifo(k, fifo)
-                .ok_or_else(|| "this rank's segment is too small".to_string())?;
-            let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
-            // Single copy from p where the table chose P2P (both allow it, and this rank
-            // has read p's memory).
-            let cma_from = partner
-                .p2p
-                .then(|| libc::pid_t::try_from(partner.info.pid).ok())
-                .flatten();
-            pipes[p] = Some(Pipe {
-                tx,
-                rx,
-                peer_bell: seg.bell(),
-                fd,
-                cma_from,
-                cma_to: false,
-            });
-            Ok(seg)
-        });
-        match opened {
-            Ok(seg) => {
-                log::info(&format!(
-                    "MMAP imported shareable host buffer {} size {}",
-                    offer.path.escape_debug(),
-                    offer.len
-                ));
-                theirs.push(seg);
-            }
-            Err(e) => {
-                log::warn(&e);
-                failure.get_or_insert(e);
-            }
-        }
-    }
+    hand_segment(rank, unix, &ranks, &mine)?;
+    let mapped = map_partners(env, peers, unix, local, &offers, &mine, fifo)?;
+    let Mapped {
+        mut pipes,
+        theirs,
+        failure,
+    } = mapped;
     // Everyone says whether it mapped its partners' segments (and will read their memory);
     // then each name can go. One frame per partner: what this rank says to that one.
+    let setup = |what: String| CommError::Setup { rank, what };
     let mut frames = Vec::with_capacity(local.len());
     for &p in &ranks {
         let ack = Ack {
@@ -239,7 +189,181 @@ pub(crate) fn connect(
     if let Some(e) = failure {
         return Err(setup(e));
     }
-    for (partner, a) in local.iter().zip(&acks) {
+    settle_transports(env, local, &acks, &mut pipes, transports, deferred)?;
+    let bell = mine
+        .bell()
+        .ok_or_else(|| setup(Unmapped::MineTooSmall.to_string()))?;
+    Ok(Links {
+        pipes,
+        bell,
+        _mine: mine,
+        _theirs: theirs,
+    })
+}
+
+/// This rank's segment (a FIFO per partner in `ranks`, in their order), and the offer that
+/// describes it to them; with the FIFO size.
+fn make_segment(
+    rank: usize,
+    ranks: &[usize],
+) -> Result<(crate::comm::cpu::shm::Segment, Vec<u8>, usize), CommError> {
+    use crate::comm::cpu::shm::{Segment, fifo_size, segment_len};
+    let fifo = fifo_size().map_err(|e| CommError::Setup {
+        rank,
+        what: e.to_string(),
+    })?;
+    let len = segment_len(ranks.len(), fifo);
+    let mine = Segment::create(&crate::comm::cpu::shm::dir(), len).map_err(|source| {
+        log_shm_error(&source);
+        CommError::Shm { rank, source }
+    })?;
+    log::info(&format!(
+        "MMAP allocated shareable host buffer {} size {len}",
+        mine.path().display()
+    ));
+    let offer = serde_json::to_vec(&Offer {
+        path: mine.path().display().to_string(),
+        len,
+        fifo,
+        slots: ranks.to_vec(),
+    })
+    .map_err(|e| CommError::Setup {
+        rank,
+        what: e.to_string(),
+    })?;
+    Ok((mine, offer, fifo))
+}
+
+/// The segment itself goes to each partner as a descriptor (a send does not wait for the
+/// partner to take it).
+fn hand_segment(
+    rank: usize,
+    unix: &[Option<UnixStream>],
+    ranks: &[usize],
+    mine: &crate::comm::cpu::shm::Segment,
+) -> Result<(), CommError> {
+    let setup = |what: String| CommError::Setup { rank, what };
+    let Some(my_fd) = mine.fd().map(|f| f.as_raw_fd()) else {
+        return Err(setup("this rank's segment has no descriptor".into()));
+    };
+    for &p in ranks {
+        let s = unix
+            .get(p)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| setup(format!("no local connection to rank {p}")))?;
+        crate::comm::cpu::fdpass::send_fds(s, &[my_fd]).map_err(|source| CommError::Io {
+            rank,
+            what: format!("handing rank {p} this rank's segment"),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// What mapping the partners' segments left: a pipe per partner mapped, the segments, and the
+/// first failure (said to every partner, then this rank's error).
+struct Mapped {
+    pipes: Vec<Option<Pipe>>,
+    theirs: Vec<crate::comm::cpu::shm::Segment>,
+    failure: Option<String>,
+}
+
+/// Each partner's segment comes in and is mapped; a pipe to and from each one that maps.
+fn map_partners(
+    env: &RankEnv,
+    peers: &[Option<TcpStream>],
+    unix: &[Option<UnixStream>],
+    local: &[Partner],
+    offers: &[Vec<u8>],
+    mine: &crate::comm::cpu::shm::Segment,
+    fifo: usize,
+) -> Result<Mapped, CommError> {
+    let rank = env.rank;
+    let mut out = Mapped {
+        pipes: (0..env.world).map(|_| None).collect(),
+        theirs: Vec::with_capacity(local.len()),
+        failure: None,
+    };
+    for (k, (partner, o)) in local.iter().zip(offers).enumerate() {
+        let p = partner.rank;
+        let offer: Offer = serde_json::from_slice(o).map_err(|e| CommError::Setup {
+            rank,
+            what: format!("rank {p}'s segment: {e}"),
+        })?;
+        let unix = unix.get(p).and_then(Option::as_ref);
+        let opened = take_segment(p, unix, &offer, fifo, env.world).and_then(|seg| {
+            let rx = mine.fifo(k, fifo).ok_or(Unmapped::MineTooSmall)?;
+            let fd = peers[p].as_ref().map_or(-1, |s| s.as_raw_fd());
+            let pipe = pipe_into(rank, partner, &offer, &seg, rx, fd)?;
+            out.pipes[p] = Some(pipe);
+            Ok(seg)
+        });
+        match opened {
+            Ok(seg) => {
+                log::info(&format!(
+                    "MMAP imported shareable host buffer {} size {}",
+                    offer.path.escape_debug(),
+                    offer.len
+                ));
+                out.theirs.push(seg);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                log::warn(&e);
+                out.failure.get_or_insert(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The pipe to `partner` through its segment `seg` (this rank's FIFO in it, as `offer` lays it
+/// out), reading from `rx`; `fd` is their TCP connection.
+fn pipe_into(
+    rank: usize,
+    partner: &Partner,
+    offer: &Offer,
+    seg: &crate::comm::cpu::shm::Segment,
+    rx: crate::comm::cpu::shm::Fifo,
+    fd: i32,
+) -> Result<Pipe, Unmapped> {
+    let p = partner.rank;
+    let slot = offer
+        .slots
+        .iter()
+        .position(|&r| r == rank)
+        .ok_or(Unmapped::NoSlot { p, rank })?;
+    let tx = seg.fifo(slot, offer.fifo).ok_or(Unmapped::TooSmall(p))?;
+    let peer_bell = seg.bell().ok_or(Unmapped::TooSmall(p))?;
+    // Single copy from p where the table chose P2P (both allow it, and this rank has read
+    // p's memory).
+    let cma_from = partner
+        .p2p
+        .then(|| libc::pid_t::try_from(partner.info.pid).ok())
+        .flatten();
+    Ok(Pipe {
+        tx,
+        rx,
+        peer_bell,
+        fd,
+        cma_from,
+        cma_to: false,
+    })
+}
+
+/// Each partner's word on this rank's segment: an error ends the setup; otherwise the pair is
+/// P2P when single copy works both ways, else SHM, said on its channel line.
+fn settle_transports(
+    env: &RankEnv,
+    local: &[Partner],
+    acks: &[Vec<u8>],
+    pipes: &mut [Option<Pipe>],
+    transports: &mut [Option<Transport>],
+    deferred: &mut Vec<Msg>,
+) -> Result<(), CommError> {
+    let rank = env.rank;
+    let setup = |what: String| CommError::Setup { rank, what };
+    for (partner, a) in local.iter().zip(acks) {
         let p = partner.rank;
         let ack: Ack = serde_json::from_slice(a)
             .map_err(|e| setup(format!("rank {p}'s shared-memory check: {e}")))?;
@@ -268,13 +392,7 @@ pub(crate) fn connect(
         }
         connected(deferred, line);
     }
-    let bell = mine.bell();
-    Ok(Links {
-        pipes,
-        bell,
-        _mine: mine,
-        _theirs: theirs,
-    })
+    Ok(())
 }
 
 #[cfg(test)]
@@ -413,14 +531,7 @@ mod tests {
         untouched(&v, 4096);
 
         // Not a file at all.
-        let mut p = [0; 2];
-        // SAFETY: p is a writable pair of ints.
-        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-        // SAFETY: fresh fds of ours, taken over once each.
-        let (r, _w) = unsafe {
-            use std::os::fd::FromRawFd as _;
-            (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1]))
-        };
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
         let e = against(&offer(&v, want), Hand::Fd(r)).expect_err("a pipe");
         assert!(e.contains("not a regular file"), "{e}");
         untouched(&v, 4096);

@@ -144,21 +144,38 @@ pub struct AclEntry {
     pub id: u32,
 }
 
+/// Why an entry's access ACL could not be read or parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AclError {
+    #[error("{0} bytes, shorter than the header")]
+    Short(usize),
+    #[error("version {0}, not {ACL_VERSION}")]
+    Version(u32),
+    #[error("{0} bytes of entries, not a whole number of 8-byte entries")]
+    Ragged(usize),
+    #[error("an entry with the unknown tag {0:#x}")]
+    UnknownTag(u16),
+    #[error("a NUL byte in the path")]
+    NulInPath,
+    /// getxattr's errno.
+    #[error("{}", std::io::Error::from_raw_os_error(*.0))]
+    Read(i32),
+    #[error("its size kept changing while it was read")]
+    Unstable,
+}
+
 /// Parse the value of the `system.posix_acl_access` attribute: a little-endian u32 version
 /// (2), then 8-byte entries (u16 tag, u16 permissions, u32 id). Anything else is an error.
-pub fn parse_acl(bytes: &[u8]) -> Result<Vec<AclEntry>, String> {
+pub fn parse_acl(bytes: &[u8]) -> Result<Vec<AclEntry>, AclError> {
     let (head, rest) = bytes
         .split_first_chunk::<4>()
-        .ok_or_else(|| format!("{} bytes, shorter than the header", bytes.len()))?;
+        .ok_or(AclError::Short(bytes.len()))?;
     let version = u32::from_le_bytes(*head);
     if version != ACL_VERSION {
-        return Err(format!("version {version}, not {ACL_VERSION}"));
+        return Err(AclError::Version(version));
     }
     if rest.len() % 8 != 0 {
-        return Err(format!(
-            "{} bytes of entries, not a whole number of 8-byte entries",
-            rest.len()
-        ));
+        return Err(AclError::Ragged(rest.len()));
     }
     let known = [
         ACL_USER_OBJ,
@@ -178,7 +195,7 @@ pub fn parse_acl(bytes: &[u8]) -> Result<Vec<AclEntry>, String> {
             if known.contains(&e.tag) {
                 Ok(e)
             } else {
-                Err(format!("an entry with the unknown tag {:#x}", e.tag))
+                Err(AclError::UnknownTag(e.tag))
             }
         })
         .collect()
@@ -186,15 +203,15 @@ pub fn parse_acl(bytes: &[u8]) -> Result<Vec<AclEntry>, String> {
 
 /// The access ACL of an entry: `None` where it has none (ENODATA) or its filesystem has no
 /// ACLs (ENOTSUP, which is EOPNOTSUPP on Linux); an error for anything else.
-pub(super) fn read_acl(at: At<'_>) -> Result<Option<Vec<AclEntry>>, String> {
+pub(super) fn read_acl(at: At<'_>) -> Result<Option<Vec<AclEntry>>, AclError> {
     enum Target {
         Path(CString),
         Fd(i32),
     }
     let target = match at {
-        At::Path(p) => Target::Path(
-            CString::new(p.as_os_str().as_bytes()).map_err(|_| "a NUL byte in the path")?,
-        ),
+        At::Path(p) => {
+            Target::Path(CString::new(p.as_os_str().as_bytes()).map_err(|_| AclError::NulInPath)?)
+        }
         At::Fd(fd) => Target::Fd(fd.as_raw_fd()),
     };
     let get = |buf: &mut [u8]| -> isize {
@@ -217,17 +234,17 @@ pub(super) fn read_acl(at: At<'_>) -> Result<Option<Vec<AclEntry>>, String> {
             buf.truncate(n);
             return parse_acl(&buf).map(Some);
         }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::ENODATA | libc::ENOTSUP) => return Ok(None),
-            Some(libc::ERANGE) => {
-                let need = usize::try_from(get(&mut [])).map_err(|_| e.to_string())?;
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        match errno {
+            libc::ENODATA | libc::ENOTSUP => return Ok(None),
+            libc::ERANGE => {
+                let need = usize::try_from(get(&mut [])).map_err(|_| AclError::Read(errno))?;
                 buf = vec![0u8; need.max(1)];
             }
-            _ => return Err(e.to_string()),
+            _ => return Err(AclError::Read(errno)),
         }
     }
-    Err("its size kept changing while it was read".into())
+    Err(AclError::Unstable)
 }
 
 /// The user and group databases, as far as the trust rule needs them.

@@ -68,11 +68,14 @@ fn unprefixed(line: &str) -> &str {
     }
 }
 
+/// How a JSON line opens (ringlab's `--json`).
+const JSON_LINE: char = '{';
+
 /// Reads one file's text (`name` for messages).
 pub fn read(name: &str, text: &str) -> Result<BenchFile, ReadError> {
     let first = text.lines().map(str::trim).find(|l| !l.is_empty());
     let file = match first {
-        Some(l) if l.starts_with('{') => json(name, text)?,
+        Some(l) if l.starts_with(JSON_LINE) => json(name, text)?,
         Some(l) if l.starts_with("coll,backend,") => csv(name, text)?,
         _ => table(name, text)?,
     };
