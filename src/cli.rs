@@ -445,7 +445,7 @@ fn check_labs(paths: &[&PathBuf]) -> anyhow::Result<ExitCode> {
                 }
             };
             if let Err(e) = crate::lab::hang::scenario::parse(&text) {
-                problems.push((name, e));
+                problems.push((name, e.to_string()));
             }
         }
     }

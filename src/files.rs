@@ -286,16 +286,8 @@ pub fn read_error(path: &Path, limit: u64, what: &str, e: &ReadError) -> String 
 /// Bytes free for this user in the file system holding `path` (statvfs), where it can be
 /// asked.
 pub fn free_bytes(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: statvfs fills the buffer it is given for a NUL-terminated path, or fails.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so the buffer is filled.
-    let st = unsafe { st.assume_init() };
-    Some(st.f_bavail.saturating_mul(st.f_frsize))
+    let st = nix::sys::statvfs::statvfs(path).ok()?;
+    Some(st.blocks_available().saturating_mul(st.fragment_size()))
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! - [`study`]: progress, review history, spaced repetition, drills.
 //! - [`tui`]: the terminal app (TEA core: model, actions, update, render).
 //! - [`cli`]: the command line.
-//! - [`units`], [`files`]: byte sizes; reading user-named files safely.
+//! - [`units`], [`files`], [`private`]: byte sizes; reading and writing user-named files
+//!   safely; private folders in shared places and whose files are "ours".
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cli;

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// This process's effective user: whose files and connections are "ours".
 pub fn euid() -> libc::uid_t {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// A new private folder `base/PREFIXxxxxxxxxxxxx` (12 random characters), kept until the
@@ -39,8 +38,7 @@ pub fn fresh_dir(base: &Path, prefix: &str) -> io::Result<PathBuf> {
 /// Is `dir` a folder (not a link to one) owned by this user and closed to everyone else?
 pub fn check_private_dir(dir: &Path) -> io::Result<()> {
     let m = std::fs::symlink_metadata(dir)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = euid();
     let why = if !m.file_type().is_dir() {
         Some("is not a folder".to_string())
     } else if m.uid() != me {

@@ -7,8 +7,6 @@
 //! (64·2^20 bytes). Numbers may carry an exponent (`1e6`, `1.75e9`) and thousands separators
 //! (`1,048,576`, `1_048_576`, `1 048 576`). [`format_bytes`] prints binary units ("1 MiB").
 
-use std::time::Duration;
-
 const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
 /// What kind of quantity a unit measures.
@@ -281,11 +279,6 @@ pub fn format_seconds(seconds: f64) -> String {
     format!("{text} {unit}")
 }
 
-/// [`format_seconds`] for a [`Duration`].
-pub fn format_duration(d: Duration) -> String {
-    format_seconds(d.as_secs_f64())
-}
-
 /// nccl-tests' sweep: from `min` multiplying by `factor` while ≤ `max`.
 pub fn sweep(min: u64, max: u64, factor: u64) -> Result<Vec<u64>, String> {
     if min == 0 {
@@ -380,6 +373,9 @@ mod tests {
         assert_eq!(format_seconds(0.0), "0 s");
         assert_eq!(format_seconds(999.97e-6), "1.00 ms");
         assert_eq!(format_seconds(f64::NAN), "n/a");
-        assert_eq!(format_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(
+            format_seconds(std::time::Duration::from_millis(250).as_secs_f64()),
+            "250 ms"
+        );
     }
 }

@@ -218,8 +218,9 @@ pub const MAX_LOGS_TOTAL: u64 = 128 << 20;
 /// A log file's text: at most [`crate::files::MAX_LOG_BYTES`], and text. A file with NUL
 /// bytes, or mostly bytes that are neither text nor UTF-8, is not a log (a core dump, a
 /// compressed archive, a binary given by mistake): an error naming the file and the offset.
-pub fn read_log(p: &std::path::Path) -> Result<String, String> {
-    let bytes = crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log")?;
+pub fn read_log(p: &std::path::Path) -> Result<String, LogError> {
+    let bytes = crate::files::read_bounded(p, crate::files::MAX_LOG_BYTES, "NCCL log")
+        .map_err(LogError::Read)?;
     let head = &bytes[..bytes.len().min(64 << 10)];
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let odd = head
@@ -228,21 +229,42 @@ pub fn read_log(p: &std::path::Path) -> Result<String, String> {
         .count();
     let replaced = String::from_utf8_lossy(head).matches('\u{fffd}').count();
     if let Some(at) = head.iter().position(|&b| b == 0) {
-        return Err(format!(
-            "{} is not a text log (a NUL byte at offset {at}: binary data, a core dump or a \
-             compressed file); give the doctor the text NCCL wrote (zcat a .gz first)",
-            p.display()
-        ));
+        return Err(LogError::Binary {
+            path: p.to_path_buf(),
+            at,
+        });
     }
     if !head.is_empty() && (odd + replaced) * 10 > head.len() {
-        return Err(format!(
-            "{} is not a text log ({} of its first {} bytes are control bytes or not UTF-8)",
-            p.display(),
-            odd + replaced,
-            head.len()
-        ));
+        return Err(LogError::NotText {
+            path: p.to_path_buf(),
+            odd: odd + replaced,
+            of: head.len(),
+        });
     }
     Ok(text)
+}
+
+/// Why a file is not read as an NCCL log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Not read: missing, too big, not a regular file (the message names it).
+    #[error("{0}")]
+    Read(String),
+    #[error(
+        "{} is not a text log (a NUL byte at offset {at}: binary data, a core dump or a \
+         compressed file); give the doctor the text NCCL wrote (zcat a .gz first)",
+        path.display()
+    )]
+    Binary { path: std::path::PathBuf, at: usize },
+    #[error(
+        "{} is not a text log ({odd} of its first {of} bytes are control bytes or not UTF-8)",
+        path.display()
+    )]
+    NotText {
+        path: std::path::PathBuf,
+        odd: usize,
+        of: usize,
+    },
 }
 
 pub use crate::cli::printable;
@@ -366,7 +388,7 @@ fn machine(json: bool) -> anyhow::Result<ExitCode> {
             .ok()
             .filter(|f| f.linked)
             .map(|f| f.dir.display().to_string()),
-        nccl_error: m.nccl.as_ref().err().cloned(),
+        nccl_error: m.nccl.as_ref().err().map(ToString::to_string),
         nccl_all: m
             .all_nccl
             .iter()
@@ -405,6 +427,38 @@ fn render_machine(r: &MachineReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let p = &r.probe;
+    gpus_section(&mut s, p);
+    nccl_section(&mut s, r);
+    network_section(&mut s, r);
+    let _ = writeln!(s, "== What runs here");
+    match &r.nccl_backend {
+        Ok(()) => {
+            let _ = writeln!(
+                s,
+                "  the nccl backend: `ringlab sanity --backend nccl`, `ringlab bench --backend nccl`{}",
+                if p.gpus.len() < 2 {
+                    " (one GPU: a one-rank collective moves no data between GPUs)"
+                } else {
+                    ""
+                }
+            );
+            let _ = writeln!(
+                s,
+                "  and everything else: lessons, quizzes, the TCP labs, the hang lab"
+            );
+        }
+        Err(e) => {
+            for l in e.lines() {
+                let _ = writeln!(s, "  {l}");
+            }
+        }
+    }
+    s
+}
+
+/// `== GPUs`: the driver, each GPU, peer access between them, the probe's errors.
+fn gpus_section(s: &mut String, p: &crate::comm::nccl::Probe) {
+    use std::fmt::Write;
     let _ = writeln!(s, "== GPUs");
     if !p.driver_lib {
         let _ = writeln!(
@@ -450,6 +504,12 @@ fn render_machine(r: &MachineReport) -> String {
     for e in &p.errors {
         let _ = writeln!(s, "  ! {e}");
     }
+}
+
+/// `== NCCL`: where the library was found and which version loaded.
+fn nccl_section(s: &mut String, r: &MachineReport) {
+    use std::fmt::Write;
+    let p = &r.probe;
     let _ = writeln!(s, "== NCCL");
     match (&r.nccl_found, &r.nccl_error) {
         (Some(f), _) => {
@@ -480,6 +540,11 @@ fn render_machine(r: &MachineReport) -> String {
     if let Some(w) = &r.nccl_warning {
         let _ = writeln!(s, "  ! {w}");
     }
+}
+
+/// `== Network`: the interfaces, NCCL's choice among them, InfiniBand.
+fn network_section(s: &mut String, r: &MachineReport) {
+    use std::fmt::Write;
     let _ = writeln!(s, "== Network (NCCL's socket transport and bootstrap)");
     for (n, a) in &r.interfaces {
         let _ = writeln!(s, "  {n:<10} {a}");
@@ -500,30 +565,6 @@ fn render_machine(r: &MachineReport) -> String {
     } else {
         let _ = writeln!(s, "  InfiniBand devices: {}", r.infiniband.join(", "));
     }
-    let _ = writeln!(s, "== What runs here");
-    match &r.nccl_backend {
-        Ok(()) => {
-            let _ = writeln!(
-                s,
-                "  the nccl backend: `ringlab sanity --backend nccl`, `ringlab bench --backend nccl`{}",
-                if p.gpus.len() < 2 {
-                    " (one GPU: a one-rank collective moves no data between GPUs)"
-                } else {
-                    ""
-                }
-            );
-            let _ = writeln!(
-                s,
-                "  and everything else: lessons, quizzes, the TCP labs, the hang lab"
-            );
-        }
-        Err(e) => {
-            for l in e.lines() {
-                let _ = writeln!(s, "  {l}");
-            }
-        }
-    }
-    s
 }
 
 /// `doctor --trace`: the flight recorders lined up. Exit 0 when the dumps blame nobody, 1 when

@@ -73,7 +73,7 @@ impl ModelArgs {
 }
 
 /// Parses a parameter count: `8030261248`, `70.6B`, `405b`, `46.7e9`, `500M`.
-pub fn parse_params(s: &str) -> Result<u64, String> {
+pub fn parse_params(s: &str) -> Result<u64, BadParams> {
     let t = s.trim();
     let (num, scale) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
         Some('b') => (&t[..t.len() - 1], 1e9),
@@ -82,11 +82,14 @@ pub fn parse_params(s: &str) -> Result<u64, String> {
     };
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v * scale < 1e15 => Ok((v * scale).round() as u64),
-        _ => Err(format!(
-            "invalid parameter count \"{s}\" (examples: 8030261248, 70.6B, 46.7e9)"
-        )),
+        _ => Err(BadParams(s.to_string())),
     }
 }
+
+/// A parameter count that does not read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid parameter count \"{0}\" (examples: 8030261248, 70.6B, 46.7e9)")]
+pub struct BadParams(pub String);
 
 #[derive(Debug, clap::Args)]
 pub struct TpArgs {

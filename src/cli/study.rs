@@ -277,7 +277,7 @@ pub fn progress_cmd(cmd: &ProgressCommand) -> anyhow::Result<ExitCode> {
             );
         }
         ProgressCommand::Import { file } => {
-            let theirs = progress::read_file(file).map_err(anyhow::Error::msg)?;
+            let theirs = progress::read_file(file)?;
             let (mut mine, notice) = progress::load(&dir)?;
             if let Some(n) = notice {
                 eprintln!("ringlab: {n}");

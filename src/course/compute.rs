@@ -13,13 +13,30 @@ use crate::collective::{
 /// Parameter values by name (`N`, `M`, …).
 pub type Values = BTreeMap<String, f64>;
 
+/// Why a computation has no answer for the values it was given.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ComputeError {
+    #[error("parameter `{0}` is missing")]
+    Missing(String),
+    #[error("parameter `{0}` = {1} must be a whole number >= 1")]
+    NotWhole(String, f64),
+    #[error("parameter `{0}` = {1} must be > 0")]
+    NotPositive(String, f64),
+    #[error("parameter `{0}` = {1} must be >= 0")]
+    Negative(String, f64),
+    #[error("on N = {0} ranks the tree never beats the ring")]
+    TreeNeverBeats(usize),
+    #[error(transparent)]
+    Schedule(#[from] crate::collective::ScheduleError),
+}
+
 /// A named computation and the parameters it reads.
 pub struct Computation {
     pub name: &'static str,
     pub params: &'static [&'static str],
     /// What it returns, for authors.
     pub doc: &'static str,
-    pub run: fn(&Values) -> Result<f64, String>,
+    pub run: fn(&Values) -> Result<f64, ComputeError>,
 }
 
 pub const COMPUTATIONS: &[Computation] = &[
@@ -130,8 +147,7 @@ pub const COMPUTATIONS: &[Computation] = &[
         doc: "NCCL's model of its pipelined double binary tree all-reduce, in microseconds: \
               2 x depth latencies of ALPHA us plus the busiest rank's bytes (about 2M) at BW GB/s",
         run: |v| {
-            let e = dtree_pipelined_estimate(int(v, "N")?, int(v, "M")?, &quiz_link(v)?)
-                .map_err(|e| e.to_string())?;
+            let e = dtree_pipelined_estimate(int(v, "N")?, int(v, "M")?, &quiz_link(v)?)?;
             Ok(e.total_s * 1e6)
         },
     },
@@ -142,9 +158,7 @@ pub const COMPUTATIONS: &[Computation] = &[
               on N ranks, ALPHA us per hop, BW GB/s links (alpha-beta model)",
         run: |v| {
             let n = int(v, "N")?;
-            tree_ring_crossover_bytes(n, &quiz_link(v)?)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("on N = {n} ranks the tree never beats the ring"))
+            tree_ring_crossover_bytes(n, &quiz_link(v)?)?.ok_or(ComputeError::TreeNeverBeats(n))
         },
     },
     Computation {
@@ -209,7 +223,7 @@ pub const COMPUTATIONS: &[Computation] = &[
 ];
 
 /// The all-reduce of M bytes (u8) on NODES × GPUS ranks, and the NVLink + InfiniBand topology.
-fn nodes_schedule(v: &Values, algo: Algorithm) -> Result<(Schedule, Topology), String> {
+fn nodes_schedule(v: &Values, algo: Algorithm) -> Result<(Schedule, Topology), ComputeError> {
     let (nodes, gpus, m) = (int(v, "NODES")?, int(v, "GPUS")?, int(v, "M")?);
     let spec = Spec {
         gpus_per_node: gpus,
@@ -224,7 +238,7 @@ fn nodes_schedule(v: &Values, algo: Algorithm) -> Result<(Schedule, Topology), S
     Ok((build(spec)?, Topology::nvlink_ib(gpus)))
 }
 
-fn on_nodes(v: &Values, algo: Algorithm) -> Result<f64, String> {
+fn on_nodes(v: &Values, algo: Algorithm) -> Result<f64, ComputeError> {
     let (s, topo) = nodes_schedule(v, algo)?;
     Ok(estimate_on(&s, &topo).total_s * 1e6)
 }
@@ -237,24 +251,22 @@ pub fn names() -> Vec<&'static str> {
     COMPUTATIONS.iter().map(|c| c.name).collect()
 }
 
-fn get(v: &Values, name: &str) -> Result<f64, String> {
+fn get(v: &Values, name: &str) -> Result<f64, ComputeError> {
     v.get(name)
         .copied()
-        .ok_or_else(|| format!("parameter `{name}` is missing"))
+        .ok_or_else(|| ComputeError::Missing(name.into()))
 }
 
-fn int(v: &Values, name: &str) -> Result<usize, String> {
+fn int(v: &Values, name: &str) -> Result<usize, ComputeError> {
     let x = get(v, name)?;
     if x.fract() != 0.0 || !(1.0..=1e15).contains(&x) {
-        return Err(format!(
-            "parameter `{name}` = {x} must be a whole number >= 1"
-        ));
+        return Err(ComputeError::NotWhole(name.into(), x));
     }
     Ok(x as usize)
 }
 
 /// The link of an alpha-beta item: ALPHA microseconds per step, BW GB/s.
-fn quiz_link(v: &Values) -> Result<Link, String> {
+fn quiz_link(v: &Values) -> Result<Link, ComputeError> {
     Ok(Link {
         name: "quiz",
         latency_us: non_negative(v, "ALPHA")?,
@@ -263,35 +275,40 @@ fn quiz_link(v: &Values) -> Result<Link, String> {
     })
 }
 
-fn positive(v: &Values, name: &str) -> Result<f64, String> {
+fn positive(v: &Values, name: &str) -> Result<f64, ComputeError> {
     let x = get(v, name)?;
     if x > 0.0 {
         Ok(x)
     } else {
-        Err(format!("parameter `{name}` = {x} must be > 0"))
+        Err(ComputeError::NotPositive(name.into(), x))
     }
 }
 
-fn non_negative(v: &Values, name: &str) -> Result<f64, String> {
+fn non_negative(v: &Values, name: &str) -> Result<f64, ComputeError> {
     let x = get(v, name)?;
     if x >= 0.0 {
         Ok(x)
     } else {
-        Err(format!("parameter `{name}` = {x} must be >= 0"))
+        Err(ComputeError::Negative(name.into(), x))
     }
 }
 
-fn build(spec: Spec) -> Result<Schedule, String> {
-    Schedule::build(&spec).map_err(|e| e.to_string())
+fn build(spec: Spec) -> Result<Schedule, ComputeError> {
+    Ok(Schedule::build(&spec)?)
 }
 
 /// The schedule of `op`/`algo` on N ranks over an M-byte buffer of `elem`-byte elements.
-fn schedule(v: &Values, op: Collective, algo: Algorithm, elem: usize) -> Result<Schedule, String> {
+fn schedule(
+    v: &Values,
+    op: Collective,
+    algo: Algorithm,
+    elem: usize,
+) -> Result<Schedule, ComputeError> {
     let (n, m) = (int(v, "N")?, int(v, "M")?);
     build(Spec::new(op, algo, n, m / elem, elem))
 }
 
-fn max_sent(v: &Values, op: Collective, algo: Algorithm) -> Result<f64, String> {
+fn max_sent(v: &Values, op: Collective, algo: Algorithm) -> Result<f64, ComputeError> {
     let s = schedule(v, op, algo, 1)?;
     Ok(traffic(&s).max_sent() as f64)
 }
@@ -367,7 +384,7 @@ mod tests {
             ("ALPHA", 0.0),
             ("BW", 25.0),
         ]));
-        assert!(e.is_err_and(|e| e.contains("never beats")));
+        assert!(e.is_err_and(|e| e.to_string().contains("never beats")));
     }
 
     /// 2 nodes × 8 GPUs, M = 16e6 B: flat ring 30 steps × (5 µs + 1e6 B / 50 GB/s) = 750 µs;

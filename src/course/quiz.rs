@@ -238,6 +238,19 @@ impl Ctx<'_> {
     }
 }
 
+impl Kind {
+    /// What an item of this kind gives as its `answer`, for a missing one.
+    fn answer_hint(self) -> &'static str {
+        match self {
+            Kind::Single => "the index of the right choice, from 0",
+            Kind::Multi => "the indices of the right choices, e.g. [0, 2]",
+            Kind::Order => "the choice indices in the right order, e.g. [2, 0, 1]",
+            Kind::Numeric => "a number, or `answer_from` with [params]",
+            Kind::Recall => "the model answer as a string",
+        }
+    }
+}
+
 /// Parse and validate one ```` ```quiz ```` block body.
 pub fn parse(body: &str) -> Result<Item, ItemError> {
     let raw: Raw = toml::from_str(body).map_err(|e| {
@@ -427,39 +440,10 @@ fn parse_answer(
         ));
     }
     if let Some(from) = &raw.answer_from {
-        let at = from.span().start;
-        if kind != Kind::Numeric {
-            return Err(cx.err(at, "`answer_from` is for numeric items"));
-        }
-        if raw.answer.is_some() {
-            return Err(cx.err(at, "give `answer` or `answer_from`, not both"));
-        }
-        let name = from.get_ref();
-        let Some(c) = compute::find(name) else {
-            return Err(cx.err(
-                at,
-                format!(
-                    "unknown computation `{name}` in `answer_from` (known: {})",
-                    compute::names().join(", ")
-                ),
-            ));
-        };
-        for p in c.params {
-            if !params.contains_key(*p) {
-                return Err(cx.err(at, format!("`{name}` needs parameter `{p}` in [params]")));
-            }
-        }
-        return Ok(Answer::Computed(name.clone()));
+        return computed_answer(cx, raw, kind, from, params);
     }
     let Some(answer) = &raw.answer else {
-        let hint = match kind {
-            Kind::Single => "the index of the right choice, from 0",
-            Kind::Multi => "the indices of the right choices, e.g. [0, 2]",
-            Kind::Order => "the choice indices in the right order, e.g. [2, 0, 1]",
-            Kind::Numeric => "a number, or `answer_from` with [params]",
-            Kind::Recall => "the model answer as a string",
-        };
-        return Err(cx.err(0, format!("missing `answer` ({hint})")));
+        return Err(cx.err(0, format!("missing `answer` ({})", kind.answer_hint())));
     };
     let at = answer.span().start;
     let n = choices.len();
@@ -527,6 +511,40 @@ fn parse_answer(
             _ => Err(cx.err(at, "answer must be the model answer as a non-empty string")),
         },
     }
+}
+
+/// `answer_from = "NAME"`: a numeric item's answer computed from its [params], each of which
+/// the computation needs.
+fn computed_answer(
+    cx: &Ctx,
+    raw: &Raw,
+    kind: Kind,
+    from: &toml::Spanned<String>,
+    params: &BTreeMap<String, ParamSpec>,
+) -> Result<Answer, ItemError> {
+    let at = from.span().start;
+    if kind != Kind::Numeric {
+        return Err(cx.err(at, "`answer_from` is for numeric items"));
+    }
+    if raw.answer.is_some() {
+        return Err(cx.err(at, "give `answer` or `answer_from`, not both"));
+    }
+    let name = from.get_ref();
+    let Some(c) = compute::find(name) else {
+        return Err(cx.err(
+            at,
+            format!(
+                "unknown computation `{name}` in `answer_from` (known: {})",
+                compute::names().join(", ")
+            ),
+        ));
+    };
+    for p in c.params {
+        if !params.contains_key(*p) {
+            return Err(cx.err(at, format!("`{name}` needs parameter `{p}` in [params]")));
+        }
+    }
+    Ok(Answer::Computed(name.clone()))
 }
 
 fn parse_numeric(cx: &Ctx, raw: &Raw, kind: Kind) -> Result<(f64, Option<Unit>), ItemError> {

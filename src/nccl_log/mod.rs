@@ -381,85 +381,11 @@ impl Msg {
         match self {
             Msg::Version { version } => format!("NCCL version {version}"),
             Msg::EnvSet { name, value } => format!("{name} set by environment to {value}"),
-            Msg::Using { what, ifaces } => {
-                let indexed = |ifaces: &[Iface]| {
-                    ifaces
-                        .iter()
-                        .enumerate()
-                        .map(|(i, f)| format!(" [{i}]{}", f.shown()))
-                        .collect::<String>()
-                };
-                match (what, p.bootstrap_shape()) {
-                    (UsingWhat::NetSocket, _) => format!("NET/Socket : Using{}", indexed(ifaces)),
-                    (UsingWhat::Bootstrap, BootstrapShape::Indexed) => {
-                        format!("Bootstrap : Using{}", indexed(ifaces))
-                    }
-                    (UsingWhat::Bootstrap, shape) => {
-                        let sep = if shape == BootstrapShape::Spaced {
-                            " : "
-                        } else {
-                            ": "
-                        };
-                        let list: String =
-                            ifaces.iter().map(|f| format!(" {}", f.shown())).collect();
-                        format!("Bootstrap{sep}Using{list}")
-                    }
-                }
-            }
+            Msg::Using { what, ifaces } => using_text(*what, ifaces, p),
             Msg::UsingNetwork { name } => format!("Using network {name}"),
-            Msg::Init(i) => {
-                let phase = if i.complete { "COMPLETE" } else { "START" };
-                if p.minor() <= 7 {
-                    format!(
-                        "comm 0x{:x} rank {} nranks {} cudaDev {} busId {:x} - Init {phase}",
-                        i.comm, i.rank, i.nranks, i.dev, i.bus
-                    )
-                } else {
-                    format!(
-                        "{} comm 0x{:x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} commId 0x{:x} - Init {phase}",
-                        i.func, i.comm, i.rank, i.nranks, i.dev, i.dev, i.bus, i.comm_id
-                    )
-                }
-            }
-            Msg::Retry(r) => match (r.count, r.sleep_ms) {
-                (Some((k, n)), Some(ms)) => {
-                    let func = r.func.as_deref().unwrap_or("socketPollConnect");
-                    let target = match &r.addr {
-                        Some(a) => format!("connect to {a}"),
-                        None => "connect".into(),
-                    };
-                    format!(
-                        "{func}: {target} returned {}, retrying ({k}/{n}) after sleep for {ms} msec",
-                        r.error
-                    )
-                }
-                _ => format!("Call to connect returned {}, retrying", r.error),
-            },
-            Msg::GaveUp(g) => {
-                let err = g.error.as_deref().unwrap_or("");
-                match p.retry_policy() {
-                    RetryPolicy::Legacy if p.minor() <= 7 => format!(
-                        "Connect to {} failed : {err}",
-                        g.addr.as_deref().unwrap_or("")
-                    ),
-                    RetryPolicy::Legacy => format!(
-                        "{}: exceeded {} ({})",
-                        g.func,
-                        if g.timeouts { "timeouts" } else { "retries" },
-                        g.attempts
-                    ),
-                    RetryPolicy::Counted => format!(
-                        "{}: connect returned {err}, exceeded error retry count ({})",
-                        g.func, g.attempts
-                    ),
-                    RetryPolicy::CountedWithAddress => format!(
-                        "{}: connect to {} returned {err}, exceeded error retry count after {} attempts",
-                        g.func,
-                        g.addr.as_deref().unwrap_or(""),
-                        g.attempts
-                    ),
-                }
-            }
+            Msg::Init(i) => i.text(p),
+            Msg::Retry(r) => r.text(),
+            Msg::GaveUp(g) => g.text(p),
             Msg::ConnectFailed { func, addr, error } => match p.minor() {
                 ..=7 => format!("Connect to {addr} failed : {error}"),
                 8..=26 => format!("{func}: Connect to {addr} failed : {error}"),
@@ -469,21 +395,7 @@ impl Msg {
             Msg::NoSubnetInterface { remote } => {
                 format!("Net : No interface found in the same subnet as remote address {remote}")
             }
-            Msg::Channel(c) => {
-                let ch = match c.conn {
-                    Some(k) => format!("{:02}/{k}", c.channel),
-                    None => format!("{:02}", c.channel),
-                };
-                let dir = c
-                    .dir
-                    .as_ref()
-                    .map(|d| format!(" [{d}]"))
-                    .unwrap_or_default();
-                format!(
-                    "Channel {ch} : {}[{}] -> {}[{}]{dir} via {}",
-                    c.from, c.from_dev, c.to, c.to_dev, c.via
-                )
-            }
+            Msg::Channel(c) => c.text(),
             Msg::ShmFailed { path, bytes, error } => match (p.minor(), error) {
                 (..=7, _) => {
                     format!("Error while creating shared memory segment {path} (size {bytes})")
@@ -651,6 +563,125 @@ impl Msg {
             }
             _ => return None,
         })
+    }
+}
+
+/// `NET/Socket : Using …` and `Bootstrap : Using …`, as release `p` writes them.
+fn using_text(what: UsingWhat, ifaces: &[Iface], p: Profile) -> String {
+    let indexed = |ifaces: &[Iface]| {
+        ifaces
+            .iter()
+            .enumerate()
+            .map(|(i, f)| format!(" [{i}]{}", f.shown()))
+            .collect::<String>()
+    };
+    match (what, p.bootstrap_shape()) {
+        (UsingWhat::NetSocket, _) => format!("NET/Socket : Using{}", indexed(ifaces)),
+        (UsingWhat::Bootstrap, BootstrapShape::Indexed) => {
+            format!("Bootstrap : Using{}", indexed(ifaces))
+        }
+        (UsingWhat::Bootstrap, shape) => {
+            let sep = if shape == BootstrapShape::Spaced {
+                " : "
+            } else {
+                ": "
+            };
+            let list: String = ifaces.iter().map(|f| format!(" {}", f.shown())).collect();
+            format!("Bootstrap{sep}Using{list}")
+        }
+    }
+}
+
+impl Init {
+    /// The init line's text (after `NCCL INFO`), as release `p` writes it.
+    fn text(&self, p: Profile) -> String {
+        let phase = if self.complete { "COMPLETE" } else { "START" };
+        if p.minor() <= 7 {
+            format!(
+                "comm 0x{:x} rank {} nranks {} cudaDev {} busId {:x} - Init {phase}",
+                self.comm, self.rank, self.nranks, self.dev, self.bus
+            )
+        } else {
+            format!(
+                "{} comm 0x{:x} rank {} nranks {} cudaDev {} nvmlDev {} busId {:x} commId 0x{:x} - Init {phase}",
+                self.func,
+                self.comm,
+                self.rank,
+                self.nranks,
+                self.dev,
+                self.dev,
+                self.bus,
+                self.comm_id
+            )
+        }
+    }
+}
+
+impl Retry {
+    /// The retry line's text: counted (2.24 and later) or legacy.
+    fn text(&self) -> String {
+        match (self.count, self.sleep_ms) {
+            (Some((k, n)), Some(ms)) => {
+                let func = self.func.as_deref().unwrap_or("socketPollConnect");
+                let target = match &self.addr {
+                    Some(a) => format!("connect to {a}"),
+                    None => "connect".into(),
+                };
+                format!(
+                    "{func}: {target} returned {}, retrying ({k}/{n}) after sleep for {ms} msec",
+                    self.error
+                )
+            }
+            _ => format!("Call to connect returned {}, retrying", self.error),
+        }
+    }
+}
+
+impl GaveUp {
+    /// The give-up line's text, as release `p` writes it.
+    fn text(&self, p: Profile) -> String {
+        let err = self.error.as_deref().unwrap_or("");
+        match p.retry_policy() {
+            RetryPolicy::Legacy if p.minor() <= 7 => format!(
+                "Connect to {} failed : {err}",
+                self.addr.as_deref().unwrap_or("")
+            ),
+            RetryPolicy::Legacy => format!(
+                "{}: exceeded {} ({})",
+                self.func,
+                if self.timeouts { "timeouts" } else { "retries" },
+                self.attempts
+            ),
+            RetryPolicy::Counted => format!(
+                "{}: connect returned {err}, exceeded error retry count ({})",
+                self.func, self.attempts
+            ),
+            RetryPolicy::CountedWithAddress => format!(
+                "{}: connect to {} returned {err}, exceeded error retry count after {} attempts",
+                self.func,
+                self.addr.as_deref().unwrap_or(""),
+                self.attempts
+            ),
+        }
+    }
+}
+
+impl Channel {
+    /// `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC`.
+    fn text(&self) -> String {
+        let ch = match self.conn {
+            Some(k) => format!("{:02}/{k}", self.channel),
+            None => format!("{:02}", self.channel),
+        };
+        let dir = self
+            .dir
+            .as_ref()
+            .map(|d| format!(" [{d}]"))
+            .unwrap_or_default();
+        format!(
+            "Channel {ch} : {}[{}] -> {}[{}]{dir} via {}",
+            self.from, self.from_dev, self.to, self.to_dev, self.via
+        )
     }
 }
 

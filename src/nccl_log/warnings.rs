@@ -235,6 +235,15 @@ pub fn format_regex(format: &str) -> (String, String, usize, (usize, usize)) {
     (re, lead, count, (typed, free))
 }
 
+/// Why a warnings table does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error("row `{row}`: no family `{family}`")]
+    NoFamily { row: String, family: String },
+}
+
 impl Table {
     /// The table shipped in the binary.
     pub fn shipped() -> &'static Table {
@@ -246,8 +255,8 @@ impl Table {
     }
 
     /// Read a table from its TOML text: every row's family must exist.
-    pub fn parse(text: &str) -> Result<Table, String> {
-        let raw: RawTable = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Table, TableError> {
+        let raw: RawTable = toml::from_str(text)?;
         let mut rows = Vec::with_capacity(raw.msg.len());
         let mut patterns = Vec::with_capacity(raw.msg.len());
         for r in raw.msg {
@@ -255,7 +264,10 @@ impl Table {
                 .family
                 .iter()
                 .find(|f| f.id == r.family)
-                .ok_or_else(|| format!("row `{}`: no family `{}`", r.format, r.family))?;
+                .ok_or_else(|| TableError::NoFamily {
+                    row: r.format.clone(),
+                    family: r.family.clone(),
+                })?;
             let (source, lead, literal, (typed, free)) = format_regex(&r.format);
             let lead_len = lead.trim_end().len();
             let newest = r
@@ -451,7 +463,12 @@ sites = ["2.28.9 include/checks.h:3"]
             "family = \"init\"\nseverity = \"note\"",
             "family = \"nope\"\nseverity = \"note\"",
         );
-        assert!(Table::parse(&bad).unwrap_err().contains("no family `nope`"));
+        assert!(
+            Table::parse(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("no family `nope`")
+        );
     }
 
     #[test]

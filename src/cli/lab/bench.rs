@@ -149,7 +149,7 @@ fn setup(args: &BenchArgs) -> anyhow::Result<Result<Setup, String>> {
         && let Err(e) =
             crate::lab::bench::check_memory(&job, world, devices.max(l.nproc_per_node), avail)
     {
-        return Ok(Err(e));
+        return Ok(Err(e.to_string()));
     }
     let prepared = match prepare(&mut p, &mut job, &mut l, &args.gpu, args.algo) {
         Ok(x) => x,

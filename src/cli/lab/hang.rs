@@ -172,7 +172,7 @@ fn progress(json: bool, stream: bool) -> impl FnMut(&Msg) {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let mut s = scenario::find(&args.scenario).map_err(anyhow::Error::msg)?;
+    let mut s = scenario::find(&args.scenario)?;
     if let Some(why) = refused_on_nccl(args, &s) {
         return exit2(why);
     }
@@ -275,8 +275,10 @@ fn cluster_line(cluster: &cluster::Cluster, nodes: usize) -> String {
 }
 
 /// `--nccl-version`: any 2.x.y ringlab models; the error names the range.
-fn parse_nccl_version(s: &str) -> Result<crate::nccl_log::Release, String> {
-    crate::nccl_log::Release::parse(s).map_err(|e| e.to_string())
+fn parse_nccl_version(
+    s: &str,
+) -> Result<crate::nccl_log::Release, crate::nccl_log::release::ReleaseError> {
+    crate::nccl_log::Release::parse(s)
 }
 
 /// The release the emulated ranks imitate, and why that one: the flag, else the NCCL this

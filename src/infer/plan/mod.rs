@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use super::model::ModelConfig;
 use super::tp::{Check, Level, allreduce_schedule, link_time, tp_checks};
-use crate::collective::{Algorithm, Collective, Dtype, LINK_PRESETS, Schedule, Spec, estimate};
+use crate::collective::{
+    Algorithm, Collective, Dtype, LINK_PRESETS, Link, Schedule, Spec, estimate,
+};
 
 mod text;
 pub use text::shell_lines;
@@ -91,7 +93,7 @@ impl FromStr for Backend {
 
 /// A link preset by a short name: `nvlink`, `pcie`, `ib` (InfiniBand), `ethernet`, or a preset
 /// name. Returns the index into [`LINK_PRESETS`].
-pub fn find_link(name: &str) -> Result<usize, String> {
+pub fn find_link(name: &str) -> Result<usize, PlanError> {
     let key = name.trim().to_ascii_lowercase();
     let short = match key.as_str() {
         "nvlink" => Some(0),
@@ -106,16 +108,16 @@ pub fn find_link(name: &str) -> Result<usize, String> {
                 .iter()
                 .position(|l| l.name.to_ascii_lowercase() == key)
         })
-        .ok_or_else(|| {
-            format!(
-                "unknown link \"{name}\"; expected nvlink, pcie, ib or ethernet ({})",
-                LINK_PRESETS
-                    .iter()
-                    .map(|l| l.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+        .ok_or_else(|| PlanError::UnknownLink(name.to_string()))
+}
+
+/// The link presets' names, for a message.
+fn preset_names() -> String {
+    LINK_PRESETS
+        .iter()
+        .map(|l| l.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What to plan for.
@@ -168,6 +170,8 @@ pub enum PlanError {
     HeadIp(String),
     #[error("--iface \"{0}\" is not one interface name (e.g. eth0, ens5, ib0)")]
     Iface(String),
+    #[error("unknown link \"{0}\"; expected nvlink, pcie, ib or ethernet ({presets})", presets = preset_names())]
+    UnknownLink(String),
     #[error("link index {0} is not a preset")]
     Link(usize),
     #[error("{0}")]
@@ -316,29 +320,7 @@ fn valid_iface(s: &str) -> bool {
 /// Makes the plan.
 pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let m = &input.model;
-    if !(1..=MAX_NODES).contains(&input.nodes) {
-        return Err(PlanError::Nodes(input.nodes));
-    }
-    if !(1..=MAX_GPUS_PER_NODE).contains(&input.gpus_per_node) {
-        return Err(PlanError::GpusPerNode(input.gpus_per_node));
-    }
-    if !(input.gpu_mem_gb.is_finite() && input.gpu_mem_gb > 0.0) {
-        return Err(PlanError::GpuMemory(input.gpu_mem_gb.to_string()));
-    }
-    if let Some(ip) = &input.head_ip
-        && ip.parse::<std::net::IpAddr>().is_err()
-    {
-        return Err(PlanError::HeadIp(ip.clone()));
-    }
-    if !valid_iface(&input.iface) {
-        return Err(PlanError::Iface(input.iface.clone()));
-    }
-    let intra = LINK_PRESETS
-        .get(input.intra)
-        .ok_or(PlanError::Link(input.intra))?;
-    let inter = LINK_PRESETS
-        .get(input.inter)
-        .ok_or(PlanError::Link(input.inter))?;
+    let (intra, inter) = check_input(input)?;
     let (nodes, gpn) = (input.nodes, input.gpus_per_node);
 
     let (tp, tp_reason) = recommend_tp(m, gpn);
@@ -377,8 +359,68 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             ),
         );
     }
+    let memory = memory(input, gpus_used, &mut check);
+    link_checks(input, intra, &mut check);
+    let comm = comm_cost(input, tp, pp, intra, inter)?;
+    let launches = Backend::ALL
+        .iter()
+        .map(|&b| launch(b, input, tp, pp))
+        .collect();
+    let valid = checks.iter().all(|c| c.level != Level::Error);
+    Ok(Plan {
+        model: m.name.clone(),
+        hf_id: m.hf_id.clone(),
+        nodes,
+        gpus_per_node: gpn,
+        total_gpus: nodes * gpn,
+        tp,
+        pp,
+        gpus_used,
+        layers_per_stage,
+        dtype: input.dtype.name(),
+        intra_link: intra.name,
+        inter_link: inter.name,
+        reasons,
+        checks,
+        memory,
+        comm,
+        launches,
+        valid,
+    })
+}
 
-    // Memory.
+/// The input's numbers and names in range; the intra- and inter-node links it names.
+fn check_input(input: &PlanInput) -> Result<(&'static Link, &'static Link), PlanError> {
+    if !(1..=MAX_NODES).contains(&input.nodes) {
+        return Err(PlanError::Nodes(input.nodes));
+    }
+    if !(1..=MAX_GPUS_PER_NODE).contains(&input.gpus_per_node) {
+        return Err(PlanError::GpusPerNode(input.gpus_per_node));
+    }
+    if !(input.gpu_mem_gb.is_finite() && input.gpu_mem_gb > 0.0) {
+        return Err(PlanError::GpuMemory(input.gpu_mem_gb.to_string()));
+    }
+    if let Some(ip) = &input.head_ip
+        && ip.parse::<std::net::IpAddr>().is_err()
+    {
+        return Err(PlanError::HeadIp(ip.clone()));
+    }
+    if !valid_iface(&input.iface) {
+        return Err(PlanError::Iface(input.iface.clone()));
+    }
+    let intra = LINK_PRESETS
+        .get(input.intra)
+        .ok_or(PlanError::Link(input.intra))?;
+    let inter = LINK_PRESETS
+        .get(input.inter)
+        .ok_or(PlanError::Link(input.inter))?;
+    Ok((intra, inter))
+}
+
+/// The weights against GPU memory on `gpus_used` GPUs, with what does not fit (or fits
+/// needlessly across nodes) told through `check`.
+fn memory(input: &PlanInput, gpus_used: usize, check: &mut impl FnMut(Level, String)) -> Memory {
+    let (m, nodes, gpn) = (&input.model, input.nodes, input.gpus_per_node);
     let bpp = input.dtype.size() as u64;
     let weight_bytes = m.weight_bytes(bpp);
     let gpu_bytes = gpu_memory_bytes(input.gpu_mem_gb);
@@ -424,7 +466,20 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         );
     }
 
-    // Interfaces and links.
+    Memory {
+        weight_bytes,
+        per_gpu_bytes,
+        gpu_bytes,
+        budget_bytes,
+        headroom_bytes,
+        fits,
+        fits_one_node,
+    }
+}
+
+/// The interface and the link inside a node: a loopback or a bridge across nodes, no NVLink.
+fn link_checks(input: &PlanInput, intra: &Link, check: &mut impl FnMut(Level, String)) {
+    let nodes = input.nodes;
     let iface = input.iface.as_str();
     match node_local(iface) {
         Some(NodeLocal::Loopback) if nodes > 1 => check(
@@ -450,8 +505,19 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             ),
         );
     }
+}
 
-    // Communication per decode token.
+/// Communication per decode token: TP's all-reduces on `intra`, PP's hand-offs on `inter`,
+/// and what TP across all nodes would cost instead.
+fn comm_cost(
+    input: &PlanInput,
+    tp: usize,
+    pp: usize,
+    intra: &Link,
+    inter: &Link,
+) -> Result<CommCost, PlanError> {
+    let (m, nodes, gpus_used) = (&input.model, input.nodes, tp * pp);
+    let bpp = input.dtype.size() as u64;
     let tp_sched = allreduce_schedule(m, tp, 1, input.dtype)
         .map_err(|e| PlanError::Schedule(e.to_string()))?;
     let calls = super::tp::allreduces_per_forward(m.layers, tp);
@@ -472,7 +538,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             let calls = super::tp::allreduces_per_forward(m.layers, gpus_used);
             link_time(&s, inter, calls).per_forward_s
         });
-    let comm = CommCost {
+    Ok(CommCost {
         tp_link: intra.name,
         tp_allreduce_bytes: tp_sched.spec().bytes(),
         tp_allreduces: calls,
@@ -482,40 +548,6 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         pp_handoffs: handoffs,
         pp_per_token_s: estimate(&handoff, inter).total_s * handoffs as f64,
         tp_across_nodes_per_token_s: across,
-    };
-
-    let launches = Backend::ALL
-        .iter()
-        .map(|&b| launch(b, input, tp, pp))
-        .collect();
-    let valid = checks.iter().all(|c| c.level != Level::Error);
-    Ok(Plan {
-        model: m.name.clone(),
-        hf_id: m.hf_id.clone(),
-        nodes,
-        gpus_per_node: gpn,
-        total_gpus: nodes * gpn,
-        tp,
-        pp,
-        gpus_used,
-        layers_per_stage,
-        dtype: input.dtype.name(),
-        intra_link: intra.name,
-        inter_link: inter.name,
-        reasons,
-        checks,
-        memory: Memory {
-            weight_bytes,
-            per_gpu_bytes,
-            gpu_bytes,
-            budget_bytes,
-            headroom_bytes,
-            fits,
-            fits_one_node,
-        },
-        comm,
-        launches,
-        valid,
     })
 }
 

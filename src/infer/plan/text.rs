@@ -68,9 +68,7 @@ impl Plan {
     /// worker's address expression may be longer).
     pub fn text_for_width(&self, backend: Option<Backend>, width: usize) -> String {
         let wrap_at = width.saturating_sub(2).max(20);
-        use crate::units::format_seconds;
         let mut s = String::new();
-        let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
         let _ = writeln!(
             s,
             "{} on {} × {} ({} inside, {} between)",
@@ -98,6 +96,26 @@ impl Plan {
         for r in &self.reasons {
             s.push_str(&crate::infer::wrap(r, wrap_at, "  - ", "    "));
         }
+        self.memory_text(&mut s);
+        self.comm_text(&mut s);
+        if !self.checks.is_empty() {
+            let _ = writeln!(s, "\nChecks:");
+            for ch in &self.checks {
+                s.push_str(&crate::infer::wrap(
+                    &ch.message,
+                    wrap_at,
+                    &format!("  {} ", ch.level.mark()),
+                    "    ",
+                ));
+            }
+        }
+        self.launch_text(&mut s, backend, width);
+        s
+    }
+
+    /// The memory section: the weights against the budget.
+    fn memory_text(&self, s: &mut String) {
+        let gb = |b: u64| format!("{:.1} GB", b as f64 / 1e9);
         let m = &self.memory;
         let _ = writeln!(
             s,
@@ -130,6 +148,11 @@ impl Plan {
                 );
             }
         }
+    }
+
+    /// The communication section: TP's all-reduces, PP's hand-offs, TP across nodes.
+    fn comm_text(&self, s: &mut String) {
+        use crate::units::format_seconds;
         let c = &self.comm;
         let _ = writeln!(s, "\nCommunication per decode token (estimates):");
         if c.tp_allreduces == 0 {
@@ -164,17 +187,10 @@ impl Plan {
                 format_seconds(t)
             );
         }
-        if !self.checks.is_empty() {
-            let _ = writeln!(s, "\nChecks:");
-            for ch in &self.checks {
-                s.push_str(&crate::infer::wrap(
-                    &ch.message,
-                    wrap_at,
-                    &format!("  {} ", ch.level.mark()),
-                    "    ",
-                ));
-            }
-        }
+    }
+
+    /// The launch commands for `backend` (every backend where None), shell lines within `width`.
+    fn launch_text(&self, s: &mut String, backend: Option<Backend>, width: usize) {
         for l in &self.launches {
             if backend.is_some_and(|b| b != l.backend) {
                 continue;
@@ -201,6 +217,5 @@ impl Plan {
                 }
             }
         }
-        s
     }
 }

@@ -18,7 +18,7 @@ pub struct Machine {
     pub probe: Probe,
     /// Where NCCL was found, or why not.
     #[serde(skip)]
-    pub nccl: Result<Found, String>,
+    pub nccl: Result<Found, find::FindError>,
     /// Every NCCL library the search can see (resolved file, where), the one used first.
     pub all_nccl: Vec<(PathBuf, String)>,
 }
@@ -73,7 +73,7 @@ impl Machine {
                     .unwrap_or_default()
             )
         } else if let Err(e) = &self.nccl {
-            e.clone()
+            e.to_string()
         } else if !p.nccl_lib {
             "NCCL was found but does not load (check that it matches the driver's CUDA version)"
                 .to_string()
@@ -115,7 +115,7 @@ impl Machine {
 /// Look at this machine: find NCCL, then run `ringlab __gpu-probe` with it on the library
 /// path. A probe that crashes or hangs (a broken driver) is reported, not fatal.
 pub fn machine(load: LoadNccl) -> Machine {
-    let nccl = find::find().map_err(|e| e.to_string());
+    let nccl = find::find();
     let all_nccl = match std::env::var_os(find::OVERRIDE) {
         Some(_) => Vec::new(),
         None => find::all_in(&find::default_places()),
@@ -127,13 +127,34 @@ pub fn machine(load: LoadNccl) -> Machine {
     };
     match run_probe(&m.rank_env(), load) {
         Ok(p) => m.probe = p,
-        Err(e) => m.probe.errors.push(e),
+        Err(e) => m.probe.errors.push(e.to_string()),
     }
     m
 }
 
-fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> {
-    let exe = crate::lab::self_exe().map_err(|e| format!("finding ringlab: {e}"))?;
+/// Why the GPU probe (a child process) said nothing usable.
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    #[error("finding ringlab: {0}")]
+    Exe(std::io::Error),
+    #[error("starting the GPU probe: {0}")]
+    Start(std::io::Error),
+    #[error("the GPU probe did not finish in 60 s (a hung driver?)")]
+    Hung,
+    #[error("waiting for the GPU probe: {0}")]
+    Wait(std::io::Error),
+    #[error("reading the GPU probe: {0}")]
+    Read(std::io::Error),
+    /// Its exit status and the last line it wrote on stderr (or why its answer did not parse).
+    #[error("the GPU probe failed ({status}): {last_line}")]
+    Failed {
+        status: std::process::ExitStatus,
+        last_line: String,
+    },
+}
+
+fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, ProbeError> {
+    let exe = crate::lab::self_exe().map_err(ProbeError::Exe)?;
     let mut cmd = Command::new(exe);
     cmd.arg("__gpu-probe");
     if load == LoadNccl::Asked {
@@ -145,7 +166,7 @@ fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("starting the GPU probe: {e}"))?;
+        .map_err(ProbeError::Start)?;
     let start = Instant::now();
     loop {
         match child.try_wait() {
@@ -153,25 +174,20 @@ fn run_probe(env: &[(String, String)], load: LoadNccl) -> Result<Probe, String> 
             Ok(None) if start.elapsed() > Duration::from_secs(60) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("the GPU probe did not finish in 60 s (a hung driver?)".into());
+                return Err(ProbeError::Hung);
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("waiting for the GPU probe: {e}")),
+            Err(e) => return Err(ProbeError::Wait(e)),
         }
     }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("reading the GPU probe: {e}"))?;
+    let out = child.wait_with_output().map_err(ProbeError::Read)?;
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).map_err(|e| {
-        format!(
-            "the GPU probe failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or(&e.to_string())
-        )
+    serde_json::from_str(text.trim()).map_err(|e| ProbeError::Failed {
+        status: out.status,
+        last_line: String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .map_or_else(|| e.to_string(), str::to_string),
     })
 }
 
@@ -244,31 +260,39 @@ fn nccl_line(m: &Machine, why: &str) -> String {
 pub fn nccl_algo(
     coll: Collective,
     algo: Option<Algorithm>,
-) -> Result<Option<&'static str>, String> {
+) -> Result<Option<&'static str>, AlgoError> {
     let Some(a) = algo else {
         return Ok(None);
     };
     if coll == Collective::SendRecv {
-        return Err(format!(
-            "--algo {}: send/recv is point to point; NCCL has no algorithm to choose for it (leave --algo out)",
-            a.name()
-        ));
+        return Err(AlgoError::PointToPoint(a.name()));
     }
     match a {
         Algorithm::Ring => Ok(Some("Ring")),
         Algorithm::Tree if coll == Collective::AllReduce => Ok(Some("Tree")),
-        Algorithm::Tree => Err(format!(
-            "--algo tree: NCCL runs its tree only for all-reduce; {} on NCCL_ALGO=Tree stops at the \
-             first call with \"No algorithm/protocol available\" (ncclInvalidUsage). Use --algo ring, \
-             or leave --algo out and let NCCL choose",
-            coll.name()
-        )),
-        other => Err(format!(
-            "--algo {}: NCCL has no such algorithm; use ring or tree (passed to NCCL as NCCL_ALGO), \
-             or leave --algo out and let NCCL choose",
-            other.name()
-        )),
+        Algorithm::Tree => Err(AlgoError::TreeOnlyAllReduce(coll.name())),
+        other => Err(AlgoError::NotNccls(other.name())),
     }
+}
+
+/// An `--algo` NCCL would refuse for a collective (the names are ringlab's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AlgoError {
+    #[error(
+        "--algo {0}: send/recv is point to point; NCCL has no algorithm to choose for it (leave --algo out)"
+    )]
+    PointToPoint(&'static str),
+    #[error(
+        "--algo tree: NCCL runs its tree only for all-reduce; {0} on NCCL_ALGO=Tree stops at the \
+         first call with \"No algorithm/protocol available\" (ncclInvalidUsage). Use --algo ring, \
+         or leave --algo out and let NCCL choose"
+    )]
+    TreeOnlyAllReduce(&'static str),
+    #[error(
+        "--algo {0}: NCCL has no such algorithm; use ring or tree (passed to NCCL as NCCL_ALGO), \
+         or leave --algo out and let NCCL choose"
+    )]
+    NotNccls(&'static str),
 }
 
 /// What a caller asked of an NCCL launch, besides the job.
@@ -315,19 +339,7 @@ pub fn prepare(
     if let Some(why) = m.nccl_unavailable() {
         return Err(why);
     }
-    if let Some(v) = &m.probe.nccl_version {
-        let n: Vec<u32> = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
-        if n.len() >= 2 && (n[0], n[1]) < MIN_NCCL {
-            return Err(format!(
-                "NCCL {v} is older than {}.{}, the oldest ringlab drives (ncclGetLastError, \
-                 ncclAvg and bfloat16 arrived by then); install a newer nvidia-nccl wheel or name \
-                 one with {}",
-                MIN_NCCL.0,
-                MIN_NCCL.1,
-                find::OVERRIDE
-            ));
-        }
-    }
+    check_nccl_version(&m).map_err(|e| e.to_string())?;
     let gpus = m.gpus();
     let ranks_here = if job.devices > 0 {
         job.devices
@@ -335,28 +347,7 @@ pub fn prepare(
         l.nproc_per_node
     };
     let k = ask.ranks_per_gpu.unwrap_or(1).max(1);
-    if job.devices > 0 && k > 1 {
-        return Err(
-            "--ranks-per-gpu needs one process per rank (each its own NCCL host); drop --single-process"
-                .into(),
-        );
-    }
-    if ranks_here > gpus * k {
-        let need = ranks_per_gpu_for(ranks_here, gpus);
-        return Err(match ask.ranks_per_gpu {
-            None => format!(
-                "{ranks_here} ranks on NCCL need {ranks_here} GPUs (one per rank) and this node has {gpus}. \
-                 NCCL refuses two ranks on one GPU of one host (\"Duplicate GPU detected\"); to run \
-                 {ranks_here} ranks anyway, add --ranks-per-gpu {need}: each rank then counts as a host \
-                 of its own (NCCL_HOSTID), and the bytes cross NET/Socket through host memory while \
-                 the ranks take turns on the GPU. It proves NCCL works between ranks; it is not \
-                 NVLink bandwidth"
-            ),
-            Some(k) => format!(
-                "{ranks_here} ranks with --ranks-per-gpu {k} need {need} GPU(s) at {k} per GPU; this node has {gpus}: use --ranks-per-gpu {need}"
-            ),
-        });
-    }
+    check_gpus(job, ranks_here, gpus, k, ask).map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
     if k > 1 {
         notes.push(format!("{SHARED_GPU} ({k} ranks per GPU)"));
@@ -375,7 +366,7 @@ pub fn prepare(
         .filter(|&b| b > 0)
         .min()
         .unwrap_or(0);
-    crate::lab::bench::check_gpu_memory(job, world, k, smallest)?;
+    crate::lab::bench::check_gpu_memory(job, world, k, smallest).map_err(|e| e.to_string())?;
     if world == 1 {
         notes.push(
             "1 rank on 1 GPU: a one-rank collective moves no data between GPUs (the all-reduce \
@@ -384,7 +375,7 @@ pub fn prepare(
                 .into(),
         );
     }
-    let forced = nccl_algo(job.coll, ask.algo)?;
+    let forced = nccl_algo(job.coll, ask.algo).map_err(|e| e.to_string())?;
     // An NCCL_ALGO already in the environment reaches every rank: the table must not call
     // that NCCL's own choice.
     let inherited = std::env::var("NCCL_ALGO")
@@ -412,6 +403,88 @@ pub fn prepare(
         notes,
         algo_label: algo_label(forced, inherited.as_deref()),
     })
+}
+
+/// Refuse an NCCL older than [`MIN_NCCL`].
+fn check_nccl_version(m: &Machine) -> Result<(), GpuRefusal> {
+    if let Some(v) = &m.probe.nccl_version {
+        let n: Vec<u32> = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
+        if n.len() >= 2 && (n[0], n[1]) < MIN_NCCL {
+            return Err(GpuRefusal::OldNccl(v.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse `ranks_here` ranks on `gpus` GPUs at `k` per GPU where they do not fit, saying
+/// what would (`--ranks-per-gpu`).
+fn check_gpus(
+    job: &crate::lab::Job,
+    ranks_here: usize,
+    gpus: usize,
+    k: usize,
+    ask: &GpuAsk,
+) -> Result<(), GpuRefusal> {
+    if job.devices > 0 && k > 1 {
+        return Err(GpuRefusal::SharedInOneProcess);
+    }
+    if ranks_here > gpus * k {
+        let need = ranks_per_gpu_for(ranks_here, gpus);
+        return Err(match ask.ranks_per_gpu {
+            None => GpuRefusal::OneGpuPerRank {
+                ranks: ranks_here,
+                gpus,
+                need,
+            },
+            Some(k) => GpuRefusal::TooFewAtK {
+                ranks: ranks_here,
+                k,
+                need,
+                gpus,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// An NCCL launch this machine cannot hold as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuRefusal {
+    #[error(
+        "NCCL {0} is older than {major}.{minor}, the oldest ringlab drives (ncclGetLastError, \
+         ncclAvg and bfloat16 arrived by then); install a newer nvidia-nccl wheel or name one \
+         with {var}",
+        major = MIN_NCCL.0,
+        minor = MIN_NCCL.1,
+        var = find::OVERRIDE
+    )]
+    OldNccl(String),
+    #[error(
+        "--ranks-per-gpu needs one process per rank (each its own NCCL host); drop --single-process"
+    )]
+    SharedInOneProcess,
+    #[error(
+        "{ranks} ranks on NCCL need {ranks} GPUs (one per rank) and this node has {gpus}. NCCL \
+         refuses two ranks on one GPU of one host (\"Duplicate GPU detected\"); to run {ranks} \
+         ranks anyway, add --ranks-per-gpu {need}: each rank then counts as a host of its own \
+         (NCCL_HOSTID), and the bytes cross NET/Socket through host memory while the ranks take \
+         turns on the GPU. It proves NCCL works between ranks; it is not NVLink bandwidth"
+    )]
+    OneGpuPerRank {
+        ranks: usize,
+        gpus: usize,
+        need: usize,
+    },
+    #[error(
+        "{ranks} ranks with --ranks-per-gpu {k} need {need} GPU(s) at {k} per GPU; this node has \
+         {gpus}: use --ranks-per-gpu {need}"
+    )]
+    TooFewAtK {
+        ranks: usize,
+        k: usize,
+        need: usize,
+        gpus: usize,
+    },
 }
 
 /// The algorithm column of an NCCL run: `--algo` wins (it is passed as NCCL_ALGO), then an
@@ -467,7 +540,9 @@ mod tests {
     fn no_gpu() -> Machine {
         Machine {
             probe: Probe::default(),
-            nccl: Err("NCCL not found".into()),
+            nccl: Err(find::FindError::NotFound {
+                searched: Vec::new(),
+            }),
             all_nccl: Vec::new(),
         }
     }
@@ -611,7 +686,9 @@ mod tests {
             Ok(Some("Ring"))
         );
         for c in [AllGather, ReduceScatter, Broadcast, Reduce] {
-            let e = nccl_algo(c, Some(Algorithm::Tree)).expect_err("tree");
+            let e = nccl_algo(c, Some(Algorithm::Tree))
+                .expect_err("tree")
+                .to_string();
             assert!(e.contains("only for all-reduce"), "{e}");
         }
         assert!(nccl_algo(SendRecv, Some(Algorithm::Ring)).is_err());

@@ -271,40 +271,16 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
             rig.launch(&call)?;
             rig.complete(&mut || heart.beat(emit))?;
             rig.barrier(&format!("size{k}/{}", u8::from(in_place)))?;
-            // The warm-up comes after the barrier (nccl-tests runs it once before all sizes):
-            // a rank that has just slept in the store's barrier, and its vCPU, need a few
-            // collectives to be back at speed, and those must not be timed.
-            for i in 0..job.warmup {
-                rig.launch(&at(i))?;
-                heart.tick(emit);
-            }
-            rig.complete(&mut || heart.beat(emit))?;
-            let iters = job.iters.max(1);
-            // `-R K`: the timed loop K times; the row is the median, with its spread.
-            let mut runs = Vec::with_capacity(job.repeat.max(1));
-            for _ in 0..job.repeat.max(1) {
-                let t0 = Instant::now();
-                for i in 0..iters {
-                    rig.launch(&at(i))?;
-                    heart.tick(emit);
-                }
-                rig.complete(&mut || heart.beat(emit))?;
-                runs.push(t0.elapsed().as_secs_f64() * 1e6 / iters as f64);
-            }
+            let mut runs = warm_up_and_time(rig, job, &at, &mut heart, emit)?;
             let (time_us, spread) = median_and_spread(&mut runs);
-            let mut wrong = None;
-            if checked(job, in_place) {
+            let wrong = if checked(job, in_place) {
                 stage(rig, &call, &inputs, &poison, true)?;
                 rig.launch(&call)?;
                 rig.complete(&mut || heart.beat(emit))?;
-                let mut got = host_buf(bytes, 0)?;
-                let mut n = 0;
-                for (slot, c) in checks.iter().enumerate() {
-                    rig.download(slot, Which::Recv, &mut got)?;
-                    n += pattern::wrong(&got, c);
-                }
-                wrong = Some(n);
-            }
+                Some(count_wrong(rig, &checks, bytes)?)
+            } else {
+                None
+            };
             emit(Event::Row {
                 rank: me,
                 size,
@@ -317,6 +293,49 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
         }
     }
     Ok(())
+}
+
+/// The warm-up (after the barrier: nccl-tests runs it once before all sizes, but a rank that
+/// has just slept in the store's barrier, and its vCPU, need a few collectives to be back at
+/// speed, and those must not be timed), then the timed loop `-R` times: microseconds per
+/// iteration of each run. Iteration i runs `at(i)`.
+fn warm_up_and_time(
+    rig: &mut dyn Rig,
+    job: &Job,
+    at: &dyn Fn(usize) -> Call,
+    heart: &mut Heart,
+    emit: &mut dyn FnMut(Event),
+) -> Result<Vec<f64>, Fault> {
+    for i in 0..job.warmup {
+        rig.launch(&at(i))?;
+        heart.tick(emit);
+    }
+    rig.complete(&mut || heart.beat(emit))?;
+    let iters = job.iters.max(1);
+    // `-R K`: the timed loop K times; the row is the median, with its spread.
+    let mut runs = Vec::with_capacity(job.repeat.max(1));
+    for _ in 0..job.repeat.max(1) {
+        let t0 = Instant::now();
+        for i in 0..iters {
+            rig.launch(&at(i))?;
+            heart.tick(emit);
+        }
+        rig.complete(&mut || heart.beat(emit))?;
+        runs.push(t0.elapsed().as_secs_f64() * 1e6 / iters as f64);
+    }
+    Ok(runs)
+}
+
+/// Wrong elements in the receive buffers of this process's ranks (`bytes` each), against
+/// each rank's expected pattern.
+fn count_wrong(rig: &mut dyn Rig, checks: &[Check], bytes: usize) -> Result<u64, Fault> {
+    let mut got = host_buf(bytes, 0)?;
+    let mut n = 0;
+    for (slot, c) in checks.iter().enumerate() {
+        rig.download(slot, Which::Recv, &mut got)?;
+        n += pattern::wrong(&got, c);
+    }
+    Ok(n)
 }
 
 /// The median of `runs`, and (slowest − fastest) / median where there is more than one.

@@ -156,23 +156,56 @@ pub fn check_memory(
     ranks: usize,
     local_ranks: usize,
     available: u64,
-) -> Result<(), String> {
+) -> Result<(), MemoryError> {
     let (host, _) = memory_per_rank(job, ranks);
     let need = host.saturating_mul(local_ranks as u64);
     if need <= available {
         return Ok(());
     }
-    let max = job.sizes.iter().copied().max().unwrap_or(0);
-    Err(format!(
-        "-e {max} needs about {:.1} GiB of memory per rank ({} × the largest buffer: send, \
+    Err(MemoryError::Host {
+        max: job.sizes.iter().copied().max().unwrap_or(0),
+        per_rank: host,
+        buffers: host_buffers(job),
+        local_ranks,
+        need,
+        available,
+    })
+}
+
+/// A sweep whose buffers do not fit this machine, with the numbers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryError {
+    #[error(
+        "-e {max} needs about {:.1} GiB of memory per rank ({buffers} × the largest buffer: send, \
          receive, the input kept for the check, the poison pattern, the result), {:.1} GiB for \
          {local_ranks} rank(s) on this machine, which has {:.1} GiB available. Use a smaller \
          -e/--maxbytes",
-        gib(host),
-        host_buffers(job),
-        gib(need),
-        gib(available)
-    ))
+        gib(*per_rank),
+        gib(*need),
+        gib(*available)
+    )]
+    Host {
+        max: u64,
+        per_rank: u64,
+        buffers: u64,
+        local_ranks: usize,
+        need: u64,
+        available: u64,
+    },
+    #[error(
+        "the largest size needs {:.1} GiB of GPU memory per rank (send and receive buffers), \
+         {:.1} GiB for the {per_gpu} rank(s) on each GPU, and the GPU has {:.1} GiB: use a \
+         smaller -e/--maxbytes",
+        gib(*per_rank),
+        gib(*need),
+        gib(*gpu_bytes)
+    )]
+    Gpu {
+        per_rank: u64,
+        per_gpu: usize,
+        need: u64,
+        gpu_bytes: u64,
+    },
 }
 
 /// Refuse an NCCL sweep whose buffers do not fit the GPU: `per_gpu` ranks share each GPU
@@ -182,21 +215,18 @@ pub fn check_gpu_memory(
     ranks: usize,
     per_gpu: usize,
     gpu_bytes: u64,
-) -> Result<(), String> {
+) -> Result<(), MemoryError> {
     let (_, dev) = memory_per_rank(job, ranks);
     let need = dev.saturating_mul(per_gpu.max(1) as u64);
     if gpu_bytes == 0 || need <= gpu_bytes {
         return Ok(());
     }
-    Err(format!(
-        "the largest size needs {:.1} GiB of GPU memory per rank (send and receive buffers), \
-         {:.1} GiB for the {} rank(s) on each GPU, and the GPU has {:.1} GiB: use a smaller \
-         -e/--maxbytes",
-        gib(dev),
-        gib(need),
-        per_gpu.max(1),
-        gib(gpu_bytes)
-    ))
+    Err(MemoryError::Gpu {
+        per_rank: dev,
+        per_gpu: per_gpu.max(1),
+        need,
+        gpu_bytes,
+    })
 }
 
 /// MemAvailable from /proc/meminfo, in bytes (None where it cannot be read).
@@ -504,7 +534,9 @@ mod tests {
             ..Job::sanity()
         };
         assert_eq!(memory_per_rank(&job, 2).0, 5 * (10u64 << 30));
-        let e = check_memory(&job, 2, 2, 23 << 30).expect_err("100 GiB on 23");
+        let e = check_memory(&job, 2, 2, 23 << 30)
+            .expect_err("100 GiB on 23")
+            .to_string();
         assert!(
             e.contains("50.0 GiB") && e.contains("100.0 GiB") && e.contains("23.0 GiB"),
             "{e}"
@@ -519,7 +551,9 @@ mod tests {
             sizes: vec![64 << 30],
             ..small
         };
-        let e = check_gpu_memory(&gpu, 2, 2, 141 << 30).expect_err("2 x 128 GiB on 141");
+        let e = check_gpu_memory(&gpu, 2, 2, 141 << 30)
+            .expect_err("2 x 128 GiB on 141")
+            .to_string();
         assert!(e.contains("256.0 GiB") && e.contains("141.0 GiB"), "{e}");
         assert!(check_gpu_memory(&gpu, 2, 1, 141 << 30).is_ok());
     }

@@ -24,24 +24,34 @@ pub fn emit(ev: &Event) {
     }
 }
 
-fn env_var(name: &str) -> Result<String, String> {
-    std::env::var(name)
-        .map_err(|_| format!("{name} is not set (this command is started by `ringlab bench`)"))
+/// Why a rank could not read what `ringlab bench` hands it in the environment.
+#[derive(Debug, thiserror::Error)]
+enum EnvError {
+    #[error("{0} is not set (this command is started by `ringlab bench`)")]
+    Unset(&'static str),
+    #[error("{0} is not a number")]
+    NotANumber(&'static str),
+    #[error("RINGLAB_TOKEN is not 32 hex digits")]
+    Token,
+    #[error("RINGLAB_STORE is not host:port")]
+    Store,
+    #[error("RINGLAB_JOB: {0}")]
+    Job(serde_json::Error),
 }
 
-fn read_env() -> Result<(RankEnv, Job), String> {
-    let num = |n: &str| -> Result<usize, String> {
-        env_var(n)?
-            .parse()
-            .map_err(|_| format!("{n} is not a number"))
+fn env_var(name: &'static str) -> Result<String, EnvError> {
+    std::env::var(name).map_err(|_| EnvError::Unset(name))
+}
+
+fn read_env() -> Result<(RankEnv, Job), EnvError> {
+    let num = |n: &'static str| -> Result<usize, EnvError> {
+        env_var(n)?.parse().map_err(|_| EnvError::NotANumber(n))
     };
-    let token =
-        token_from_hex(&env_var("RINGLAB_TOKEN")?).ok_or("RINGLAB_TOKEN is not 32 hex digits")?;
+    let token = token_from_hex(&env_var("RINGLAB_TOKEN")?).ok_or(EnvError::Token)?;
     let store: SocketAddr = env_var("RINGLAB_STORE")?
         .parse()
-        .map_err(|_| "RINGLAB_STORE is not host:port")?;
-    let job: Job =
-        serde_json::from_str(&env_var("RINGLAB_JOB")?).map_err(|e| format!("RINGLAB_JOB: {e}"))?;
+        .map_err(|_| EnvError::Store)?;
+    let job: Job = serde_json::from_str(&env_var("RINGLAB_JOB")?).map_err(EnvError::Job)?;
     let env = RankEnv {
         rank: num("RINGLAB_RANK")?,
         world: num("RINGLAB_WORLD")?,
@@ -57,12 +67,10 @@ fn read_env() -> Result<(RankEnv, Job), String> {
 
 /// Die with the launcher: a parent-death signal, and a check that closes the race with fork.
 fn tie_to_parent() {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     if let Ok(p) = std::env::var("RINGLAB_PARENT")
         && let Ok(p) = p.parse::<i32>()
-        // SAFETY: getppid has no preconditions.
-        && unsafe { libc::getppid() } != p
+        && nix::unistd::getppid().as_raw() != p
     {
         std::process::exit(1);
     }
@@ -76,7 +84,7 @@ pub type TrainLoop =
 pub fn main(train: TrainLoop) -> ExitCode {
     tie_to_parent();
     if let Err(e) = crate::lab::job::launch::pin_to_planned_cpu() {
-        crate::comm::emu::log::warn(&e);
+        crate::comm::emu::log::warn(&e.to_string());
     }
     let (env, job) = match read_env() {
         Ok(x) => x,

@@ -277,17 +277,27 @@ pub(super) fn names_and_subnets(uses: &[IfaceUse], out: &mut Vec<Finding>) {
 }
 
 pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
-    struct Acc<'a> {
-        first: &'a Line<'a>,
-        last: &'a Line<'a>,
-        count: usize,
-        max_k: u64,
-        n: u64,
-        legacy: bool,
-        errors: BTreeSet<String>,
-        hosts: BTreeSet<&'a str>,
-        gave_up: Option<&'a Line<'a>>,
+    for ((addr, _), a) in retry_loops(lines) {
+        out.push(retry_finding(&addr, &a));
     }
+}
+
+/// One connect-retry loop: the lines of one address dialled (or of one host, where the
+/// release does not print the address), and the give-up that ended it.
+struct RetryLoop<'a> {
+    first: &'a Line<'a>,
+    last: &'a Line<'a>,
+    count: usize,
+    max_k: u64,
+    n: u64,
+    legacy: bool,
+    errors: BTreeSet<String>,
+    hosts: BTreeSet<&'a str>,
+    gave_up: Option<&'a Line<'a>>,
+}
+
+/// The retry loops in `lines`, keyed by (address, "") or ("", host).
+fn retry_loops<'a>(lines: &'a [Line<'a>]) -> BTreeMap<(String, String), RetryLoop<'a>> {
     // A process that names the address in some retry lines needs no address-less group: its
     // lines describe one loop (only a tool imitating several releases at once writes both).
     let named: BTreeSet<(&str, &str, u32)> = lines
@@ -300,7 +310,7 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         Some(a) => (a.clone(), String::new()),
         None => (String::new(), l.host.to_string()),
     };
-    let mut by_addr: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    let mut by_addr: BTreeMap<(String, String), RetryLoop> = BTreeMap::new();
     for l in lines {
         let Some(r) = parse_retry(l.m) else {
             continue;
@@ -308,7 +318,7 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
         if r.addr.is_none() && named.contains(&(l.file, l.host, l.pid)) {
             continue;
         }
-        let acc = by_addr.entry(key(&r.addr, l)).or_insert(Acc {
+        let acc = by_addr.entry(key(&r.addr, l)).or_insert(RetryLoop {
             first: l,
             last: l,
             count: 0,
@@ -334,87 +344,95 @@ pub(super) fn connect_retries(lines: &[Line], out: &mut Vec<Finding>) {
             acc.gave_up.get_or_insert(l);
         }
     }
-    for ((addr, _), a) in by_addr {
-        let known = !addr.is_empty();
-        let ip = addr.split('<').next().unwrap_or(&addr).to_string();
-        let local = known && everywhere_addr(&ip);
-        let of = if a.n > 0 {
-            format!(" (reached {}/{})", a.max_k, a.n)
-        } else if a.legacy {
-            // ≤ 2.23 prints one line per 1000 refused attempts, 1 ms apart.
-            format!(
-                " (about {} attempts, {} s; NCCL 2.23 and earlier give up after 20000, about 20 s)",
-                a.count * 1000,
-                a.count
-            )
-        } else {
-            String::new()
-        };
-        let target = if known {
-            format!("connect to {addr}")
-        } else {
-            "a connect whose address this NCCL release does not print (2.26 and earlier)"
-                .to_string()
-        };
-        let mut summary = format!(
-            "{} kept retrying {target}: {} ({} retry line(s){of})",
-            join(&a.hosts),
-            join(&a.errors),
-            a.count,
+    by_addr
+}
+
+/// The finding for one retry loop dialling `addr` (empty where the release does not say).
+fn retry_finding(addr: &str, a: &RetryLoop) -> Finding {
+    let known = !addr.is_empty();
+    let ip = addr.split('<').next().unwrap_or(addr).to_string();
+    let local = known && everywhere_addr(&ip);
+    let of = if a.n > 0 {
+        format!(" (reached {}/{})", a.max_k, a.n)
+    } else if a.legacy {
+        // ≤ 2.23 prints one line per 1000 refused attempts, 1 ms apart.
+        format!(
+            " (about {} attempts, {} s; NCCL 2.23 and earlier give up after 20000, about 20 s)",
+            a.count * 1000,
+            a.count
+        )
+    } else {
+        String::new()
+    };
+    let target = if known {
+        format!("connect to {addr}")
+    } else {
+        "a connect whose address this NCCL release does not print (2.26 and earlier)".to_string()
+    };
+    let mut summary = format!(
+        "{} kept retrying {target}: {} ({} retry line(s){of})",
+        join(&a.hosts),
+        join(&a.errors),
+        a.count,
+    );
+    if local {
+        summary.push_str(&format!(
+            "; {ip} is an address every node has (Docker's docker0 or loopback), so the \
+             dialler reaches its own machine, where nothing listens"
+        ));
+    }
+    if a.gave_up.is_some() {
+        summary.push_str(
+            "; then it gave up (ncclRemoteError), while the ranks waiting for it wait on",
         );
-        if local {
-            summary.push_str(&format!(
-                "; {ip} is an address every node has (Docker's docker0 or loopback), so the \
-                 dialler reaches its own machine, where nothing listens"
-            ));
-        }
-        if a.gave_up.is_some() {
-            summary.push_str(
-                "; then it gave up (ncclRemoteError), while the ranks waiting for it wait on",
-            );
-        }
-        let fix = if local {
-            "The listening rank advertised a host-local address: set NCCL_SOCKET_IFNAME to the \
-             fabric NIC (or ^docker0,lo) on every node so it advertises an address the others \
-             can reach."
-                .to_string()
-        } else if !known {
-            "Find the address it dials: the other ranks' `Bootstrap` and `NET/Socket : Using` \
-             lines say what each advertised (a docker0 172.17.x or 127.x address there is the \
-             usual cause); NCCL 2.27 and later print the address in this line. Then check that \
-             address is on the network between the nodes and that the rank listening there is \
-             alive."
-                .to_string()
-        } else if a.errors.iter().all(|e| e.contains("refused")) {
-            format!(
-                "{ip} is reachable but nothing listens on that port: check that the rank that \
-                 should listen there started and is alive (a missing rank, a wrong \
-                 MASTER_ADDR/--master-addr or port), and that every node uses the same one."
-            )
-        } else {
-            format!(
-                "{ip} cannot be reached from {}: check routes and firewalls between the nodes \
-                 (ping, `nc -zv`), and that NCCL_SOCKET_IFNAME names the NIC on the network \
-                 between them.",
-                join(&a.hosts)
-            )
-        };
-        let mut evidence = vec![a.first.evidence()];
-        if a.last.no != a.first.no || a.last.file != a.first.file {
-            evidence.push(a.last.evidence());
-        }
-        if let Some(g) = a.gave_up {
-            evidence.push(g.evidence());
-        }
-        out.push(Finding {
-            severity: Severity::Error,
-            confirm: None,
-            messages: Vec::new(),
-            kind: Kind::ConnectRetry,
-            summary,
-            evidence,
-            fix,
-        });
+    }
+    let fix = retry_fix(known, local, &ip, a);
+    let mut evidence = vec![a.first.evidence()];
+    if a.last.no != a.first.no || a.last.file != a.first.file {
+        evidence.push(a.last.evidence());
+    }
+    if let Some(g) = a.gave_up {
+        evidence.push(g.evidence());
+    }
+    Finding {
+        severity: Severity::Error,
+        confirm: None,
+        messages: Vec::new(),
+        kind: Kind::ConnectRetry,
+        summary,
+        evidence,
+        fix,
+    }
+}
+
+/// What to do about a retry loop: a host-local address, an unknown one, nothing listening,
+/// or no route.
+fn retry_fix(known: bool, local: bool, ip: &str, a: &RetryLoop) -> String {
+    if local {
+        "The listening rank advertised a host-local address: set NCCL_SOCKET_IFNAME to the \
+         fabric NIC (or ^docker0,lo) on every node so it advertises an address the others \
+         can reach."
+            .to_string()
+    } else if !known {
+        "Find the address it dials: the other ranks' `Bootstrap` and `NET/Socket : Using` \
+         lines say what each advertised (a docker0 172.17.x or 127.x address there is the \
+         usual cause); NCCL 2.27 and later print the address in this line. Then check that \
+         address is on the network between the nodes and that the rank listening there is \
+         alive."
+            .to_string()
+    } else if a.errors.iter().all(|e| e.contains("refused")) {
+        format!(
+            "{ip} is reachable but nothing listens on that port: check that the rank that \
+             should listen there started and is alive (a missing rank, a wrong \
+             MASTER_ADDR/--master-addr or port), and that every node uses the same one."
+        )
+    } else {
+        format!(
+            "{ip} cannot be reached from {}: check routes and firewalls between the nodes \
+             (ping, `nc -zv`), and that NCCL_SOCKET_IFNAME names the NIC on the network \
+             between them.",
+            join(&a.hosts)
+        )
     }
 }
 
@@ -537,201 +555,233 @@ pub(super) fn ib_and_p2p(lines: &[Line], uses: &[IfaceUse], span: Span, out: &mu
         .iter()
         .filter(|l| l.msg.starts_with("Using network Socket"))
         .collect();
-    let no_ib: Vec<&Line> = lines
-        .iter()
-        .filter(|l| l.msg.starts_with("NET/IB") && l.msg.contains("No device found"))
-        .collect();
-    let socket_in = |files: &BTreeSet<&str>| -> Vec<(String, usize, String)> {
+    if !ib_env.is_empty() {
+        out.push(ib_disabled(&ib_env, &socket, ib_hw, span));
+    } else if span != Span::OneHost {
+        out.extend(socket_fallback(lines, uses, &socket, ib_hw, span));
+    }
+    out.extend(p2p_disabled(lines));
+}
+
+const SLOW: &str = "inter-node traffic goes over TCP sockets, far slower than InfiniBand/RoCE";
+
+/// NCCL_IB_DISABLE=1 in the log: an error where IB hardware is in sight across hosts, else a
+/// note.
+fn ib_disabled(ib_env: &[&Line], socket: &[&Line], ib_hw: Option<&Line>, span: Span) -> Finding {
+    let files: BTreeSet<&str> = ib_env.iter().map(|l| l.file).collect();
+    let mut evidence: Vec<_> = ib_env.iter().map(|l| l.evidence()).collect();
+    evidence.extend(
         socket
             .iter()
             .filter(|l| files.contains(l.file))
-            .map(|l| l.evidence())
-            .collect()
-    };
-    const SLOW: &str = "inter-node traffic goes over TCP sockets, far slower than InfiniBand/RoCE";
-    if !ib_env.is_empty() {
-        let files: BTreeSet<&str> = ib_env.iter().map(|l| l.file).collect();
-        let mut evidence: Vec<_> = ib_env.iter().map(|l| l.evidence()).collect();
-        evidence.extend(socket_in(&files));
-        evidence.sort();
-        evidence.dedup();
-        out.push(Finding {
-            // Only where the log shows IB hardware is turning it off a cost; else a note.
-            severity: if ib_hw.is_some() && span != Span::OneHost {
-                Severity::Error
-            } else {
-                Severity::Note
-            },
-            confirm: None,
-            messages: Vec::new(),
-            kind: Kind::IbDisabled,
-            summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
-            evidence,
-            fix: "NCCL_IB_DISABLE=1 is a diagnostic, not a fix: use it to tell whether the IB \
-                  transport is at fault, then repair that transport (drivers, NCCL_IB_HCA, \
-                  ports up with `ibstat`) and remove the variable."
-                .to_string(),
-        });
-    } else if !no_ib.is_empty() && span != Span::OneHost {
-        // Fallen back: "NET/IB : No device found." followed by "Using network Socket", and
-        // the first `via NET/Socket` connection of that process.
-        let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
-        let mut fell: BTreeSet<&str> = BTreeSet::new();
-        // One pass each, per process (file, pid): its `Using network Socket` lines in line
-        // order, and its first socket connection. (A search per "No device found" line was
-        // quadratic in a long log.)
-        let mut socket_by: BTreeMap<(&str, u32), Vec<&Line>> = BTreeMap::new();
-        for s in &socket {
-            socket_by.entry((s.file, s.pid)).or_default().push(s);
-        }
-        let mut first_socket_conn: BTreeMap<(&str, u32), &Line> = BTreeMap::new();
-        for c in lines {
-            if matches!(
-                parse_transport(c.m),
-                Some((Transport::Net(NetPlugin::Socket), _))
-            ) {
-                first_socket_conn.entry((c.file, c.pid)).or_insert(c);
-            }
-        }
-        for ib in &no_ib {
-            let key = (ib.file, ib.pid);
-            let Some(s) = socket_by.get(&key).and_then(|v| {
-                // The first line after this one (lines of one file are in order).
-                v.get(v.partition_point(|s| s.no <= ib.no)).copied()
-            }) else {
-                continue;
-            };
-            evidence.insert(ib.evidence());
-            evidence.insert(s.evidence());
-            fell.insert(ib.host);
-            if let Some(c) = first_socket_conn.get(&key) {
-                evidence.insert(c.evidence());
-            }
-        }
-        if !evidence.is_empty() {
-            // An IPoIB interface (ib0) on these hosts means the InfiniBand hardware is there.
-            let ipoib: Vec<&IfaceUse> = uses
-                .iter()
-                .filter(|u| fell.contains(u.line.host) && u.name.starts_with("ib"))
-                .collect();
-            let ipoib_names: BTreeSet<&str> = ipoib.iter().map(|u| u.name.as_str()).collect();
-            if let Some(u) = ipoib.first() {
-                evidence.insert(u.line.evidence());
-            }
-            let ib_hosts: BTreeSet<&str> = lines
-                .iter()
-                .filter(|l| {
-                    l.msg.starts_with("Using network IB")
-                        || matches!(
-                            parse_transport(l.m),
-                            Some((Transport::Net(NetPlugin::Ib), _))
-                        )
-                })
-                .map(|l| l.host)
-                .filter(|h| !fell.contains(h))
-                .collect();
-            let mut summary =
-                format!("NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}");
-            if !ipoib_names.is_empty() {
-                summary.push_str(&format!(
-                    "; yet {} use(s) the IPoIB interface {}, so InfiniBand is there and the \
-                     verbs devices are what NCCL cannot see",
-                    join(&fell),
-                    join(&ipoib_names)
-                ));
-            }
-            if !ib_hosts.is_empty() {
-                summary.push_str(&format!(
-                    "; {} use(s) IB while {} fell back: every rank should use the same network",
-                    join(&ib_hosts),
-                    join(&fell)
-                ));
-            }
-            if let Some(l) = ib_hw {
-                evidence.insert(l.evidence());
-            }
-            // A job across hosts with IB hardware in sight: the fallback costs (an error).
-            // A device seen but not opened is the cause itself, whatever the span. Without
-            // IB hardware in the log, sockets may be all there is: a note, exit 0.
-            let unopened = ib_hw.is_some_and(|l| l.row_id() == Some("ib-open-device-failed"));
-            let severity = match (span, ib_hw) {
-                (Span::Hosts, Some(_)) => Severity::Error,
-                _ if unopened => Severity::Error,
-                _ => {
-                    summary.push_str(
-                        " (the log shows no InfiniBand/RoCE hardware: if the nodes have none, \
-                         sockets are all there is)",
-                    );
-                    Severity::Note
-                }
-            };
-            out.push(Finding {
-                severity,
-                confirm: Some(
-                    "`ibv_devinfo` where the ranks run (inside the container) lists the HCA \
-                     and its port as PORT_ACTIVE; `ls /dev/infiniband` shows uverbs devices."
-                        .into(),
-                ),
-                messages: Vec::new(),
-                kind: Kind::SocketFallback,
-                summary,
-                evidence: evidence.into_iter().collect(),
-                fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL: in a \
-                      container --device=/dev/infiniband, the rdma-core libraries in the image, \
-                      --ulimit memlock=-1 and --cap-add=IPC_LOCK; check with `ibv_devinfo` \
-                      where the job runs, and NCCL_IB_HCA if set. If the nodes have none, \
-                      sockets are expected and this is only a note on speed."
-                    .to_string(),
-            });
+            .map(|l| l.evidence()),
+    );
+    evidence.sort();
+    evidence.dedup();
+    Finding {
+        // Only where the log shows IB hardware is turning it off a cost; else a note.
+        severity: if ib_hw.is_some() && span != Span::OneHost {
+            Severity::Error
+        } else {
+            Severity::Note
+        },
+        confirm: None,
+        messages: Vec::new(),
+        kind: Kind::IbDisabled,
+        summary: format!("NCCL_IB_DISABLE=1 is set: {SLOW}"),
+        evidence,
+        fix: "NCCL_IB_DISABLE=1 is a diagnostic, not a fix: use it to tell whether the IB \
+              transport is at fault, then repair that transport (drivers, NCCL_IB_HCA, \
+              ports up with `ibstat`) and remove the variable."
+            .to_string(),
+    }
+}
+
+/// The processes that fell back: "NET/IB : No device found." followed by "Using network
+/// Socket", and the first `via NET/Socket` connection of that process. Returns the evidence
+/// and the hosts that fell back.
+fn fell_back<'a>(
+    lines: &'a [Line<'a>],
+    socket: &[&'a Line<'a>],
+) -> (BTreeSet<(String, usize, String)>, BTreeSet<&'a str>) {
+    let mut evidence: BTreeSet<(String, usize, String)> = BTreeSet::new();
+    let mut fell: BTreeSet<&str> = BTreeSet::new();
+    let no_ib = lines
+        .iter()
+        .filter(|l| l.msg.starts_with("NET/IB") && l.msg.contains("No device found"));
+    // One pass each, per process (file, pid): its `Using network Socket` lines in line
+    // order, and its first socket connection. (A search per "No device found" line was
+    // quadratic in a long log.)
+    let mut socket_by: BTreeMap<(&str, u32), Vec<&Line>> = BTreeMap::new();
+    for s in socket {
+        socket_by.entry((s.file, s.pid)).or_default().push(s);
+    }
+    let mut first_socket_conn: BTreeMap<(&str, u32), &Line> = BTreeMap::new();
+    for c in lines {
+        if matches!(
+            parse_transport(c.m),
+            Some((Transport::Net(NetPlugin::Socket), _))
+        ) {
+            first_socket_conn.entry((c.file, c.pid)).or_insert(c);
         }
     }
-    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.m)).collect();
-    if !p2p.is_empty() {
-        let hosts: BTreeSet<&str> = p2p.iter().map(|l| l.host).collect();
-        let mut evidence: Vec<_> = p2p.iter().map(|l| l.evidence()).collect();
-        // What it did: the first SHM connection per host, and an NVLink hint if logged.
-        let mut shm = 0;
-        let mut shown = BTreeSet::new();
-        for l in lines.iter().filter(|l| hosts.contains(l.host)) {
-            if matches!(parse_transport(l.m), Some((Transport::Shm, _))) {
-                shm += 1;
-                if shown.insert(l.host) {
-                    evidence.push(l.evidence());
-                }
-            }
+    for ib in no_ib {
+        let key = (ib.file, ib.pid);
+        let Some(s) = socket_by.get(&key).and_then(|v| {
+            // The first line after this one (lines of one file are in order).
+            v.get(v.partition_point(|s| s.no <= ib.no)).copied()
+        }) else {
+            continue;
+        };
+        evidence.insert(ib.evidence());
+        evidence.insert(s.evidence());
+        fell.insert(ib.host);
+        if let Some(c) = first_socket_conn.get(&key) {
+            evidence.insert(c.evidence());
         }
-        let nvlink = lines
-            .iter()
-            .find(|l| hosts.contains(l.host) && nvlink_hint(l.msg));
-        if let Some(l) = nvlink {
-            evidence.push(l.evidence());
-        }
-        evidence.sort();
-        evidence.dedup();
-        let mut summary = "P2P is switched off (NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC): \
-                           direct GPU-to-GPU transfers (NVLink, PCIe peer-to-peer) are off and \
-                           traffic goes through host memory"
-            .to_string();
-        if shm > 0 {
-            summary.push_str(&format!(" ({shm} connection(s) via SHM)"));
-        }
-        if nvlink.is_some() {
+    }
+    (evidence, fell)
+}
+
+/// NCCL found no InfiniBand/RoCE device and fell back to sockets, across hosts.
+fn socket_fallback(
+    lines: &[Line],
+    uses: &[IfaceUse],
+    socket: &[&Line],
+    ib_hw: Option<&Line>,
+    span: Span,
+) -> Option<Finding> {
+    let (mut evidence, fell) = fell_back(lines, socket);
+    if evidence.is_empty() {
+        return None;
+    }
+    // An IPoIB interface (ib0) on these hosts means the InfiniBand hardware is there.
+    let ipoib: Vec<&IfaceUse> = uses
+        .iter()
+        .filter(|u| fell.contains(u.line.host) && u.name.starts_with("ib"))
+        .collect();
+    let ipoib_names: BTreeSet<&str> = ipoib.iter().map(|u| u.name.as_str()).collect();
+    if let Some(u) = ipoib.first() {
+        evidence.insert(u.line.evidence());
+    }
+    let ib_hosts: BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| {
+            l.msg.starts_with("Using network IB")
+                || matches!(
+                    parse_transport(l.m),
+                    Some((Transport::Net(NetPlugin::Ib), _))
+                )
+        })
+        .map(|l| l.host)
+        .filter(|h| !fell.contains(h))
+        .collect();
+    let mut summary =
+        format!("NCCL found no InfiniBand/RoCE device and fell back to sockets: {SLOW}");
+    if !ipoib_names.is_empty() {
+        summary.push_str(&format!(
+            "; yet {} use(s) the IPoIB interface {}, so InfiniBand is there and the \
+             verbs devices are what NCCL cannot see",
+            join(&fell),
+            join(&ipoib_names)
+        ));
+    }
+    if !ib_hosts.is_empty() {
+        summary.push_str(&format!(
+            "; {} use(s) IB while {} fell back: every rank should use the same network",
+            join(&ib_hosts),
+            join(&fell)
+        ));
+    }
+    if let Some(l) = ib_hw {
+        evidence.insert(l.evidence());
+    }
+    // A job across hosts with IB hardware in sight: the fallback costs (an error).
+    // A device seen but not opened is the cause itself, whatever the span. Without
+    // IB hardware in the log, sockets may be all there is: a note, exit 0.
+    let unopened = ib_hw.is_some_and(|l| l.row_id() == Some("ib-open-device-failed"));
+    let severity = match (span, ib_hw) {
+        (Span::Hosts, Some(_)) => Severity::Error,
+        _ if unopened => Severity::Error,
+        _ => {
             summary.push_str(
-                "; this machine has NVSwitch (NVLS is available), so NVLink sits idle and \
-                 busbw drops to the tens of GB/s",
+                " (the log shows no InfiniBand/RoCE hardware: if the nodes have none, \
+                 sockets are all there is)",
             );
+            Severity::Note
         }
-        out.push(Finding {
-            severity: Severity::Error,
-            confirm: None,
-            messages: Vec::new(),
-            kind: Kind::P2pDisabled,
-            summary,
-            evidence,
-            fix: "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) is a diagnostic, not a fix: once \
-                  the hang is understood (often PCI ACS or the IOMMU blocking peer-to-peer), \
-                  fix that and remove the variable."
-                .to_string(),
-        });
+    };
+    Some(Finding {
+        severity,
+        confirm: Some(
+            "`ibv_devinfo` where the ranks run (inside the container) lists the HCA \
+             and its port as PORT_ACTIVE; `ls /dev/infiniband` shows uverbs devices."
+                .into(),
+        ),
+        messages: Vec::new(),
+        kind: Kind::SocketFallback,
+        summary,
+        evidence: evidence.into_iter().collect(),
+        fix: "If the nodes have IB or RoCE NICs, make them visible to NCCL: in a \
+              container --device=/dev/infiniband, the rdma-core libraries in the image, \
+              --ulimit memlock=-1 and --cap-add=IPC_LOCK; check with `ibv_devinfo` \
+              where the job runs, and NCCL_IB_HCA if set. If the nodes have none, \
+              sockets are expected and this is only a note on speed."
+            .to_string(),
+    })
+}
+
+/// NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC in the log: what it did (SHM connections) and what
+/// it costs (an idle NVSwitch).
+fn p2p_disabled(lines: &[Line]) -> Option<Finding> {
+    let p2p: Vec<&Line> = lines.iter().filter(|l| p2p_off_env(l.m)).collect();
+    if p2p.is_empty() {
+        return None;
     }
+    let hosts: BTreeSet<&str> = p2p.iter().map(|l| l.host).collect();
+    let mut evidence: Vec<_> = p2p.iter().map(|l| l.evidence()).collect();
+    // What it did: the first SHM connection per host, and an NVLink hint if logged.
+    let mut shm = 0;
+    let mut shown = BTreeSet::new();
+    for l in lines.iter().filter(|l| hosts.contains(l.host)) {
+        if matches!(parse_transport(l.m), Some((Transport::Shm, _))) {
+            shm += 1;
+            if shown.insert(l.host) {
+                evidence.push(l.evidence());
+            }
+        }
+    }
+    let nvlink = lines
+        .iter()
+        .find(|l| hosts.contains(l.host) && nvlink_hint(l.msg));
+    if let Some(l) = nvlink {
+        evidence.push(l.evidence());
+    }
+    evidence.sort();
+    evidence.dedup();
+    let mut summary = "P2P is switched off (NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC): \
+                       direct GPU-to-GPU transfers (NVLink, PCIe peer-to-peer) are off and \
+                       traffic goes through host memory"
+        .to_string();
+    if shm > 0 {
+        summary.push_str(&format!(" ({shm} connection(s) via SHM)"));
+    }
+    if nvlink.is_some() {
+        summary.push_str(
+            "; this machine has NVSwitch (NVLS is available), so NVLink sits idle and \
+             busbw drops to the tens of GB/s",
+        );
+    }
+    Some(Finding {
+        severity: Severity::Error,
+        confirm: None,
+        messages: Vec::new(),
+        kind: Kind::P2pDisabled,
+        summary,
+        evidence,
+        fix: "NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) is a diagnostic, not a fix: once \
+              the hang is understood (often PCI ACS or the IOMMU blocking peer-to-peer), \
+              fix that and remove the variable."
+            .to_string(),
+    })
 }

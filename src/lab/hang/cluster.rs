@@ -95,19 +95,37 @@ impl Holder {
     }
 
     /// Send the holder one command and read its answer (`ok` or the error).
-    fn ask(&mut self, command: &str) -> Result<(), String> {
+    fn ask(&mut self, command: &str) -> Result<(), HolderError> {
         use std::io::{BufRead, Write};
-        let stdin = self.child.stdin.as_mut().ok_or("the holder has no stdin")?;
-        writeln!(stdin, "{command}").map_err(|e| e.to_string())?;
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or(HolderError::NoPipe("stdin"))?;
+        writeln!(stdin, "{command}")?;
         let mut line = String::new();
-        let out = self.replies.as_mut().ok_or("the holder has no stdout")?;
-        out.read_line(&mut line).map_err(|e| e.to_string())?;
+        let out = self.replies.as_mut().ok_or(HolderError::NoPipe("stdout"))?;
+        out.read_line(&mut line)?;
         match line.trim() {
             "ok" => Ok(()),
-            "" => Err("the holder exited".into()),
-            e => Err(e.to_string()),
+            "" => Err(HolderError::Exited),
+            e => Err(HolderError::Refused(e.to_string())),
         }
     }
+}
+
+/// Why a holder did not carry out a command.
+#[derive(Debug, thiserror::Error)]
+pub enum HolderError {
+    #[error("the holder has no {0}")]
+    NoPipe(&'static str),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("the holder exited")]
+    Exited,
+    /// The holder's own answer (`error: …`).
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Drop for Holder {
@@ -122,27 +140,25 @@ impl Drop for Holder {
 /// parent goes away. It answers `shm-size SIZE` (remount bigger: `docker run --shm-size`) and
 /// `ipc-host` (unmount: the host's /dev/shm shows through, as with `--ipc=host`) on stdin.
 pub fn holder_main(shm: Option<&str>, hostname: Option<&str>) -> std::process::ExitCode {
-    // SAFETY: prctl and unshare only change this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    let flags = libc::CLONE_NEWNET
-        | if shm.is_some() { libc::CLONE_NEWNS } else { 0 }
-        | if hostname.is_some() {
-            libc::CLONE_NEWUTS
-        } else {
-            0
-        };
-    // SAFETY: as above.
-    if unsafe { libc::unshare(flags) } != 0 {
-        eprintln!("unshare: {}", std::io::Error::last_os_error());
+    use nix::sched::CloneFlags;
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let mut flags = CloneFlags::CLONE_NEWNET;
+    if shm.is_some() {
+        flags |= CloneFlags::CLONE_NEWNS;
+    }
+    if hostname.is_some() {
+        flags |= CloneFlags::CLONE_NEWUTS;
+    }
+    if let Err(e) = nix::sched::unshare(flags) {
+        eprintln!("unshare: {}", std::io::Error::from(e));
         return std::process::ExitCode::from(1);
     }
-    if let Some(h) = hostname {
-        // SAFETY: the pointer and length describe `h`'s bytes; this process is alone in its
-        // new UTS namespace.
-        if unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) } != 0 {
-            eprintln!("sethostname {h}: {}", std::io::Error::last_os_error());
-            return std::process::ExitCode::from(1);
-        }
+    // This process is alone in its new UTS namespace.
+    if let Some(h) = hostname
+        && let Err(e) = nix::unistd::sethostname(h)
+    {
+        eprintln!("sethostname {h}: {}", std::io::Error::from(e));
+        return std::process::ExitCode::from(1);
     }
     if let Some(size) = shm
         && let Err(e) = private_dev_shm(size)
@@ -156,16 +172,12 @@ pub fn holder_main(shm: Option<&str>, hostname: Option<&str>) -> std::process::E
         let mut words = line.split_whitespace();
         let r = match (words.next(), words.next()) {
             (Some("shm-size"), Some(size)) => mount_dev_shm(size, true),
+            // This process is alone in its mount namespace.
             (Some("ipc-host"), None) => {
-                let path = c"/dev/shm";
-                // SAFETY: path is NUL-terminated; this process is alone in its mount namespace.
-                if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error().to_string())
-                }
+                nix::mount::umount2("/dev/shm", nix::mount::MntFlags::MNT_DETACH)
+                    .map_err(|e| ShmError::Mount(e.into()))
             }
-            _ => Err(format!("unknown command `{line}`")),
+            _ => Err(ShmError::UnknownCommand(line.clone())),
         };
         match r {
             Ok(()) => println!("ok"),
@@ -175,53 +187,53 @@ pub fn holder_main(shm: Option<&str>, hostname: Option<&str>) -> std::process::E
     std::process::ExitCode::SUCCESS
 }
 
+/// Why the holder could not set up or change its /dev/shm.
+#[derive(Debug, thiserror::Error)]
+enum ShmError {
+    #[error("making mounts private: {0}")]
+    Private(std::io::Error),
+    #[error("bad size `{0}`")]
+    BadSize(String),
+    #[error("{0}")]
+    Mount(std::io::Error),
+    #[error("unknown command `{0}`")]
+    UnknownCommand(String),
+}
+
 /// Make mounts private to this namespace, then put a tmpfs of `size` over /dev/shm.
-fn private_dev_shm(size: &str) -> Result<(), String> {
-    let root = c"/";
-    // SAFETY: NUL-terminated paths; changes only this process's (new) mount namespace.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "making mounts private: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
+fn private_dev_shm(size: &str) -> Result<(), ShmError> {
+    use nix::mount::MsFlags;
+    // Changes only this process's (new) mount namespace.
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| ShmError::Private(e.into()))?;
     mount_dev_shm(size, false)
 }
 
 /// Mount (or remount) the tmpfs over /dev/shm with `size` (tmpfs units: 64m, 1g).
-fn mount_dev_shm(size: &str, remount: bool) -> Result<(), String> {
+fn mount_dev_shm(size: &str, remount: bool) -> Result<(), ShmError> {
+    use nix::mount::MsFlags;
     if !size.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(format!("bad size `{size}`"));
+        return Err(ShmError::BadSize(size.into()));
     }
-    let opts =
-        std::ffi::CString::new(format!("size={size},mode=1777")).map_err(|e| e.to_string())?;
-    let (src, fs) = (c"tmpfs", c"tmpfs");
-    let target = c"/dev/shm";
-    let flags = libc::MS_NOSUID | libc::MS_NODEV | if remount { libc::MS_REMOUNT } else { 0 };
-    // SAFETY: NUL-terminated strings that live across the call.
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            fs.as_ptr(),
-            flags,
-            opts.as_ptr().cast(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error().to_string())
+    let opts = format!("size={size},mode=1777");
+    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if remount {
+        flags |= MsFlags::MS_REMOUNT;
     }
+    nix::mount::mount(
+        Some("tmpfs"),
+        "/dev/shm",
+        Some("tmpfs"),
+        flags,
+        Some(opts.as_str()),
+    )
+    .map_err(|e| ShmError::Mount(e.into()))
 }
 
 pub struct Cluster {
@@ -276,6 +288,23 @@ pub enum ClusterError {
     Unavailable(String),
     #[error("entering {ns}: {err}")]
     Setns { ns: String, err: String },
+    #[error("user namespaces are not available here ({0})")]
+    UserNs(std::io::Error),
+    #[error("node {node}'s emulated /dev/shm: {err}")]
+    EmuShm { node: usize, err: std::io::Error },
+    #[error("`iptables --version` failed: {0}")]
+    IptablesFailed(String),
+    #[error(
+        "the `iptables` command is not installed (or not on PATH); install it (Debian: apt-get install iptables)"
+    )]
+    IptablesMissing,
+    #[error(
+        "the `iptables` command could not run ({0}); install it (Debian: apt-get install iptables)"
+    )]
+    IptablesCannotRun(std::io::Error),
+    /// Namespaces were asked for (`--mode netns`) and cannot be made.
+    #[error("{0}, or pass --mode emulated")]
+    NetnsAsked(Box<ClusterError>),
 }
 
 /// Run `ip ARGS`, inside the namespace at `ns` when given.
@@ -357,67 +386,16 @@ pub fn in_user_namespace() -> bool {
 /// network namespace of its own: there an unprivileged user may make the lab's namespaces,
 /// veth links, bridges and iptables rules. The re-run dies with this process. Returns its exit
 /// status, or why the kernel refused (then the caller emulates).
-pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, String> {
-    use std::os::unix::process::CommandExt;
-    let exe = crate::lab::self_exe().map_err(|e| e.to_string())?;
-    // SAFETY: getuid/getgid have no preconditions.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // Everything the child writes is made before fork: pre_exec must not allocate.
-    let uid_map = std::ffi::CString::new(format!("0 {uid} 1")).map_err(|e| e.to_string())?;
-    let gid_map = std::ffi::CString::new(format!("0 {gid} 1")).map_err(|e| e.to_string())?;
+pub fn rerun_in_user_namespace() -> Result<std::process::ExitStatus, ClusterError> {
+    let exe = crate::lab::self_exe().map_err(ClusterError::UserNs)?;
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let mut cmd = Command::new(exe);
     cmd.args(std::env::args_os().skip(1)).env(USERNS_ENV, "1");
     // The re-run dies with this process.
     crate::lab::fork::die_with_parent(&mut cmd);
-    // SAFETY: only async-signal-safe calls (unshare, open, write, close, socket, ioctl) on
-    // memory prepared before the fork or on the child's stack.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let write = |path: &[u8], data: &[u8]| -> std::io::Result<()> {
-                let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let n = libc::write(fd, data.as_ptr().cast(), data.len());
-                libc::close(fd);
-                if n < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            };
-            // setgroups must be denied before an unprivileged gid_map (absent on old kernels).
-            let _ = write(b"/proc/self/setgroups\0", b"deny");
-            write(b"/proc/self/uid_map\0", uid_map.as_bytes())?;
-            write(b"/proc/self/gid_map\0", gid_map.as_bytes())?;
-            // The new network namespace starts with its loopback down; bring it up so that a
-            // re-run that ends up emulating (its loopback addresses) can still reach itself.
-            let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-            if sock < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // ifreq is plain old data (all zeroes is valid); built on the stack, no allocation.
-            let mut req: libc::ifreq = std::mem::zeroed();
-            req.ifr_name[0] = b'l' as libc::c_char;
-            req.ifr_name[1] = b'o' as libc::c_char;
-            let up = if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
-                req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-                libc::ioctl(sock, libc::SIOCSIFFLAGS, &req)
-            } else {
-                -1
-            };
-            let err = std::io::Error::last_os_error();
-            libc::close(sock);
-            if up != 0 {
-                return Err(err);
-            }
-            Ok(())
-        });
-    }
-    cmd.status()
-        .map_err(|e| format!("user namespaces are not available here ({e})"))
+    crate::lab::fork::user_and_net_namespace(&mut cmd, uid, gid)
+        .map_err(|e| ClusterError::UserNs(e.into()))?;
+    cmd.status().map_err(ClusterError::UserNs)
 }
 
 impl Cluster {
@@ -523,7 +501,7 @@ impl Cluster {
 
     /// The emulated cluster: K nodes as processes on this host, each with a virtual interface
     /// table on loopback addresses (see [`crate::comm::emu::vnet`]). `why` says why it is emulated.
-    pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Result<Self, String> {
+    pub fn emulated(k: usize, fabric_names: &[String], why: &str) -> Result<Self, ClusterError> {
         Self::emulated_with_shm(k, fabric_names, why, None)
     }
 
@@ -537,7 +515,7 @@ impl Cluster {
         fabric_names: &[String],
         why: &str,
         shm: Option<&str>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ClusterError> {
         let net = VNet::build(k, fabric_names);
         let nodes = (0..k)
             .map(|i| Node {
@@ -559,7 +537,7 @@ impl Cluster {
             for i in 0..k {
                 let dir =
                     crate::private::fresh_dir(&std::env::temp_dir(), &format!("{PREFIX}shm-n{i}-"))
-                        .map_err(|e| format!("node {i}'s emulated /dev/shm: {e}"))?;
+                        .map_err(|err| ClusterError::EmuShm { node: i, err })?;
                 emu_shm.push(EmuShm {
                     dir,
                     limit: Some(limit),
@@ -777,12 +755,11 @@ impl Cluster {
 }
 
 /// Is a packet filter usable in namespaces here (the `iptables` command)?
-pub fn firewall_available() -> Result<(), String> {
+pub fn firewall_available() -> Result<(), ClusterError> {
     match Command::new("iptables").arg("--version").output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "`iptables --version` failed: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
+        Ok(o) => Err(ClusterError::IptablesFailed(
+            String::from_utf8_lossy(&o.stderr).trim().to_string(),
         )),
         // A PATH search that met a directory this user may not read says "permission denied".
         Err(e)
@@ -791,11 +768,9 @@ pub fn firewall_available() -> Result<(), String> {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
             ) =>
         {
-            Err("the `iptables` command is not installed (or not on PATH); install it (Debian: apt-get install iptables)".into())
+            Err(ClusterError::IptablesMissing)
         }
-        Err(e) => Err(format!(
-            "the `iptables` command could not run ({e}); install it (Debian: apt-get install iptables)"
-        )),
+        Err(e) => Err(ClusterError::IptablesCannotRun(e)),
     }
 }
 
@@ -826,8 +801,14 @@ pub fn cleanup_all() -> Vec<String> {
                         .and_then(|p| p.parse::<i32>().ok())
                 });
             if ppid == Some(1) && cmdline.split(|&b| b == 0).any(|a| a == b"__netns-holder") {
-                // SAFETY: signalling a process by pid.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // The pid was read from /proc a moment ago: should that holder have exited and
+                // its pid been reused in between, the signal would reach another process. The
+                // window is small (an orphaned holder only exits when killed), and the cmdline
+                // check narrows it to processes that are holders.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
                 removed.push(format!("holder process {pid}"));
             }
         }
@@ -858,14 +839,11 @@ pub fn enter(netns_path: &str) -> Result<(), ClusterError> {
         ns: netns_path.into(),
         err: e.to_string(),
     })?;
-    // SAFETY: f is an open namespace file; setns affects only the calling thread.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(ClusterError::Setns {
-            ns: netns_path.into(),
-            err: std::io::Error::last_os_error().to_string(),
-        });
-    }
-    Ok(())
+    // setns affects only the calling thread.
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| ClusterError::Setns {
+        ns: netns_path.into(),
+        err: std::io::Error::from(e).to_string(),
+    })
 }
 
 /// A node's interface table, as NCCL would see it.

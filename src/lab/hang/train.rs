@@ -223,16 +223,7 @@ pub fn run(
     let rank = env.rank;
     let world = env.world;
     let es = Dtype::F32.size();
-    let ring = |count: usize| {
-        Schedule::build(&Spec::new(
-            Collective::AllReduce,
-            Algorithm::Ring,
-            world,
-            count,
-            es,
-        ))
-    };
-    let shape = ring(world).map_err(|e| err(&e))?;
+    let shape = ring(world, world).map_err(|e| err(&e))?;
     let neighbours = partners(rank, &[&shape]);
     let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
     emit(Event::Transport {
@@ -261,18 +252,15 @@ pub fn run(
                 .fault
                 .filter(|f| f.rank == rank && f.step == step)
                 .map(|f| f.kind);
-            let mut count = (bytes as usize / es).max(world);
-            match (fault, label) {
-                (Some(FaultKind::SkipCollective), "tp mlp") => continue,
-                (Some(FaultKind::WrongSize), "tp mlp") => count = (count / 2).max(world),
-                (Some(FaultKind::Exit), "dp gradients") => {
-                    crate::comm::emu::log::warn(&format!(
-                        "step {step}: RuntimeError: out of memory allocating the gradient buckets (staged); rank {rank} exits"
-                    ));
-                    std::process::exit(1);
-                }
-                _ => {}
-            }
+            let Some(count) = staged_count(
+                fault,
+                label,
+                step,
+                rank,
+                ((bytes as usize / es).max(world), world),
+            ) else {
+                continue;
+            };
             let call = call_of(count as u64);
             let label = format!("step {step} {label}");
             let seq = journal.schedule(call.clone(), label.clone())?;
@@ -282,63 +270,27 @@ pub fn run(
                 call: call.clone(),
                 label: label.clone(),
             };
-            let payload = serde_json::to_vec(&mine).map_err(|e| err(&e))?;
-            let replies = comm
-                .exchange_frames(&neighbours, &payload, wait)
-                .map_err(|e| {
-                    if matches!(&e, crate::comm::cpu::tcp::CommError::Io { source, .. } if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)) {
-                        Fault::Hang(format!("collective #{seq} ({label}): {e}"))
-                    } else {
-                        err(&e)
-                    }
-                })?;
-            let mut differs = None;
-            for (peer, frame) in replies {
-                let theirs: Header = serde_json::from_slice(&frame)
-                    .map_err(|e| err(&format!("rank {peer}'s header: {e}")))?;
-                if theirs != mine && differs.is_none() {
-                    differs = Some((peer, theirs));
-                }
-            }
+            let differs = exchange_headers(&mut comm, &neighbours, &mine, wait)?;
             journal.start(seq)?;
             if let Some((peer, theirs)) = differs {
-                // NCCL compares nothing across ranks: each launches its own call and waits
-                // for bytes that never line up (see `wait_as_nccl`).
-                return Err(wait_as_nccl(
-                    wait,
-                    &mismatch_report(
-                        rank,
-                        &(mine.seq, mine.call.clone(), mine.label.clone()),
-                        peer,
-                        &(theirs.seq, theirs.call, theirs.label),
-                    ),
-                ));
+                return Err(mismatch(rank, mine, peer, theirs, wait));
             }
             if fault == Some(FaultKind::Stop) && label.ends_with("dp gradients") {
                 // Staged silently, as a debugger or a job scheduler stops a process: the
                 // evidence (state T in /proc, the flight recorders) has to find it.
-                // SAFETY: raise only sends this process a signal.
-                unsafe { libc::raise(libc::SIGSTOP) };
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
             }
             let schedule = match schedules.entry(count) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(ring(count).map_err(|e| err(&e))?)
+                    v.insert(ring(world, count).map_err(|e| err(&e))?)
                 }
             };
-            buf.reserve_len(count * es);
-            let data = &mut buf.bytes_mut()[..count * es];
             // The values only matter for the last collective, which is checked: ones summed
             // over the world. Before it the buffer holds whatever the last sum left.
             let last = step == spec.steps && label.ends_with("dp gradients");
-            if last {
-                for x in data.chunks_exact_mut(es) {
-                    x.copy_from_slice(&1.0f32.to_le_bytes());
-                }
-            }
-            comm.run(schedule, data, Dtype::F32, Op::Sum)
+            last_value = all_reduce(&mut comm, schedule, &mut buf, count, last)
                 .map_err(|e| err(&format!("collective #{seq} ({label}): {e}")))?;
-            last_value = f64::from(f32::from_le_bytes([data[0], data[1], data[2], data[3]]));
             journal.complete(seq)?;
         }
         emit(Event::Beat {
@@ -352,6 +304,106 @@ pub fn run(
         value: last_value,
     });
     Ok(())
+}
+
+/// The ring all-reduce of `count` f32 elements on `world` ranks.
+fn ring(world: usize, count: usize) -> Result<Schedule, crate::collective::ScheduleError> {
+    Schedule::build(&Spec::new(
+        Collective::AllReduce,
+        Algorithm::Ring,
+        world,
+        count,
+        Dtype::F32.size(),
+    ))
+}
+
+/// A neighbour at another collective: NCCL compares nothing across ranks, so each launches its
+/// own call and waits for bytes that never line up (see `wait_as_nccl`).
+fn mismatch(rank: usize, mine: Header, peer: usize, theirs: Header, wait: Duration) -> Fault {
+    wait_as_nccl(
+        wait,
+        &mismatch_report(
+            rank,
+            &(mine.seq, mine.call, mine.label),
+            peer,
+            &(theirs.seq, theirs.call, theirs.label),
+        ),
+    )
+}
+
+/// The element count this rank uses for the call `label` at `step` (`count` unless a staged
+/// fault shrinks it); None where the rank skips the call. A staged exit ends the process here.
+fn staged_count(
+    fault: Option<FaultKind>,
+    label: &str,
+    step: usize,
+    rank: usize,
+    (count, world): (usize, usize),
+) -> Option<usize> {
+    match (fault, label) {
+        (Some(FaultKind::SkipCollective), "tp mlp") => None,
+        (Some(FaultKind::WrongSize), "tp mlp") => Some((count / 2).max(world)),
+        (Some(FaultKind::Exit), "dp gradients") => {
+            crate::comm::emu::log::warn(&format!(
+                "step {step}: RuntimeError: out of memory allocating the gradient buckets (staged); rank {rank} exits"
+            ));
+            std::process::exit(1);
+        }
+        _ => Some(count),
+    }
+}
+
+/// Send `mine` to every neighbour and read theirs: the first neighbour whose header differs,
+/// if any. A neighbour that does not answer in `wait` is a hang.
+fn exchange_headers(
+    comm: &mut TcpComm,
+    neighbours: &[usize],
+    mine: &Header,
+    wait: Duration,
+) -> Result<Option<(usize, Header)>, Fault> {
+    let err = |e: &dyn std::fmt::Display| Fault::Error(e.to_string());
+    let payload = serde_json::to_vec(mine).map_err(|e| err(&e))?;
+    let replies = comm
+        .exchange_frames(neighbours, &payload, wait)
+        .map_err(|e| {
+            if matches!(&e, crate::comm::cpu::tcp::CommError::Io { source, .. } if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)) {
+                Fault::Hang(format!("collective #{} ({}): {e}", mine.seq, mine.label))
+            } else {
+                err(&e)
+            }
+        })?;
+    let mut differs = None;
+    for (peer, frame) in replies {
+        let theirs: Header = serde_json::from_slice(&frame)
+            .map_err(|e| err(&format!("rank {peer}'s header: {e}")))?;
+        if theirs != *mine && differs.is_none() {
+            differs = Some((peer, theirs));
+        }
+    }
+    Ok(differs)
+}
+
+/// Sum `count` f32 elements of `buf` over the ranks (ones where `ones`, else what the buffer
+/// holds); the first element of the result.
+fn all_reduce(
+    comm: &mut TcpComm,
+    schedule: &Schedule,
+    buf: &mut AlignedBuf,
+    count: usize,
+    ones: bool,
+) -> Result<f64, crate::comm::cpu::tcp::CommError> {
+    let es = Dtype::F32.size();
+    buf.reserve_len(count * es);
+    let data = &mut buf.bytes_mut()[..count * es];
+    if ones {
+        for x in data.chunks_exact_mut(es) {
+            x.copy_from_slice(&1.0f32.to_le_bytes());
+        }
+    }
+    comm.run(schedule, data, Dtype::F32, Op::Sum)?;
+    Ok(f64::from(f32::from_le_bytes([
+        data[0], data[1], data[2], data[3],
+    ])))
 }
 
 #[cfg(test)]

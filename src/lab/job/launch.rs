@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::comm::cpu::ifaces;
 use crate::comm::cpu::store::StoreServer;
-use crate::comm::cpu::wire::{new_token, token_from_hex, token_hex};
+use crate::comm::cpu::wire::{Token, new_token, token_from_hex, token_hex};
 use crate::lab::{Event, Job};
 
 /// Where the job runs.
@@ -233,8 +233,10 @@ struct Ranks {
 impl Ranks {
     fn kill_all(&mut self) {
         if self.pgid > 0 {
-            // SAFETY: signalling our own children's process group.
-            unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         for (_, c) in &mut self.children {
             let _ = c.kill();
@@ -296,35 +298,7 @@ pub fn run_with(
             (None, None) => StoreServer::start(bind, token),
         }
         .map_err(setup("starting the rendezvous store on node 0"))?;
-        let port = server.addr().port();
-        let slots = (0..p.start.min(world))
-            .map(|rank| {
-                let node = rank / p.ranks_per_node.max(1);
-                let ip = p
-                    .store_ip_for_node
-                    .get(node)
-                    .copied()
-                    .flatten()
-                    .unwrap_or(p.store_ip);
-                Slot {
-                    rank,
-                    local: rank % p.ranks_per_node.max(1),
-                    local_world: p.ranks_per_node,
-                    netns: p.netns.get(node).cloned(),
-                    mntns: p.mntns.get(node).cloned().flatten(),
-                    utsns: p.utsns.get(node).cloned().flatten(),
-                    store: SocketAddr::new(ip, port),
-                    // Each node of the cluster is a host of its own to the transport
-                    // selection (ranks of one node share memory, others use the network).
-                    env: std::iter::once((
-                        crate::comm::cpu::shm::NODE_ENV.to_string(),
-                        node.to_string(),
-                    ))
-                    .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
-                    .collect(),
-                }
-            })
-            .collect();
+        let slots = placement_slots(p, world, server.addr().port());
         return spawn_and_watch(
             job,
             l,
@@ -336,17 +310,7 @@ pub fn run_with(
             &mut before_kill,
         );
     }
-    let token = if let Some(t) = l.token {
-        t
-    } else if multi {
-        let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
-            LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
-        })?;
-        token_from_hex(&hex)
-            .ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))?
-    } else {
-        new_token().map_err(setup("making a job token"))?
-    };
+    let token = job_token(l, multi)?;
     // Node 0 hosts the store; everyone else dials it.
     let (_server, store_addr) = if l.node_rank == 0 {
         let s = StoreServer::start(store_bind(l)?, token)
@@ -385,6 +349,54 @@ pub fn run_with(
         &mut on,
         &mut before_kill,
     )
+}
+
+/// The ranks a placement starts (`start` of them, up to the world), each in its node's
+/// namespaces, dialling the store at `port` on its node's address.
+fn placement_slots(p: &Placement, world: usize, port: u16) -> Vec<Slot> {
+    (0..p.start.min(world))
+        .map(|rank| {
+            let node = rank / p.ranks_per_node.max(1);
+            let ip = p
+                .store_ip_for_node
+                .get(node)
+                .copied()
+                .flatten()
+                .unwrap_or(p.store_ip);
+            Slot {
+                rank,
+                local: rank % p.ranks_per_node.max(1),
+                local_world: p.ranks_per_node,
+                netns: p.netns.get(node).cloned(),
+                mntns: p.mntns.get(node).cloned().flatten(),
+                utsns: p.utsns.get(node).cloned().flatten(),
+                store: SocketAddr::new(ip, port),
+                // Each node of the cluster is a host of its own to the transport
+                // selection (ranks of one node share memory, others use the network).
+                env: std::iter::once((
+                    crate::comm::cpu::shm::NODE_ENV.to_string(),
+                    node.to_string(),
+                ))
+                .chain(p.env_for_node.get(node).cloned().unwrap_or_default())
+                .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The job's secret: the launch's own, RINGLAB_TOKEN across nodes, else a fresh one.
+fn job_token(l: &Launch, multi: bool) -> Result<Token, LaunchError> {
+    if let Some(t) = l.token {
+        Ok(t)
+    } else if multi {
+        let hex = std::env::var("RINGLAB_TOKEN").map_err(|_| {
+            LaunchError::Setup("multi-node jobs need the same RINGLAB_TOKEN (32 hex digits) on every node, e.g. `export RINGLAB_TOKEN=$(openssl rand -hex 16)`".into())
+        })?;
+        token_from_hex(&hex)
+            .ok_or_else(|| LaunchError::Setup("RINGLAB_TOKEN must be 32 hex digits".into()))
+    } else {
+        new_token().map_err(setup("making a job token"))
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -439,27 +451,8 @@ fn spawn_and_watch(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(ranks.pgid);
-        // Keep the namespace files open until the child has entered them: the node's network
-        // namespace, then its mount namespace where it has a /dev/shm of its own.
-        let open = |path: &Option<String>| -> Result<Option<std::fs::File>, LaunchError> {
-            path.as_ref()
-                .map(|p| std::fs::File::open(p).map_err(setup(&format!("opening {p}"))))
-                .transpose()
-        };
-        let ns_files = [
-            (open(&slot.netns)?, libc::CLONE_NEWNET),
-            (open(&slot.mntns)?, libc::CLONE_NEWNS),
-            (open(&slot.utsns)?, libc::CLONE_NEWUTS),
-        ];
-        let fds: Vec<(i32, i32)> = ns_files
-            .iter()
-            .filter_map(|(f, kind)| {
-                f.as_ref()
-                    .map(|f| (std::os::fd::AsRawFd::as_raw_fd(f), *kind))
-            })
-            .collect();
-        // The files stay open across the fork (closed at exec).
-        crate::lab::fork::enter_namespaces(&mut cmd, fds);
+        // Keep the namespace files open until the child has entered them.
+        let _ns_files = enter_slot_namespaces(&mut cmd, &slot)?;
         let mut child = cmd
             .spawn()
             .map_err(setup(&format!("starting rank {rank}")))?;
@@ -475,36 +468,7 @@ fn spawn_and_watch(
                 .map_or_else(crate::comm::cpu::shm::dir, |(_, v)| v.into());
             ranks.shm.push((child.id(), shm_dir));
         }
-        if let Some(out) = child.stdout.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let msg = match serde_json::from_str::<Event>(&line) {
-                        Ok(ev) => Msg::Event(ev),
-                        Err(_) => Msg::Log { rank, line },
-                    };
-                    if tx.send(Inner::Msg(msg)).is_err() {
-                        break;
-                    }
-                }
-                let _ = tx.send(Inner::Eof(rank));
-            });
-        }
-        if let Some(err) = child.stderr.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    // NCCL starts every WARN with an empty line: it says nothing on its own
-                    // and would take a place among the last lines kept as evidence.
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    if tx.send(Inner::Msg(Msg::Log { rank, line })).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
+        read_output(&mut child, rank, &tx);
         ranks.children.push((rank, child));
     }
     drop(tx);
@@ -519,6 +483,70 @@ fn spawn_and_watch(
         wait_until_all_left(server, world, l.timeout);
     }
     Ok(())
+}
+
+/// Have the child `cmd` enter the slot's node's namespaces: its network namespace, then its
+/// mount namespace where it has a /dev/shm of its own, and its UTS namespace. The files
+/// returned must stay open until the child has been spawned.
+fn enter_slot_namespaces(
+    cmd: &mut Command,
+    slot: &Slot,
+) -> Result<[Option<std::fs::File>; 3], LaunchError> {
+    let open = |path: &Option<String>| -> Result<Option<std::fs::File>, LaunchError> {
+        path.as_ref()
+            .map(|p| std::fs::File::open(p).map_err(setup(&format!("opening {p}"))))
+            .transpose()
+    };
+    let ns_files = [
+        (open(&slot.netns)?, libc::CLONE_NEWNET),
+        (open(&slot.mntns)?, libc::CLONE_NEWNS),
+        (open(&slot.utsns)?, libc::CLONE_NEWUTS),
+    ];
+    let fds: Vec<(i32, i32)> = ns_files
+        .iter()
+        .filter_map(|(f, kind)| {
+            f.as_ref()
+                .map(|f| (std::os::fd::AsRawFd::as_raw_fd(f), *kind))
+        })
+        .collect();
+    // The files stay open across the fork (closed at exec).
+    crate::lab::fork::enter_namespaces(cmd, fds);
+    Ok(ns_files.map(|(f, _)| f))
+}
+
+/// Forward the rank's stdout (events, else log lines) and stderr (log lines) to `tx`, each on
+/// a thread of its own; stdout's thread ends with [`Inner::Eof`].
+fn read_output(child: &mut Child, rank: usize, tx: &mpsc::Sender<Inner>) {
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let msg = match serde_json::from_str::<Event>(&line) {
+                    Ok(ev) => Msg::Event(ev),
+                    Err(_) => Msg::Log { rank, line },
+                };
+                if tx.send(Inner::Msg(msg)).is_err() {
+                    break;
+                }
+            }
+            let _ = tx.send(Inner::Eof(rank));
+        });
+    }
+    if let Some(err) = child.stderr.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                // NCCL starts every WARN with an empty line: it says nothing on its own
+                // and would take a place among the last lines kept as evidence.
+                if line.trim().is_empty() {
+                    continue;
+                }
+                if tx.send(Inner::Msg(Msg::Log { rank, line })).is_err() {
+                    break;
+                }
+            }
+        });
+    }
 }
 
 /// The store key a rank sets once it is done with the store (after the closing barrier).
@@ -636,15 +664,12 @@ pub fn cpu_plan(job: &Job, ranks_here: usize) -> Vec<usize> {
     {
         return Vec::new();
     }
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this process.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
-    {
+    use nix::sched::CpuSet;
+    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
         return Vec::new();
-    }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: CPU_ISSET reads the set within its size.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+    };
+    let cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
         .collect();
     if ranks_here == 0 || ranks_here > cpus.len() {
         return Vec::new();
@@ -653,29 +678,27 @@ pub fn cpu_plan(job: &Job, ranks_here: usize) -> Vec<usize> {
 }
 
 /// In a rank process: pin to the CPU the launcher chose, if any. A failure only costs speed.
-pub fn pin_to_planned_cpu() -> Result<(), String> {
+pub fn pin_to_planned_cpu() -> Result<(), PinError> {
     let Ok(v) = std::env::var(CPU_ENV) else {
         return Ok(());
     };
-    let cpu: usize = v
-        .parse()
-        .map_err(|_| format!("{CPU_ENV}={v}: not a CPU number"))?;
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!("{CPU_ENV}={v}: no such CPU"));
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it (cpu checked above);
-    // sched_setaffinity only changes this process.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!(
-                "pinning to CPU {cpu}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(())
+    let cpu: usize = v.parse().map_err(|_| PinError::NotACpu(v.clone()))?;
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(|_| PinError::NoSuchCpu(v))?;
+    // Only changes this process.
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| PinError::Pin { cpu, err: e.into() })
+}
+
+/// Why a rank did not pin itself to its planned CPU.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("{CPU_ENV}={0}: not a CPU number")]
+    NotACpu(String),
+    #[error("{CPU_ENV}={0}: no such CPU")]
+    NoSuchCpu(String),
+    #[error("pinning to CPU {cpu}: {err}")]
+    Pin { cpu: usize, err: std::io::Error },
 }
 
 /// What the reader threads send: a message, or the end of a rank's report stream.

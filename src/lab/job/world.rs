@@ -329,18 +329,21 @@ pub fn detect(
 }
 
 /// `--launcher` as typed: auto (None inside: detect), none, or one launcher.
-pub fn parse_choice(s: &str) -> Result<Choice, String> {
+pub fn parse_choice(s: &str) -> Result<Choice, NotALauncher> {
     match s.trim().to_ascii_lowercase().as_str() {
         "auto" => Ok(Choice::Auto),
         "none" => Ok(Choice::None),
         "torchrun" | "torch" | "torchelastic" => Ok(Choice::Forced(Launcher::Torchrun)),
         "slurm" | "srun" => Ok(Choice::Forced(Launcher::Slurm)),
         "mpi" | "mpirun" | "openmpi" | "pmi" => Ok(Choice::Forced(Launcher::Mpi)),
-        other => Err(format!(
-            "`{other}` is not a launcher: auto, none, torchrun, slurm or mpi"
-        )),
+        other => Err(NotALauncher(other.to_string())),
     }
 }
+
+/// A `--launcher` that names none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a launcher: auto, none, torchrun, slurm or mpi")]
+pub struct NotALauncher(pub String);
 
 /// What `--launcher` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -2,6 +2,7 @@
 //! quarantine of a corrupt file, the lock, and saving by a temporary file and a rename.
 
 use super::*;
+use nix::fcntl::{Flock, FlockArg};
 
 /// Where progress lives: `$RINGLAB_HOME`, else `$XDG_DATA_HOME/ringlab`, else
 /// `~/.local/share/ringlab`.
@@ -99,21 +100,34 @@ pub fn load(dir: &Path) -> Result<(Progress, Option<LoadNotice>), ProgressError>
     }
 }
 
+/// Why a parsed progress file cannot be brought up to [`SCHEMA`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MigrateError {
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("no schema number")]
+    NoSchema,
+    #[error("schema 0 does not exist")]
+    SchemaZero,
+    #[error("schema {0} is not one this ringlab knows (it writes {SCHEMA})")]
+    Unknown(u64),
+    #[error("no migration from schema {0}")]
+    NoMigration(u32),
+}
+
 /// Bring a parsed progress file up to [`SCHEMA`], one version at a time. Returns the upgraded
 /// JSON and the schema it was written in.
-pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), String> {
-    let obj = v.as_object_mut().ok_or("not a JSON object")?;
+pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), MigrateError> {
+    let obj = v.as_object_mut().ok_or(MigrateError::NotAnObject)?;
     let from64 = obj
         .get("schema")
         .and_then(serde_json::Value::as_u64)
-        .ok_or("no schema number")?;
+        .ok_or(MigrateError::NoSchema)?;
     if from64 == 0 {
-        return Err("schema 0 does not exist".into());
+        return Err(MigrateError::SchemaZero);
     }
     if from64 > u64::from(SCHEMA) {
-        return Err(format!(
-            "schema {from64} is not one this ringlab knows (it writes {SCHEMA})"
-        ));
+        return Err(MigrateError::Unknown(from64));
     }
     let from = from64 as u32;
     let mut at = from;
@@ -124,7 +138,7 @@ pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), Str
                 obj.entry("items")
                     .or_insert_with(|| serde_json::Value::Object(Default::default()));
             }
-            _ => return Err(format!("no migration from schema {at}")),
+            _ => return Err(MigrateError::NoMigration(at)),
         }
         at += 1;
         obj.insert("schema".into(), serde_json::Value::from(at));
@@ -132,28 +146,50 @@ pub fn migrate(mut v: serde_json::Value) -> Result<(serde_json::Value, u32), Str
     Ok((v, from))
 }
 
+/// Why a progress file was not imported (each names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Not read: missing, too big, not a regular file (the message names it).
+    #[error("{0}")]
+    Read(String),
+    #[error("{} is not UTF-8 text", .0.display())]
+    NotUtf8(PathBuf),
+    #[error("{} is not valid JSON ({err})", path.display())]
+    NotJson {
+        path: PathBuf,
+        err: serde_json::Error,
+    },
+    #[error(
+        "{} was written by a newer ringlab (schema {schema} > {SCHEMA}); update ringlab first",
+        path.display()
+    )]
+    Newer { path: PathBuf, schema: u64 },
+    #[error("{} is not a progress file: {why}", path.display())]
+    NotProgress { path: PathBuf, why: String },
+    /// What [`Progress::validate`] found.
+    #[error("{} was not imported: {why}", path.display())]
+    Invalid { path: PathBuf, why: String },
+}
+
 /// Read a progress file for import: it must be readable and of this or an older schema.
 /// Unlike [`load`] it never moves the file.
-pub fn read_file(path: &Path) -> Result<Progress, String> {
-    let shown = path.display();
-    let bytes =
-        crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")?;
-    let text =
-        String::from_utf8(without_bom(bytes)).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+pub fn read_file(path: &Path) -> Result<Progress, ImportError> {
+    let at = || path.to_path_buf();
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_PROGRESS_BYTES, "progress file")
+        .map_err(ImportError::Read)?;
+    let text = String::from_utf8(without_bom(bytes)).map_err(|_| ImportError::NotUtf8(at()))?;
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{shown} is not valid JSON ({e})"))?;
-    if let Some(s) = value.get("schema").and_then(serde_json::Value::as_u64)
-        && s > u64::from(SCHEMA)
+        serde_json::from_str(&text).map_err(|err| ImportError::NotJson { path: at(), err })?;
+    if let Some(schema) = value.get("schema").and_then(serde_json::Value::as_u64)
+        && schema > u64::from(SCHEMA)
     {
-        return Err(format!(
-            "{shown} was written by a newer ringlab (schema {s} > {SCHEMA}); update ringlab first"
-        ));
+        return Err(ImportError::Newer { path: at(), schema });
     }
-    let (value, _) = migrate(value).map_err(|e| format!("{shown} is not a progress file: {e}"))?;
-    let p: Progress = serde_json::from_value(value)
-        .map_err(|e| format!("{shown} is not a progress file: {e}"))?;
+    let not_progress = |why: String| ImportError::NotProgress { path: at(), why };
+    let (value, _) = migrate(value).map_err(|e| not_progress(e.to_string()))?;
+    let p: Progress = serde_json::from_value(value).map_err(|e| not_progress(e.to_string()))?;
     p.validate()
-        .map_err(|e| format!("{shown} was not imported: {e}"))?;
+        .map_err(|why| ImportError::Invalid { path: at(), why })?;
     Ok(p)
 }
 
@@ -226,7 +262,6 @@ pub(super) fn quarantine(
 /// What stands in the way of keeping progress in `dir`: a folder that cannot be read, is
 /// read-only, or a file system that is full. Empty when saving should work.
 pub fn storage_warnings(dir: &Path) -> Vec<String> {
-    use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     let shown = dir.display();
     if !dir.exists() {
@@ -235,17 +270,11 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
     if let Err(e) = fs::read_dir(dir) {
         out.push(format!("cannot read the progress folder {shown}: {e}"));
     }
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return out;
-    };
-    // SAFETY: access reads a NUL-terminated path.
-    unsafe {
-        if libc::access(c.as_ptr(), libc::W_OK) != 0 {
-            out.push(format!(
-                "the progress folder {shown} is read-only ({}): progress will not be saved",
-                std::io::Error::last_os_error()
-            ));
-        }
+    if let Err(e) = nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
+        out.push(format!(
+            "the progress folder {shown} is read-only ({}): progress will not be saved",
+            std::io::Error::from(e)
+        ));
     }
     if let Some(free) = crate::files::free_bytes(dir)
         && free < 1 << 20
@@ -261,30 +290,26 @@ pub fn storage_warnings(dir: &Path) -> Vec<String> {
 /// `dir/.progress.lock`; released when the file closes, also when a process dies). None where
 /// the file system has no locks (an NFS home without lockd): the save goes ahead unlocked, as
 /// before locks existed, rather than never.
-pub(super) fn lock(dir: &Path) -> Result<Option<File>, ProgressError> {
-    use std::os::fd::AsRawFd;
+pub(super) fn lock(dir: &Path) -> Result<Option<Flock<File>>, ProgressError> {
+    use nix::errno::Errno;
     let path = dir.join(".progress.lock");
     let err = |error| ProgressError::Write {
         path: path.display().to_string(),
         error,
     };
     fs::create_dir_all(dir).map_err(err)?;
-    let f = fs::OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
         .map_err(err)?;
     loop {
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(Some(f));
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) => return Ok(None),
-            _ => return Err(err(e)),
+        match Flock::lock(f, FlockArg::LockExclusive) {
+            Ok(locked) => return Ok(Some(locked)),
+            Err((back, Errno::EINTR)) => f = back,
+            Err((_, Errno::ENOLCK | Errno::EOPNOTSUPP)) => return Ok(None),
+            Err((_, e)) => return Err(err(e.into())),
         }
     }
 }
@@ -346,10 +371,10 @@ pub(super) fn remove_stale_temps_named(dir: &Path, name: &str) {
         else {
             continue;
         };
-        // SAFETY: kill with signal 0 only asks whether the process exists.
+        // Signal "none" only asks whether the process exists.
         let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
         if gone {
             let _ = fs::remove_file(e.path());
         }

@@ -202,7 +202,7 @@ fn import_refuses_a_newer_file_without_moving_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let f = dir.path().join("other.json");
     fs::write(&f, r#"{"schema": 99}"#).expect("write");
-    let e = read_file(&f).expect_err("newer");
+    let e = read_file(&f).expect_err("newer").to_string();
     assert!(e.contains("newer"), "{e}");
     assert!(f.exists());
 }
@@ -264,7 +264,7 @@ fn imports_with_impossible_grades_or_dates_are_refused_naming_the_item() {
         record("2026-11-01T10:00:00Z", 255, "2026-11-02T10:00:00Z"),
     );
     write_file(&file, &p, true).expect("write");
-    let e = read_file(&file).expect_err("grade 255");
+    let e = read_file(&file).expect_err("grade 255").to_string();
     assert!(e.contains("`grade-255`") && e.contains("grade 255"), "{e}");
     let mut p = Progress::default();
     p.items.insert(
@@ -272,14 +272,14 @@ fn imports_with_impossible_grades_or_dates_are_refused_naming_the_item() {
         record("9999-01-01T00:00:00Z", 3, "9999-01-02T00:00:00Z"),
     );
     write_file(&file, &p, true).expect("write");
-    let e = read_file(&file).expect_err("year 9999");
+    let e = read_file(&file).expect_err("year 9999").to_string();
     assert!(e.contains("`far`") && e.contains("2000..2200"), "{e}");
     // A FIFO is refused, not read forever.
     let fifo = dir.path().join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("c");
     // SAFETY: mkfifo with a valid path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let e = read_file(&fifo).expect_err("fifo");
+    let e = read_file(&fifo).expect_err("fifo").to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
 
@@ -409,7 +409,7 @@ fn imports_past_the_limits_are_refused_saying_the_limit() {
     let file = dir.path().join("in.json");
     let refused = |p: &Progress| {
         write_file(&file, p, true).expect("write");
-        read_file(&file).expect_err("refused")
+        read_file(&file).expect_err("refused").to_string()
     };
     let mut p = Progress::default();
     p.items

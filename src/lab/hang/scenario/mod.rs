@@ -81,6 +81,8 @@ pub enum Culprit {
 }
 
 impl Culprit {
+    /// Every culprit (the tests round-trip their ids).
+    #[cfg(test)]
     pub const ALL: [Culprit; 11] = [
         Culprit::UnroutableAddress,
         Culprit::IfaceNotFound,
@@ -112,7 +114,8 @@ impl Culprit {
         }
     }
 
-    /// From an id (doctor's analyser speaks ids); anything else is Unknown.
+    /// From an id; anything else is Unknown (the tests' inverse of [`Culprit::id`]).
+    #[cfg(test)]
     pub fn from_id(id: &str) -> Self {
         Self::ALL
             .into_iter()
@@ -357,13 +360,16 @@ pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
                 }
                 ok.push(s)
             }
-            Err(message) => bad.push(ScenarioError { file, message }),
+            Err(e) => bad.push(ScenarioError {
+                file,
+                message: e.to_string(),
+            }),
         }
     }
     if let Some(Err(e)) = watchdog {
         bad.push(ScenarioError {
             file: WATCHDOG_ENV.into(),
-            message: e,
+            message: e.to_string(),
         });
     }
     (ok, bad)
@@ -374,57 +380,97 @@ pub fn all() -> (Vec<Scenario>, Vec<ScenarioError>) {
 /// machine. `lab run --timeout` still wins for one run.
 pub const WATCHDOG_ENV: &str = "RINGLAB_LAB_TIMEOUT";
 
+/// What is wrong with a scenario file, or with the watchdog time of [`WATCHDOG_ENV`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScenarioParseError {
+    /// The TOML does not read as a scenario, at `line:col` (1-based).
+    #[error("{line}:{col}: {message}")]
+    Toml {
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    #[error("nodes must be {fewest}..=8, got {got}")]
+    Nodes { fewest: usize, got: usize },
+    #[error("ranks_per_node must be 1..=8, got {0}")]
+    RanksPerNode(usize),
+    #[error("[train]: steps, tp_bytes and dp_bytes must be at least 1")]
+    TrainEmpty,
+    #[error(
+        "[train] fault: rank {rank} step {step} is outside the job ({world} ranks, steps 1..={steps})"
+    )]
+    FaultOutside {
+        rank: usize,
+        step: usize,
+        world: usize,
+        steps: usize,
+    },
+    #[error("`{0}` is not a watchdog time: give whole seconds, 1 to 3600")]
+    Watchdog(String),
+    #[error("no scenario `{name}`; known: {known}")]
+    Unknown { name: String, known: String },
+}
+
 /// [`WATCHDOG_ENV`], if set: whole seconds 1..=3600, else an error naming the variable.
-fn watchdog_from_env() -> Option<Result<u64, String>> {
+fn watchdog_from_env() -> Option<Result<u64, ScenarioParseError>> {
     let v = std::env::var(WATCHDOG_ENV).ok()?;
     Some(
         v.trim()
             .parse::<u64>()
             .ok()
             .filter(|t| (1..=3600).contains(t))
-            .ok_or_else(|| format!("`{v}` is not a watchdog time: give whole seconds, 1 to 3600")),
+            .ok_or(ScenarioParseError::Watchdog(v)),
     )
 }
 
-pub fn parse(text: &str) -> Result<Scenario, String> {
+pub fn parse(text: &str) -> Result<Scenario, ScenarioParseError> {
     let s: Scenario = toml::from_str(text).map_err(|e| {
         let (line, col) = e.span().map_or((1, 1), |sp| {
             crate::course::block::offset_to_line_col(text, sp.start)
         });
-        format!("{line}:{col}: {}", e.message())
+        ScenarioParseError::Toml {
+            line,
+            col,
+            message: e.message().to_string(),
+        }
     })?;
     // One node is a cluster only when the node itself is the trap (a container's /dev/shm).
     let fewest = if s.stage_shm.is_some() { 1 } else { 2 };
     if !(fewest..=8).contains(&s.nodes) {
-        return Err(format!("nodes must be {fewest}..=8, got {}", s.nodes));
+        return Err(ScenarioParseError::Nodes {
+            fewest,
+            got: s.nodes,
+        });
     }
     if !(1..=8).contains(&s.ranks_per_node) {
-        return Err(format!(
-            "ranks_per_node must be 1..=8, got {}",
-            s.ranks_per_node
-        ));
+        return Err(ScenarioParseError::RanksPerNode(s.ranks_per_node));
     }
     if let Some(t) = &s.train {
         let world = s.nodes * s.ranks_per_node;
         if t.steps == 0 || t.tp_bytes == 0 || t.dp_bytes == 0 {
-            return Err("[train]: steps, tp_bytes and dp_bytes must be at least 1".into());
+            return Err(ScenarioParseError::TrainEmpty);
         }
         if let Some(f) = &t.fault
             && (f.rank >= world || f.step == 0 || f.step > t.steps)
         {
-            return Err(format!(
-                "[train] fault: rank {} step {} is outside the job ({world} ranks, steps 1..={})",
-                f.rank, f.step, t.steps
-            ));
+            return Err(ScenarioParseError::FaultOutside {
+                rank: f.rank,
+                step: f.step,
+                world,
+                steps: t.steps,
+            });
         }
     }
     Ok(s)
 }
 
-pub fn find(name: &str) -> Result<Scenario, String> {
+pub fn find(name: &str) -> Result<Scenario, ScenarioParseError> {
     let (all, _) = all();
     let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
     all.into_iter()
         .find(|s| s.name == name)
-        .ok_or_else(|| format!("no scenario `{name}`; known: {}", names.join(", ")))
+        .ok_or_else(|| ScenarioParseError::Unknown {
+            name: name.into(),
+            known: names.join(", "),
+        })
 }

@@ -2,6 +2,7 @@
 //! fix re-run, and the flight-recorder folders they leave.
 
 use super::*;
+use crate::lab::hang::cluster::ClusterError;
 use crate::lab::hang::trace::GpuUtil;
 
 /// What one run of the sanity all-reduce on the cluster did.
@@ -86,7 +87,7 @@ pub(super) fn run_once(
         Err(e) => return RunResult::setup_error(e),
     };
     if let Err(e) = stage(s, c, fix, port) {
-        return RunResult::setup_error(e);
+        return RunResult::setup_error(e.to_string());
     }
     let c = &*c;
     let mut l = Launch::single(s.ranks_per_node);
@@ -168,13 +169,12 @@ pub(super) fn run_once(
 
 /// Stage the scenario's faults on the cluster, and what `fix` changes of them: the firewall
 /// on the store's port (opened by the fix that opens it), /dev/shm's size or the host's.
-fn stage(s: &Scenario, c: &mut Cluster, fix: Option<&Fix>, port: u16) -> Result<(), String> {
+fn stage(s: &Scenario, c: &mut Cluster, fix: Option<&Fix>, port: u16) -> Result<(), ClusterError> {
     if s.stage_firewall {
         let open = fix.is_some_and(|f| f.open_firewall);
         for node in 0..s.nodes {
             c.firewall(node, port)
-                .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) })
-                .map_err(|e| e.to_string())?;
+                .and_then(|()| if open { c.open_fabric(node) } else { Ok(()) })?;
         }
     }
     let change = fix.and_then(|f| match (&f.shm_size, f.ipc_host) {
@@ -184,7 +184,7 @@ fn stage(s: &Scenario, c: &mut Cluster, fix: Option<&Fix>, port: u16) -> Result<
     });
     if let Some(ch) = change {
         for node in 0..s.nodes {
-            c.change_shm(node, ch).map_err(|e| e.to_string())?;
+            c.change_shm(node, ch)?;
         }
     }
     Ok(())
@@ -216,7 +216,7 @@ fn job_for(
     let Some(spec) = &s.train else {
         return Ok((job, None));
     };
-    let dir = fresh_trace_dir(&s.name)?;
+    let dir = fresh_trace_dir(&s.name).map_err(|e| e.to_string())?;
     let mut spec = spec.clone();
     spec.trace_dir = Some(dir.display().to_string());
     if fix.is_some_and(|f| f.remove_fault) {
@@ -315,7 +315,7 @@ pub(super) fn interface_rows(c: &Cluster) -> Vec<IfaceRow> {
 /// A new folder, readable only by this user, for one run's flight recorders: in /dev/shm where
 /// there is one (memory: the ranks rewrite their recorder three times per collective, which on
 /// a disk file system costs more than the collective), else the temporary folder.
-pub(super) fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, String> {
+pub(super) fn fresh_trace_dir(scenario: &str) -> std::io::Result<std::path::PathBuf> {
     // Folders of earlier runs age out on their own (L10): a day is long enough to read them
     // again with `doctor --trace`, and `lab cleanup` takes them sooner.
     let _ = remove_trace_dirs_quiet_for(TRACE_DIR_KEEP);
@@ -332,7 +332,6 @@ pub(super) fn fresh_trace_dir(scenario: &str) -> Result<std::path::PathBuf, Stri
         std::env::temp_dir()
     };
     crate::private::fresh_dir(&base, &format!("ringlab-trace-{scenario}-"))
-        .map_err(|e| e.to_string())
 }
 
 /// How long a flight-recorder folder must be untouched before `lab cleanup` takes it: a
@@ -355,8 +354,7 @@ const TRACE_DIR_ROOM: u64 = 8 << 20;
 /// [`remove_old_trace_dirs`], for folders untouched for `quiet`.
 fn remove_trace_dirs_quiet_for(quiet: std::time::Duration) -> (Vec<String>, Vec<String>) {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::private::euid();
     let mut removed = Vec::new();
     let mut kept = Vec::new();
     for base in [std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()] {
@@ -448,14 +446,14 @@ pub fn cluster_here(s: &Scenario, mode: Mode) -> Result<Cluster, NoCluster> {
         Some(why) => Cluster::emulated(s.nodes, &s.fabric, &why),
         None => cluster_for(s, mode),
     }
-    .map_err(NoCluster::Refused)
+    .map_err(|e| NoCluster::Refused(e.to_string()))
 }
 
 /// Build the cluster `s` needs: namespaces where they can be made (and, for a firewall, where
 /// iptables is there), else the emulated cluster, saying why.
-pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
-    let netns = || -> Result<(), String> {
-        cluster::available().map_err(|e| e.to_string())?;
+pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, ClusterError> {
+    let netns = || -> Result<(), ClusterError> {
+        cluster::available()?;
         if s.stage_firewall {
             cluster::firewall_available()?;
         }
@@ -466,13 +464,13 @@ pub fn cluster_for(s: &Scenario, mode: Mode) -> Result<Cluster, String> {
     match mode {
         Mode::Emulated => emulate("asked for with --mode emulated"),
         Mode::Netns => {
-            netns().map_err(|e| format!("{e}, or pass --mode emulated"))?;
-            Cluster::create_with_shm(s.nodes, &s.fabric, shm).map_err(|e| e.to_string())
+            netns().map_err(|e| ClusterError::NetnsAsked(Box::new(e)))?;
+            Cluster::create_with_shm(s.nodes, &s.fabric, shm)
         }
         Mode::Auto => match netns() {
             Ok(()) => Cluster::create_with_shm(s.nodes, &s.fabric, shm)
                 .or_else(|e| emulate(&e.to_string())),
-            Err(e) => emulate(&e),
+            Err(e) => emulate(&e.to_string()),
         },
     }
 }

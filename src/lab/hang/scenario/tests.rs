@@ -102,14 +102,18 @@ fn scenario_fields_are_typed_and_checked_at_load() {
     assert_eq!(s.expect, Expect::Hang);
     assert_eq!(s.stage_master_addr, Some("10.0.0.9".parse().expect("ip")));
     let e = parse(&good("expect = \"hang\"\nculprit = \"missing-rnak\""))
-        .expect_err("typo in the culprit");
+        .expect_err("typo in the culprit")
+        .to_string();
     assert!(e.starts_with("11:") && e.contains("missing-rnak"), "{e}");
-    let e = parse(&good("expect = \"stall\"\nculprit = \"unknown\"")).expect_err("bad outcome");
+    let e = parse(&good("expect = \"stall\"\nculprit = \"unknown\""))
+        .expect_err("bad outcome")
+        .to_string();
     assert!(e.starts_with("10:") && e.contains("stall"), "{e}");
     let e = parse(&good(
         "expect = \"hang\"\nculprit = \"unknown\"\nstage_master_addr = \"10.0.0.999\"",
     ))
-    .expect_err("not an address");
+    .expect_err("not an address")
+    .to_string();
     assert!(e.starts_with("12:"), "{e}");
     for c in Culprit::ALL {
         assert_eq!(Culprit::from_id(c.id()), c);
@@ -132,7 +136,9 @@ fn the_event_stream_is_one_typed_object_per_line() {
 
 #[test]
 fn a_bad_scenario_names_the_line() {
-    let e = parse("name = \"x\"\nnodes = \"two\"\n").expect_err("bad");
+    let e = parse("name = \"x\"\nnodes = \"two\"\n")
+        .expect_err("bad")
+        .to_string();
     assert!(e.starts_with("2:"), "{e}");
 }
 

@@ -100,67 +100,13 @@ pub(super) fn from_pytorch(file: &str, v: &serde_json::Value) -> Result<RankTrac
         .unwrap_or_default();
     let mut out = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        let field = |k: &str| e.get(k);
-        let Some(seq) = field("collective_seq_id").and_then(serde_json::Value::as_u64) else {
+        let Some(seq) = e
+            .get("collective_seq_id")
+            .and_then(serde_json::Value::as_u64)
+        else {
             return Err(err(format!("entry {i}: no collective_seq_id")));
         };
-        if field("is_p2p").and_then(serde_json::Value::as_bool) == Some(true) {
-            continue;
-        }
-        let name = field("profiling_name")
-            .and_then(|x| x.as_str())
-            .unwrap_or("?");
-        let (lib, op) = name.rsplit_once(':').unwrap_or(("", name));
-        let sizes = field("input_sizes").cloned().unwrap_or_default();
-        let count: u64 = sizes
-            .as_array()
-            .map(|ts| {
-                ts.iter()
-                    .map(|t| {
-                        t.as_array()
-                            .map_or(0, |d| d.iter().filter_map(|x| x.as_u64()).product::<u64>())
-                    })
-                    .sum()
-            })
-            .unwrap_or(0);
-        let dtype = field("input_dtypes")
-            .and_then(|d| d.as_array())
-            .and_then(|d| d.first())
-            .and_then(|d| d.as_str())
-            .map_or_else(|| "?".into(), torch_dtype);
-        let retired = field("retired")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
-        let state = match field("state").and_then(|s| s.as_str()) {
-            Some("completed") => State::Completed,
-            _ if retired => State::Completed,
-            Some("started") => State::Started,
-            // gloo: in flight is as far as it says.
-            _ if lib == "gloo" => State::Started,
-            _ => State::Scheduled,
-        };
-        let ns = |k: &str| {
-            field(k)
-                .and_then(serde_json::Value::as_u64)
-                .filter(|&t| t > 0)
-        };
-        out.push(Entry {
-            seq,
-            call: Call {
-                coll: op.split_whitespace().next().unwrap_or(op).replace('_', "-"),
-                algo: lib.to_string(),
-                count,
-                dtype,
-                op: String::new(),
-                root: -1,
-                shape: Some(sizes.to_string()),
-            },
-            state,
-            label: Some(name.to_string()),
-            scheduled_ns: ns("time_created_ns").unwrap_or(0),
-            started_ns: ns("time_discovered_started_ns"),
-            completed_ns: ns("time_discovered_completed_ns"),
-        });
+        out.extend(entry(e, seq));
     }
     out.sort_by_key(|e| e.seq);
     out.dedup_by_key(|e| e.seq);
@@ -172,5 +118,67 @@ pub(super) fn from_pytorch(file: &str, v: &serde_json::Value) -> Result<RankTrac
         process: Process::Running,
         entries: out,
         source: file.to_string(),
+    })
+}
+
+/// One collective of a dump (entry `e`, numbered `seq`); None for point-to-point entries.
+fn entry(e: &serde_json::Value, seq: u64) -> Option<Entry> {
+    let field = |k: &str| e.get(k);
+    if field("is_p2p").and_then(serde_json::Value::as_bool) == Some(true) {
+        return None;
+    }
+    let name = field("profiling_name")
+        .and_then(|x| x.as_str())
+        .unwrap_or("?");
+    let (lib, op) = name.rsplit_once(':').unwrap_or(("", name));
+    let sizes = field("input_sizes").cloned().unwrap_or_default();
+    let count: u64 = sizes
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    t.as_array()
+                        .map_or(0, |d| d.iter().filter_map(|x| x.as_u64()).product::<u64>())
+                })
+                .sum()
+        })
+        .unwrap_or(0);
+    let dtype = field("input_dtypes")
+        .and_then(|d| d.as_array())
+        .and_then(|d| d.first())
+        .and_then(|d| d.as_str())
+        .map_or_else(|| "?".into(), torch_dtype);
+    let retired = field("retired")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let state = match field("state").and_then(|s| s.as_str()) {
+        Some("completed") => State::Completed,
+        _ if retired => State::Completed,
+        Some("started") => State::Started,
+        // gloo: in flight is as far as it says.
+        _ if lib == "gloo" => State::Started,
+        _ => State::Scheduled,
+    };
+    let ns = |k: &str| {
+        field(k)
+            .and_then(serde_json::Value::as_u64)
+            .filter(|&t| t > 0)
+    };
+    Some(Entry {
+        seq,
+        call: Call {
+            coll: op.split_whitespace().next().unwrap_or(op).replace('_', "-"),
+            algo: lib.to_string(),
+            count,
+            dtype,
+            op: String::new(),
+            root: -1,
+            shape: Some(sizes.to_string()),
+        },
+        state,
+        label: Some(name.to_string()),
+        scheduled_ns: ns("time_created_ns").unwrap_or(0),
+        started_ns: ns("time_discovered_started_ns"),
+        completed_ns: ns("time_discovered_completed_ns"),
     })
 }
