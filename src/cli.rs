@@ -199,7 +199,7 @@ pub struct RingArgs {
 impl RingArgs {
     pub fn params(&self) -> RingParams {
         RingParams {
-            op: self.coll.or(self.op).unwrap_or(Collective::AllReduce),
+            coll: self.coll.or(self.op).unwrap_or(Collective::AllReduce),
             algo: self.algo.unwrap_or(Algorithm::Ring),
             ranks: self.ranks as usize,
             bytes: self.bytes,
@@ -573,19 +573,19 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
         );
     }
     if let Some(algo) = args.algo
-        && params.op.is_point_to_point()
+        && params.coll.is_point_to_point()
     {
         anyhow::bail!(
             "--algo {algo} does not apply to {}: it is a set of point-to-point sends with one schedule (NCCL orders a group's sends in rounds); leave --algo out",
-            params.op
+            params.coll
         );
     }
     if let Some(algo) = args.algo
-        && !algo.supports(params.op)
+        && !algo.supports(params.coll)
     {
         anyhow::bail!(
             "--algo {algo} is an all-reduce algorithm: use --coll all-reduce, or another --algo for {}",
-            params.op
+            params.coll
         );
     }
     let size = params.dtype.size() as u64;

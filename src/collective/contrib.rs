@@ -65,7 +65,7 @@ impl Contributions {
             &rebuilt
         };
         let initial: Vec<Vec<u64>> = (0..n)
-            .map(|r| initial_row(spec.op, spec.root, n, r))
+            .map(|r| initial_row(spec.coll, spec.root, n, r))
             .collect();
         let cells = replay(per_chunk, &initial, steps, |a, b| a | b)?;
         Ok(Contributions { ranks: n, cells })

@@ -17,7 +17,7 @@ pub(super) fn build(b: &mut Builder) {
     let s = b.spec;
     let (n, count, root) = (s.ranks, s.count, s.root);
     let others = move || (0..n).filter(move |&r| r != root);
-    match s.op {
+    match s.coll {
         Collective::AllReduce => {
             to_root(b, Phase::Reduce, true);
             let t = b.step(Phase::Broadcast, n - 1);

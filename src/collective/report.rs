@@ -46,7 +46,7 @@ pub fn report(schedule: &Schedule, dtype: Dtype) -> Report<'_> {
     let spec = schedule.spec();
     let t = traffic(schedule);
     Report {
-        op: spec.op.name(),
+        op: spec.coll.name(),
         algo: spec.algo.name(),
         ranks: spec.ranks,
         bytes: spec.bytes(),
@@ -55,7 +55,7 @@ pub fn report(schedule: &Schedule, dtype: Dtype) -> Report<'_> {
         per_rank: t.per_rank,
         total_bytes_sent: t.total_bytes_sent,
         max_link_bytes: t.max_link_bytes,
-        busbw_factor: busbw_factor(spec.op, spec.ranks),
+        busbw_factor: busbw_factor(spec.coll, spec.ranks),
         gpus_per_node: (spec.algo == super::kinds::Algorithm::TwoLevel).then(|| spec.node_size()),
     }
 }

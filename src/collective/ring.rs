@@ -44,7 +44,7 @@ fn ring_step(b: &mut Builder, phase: Phase, table: &[(u64, u64)], first: usize, 
 /// Appends the ring schedule for `b.spec` (N ≥ 2, collective other than sendrecv).
 pub(super) fn build(b: &mut Builder) {
     let s = b.spec;
-    match s.op {
+    match s.coll {
         Collective::AllReduce => {
             b.steps.reserve_exact(2 * (s.ranks - 1));
             reduce_scatter(b);

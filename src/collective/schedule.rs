@@ -72,7 +72,7 @@ pub enum ScheduleError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Spec {
     /// The collective.
-    pub op: Collective,
+    pub coll: Collective,
     /// The algorithm.
     pub algo: Algorithm,
     /// Number of ranks N.
@@ -91,14 +91,14 @@ pub struct Spec {
 impl Spec {
     /// A spec with root 0.
     pub fn new(
-        op: Collective,
+        coll: Collective,
         algo: Algorithm,
         ranks: usize,
         count: usize,
         elem_size: usize,
     ) -> Self {
         Spec {
-            op,
+            coll,
             algo,
             ranks,
             count,
@@ -336,7 +336,7 @@ impl Schedule {
         validate(spec)?;
         let mut b = Builder::new(spec);
         if spec.ranks > 1 {
-            match (spec.op, spec.algo) {
+            match (spec.coll, spec.algo) {
                 (Collective::SendRecv, _) => shift(&mut b),
                 (Collective::AllToAll, _) => alltoall::build(&mut b),
                 (_, Algorithm::Ring) => ring::build(&mut b),
@@ -389,7 +389,7 @@ impl Schedule {
     /// [`chunk_range`] for everything else).
     pub fn chunk(&self, i: usize) -> Range<usize> {
         let (count, n) = (self.spec.count, self.spec.ranks);
-        if self.spec.op == Collective::AllToAll {
+        if self.spec.coll == Collective::AllToAll {
             block_range(count, n, i)
         } else {
             chunk_range(count, n, i)
@@ -401,7 +401,7 @@ impl Schedule {
     pub fn chunks_of(&self, t: &Transfer) -> Range<usize> {
         let (count, n) = (self.spec.count, self.spec.ranks);
         let r = t.src_range();
-        if self.spec.op == Collective::AllToAll {
+        if self.spec.coll == Collective::AllToAll {
             let b = (count / n.max(1)).max(1);
             return if r.is_empty() {
                 0..0
@@ -443,7 +443,7 @@ impl Schedule {
     /// whole blocks (not the tail) for all-to-all.
     pub fn defined_range(&self, rank: usize) -> Range<usize> {
         let s = &self.spec;
-        defined_range(s.op, s.count, s.ranks, rank, s.root)
+        defined_range(s.coll, s.count, s.ranks, rank, s.root)
     }
 }
 
@@ -490,13 +490,13 @@ fn validate(spec: &Spec) -> Result<(), ScheduleError> {
             elem_size: spec.elem_size,
         });
     }
-    if !spec.algo.supports(spec.op) {
+    if !spec.algo.supports(spec.coll) {
         return Err(ScheduleError::Unsupported {
-            op: spec.op,
+            op: spec.coll,
             algo: spec.algo,
         });
     }
-    if spec.algo == Algorithm::TwoLevel && spec.op == Collective::AllReduce {
+    if spec.algo == Algorithm::TwoLevel && spec.coll == Collective::AllReduce {
         let g = spec.node_size();
         if g == 0 || !n.is_multiple_of(g) {
             return Err(ScheduleError::BadNodeShape {
@@ -505,10 +505,10 @@ fn validate(spec: &Spec) -> Result<(), ScheduleError> {
             });
         }
     }
-    let transfers = transfer_bound(spec.op, spec.algo, n as u64);
+    let transfers = transfer_bound(spec.coll, spec.algo, n as u64);
     if transfers > MAX_TRANSFERS {
         return Err(ScheduleError::TooManyTransfers {
-            op: spec.op,
+            op: spec.coll,
             algo: spec.algo,
             ranks: n,
             transfers,

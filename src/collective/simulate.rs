@@ -151,7 +151,7 @@ pub fn simulate<T: Element>(
         T::combine(op, a, b)
     })?;
     let spec = schedule.spec();
-    if op == Op::Avg && spec.op.is_reducing() {
+    if op == Op::Avg && spec.coll.is_reducing() {
         for (rank, buf) in bufs.iter_mut().enumerate() {
             buf[schedule.defined_range(rank)]
                 .iter_mut()

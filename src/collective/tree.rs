@@ -20,7 +20,7 @@ use super::schedule::{Builder, Phase, chunks_span, push};
 
 /// Appends the tree schedule for `b.spec` (N ≥ 2, collective other than sendrecv).
 pub(super) fn build(b: &mut Builder) {
-    match b.spec.op {
+    match b.spec.coll {
         Collective::AllReduce => {
             sweep_up(b, Phase::Reduce, Payload::Whole);
             sweep_down(b, Phase::Broadcast, Payload::Whole);

@@ -55,7 +55,7 @@ pub fn caption(schedule: &Schedule, step: usize) -> Option<String> {
     } else {
         format!("{add} or {store} {it}")
     };
-    let holds = holding(per_chunk, transfers, step, n, spec.op);
+    let holds = holding(per_chunk, transfers, step, n, spec.coll);
     Some(format!("{head}: {what}, which {verb}{holds}"))
 }
 
@@ -68,7 +68,7 @@ fn movement(schedule: &Schedule, ts: &[Transfer], n: usize) -> String {
     dsts.sort_unstable();
     dsts.dedup();
     let sizes: Vec<usize> = ts.iter().map(|t| schedule.chunks_of(t).len()).collect();
-    let unit = if schedule.spec().op == Collective::AllToAll {
+    let unit = if schedule.spec().coll == Collective::AllToAll {
         "block"
     } else {
         "chunk"

@@ -48,7 +48,7 @@ fn tree_height(n: usize, tree: usize) -> usize {
 }
 
 fn build(
-    op: Collective,
+    coll: Collective,
     algo: Algorithm,
     ranks: usize,
     count: usize,
@@ -56,7 +56,7 @@ fn build(
     root: usize,
 ) -> Schedule {
     Schedule::build(&Spec {
-        op,
+        coll,
         algo,
         ranks,
         count,
@@ -299,7 +299,7 @@ fn busbw_factors_are_nccl_tests() {
 #[test]
 fn bad_specs_are_errors_not_panics() {
     let spec = |ranks, count, elem_size, root| Spec {
-        op: Collective::AllReduce,
+        coll: Collective::AllReduce,
         algo: Algorithm::Ring,
         ranks,
         count,
@@ -333,7 +333,7 @@ fn bad_specs_are_errors_not_panics() {
     ));
     assert!(matches!(
         Schedule::build(&Spec {
-            op: Collective::Broadcast,
+            coll: Collective::Broadcast,
             algo: Algorithm::DoubleTree,
             ..spec(4, 10, 4, 0)
         }),

@@ -126,8 +126,8 @@ fn plus_and_minus_change_ranks_and_cycle_keys_change_the_schedule() {
     assert!(f.contains("drawn up to 16"), "{f}");
     app::update(&mut app, ringlab::tui::screens::ring::Verb::Algo.act());
     assert_eq!(ring(&app).params.algo, Algorithm::Naive);
-    app::update(&mut app, ringlab::tui::screens::ring::Verb::Op.act());
-    assert_ne!(ring(&app).params.op, Collective::AllReduce);
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Coll.act());
+    assert_ne!(ring(&app).params.coll, Collective::AllReduce);
 }
 
 #[test]
@@ -218,19 +218,19 @@ fn a_node_shape_is_kept_while_it_divides_n_and_an_odd_n_says_what_it_chose() {
 /// Before the first step the view says what comes: "first" only where more follows.
 #[test]
 fn a_single_phase_collective_is_not_said_to_come_first() {
-    for (op, want, not) in [
+    for (coll, want, not) in [
         (Collective::Broadcast, "ready: broadcast, ", "comes first"),
         (Collective::AllReduce, "comes first", "ready: all-reduce,"),
     ] {
         let params = RingParams {
-            op,
+            coll,
             ranks: 4,
             ..RingParams::default()
         };
         let app = app_with_ring(params, 120, 40);
         let text = ring(&app).phase_text();
-        assert!(text.contains(want), "{op:?}: {text}");
-        assert!(!text.contains(not), "{op:?}: {text}");
+        assert!(text.contains(want), "{coll:?}: {text}");
+        assert!(!text.contains(not), "{coll:?}: {text}");
     }
 }
 
@@ -240,7 +240,7 @@ fn a_single_phase_collective_is_not_said_to_come_first() {
 #[test]
 fn all_to_all_says_who_sends_what_without_colliding_labels() {
     let params = RingParams {
-        op: Collective::AllToAll,
+        coll: Collective::AllToAll,
         ranks: 8,
         ..RingParams::default()
     };
@@ -325,7 +325,7 @@ fn the_link_note_sits_under_the_table_and_all_to_all_has_one_schedule() {
     assert!(f.contains("more: ?"), "the hint bar stays: {f}");
     let app = app_with_ring(
         RingParams {
-            op: Collective::AllToAll,
+            coll: Collective::AllToAll,
             ..RingParams::default()
         },
         80,

@@ -50,7 +50,7 @@ impl Header {
         let u32_of = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         Self {
             seq,
-            coll: index_of(&Collective::ALL, &spec.op),
+            coll: index_of(&Collective::ALL, &spec.coll),
             algo: index_of(&Algorithm::ALL, &spec.algo),
             dtype: index_of(&Dtype::ALL, &dtype),
             op: index_of(&Op::ALL, &op),

@@ -782,7 +782,7 @@ impl TcpComm {
             staging.bytes_mut(),
         )
         .map_err(|e| engine_error(e, rank, plan, schedule, &header))?;
-        if op == Op::Avg && spec.op.is_reducing() {
+        if op == Op::Avg && spec.coll.is_reducing() {
             let r = schedule.defined_range(self.rank);
             divide(
                 dtype,

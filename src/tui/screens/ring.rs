@@ -32,7 +32,7 @@ pub const MAX_RANKS: usize = crate::course::block::MAX_RING_RANKS;
 /// What to show: a collective, an algorithm, N ranks and a message of `bytes` of `dtype`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingParams {
-    pub op: Collective,
+    pub coll: Collective,
     pub algo: Algorithm,
     pub ranks: usize,
     pub bytes: u64,
@@ -47,7 +47,7 @@ pub struct RingParams {
 impl Default for RingParams {
     fn default() -> Self {
         Self {
-            op: Collective::AllReduce,
+            coll: Collective::AllReduce,
             algo: Algorithm::Ring,
             ranks: 4,
             bytes: 1 << 20,
@@ -63,7 +63,7 @@ impl RingParams {
     pub fn from_block(b: &RingBlock) -> Result<Self, ScreenError> {
         let s = b.resolve().map_err(ScreenError::block("ring"))?;
         let p = Self {
-            op: s.op,
+            coll: s.op,
             algo: s.algo,
             ranks: s.ranks,
             bytes: s.bytes,
@@ -101,7 +101,7 @@ impl RingParams {
             root: self.root,
             gpus_per_node: self.gpus_per_node,
             ..Spec::new(
-                self.op,
+                self.coll,
                 self.algo,
                 self.ranks,
                 self.count(),
@@ -301,12 +301,12 @@ impl RingState {
         let p = &self.params;
         // All-to-all and send/recv have one schedule whatever the algorithm: no label for it.
         let gloss = match p.algo {
-            _ if p.op.is_point_to_point() => "point-to-point",
+            _ if p.coll.is_point_to_point() => "point-to-point",
             Algorithm::TwoLevel => "two-level (hierarchical, not an NCCL algorithm)",
             Algorithm::RecursiveDoubling => "recursive-doubling (MPI's short-message all-reduce)",
             a => a.name(),
         };
-        let bare = if p.op.is_point_to_point() {
+        let bare = if p.coll.is_point_to_point() {
             gloss
         } else {
             p.algo.name()
@@ -315,7 +315,7 @@ impl RingState {
         let elems = format!(" ({} × {})", p.count(), p.dtype.name());
         // The operation as the phases and lessons write it ("send/recv", not the CLI's
         // "sendrecv").
-        let op = match p.op {
+        let op = match p.coll {
             Collective::SendRecv => "send/recv",
             op => op.name(),
         };
@@ -343,8 +343,8 @@ pub fn speed_for(pace_ms: u64) -> usize {
 pub fn compare(spec: &Spec) -> Vec<Compare> {
     Algorithm::ALL
         .iter()
-        .filter(|a| a.supports(spec.op))
-        .filter(|&&a| !spec.op.is_point_to_point() || a == spec.algo)
+        .filter(|a| a.supports(spec.coll))
+        .filter(|&&a| !spec.coll.is_point_to_point() || a == spec.algo)
         .filter_map(|&algo| {
             let s = Schedule::build(&Spec { algo, ..*spec }).ok()?;
             let t = traffic(&s);
@@ -405,7 +405,7 @@ pub enum Verb {
     /// The next algorithm with a schedule for this collective.
     Algo,
     /// The next collective.
-    Op,
+    Coll,
     /// The next message size.
     Size,
     /// The next link the time estimates assume.
@@ -439,7 +439,7 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, &[Char(']')], "faster", Verb::Speed.by(1), Some((4, "faster"))),
     bind(OWN, &[Char('[')], "slower", Verb::Speed.by(-1), Some((4, "slower"))),
     bind(OWN, &[Char('a')], "next algorithm", Verb::Algo.act(), Some((2, "algorithm"))),
-    bind(OWN, &[Char('c')], "next collective", Verb::Op.act(), Some((2, "collective"))),
+    bind(OWN, &[Char('c')], "next collective", Verb::Coll.act(), Some((2, "collective"))),
     bind(OWN, &[Char('m')], "next message size", Verb::Size.act(), Some((3, "size"))),
     bind(OWN, &[Char('M')], "type a message size (3 MiB, 1000000, 1.5 GB)", Verb::TypeSize.act(), None),
     bind(OWN, &[Char('L')], "link for time estimates", Verb::Link.act(), Some((3, "link"))),
@@ -511,21 +511,21 @@ fn on_verb(s: &mut RingState, app: &mut App, verb: Verb, d: i32) {
             app.status = Some(format!("speed: {} ms per step", s.tick_ms()));
         }
         Verb::Ranks => change_ranks(s, app, d > 0),
-        Verb::Algo if s.params.op.is_point_to_point() => {
+        Verb::Algo if s.params.coll.is_point_to_point() => {
             app.status = Some(format!(
                 "{}: one schedule of point-to-point sends, whatever the algorithm",
-                s.params.op
+                s.params.coll
             ));
         }
         Verb::Algo => {
             // The next algorithm with a schedule for this collective.
             let mut algo = s.params.algo.next();
-            while !algo.supports(s.params.op) && algo != s.params.algo {
+            while !algo.supports(s.params.coll) && algo != s.params.algo {
                 algo = algo.next();
             }
             s.rebuild(RingParams { algo, ..s.params }, app)
         }
-        Verb::Op => next_op(s, app),
+        Verb::Coll => next_coll(s, app),
         Verb::Size => {
             let bytes = SIZES
                 .iter()
@@ -572,25 +572,25 @@ fn change_ranks(s: &mut RingState, app: &mut App, up: bool) {
 }
 
 /// The next collective, with ring where the algorithm shown has no schedule for it.
-fn next_op(s: &mut RingState, app: &mut App) {
-    let op = s.params.op.next();
+fn next_coll(s: &mut RingState, app: &mut App) {
+    let coll = s.params.coll.next();
     let was = s.params.algo;
-    let algo = if was.supports(op) {
+    let algo = if was.supports(coll) {
         was
     } else {
         Algorithm::Ring
     };
     s.rebuild(
         RingParams {
-            op,
+            coll,
             algo,
             ..s.params
         },
         app,
     );
-    if algo != was && s.params.op == op {
+    if algo != was && s.params.coll == coll {
         app.status = Some(format!(
-            "{op}: {was} is an all-reduce algorithm; showing ring"
+            "{coll}: {was} is an all-reduce algorithm; showing ring"
         ));
     }
 }

@@ -292,7 +292,7 @@ const LEGEND: &str = " · nothing yet  0-f that rank's own data  Σk sum of k ra
 
 /// The bound the counters converge to, for all-reduce: 2(N−1)/N·M.
 fn bound(s: &RingState) -> Option<String> {
-    (s.params.op == Collective::AllReduce).then(|| {
+    (s.params.coll == Collective::AllReduce).then(|| {
         let m = s.params.count() as u64 * s.params.dtype.size() as u64;
         format!(
             "2(N−1)/N·M = {}",
@@ -454,7 +454,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
         "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
     ];
     let k = s.compare.len();
-    let ways = if s.params.op.is_point_to_point() {
+    let ways = if s.params.coll.is_point_to_point() {
         // All-to-all and send/recv have one pattern whatever the algorithm.
         "one schedule".to_string()
     } else {
@@ -486,7 +486,7 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
     for c in &s.compare {
         let row = format!(
             " {:<12} {:>6} {:>14} {:>14} {:>14} {:>11}",
-            algo_label(s.params.op, c.algo),
+            algo_label(s.params.coll, c.algo),
             c.steps,
             format_bytes(c.max_sent),
             format_bytes(c.max_received),
