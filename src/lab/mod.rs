@@ -180,13 +180,75 @@ impl Job {
     }
 }
 
+/// Where a rank is, as its launcher's board, watchdog and report say it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The launcher started the process; it has said nothing yet.
+    Starting,
+    /// The rank's first word: it is up, before its store connection.
+    Spawned,
+    /// Its communicator's set-up.
+    Setup(crate::comm::Setup),
+    /// The communicator is up.
+    InitDone,
+    /// Allocating and filling one size's buffers.
+    Preparing { coll: Collective, size: u64 },
+    /// Timing one size in one placement.
+    Timing {
+        coll: Collective,
+        size: u64,
+        in_place: bool,
+    },
+    /// The sanity job's one all-reduce.
+    Sanity,
+    /// A training loop's step (from [`Event::Step`]).
+    Step { step: usize, steps: usize },
+    /// The closing barrier: no rank leaves while a partner is still inside the last call.
+    Closing,
+    /// Finished.
+    Done,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Phase::Starting => f.write_str("starting"),
+            Phase::Spawned => f.write_str("spawned"),
+            Phase::Setup(s) => write!(f, "{s}"),
+            Phase::InitDone => f.write_str("init done"),
+            Phase::Preparing { coll, size } => {
+                write!(f, "{} {size} B: preparing buffers", coll.name())
+            }
+            Phase::Timing {
+                coll,
+                size,
+                in_place,
+            } => write!(
+                f,
+                "{} {size} B ({})",
+                coll.name(),
+                if *in_place {
+                    "in-place"
+                } else {
+                    "out-of-place"
+                }
+            ),
+            Phase::Sanity => f.write_str("all-reduce"),
+            Phase::Step { step, steps } => write!(f, "step {step}/{steps}"),
+            Phase::Closing => f.write_str("closing barrier"),
+            Phase::Done => f.write_str("done"),
+        }
+    }
+}
+
 /// What a rank reports to its launcher, one JSON object per stdout line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
 pub enum Event {
     Phase {
         rank: usize,
-        phase: String,
+        phase: Phase,
     },
     /// A training loop began step `step` of `steps`: progress, and where a hang happened.
     Step {
@@ -240,14 +302,21 @@ pub enum Event {
 }
 
 impl Event {
-    /// Where a rank is, as the boards and the watchdog's report say it: a phase, or
-    /// `step N/M` of a training loop. None for other events.
-    pub fn phase_text(&self) -> Option<String> {
+    /// Where a rank is: a phase, or the step of a training loop. None for other events.
+    pub fn phase(&self) -> Option<Phase> {
         match self {
             Self::Phase { phase, .. } => Some(phase.clone()),
-            Self::Step { step, steps, .. } => Some(format!("step {step}/{steps}")),
+            Self::Step { step, steps, .. } => Some(Phase::Step {
+                step: *step,
+                steps: *steps,
+            }),
             _ => None,
         }
+    }
+
+    /// [`Event::phase`] as the boards and the watchdog's report say it.
+    pub fn phase_text(&self) -> Option<String> {
+        self.phase().map(|p| p.to_string())
     }
 
     pub fn rank(&self) -> usize {
@@ -358,7 +427,7 @@ mod counts_tests {
         assert_eq!(back.phase_text().as_deref(), Some("step 80/200"));
         let phase = Event::Phase {
             rank: 0,
-            phase: "rendezvous".into(),
+            phase: super::Phase::Setup(crate::comm::Setup::Rendezvous),
         };
         assert_eq!(phase.phase_text().as_deref(), Some("rendezvous"));
         assert_eq!(Event::Done { rank: 0 }.phase_text(), None);

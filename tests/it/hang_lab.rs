@@ -540,7 +540,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
             from_node: 1,
             to_rank: 0,
             addr: "172.17.0.1:4000".into(),
-            result: "Connection refused".into(),
+            result: ringlab::lab::hang::scenario::Reached::Refused,
         }],
         culprit: ringlab::lab::hang::scenario::Culprit::UnroutableAddress,
         ..Default::default()
@@ -608,46 +608,23 @@ fn the_tui_walks_a_run_time_hang_from_the_watchdog_to_pass() {
         .iter()
         .position(|f| f == &s.fix)
         .expect("the right fix is a choice");
-    let bin = env!("CARGO_BIN_EXE_ringlab");
-    // Removed when the test ends, whatever happens.
-    let held = tempfile::Builder::new()
-        .prefix("ringlab-hang-rt-")
-        .tempdir()
-        .expect("a home");
-    let home = held.path();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(format!(
-        "stty rows 50 cols 160; RINGLAB_HOME={} exec {bin}",
-        home.display()
-    ));
-    let mut p = expectrl::Session::spawn(cmd).expect("pty");
-    p.set_expect_timeout(Some(Duration::from_secs(90)));
-    p.expect("Course").expect("course map");
-    p.send("H").expect("open the hang lab");
-    p.expect("Pinned to docker0").expect("scenario list");
-    for _ in 0..pos {
-        p.send("j").expect("down");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    p.expect("One rank paused")
-        .expect("the scenario is selected");
-    p.send("\r").expect("stage");
-    p.expect("collective")
-        .expect("the board counts collectives");
+    // The screen as a terminal shows it (a vt100 emulator), not the byte stream: ratatui
+    // redraws only the cells that change, so a line's text need not pass by in one piece.
+    let mut t = crate::hang_pty::Term::start(50, 160);
+    t.open_hang_lab();
+    t.select(0, pos, s);
+    t.send("\r");
+    t.wait("collective", 90);
     // The staged run and the fix run are real jobs: on a loaded 2-core runner a 200-step loop
     // of four ranks can take minutes. The scenario's own watchdog bounds a hang; this bound is
     // only there so that a broken screen does not wait forever.
-    p.set_expect_timeout(Some(Duration::from_secs(400)));
-    p.expect("flight recorders by collective number")
-        .expect("the watchdog fires and the recorders are lined up");
+    t.wait("flight recorders by collective number", 400);
     for _ in 0..right {
-        p.send("j").expect("down");
-        std::thread::sleep(Duration::from_millis(50));
+        t.send("j");
     }
-    p.send("\r").expect("re-run with the fix");
-    p.expect("PASS with").expect("the loop runs to the end");
-    p.send("\x03").expect("Ctrl-C");
-    p.expect(expectrl::Eof).expect("app exits");
+    t.send("\r");
+    t.wait("PASS with", 400);
+    t.send("\x03");
 }
 
 /// A call that differs across ranks (an uneven last batch) does what it does under NCCL,

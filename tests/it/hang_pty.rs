@@ -19,7 +19,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     crate::common::clusters()
 }
 
-struct Term {
+pub(crate) struct Term {
     session: Session,
     vt: vt100::Parser,
     _home: tempfile::TempDir,
@@ -33,12 +33,12 @@ fn size(rows: u16, cols: u16) -> (NonZeroU16, NonZeroU16) {
 }
 
 impl Term {
-    fn start(rows: u16, cols: u16) -> Self {
+    pub(crate) fn start(rows: u16, cols: u16) -> Self {
         Self::start_with(rows, cols, &[])
     }
 
     /// [`Term::start`] with extra environment for ringlab.
-    fn start_with(rows: u16, cols: u16, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start_with(rows: u16, cols: u16, env: &[(&str, &str)]) -> Self {
         let home = tempfile::tempdir().expect("tempdir");
         let bin = env!("CARGO_BIN_EXE_ringlab");
         let mut cmd = Command::new("sh");
@@ -49,7 +49,12 @@ impl Term {
             .env("RINGLAB_HOME", home.path())
             .envs(env.iter().copied())
             .env_remove("NO_COLOR");
-        let session = Session::spawn(cmd).expect("spawn in a pty");
+        let mut session = Session::spawn(cmd).expect("spawn in a pty");
+        // The pty's own size too, not only stty's: the app asks the terminal (TIOCGWINSZ).
+        session
+            .get_process_mut()
+            .set_window_size(cols, rows)
+            .expect("size the pty");
         let (r, c) = size(rows, cols);
         Self {
             session,
@@ -68,13 +73,13 @@ impl Term {
         }
     }
 
-    fn screen(&mut self) -> String {
+    pub(crate) fn screen(&mut self) -> String {
         self.pump();
         self.vt.screen().contents()
     }
 
     /// Wait (up to `secs`) until the screen shows `needle`; the screen's text.
-    fn wait(&mut self, needle: &str, secs: u64) -> String {
+    pub(crate) fn wait(&mut self, needle: &str, secs: u64) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let c = self.screen();
@@ -89,7 +94,7 @@ impl Term {
         }
     }
 
-    fn send(&mut self, keys: &str) {
+    pub(crate) fn send(&mut self, keys: &str) {
         self.session.send(keys).expect("send");
         std::thread::sleep(Duration::from_millis(60));
     }
@@ -107,14 +112,14 @@ impl Term {
     }
 
     /// From the course map, open the hang lab (`H`).
-    fn open_hang_lab(&mut self) {
+    pub(crate) fn open_hang_lab(&mut self) {
         self.wait("Course", 20);
         self.send("H");
         self.wait("choose a scenario", 20);
     }
 
     /// Move the scenario list's selection to `to` from `from`.
-    fn select(&mut self, from: usize, to: usize, sc: &Scenario) {
+    pub(crate) fn select(&mut self, from: usize, to: usize, sc: &Scenario) {
         let key = if to >= from { "j" } else { "k" };
         for _ in 0..from.abs_diff(to) {
             self.send(key);

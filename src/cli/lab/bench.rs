@@ -2,7 +2,7 @@
 //! backend.
 
 use super::*;
-use crate::lab::bench::out::{self, Format, Head, Title};
+use crate::lab::bench::out::{self, Algo, Format, Head, Title};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
@@ -214,13 +214,13 @@ fn head(args: &BenchArgs, s: &Setup) -> Head {
     let (job, l) = (&s.job, &s.launch);
     let algo = s.prepared.as_ref().map_or_else(
         || {
-            if job.tuned {
+            Algo::Ringlab(if job.tuned {
                 crate::collective::tune::describe(job.coll, job.algo)
             } else {
                 job.algo.name().to_string()
-            }
+            })
         },
-        |x| x.algo_label.clone(),
+        |x| Algo::Nccl(x.algo_label.clone()),
     );
     let title = Title {
         coll: job.coll.nccl_name(),
@@ -256,8 +256,8 @@ fn head(args: &BenchArgs, s: &Setup) -> Head {
         shared_gpu: s
             .prepared
             .as_ref()
-            .and_then(|x| x.notes.iter().find(|n| n.starts_with(gpu::SHARED_GPU)))
-            .cloned(),
+            .and_then(|x| x.shared_gpu)
+            .map(|k| format!("{} ({k} ranks per GPU)", gpu::SHARED_GPU)),
         repeat: job.repeat,
         iters: job.iters,
     }
@@ -290,7 +290,7 @@ fn run(args: &BenchArgs, s: Setup) -> anyhow::Result<ExitCode> {
         .with_average(Average::from_flag(args.average).unwrap_or_default());
     // NCCL's rows say who chose; the TCP backend's say the schedule each one ran.
     if let Some(p) = &s.prepared {
-        collector = collector.with_algo(p.algo_label.clone());
+        collector = collector.with_algo(p.algo_label.to_string());
     }
     let mut io_err = None;
     let mut tuning = Tuning::default();

@@ -323,7 +323,7 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
             rr.rank,
             rr.node,
             rr.phase,
-            rr.state.as_deref().unwrap_or("-"),
+            rr.state.map_or_else(|| "-".to_string(), |s| s.to_string()),
             rr.gpu_util
                 .map_or("-", crate::lab::hang::trace::GpuUtil::shown),
             rr.advertised.as_deref().unwrap_or("-")

@@ -429,7 +429,7 @@ fn dial(
     env: &RankEnv,
     store: &mut StoreClient,
     p: usize,
-    phase: &mut impl FnMut(&str),
+    phase: &mut impl FnMut(crate::comm::Setup),
 ) -> Result<TcpStream, CommError> {
     let rank = env.rank;
     let io_err = |what: String| move |source| CommError::Io { rank, what, source };
@@ -439,7 +439,7 @@ fn dial(
         peer: p,
         addr: addr_s.clone(),
     })?;
-    phase(&format!("connect to {addr}"));
+    phase(crate::comm::Setup::Connect { to: addr });
     let mut s = connect_retry(addr, Duration::from_secs(10))
         .map_err(io_err(format!("connecting to rank {p}")))?;
     tune(&s).map_err(io_err("tuning a socket".into()))?;
@@ -460,7 +460,7 @@ impl TcpComm {
         env: &RankEnv,
         store: &mut StoreClient,
         partners: &[usize],
-        mut phase: impl FnMut(&str),
+        mut phase: impl FnMut(crate::comm::Setup),
     ) -> Result<Self, CommError> {
         let io_err = |what: &str| {
             let what = what.to_string();
@@ -470,7 +470,7 @@ impl TcpComm {
         log::banner();
         log::info_msg(&init_line(env, false));
         let (listener, me) = listen(env)?;
-        phase("rendezvous");
+        phase(crate::comm::Setup::Rendezvous);
         store.set(&format!("addr/{}", env.rank), &me.to_string())?;
         let mut peers: Vec<Option<TcpStream>> = (0..env.world).map(|_| None).collect();
         let lower: Vec<usize> = partners.iter().copied().filter(|&p| p < env.rank).collect();
@@ -478,13 +478,13 @@ impl TcpComm {
         for &p in &lower {
             peers[p] = Some(dial(env, store, p, &mut phase)?);
         }
-        phase("accept");
+        phase(crate::comm::Setup::Accept);
         accept_peers(&listener, env, &higher, &mut peers).map_err(io_err("accepting"))?;
-        phase("transports");
+        phase(crate::comm::Setup::Transports);
         let mut deferred = Vec::new();
         let (shm, transports, unix) =
             super::transport::connect(env, &mut peers, partners, &mut deferred)?;
-        phase("warm up connections");
+        phase(crate::comm::Setup::WarmUp);
         // Only sockets that will carry a collective's bytes need their windows opened.
         let net: Vec<Option<TcpStream>> = peers
             .iter()

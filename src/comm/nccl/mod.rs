@@ -1268,13 +1268,13 @@ impl NcclRank {
         world: usize,
         id: &[u8; 128],
         allowance: Duration,
-        phase: &dyn Fn(&str),
+        phase: &dyn Fn(crate::comm::Setup),
     ) -> Result<Self, WaitFault> {
         need_libs()?;
         let a = api::get()?;
-        phase(&format!("{CUDA_INIT} on GPU {device}"));
+        phase(crate::comm::Setup::CudaInit { gpu: device });
         let (ctx, stream) = open_gpu(device)?;
-        phase(&format!("{NCCL_INIT} on GPU {device}"));
+        phase(crate::comm::Setup::NcclInit { gpu: device });
         let uid = nsys::ncclUniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };

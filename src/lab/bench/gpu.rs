@@ -311,9 +311,12 @@ pub struct Prepared {
     pub machine: Machine,
     /// Lines to show before the run (shared GPU, one rank).
     pub notes: Vec<String>,
+    /// Ranks per GPU where several share one (`--ranks-per-gpu` K > 1): the table says the
+    /// bytes crossed host memory ([`SHARED_GPU`]).
+    pub shared_gpu: Option<usize>,
     /// What the table's algorithm column says: NCCL's choice unless forced by `--algo` or
     /// by an NCCL_ALGO the ranks inherit (`NCCL_ALGO=…`).
-    pub algo_label: String,
+    pub algo_label: NcclAlgo,
 }
 
 /// Ranks that must share each of `gpus` GPUs for `ranks` ranks on one machine (at least 1).
@@ -401,6 +404,7 @@ pub fn prepare(
     Ok(Prepared {
         machine: m,
         notes,
+        shared_gpu: (k > 1).then_some(k),
         algo_label: algo_label(forced, inherited.as_deref()),
     })
 }
@@ -487,14 +491,44 @@ pub enum GpuRefusal {
     },
 }
 
+/// The algorithm of an NCCL run: `--algo` (passed as NCCL_ALGO), an NCCL_ALGO the ranks
+/// inherit, or NCCL's own choice. Its text is the table's and JSON's algorithm column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NcclAlgo {
+    /// `--algo ring|tree`: NCCL's Ring or Tree.
+    Forced(Forced),
+    /// NCCL_ALGO as the ranks inherit it.
+    Inherited(String),
+    /// NCCL chooses per size.
+    Choice,
+}
+
+/// The algorithms `--algo` can force on NCCL (NCCL_ALGO=Ring or Tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    Ring,
+    Tree,
+}
+
+impl std::fmt::Display for NcclAlgo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NcclAlgo::Forced(Forced::Ring) => f.write_str("ring"),
+            NcclAlgo::Forced(Forced::Tree) => f.write_str("tree"),
+            NcclAlgo::Inherited(v) => write!(f, "NCCL_ALGO={v}"),
+            NcclAlgo::Choice => f.write_str("nccl"),
+        }
+    }
+}
+
 /// The algorithm column of an NCCL run: `--algo` wins (it is passed as NCCL_ALGO), then an
-/// NCCL_ALGO the ranks inherit, shown as such, else NCCL's own choice ("nccl").
-pub fn algo_label(forced: Option<&str>, inherited: Option<&str>) -> String {
+/// NCCL_ALGO the ranks inherit, shown as such, else NCCL's own choice.
+pub fn algo_label(forced: Option<&str>, inherited: Option<&str>) -> NcclAlgo {
     match (forced, inherited) {
-        (Some("Tree"), _) => "tree".into(),
-        (Some(_), _) => "ring".into(),
-        (None, Some(v)) => format!("NCCL_ALGO={v}"),
-        (None, None) => "nccl".into(),
+        (Some("Tree"), _) => NcclAlgo::Forced(Forced::Tree),
+        (Some(_), _) => NcclAlgo::Forced(Forced::Ring),
+        (None, Some(v)) => NcclAlgo::Inherited(v.to_string()),
+        (None, None) => NcclAlgo::Choice,
     }
 }
 
@@ -628,11 +662,12 @@ mod tests {
 
     #[test]
     fn an_inherited_nccl_algo_is_shown_and_algo_wins_over_it() {
-        assert_eq!(algo_label(None, None), "nccl");
-        assert_eq!(algo_label(None, Some("Tree")), "NCCL_ALGO=Tree");
-        assert_eq!(algo_label(None, Some("^nvls")), "NCCL_ALGO=^nvls");
-        assert_eq!(algo_label(Some("Ring"), Some("Tree")), "ring");
-        assert_eq!(algo_label(Some("Tree"), None), "tree");
+        let label = |f, i| algo_label(f, i).to_string();
+        assert_eq!(label(None, None), "nccl");
+        assert_eq!(label(None, Some("Tree")), "NCCL_ALGO=Tree");
+        assert_eq!(label(None, Some("^nvls")), "NCCL_ALGO=^nvls");
+        assert_eq!(label(Some("Ring"), Some("Tree")), "ring");
+        assert_eq!(label(Some("Tree"), None), "tree");
     }
 
     #[test]
@@ -651,7 +686,7 @@ mod tests {
         let p = prepare(&mut job, &mut l, gpus(1), &ask).expect("shared");
         assert_eq!(job.ranks_per_gpu, 2);
         assert!(p.notes[0].starts_with(SHARED_GPU), "{:?}", p.notes);
-        assert_eq!(p.algo_label, "nccl", "NCCL chooses by default");
+        assert_eq!(p.algo_label, NcclAlgo::Choice, "NCCL chooses by default");
         assert!(
             !l.env.iter().any(|(k, _)| k == "NCCL_ALGO"),
             "NCCL_ALGO is not forced: {:?}",

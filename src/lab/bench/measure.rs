@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::collective::{Algorithm, Collective, Dtype, Op, chunk_range};
 use crate::lab::bench::pattern::{self, Check};
-use crate::lab::{Event, Job, counts, iteration_shift, row_bytes};
+use crate::lab::{Event, Job, Phase, counts, iteration_shift, row_bytes};
 
 /// Which of a rank's two buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,16 +111,6 @@ pub fn checked(job: &Job, in_place: bool) -> bool {
         && !(in_place
             && job.backend == crate::lab::Backend::Nccl
             && matches!(job.coll, Collective::SendRecv | Collective::AllToAll))
-}
-
-/// The phase a rank reports while it times one size and placement.
-pub fn placement_label(job: &Job, size: u64, in_place: bool) -> String {
-    format!(
-        "{} {} B ({})",
-        job.coll.name(),
-        size,
-        if in_place { "in-place" } else { "out-of-place" }
-    )
 }
 
 /// The byte every poisoned output element is made of.
@@ -231,7 +221,10 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
         let bytes = count * es;
         emit(Event::Phase {
             rank: me,
-            phase: format!("{} {size} B: preparing buffers", job.coll.name()),
+            phase: Phase::Preparing {
+                coll: job.coll,
+                size,
+            },
         });
         rig.alloc(top.max(bytes))?;
         let checks: Vec<Check> = local.clone().map(|r| check_for(job, world, r)).collect();
@@ -248,7 +241,11 @@ fn bench_inner(rig: &mut dyn Rig, job: &Job, emit: &mut dyn FnMut(Event)) -> Res
         for in_place in [false, true] {
             emit(Event::Phase {
                 rank: me,
-                phase: placement_label(job, size, in_place),
+                phase: Phase::Timing {
+                    coll: job.coll,
+                    size,
+                    in_place,
+                },
             });
             let call = Call {
                 coll: job.coll,
@@ -384,7 +381,7 @@ fn sanity_inner(rig: &mut dyn Rig, emit: &mut dyn FnMut(Event)) -> Result<(), Fa
     let local = rig.ranks();
     emit(Event::Phase {
         rank: local.start,
-        phase: "all-reduce".into(),
+        phase: Phase::Sanity,
     });
     let n = SANITY_COUNT;
     let ones: Vec<u8> = std::iter::repeat_n(1.0f32.to_ne_bytes(), n)

@@ -18,13 +18,29 @@ pub enum Format {
     Json,
 }
 
+/// The algorithm a table's title names: ringlab's (a schedule's name, or the tuner's rule) or
+/// NCCL's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Algo {
+    Ringlab(String),
+    Nccl(super::gpu::NcclAlgo),
+}
+
+impl std::fmt::Display for Algo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Algo::Ringlab(a) => f.write_str(a),
+            Algo::Nccl(a) => write!(f, "{a}"),
+        }
+    }
+}
+
 /// What the table's header says of the run: nccl-tests' first line, in ringlab's words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Title {
     /// NCCL's name of the collective (`all_reduce`).
     pub coll: &'static str,
-    /// The algorithm: a schedule's name, the tuner's choice, or `nccl` (NCCL's own choice).
-    pub algo: String,
+    pub algo: Algo,
     pub ranks: usize,
     pub nodes: usize,
     pub backend: crate::lab::Backend,
@@ -37,10 +53,9 @@ pub struct Title {
 
 impl std::fmt::Display for Title {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let algo = if self.algo == "nccl" {
-            "algorithm: NCCL's choice"
-        } else {
-            &self.algo
+        let algo = match &self.algo {
+            Algo::Nccl(super::gpu::NcclAlgo::Choice) => "algorithm: NCCL's choice".to_string(),
+            a => a.to_string(),
         };
         // "tcp" names how ranks find each other, not how bytes move (that is the Transport
         // line): say what the ranks are.
@@ -298,7 +313,7 @@ mod tests {
     fn the_title_reads_as_nccl_tests_first_line() {
         let t = Title {
             coll: "all_reduce",
-            algo: "nccl".into(),
+            algo: Algo::Nccl(crate::lab::bench::gpu::NcclAlgo::Choice),
             ranks: 2,
             nodes: 1,
             backend: crate::lab::Backend::Tcp,

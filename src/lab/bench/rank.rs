@@ -7,13 +7,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::collective::{Schedule, Spec};
+use crate::comm::Setup;
 use crate::comm::cpu::p2p::SharedBuf;
 use crate::comm::cpu::store::StoreClient;
 use crate::comm::cpu::tcp::{RankEnv, TcpComm, partners};
 use crate::comm::cpu::wire::token_from_hex;
 use crate::comm::{cpu::tcp::CommError, emu::log};
 use crate::lab::bench::measure::{self, Call, Fault, Which};
-use crate::lab::{Event, Job, JobKind};
+use crate::lab::{Event, Job, JobKind, Phase};
 
 pub fn emit(ev: &Event) {
     if let Ok(mut line) = serde_json::to_vec(ev) {
@@ -78,8 +79,13 @@ fn tie_to_parent() {
 
 /// How a training job's rank runs its loop (the hang lab's, handed in by the command that
 /// starts the rank: the bench does not name the hang lab).
-pub type TrainLoop =
-    fn(&RankEnv, &Job, &mut StoreClient, &dyn Fn(&str), &mut dyn FnMut(Event)) -> Result<(), Fault>;
+pub type TrainLoop = fn(
+    &RankEnv,
+    &Job,
+    &mut StoreClient,
+    &dyn Fn(Phase),
+    &mut dyn FnMut(Event),
+) -> Result<(), Fault>;
 
 pub fn main(train: TrainLoop) -> ExitCode {
     tie_to_parent();
@@ -131,8 +137,8 @@ fn report(rank: usize, fault: &Fault) {
 
 fn run(env: &RankEnv, job: &Job, train: TrainLoop) -> Result<(), Failed> {
     let rank = env.rank;
-    let phase = |p: &str| phase_of(rank, p);
-    phase("spawned");
+    let phase = |p: Phase| phase_of(rank, p);
+    phase(Phase::Spawned);
     let mut store = StoreClient::connect(env.store, &env.token, rank as u32).map_err(error)?;
     let mut out = |ev: Event| emit(&ev);
     if job.kind == JobKind::Train {
@@ -143,7 +149,7 @@ fn run(env: &RankEnv, job: &Job, train: TrainLoop) -> Result<(), Failed> {
         crate::lab::Backend::Tcp => Box::new(TcpRig::init(env, job, &mut store, phase)?),
         crate::lab::Backend::Nccl => Box::new(NcclRig::init(env, job, &mut store, phase)?),
     };
-    phase("init done");
+    phase(Phase::InitDone);
     if let Some(transport) = rig.transport() {
         emit(&Event::Transport { rank, transport });
     }
@@ -327,7 +333,7 @@ impl<'s> TcpRig<'s> {
         env: &RankEnv,
         job: &Job,
         store: &'s mut StoreClient,
-        phase: impl Fn(&str),
+        phase: impl Fn(Phase),
     ) -> Result<Self, Fault> {
         // Who talks to whom comes from the schedules themselves (one element per chunk is
         // enough): the job's, and the tuner's for small calls.
@@ -344,8 +350,10 @@ impl<'s> TcpRig<'s> {
             _ => None,
         };
         let shapes: Vec<&Schedule> = std::iter::once(&shape).chain(small.as_ref()).collect();
-        let comm = TcpComm::init(env, store, &partners(env.rank, &shapes), phase)
-            .map_err(|e: CommError| error(e))?;
+        let comm = TcpComm::init(env, store, &partners(env.rank, &shapes), |s| {
+            phase(Phase::Setup(s))
+        })
+        .map_err(|e: CommError| error(e))?;
         Ok(Self {
             comm,
             store,
@@ -479,7 +487,7 @@ impl Rig for TcpRig<'_> {
     /// A closing barrier: no rank leaves (closing its connections and its segment) while a
     /// partner is still inside the last collective, where a departure reads as a failure.
     fn finish(&mut self) -> Result<(), Fault> {
-        phase_of(self.comm.rank(), "closing barrier");
+        phase_of(self.comm.rank(), Phase::Closing);
         self.store
             .barrier("tcp/done", self.comm.world(), BARRIER_WAIT)
             .map_err(error)?;
@@ -491,11 +499,8 @@ impl Rig for TcpRig<'_> {
 }
 
 /// Tell the launcher which phase this rank is in (its watchdog names it when a rank hangs).
-fn phase_of(rank: usize, phase: &str) {
-    emit(&Event::Phase {
-        rank,
-        phase: phase.to_string(),
-    })
+fn phase_of(rank: usize, phase: Phase) {
+    emit(&Event::Phase { rank, phase })
 }
 
 /// NCCL, one rank per process (`gs` holds one communicator) or every GPU of the machine from
@@ -535,17 +540,13 @@ impl<'s> NcclRig<'s> {
         env: &RankEnv,
         job: &Job,
         store: &'s mut StoreClient,
-        phase: impl Fn(&str),
+        phase: impl Fn(Phase),
     ) -> Result<Self, Fault> {
         use crate::comm::nccl::{self, NcclRank};
         let patience = Duration::from_secs(job.timeout_s.max(1));
         if job.devices > 0 {
             // Contexts and ncclCommInitAll in one call: the CUDA-init allowance covers both.
-            phase(&format!(
-                "{} and ncclCommInitAll on {} GPUs (one process)",
-                nccl::CUDA_INIT,
-                job.devices
-            ));
+            phase(Phase::Setup(Setup::CudaAndInitAll { gpus: job.devices }));
             let gs = NcclRank::all(job.devices).map_err(error)?;
             return Ok(Self {
                 gs,
@@ -565,7 +566,7 @@ impl<'s> NcclRig<'s> {
             store.set("nccl/id", &nccl::id_hex(&id)).map_err(error)?;
             id
         } else {
-            phase("rendezvous");
+            phase(Phase::Setup(Setup::Rendezvous));
             let hex = store.get("nccl/id", BARRIER_WAIT).map_err(error)?;
             nccl::id_from_hex(&hex).map_err(error)?
         };
@@ -577,7 +578,8 @@ impl<'s> NcclRig<'s> {
         // Phases "cuda init on GPU g" (the launcher's watchdog allows a slow first context)
         // and "nccl init on GPU g" (the job's timeout; this rank aborts a stuck init itself
         // after its own patience, with NCCL's state in its report).
-        let g = NcclRank::init(gpu, rank, world, &id, patience, &phase).map_err(nccl_fault)?;
+        let setup = |s| phase(Phase::Setup(s));
+        let g = NcclRank::init(gpu, rank, world, &id, patience, &setup).map_err(nccl_fault)?;
         Ok(Self {
             gs: vec![g],
             bufs: Vec::new(),

@@ -10,6 +10,7 @@
 //! Everything is named `rlab-…` and removed on drop; `ringlab lab cleanup` removes what a
 //! crashed run left behind.
 
+use crate::lab::hang::scenario::Reached;
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::AsRawFd;
@@ -671,15 +672,15 @@ impl Cluster {
     }
 
     /// Can a TCP connection from `node` reach `addr`? "ok" or the errno, NCCL-style.
-    pub fn probe(&self, node: usize, addr: std::net::SocketAddr) -> String {
+    pub fn probe(&self, node: usize, addr: std::net::SocketAddr) -> Reached {
         let timeout = std::time::Duration::from_millis(1500);
         match (&self.vnet, self.netns_path(node)) {
             (Some(v), _) => match v.connect(node, addr, timeout) {
-                Ok(_) => "ok".into(),
-                Err(e) => crate::comm::cpu::net::describe(&e),
+                Ok(_) => Reached::Ok,
+                Err(e) => Reached::from_io(&e),
             },
             (None, Some(path)) => probe(&path, addr),
-            (None, None) => "no such node".into(),
+            (None, None) => Reached::NoSuchNode,
         }
     }
 
@@ -855,18 +856,18 @@ pub fn interfaces(netns_path: &str) -> Result<Vec<Iface>, ClusterError> {
 }
 
 /// Can a TCP connection from inside `netns_path` reach `addr`? "ok" or the errno, NCCL-style.
-pub fn probe(netns_path: &str, addr: std::net::SocketAddr) -> String {
+pub fn probe(netns_path: &str, addr: std::net::SocketAddr) -> Reached {
     in_netns(
         netns_path,
         move || match std::net::TcpStream::connect_timeout(
             &addr,
             std::time::Duration::from_millis(1500),
         ) {
-            Ok(_) => "ok".to_string(),
-            Err(e) => crate::comm::cpu::net::describe(&e),
+            Ok(_) => Reached::Ok,
+            Err(e) => Reached::from_io(&e),
         },
     )
-    .unwrap_or_else(|e| e.to_string())
+    .unwrap_or_else(|e| Reached::Other(e.to_string()))
 }
 
 pub fn is_fabric(ip: &IpAddr) -> bool {

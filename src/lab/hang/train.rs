@@ -23,6 +23,7 @@ use crate::collective::{Algorithm, Collective, Dtype, Op, Schedule, Spec};
 use crate::comm::cpu::reduce::AlignedBuf;
 use crate::comm::cpu::store::StoreClient;
 use crate::comm::cpu::tcp::{RankEnv, TcpComm, partners};
+use crate::lab::Phase;
 use crate::lab::hang::trace::{Call, Recorder};
 use crate::lab::job::Fault;
 use crate::lab::{Event, Job};
@@ -200,7 +201,7 @@ pub fn run_job(
     env: &RankEnv,
     job: &Job,
     store: &mut StoreClient,
-    phase: &dyn Fn(&str),
+    phase: &dyn Fn(Phase),
     emit: &mut dyn FnMut(Event),
 ) -> Result<(), Fault> {
     let spec = job
@@ -216,7 +217,7 @@ pub fn run(
     job: &Job,
     spec: &TrainSpec,
     store: &mut StoreClient,
-    phase: impl Fn(&str),
+    phase: impl Fn(Phase),
     emit: &mut dyn FnMut(Event),
 ) -> Result<(), Fault> {
     let err = |e: &dyn std::fmt::Display| Fault::Error(e.to_string());
@@ -225,7 +226,8 @@ pub fn run(
     let es = Dtype::F32.size();
     let shape = ring(world, world).map_err(|e| err(&e))?;
     let neighbours = partners(rank, &[&shape]);
-    let mut comm = TcpComm::init(env, store, &neighbours, &phase).map_err(|e| err(&e))?;
+    let mut comm =
+        TcpComm::init(env, store, &neighbours, |s| phase(Phase::Setup(s))).map_err(|e| err(&e))?;
     emit(Event::Transport {
         rank,
         transport: comm.transport_set(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::comm::cpu::ifaces;
 use crate::comm::cpu::store::StoreServer;
 use crate::comm::cpu::wire::{Token, new_token, token_from_hex, token_hex};
-use crate::lab::{Event, Job};
+use crate::lab::{Event, Job, Phase};
 
 /// Where the job runs.
 #[derive(Debug, Clone)]
@@ -147,14 +147,13 @@ pub struct Failure {
     pub kind: FailKind,
     pub reason: String,
     /// (rank, last phase, seconds since its last progress)
-    pub ranks: Vec<(usize, String, f64)>,
+    pub ranks: Vec<(usize, Phase, f64)>,
     /// The last log lines per rank.
     pub logs: Vec<(usize, Vec<String>)>,
     /// Each rank's process when the job failed: running, stopped (state T), or gone.
     pub processes: Vec<(usize, crate::lab::job::Process)>,
-    /// Each rank's state letter in /proc/PID/stat when the job failed (R, S, D, T, …), or
-    /// `gone` for a process that has ended.
-    pub states: Vec<(usize, String)>,
+    /// Each rank's state in /proc/PID/stat when the job failed (R, S, D, T, …), or gone.
+    pub states: Vec<(usize, crate::lab::job::ProcState)>,
 }
 
 impl std::fmt::Display for Failure {
@@ -217,9 +216,6 @@ fn master(l: &Launch) -> Result<SocketAddr, LaunchError> {
 /// How long a rank may take to say its first word before the watchdog counts it as hung,
 /// whatever the job's timeout: starting a process on a loaded machine can take a second or more.
 const START_GRACE: Duration = Duration::from_secs(10);
-
-/// A rank's phase until its first message: the watchdog gives it [`START_GRACE`].
-const STARTING: &str = "starting";
 
 struct Ranks {
     children: Vec<(usize, Child)>,
@@ -711,7 +707,7 @@ struct RankState {
     /// The rank reported an error of its own (its exit is the consequence, not the cause).
     failed: bool,
     eof: bool,
-    phase: String,
+    phase: Phase,
     last: Instant,
     done: bool,
     exited: Option<ExitStatus>,
@@ -762,7 +758,7 @@ fn watch(
                 RankState {
                     failed: false,
                     eof: false,
-                    phase: STARTING.into(),
+                    phase: Phase::Starting,
                     last: Instant::now(),
                     done: false,
                     exited: None,
@@ -845,11 +841,13 @@ fn take(st: &mut [(usize, RankState)], msg: &Msg) -> Option<(usize, FailKind, St
     let (_, s) = st.iter_mut().find(|(r, _)| *r == rank)?;
     match msg {
         Msg::Event(ev @ (Event::Phase { .. } | Event::Step { .. })) => {
-            s.phase = ev.phase_text().unwrap_or_default();
+            if let Some(p) = ev.phase() {
+                s.phase = p;
+            }
             s.last = Instant::now();
         }
         Msg::Event(Event::Done { .. }) => {
-            s.phase = "done".into();
+            s.phase = Phase::Done;
             s.done = true;
         }
         Msg::Event(Event::Error { message, hang, .. }) => {
@@ -879,11 +877,10 @@ fn error_reason(rank: usize, s: &RankState, message: &str, hang: bool) -> (FailK
             ),
         )
     } else {
-        // "spawned" is the phase before any: say start-up.
-        let during = if s.phase == "spawned" {
-            "start-up"
-        } else {
-            &s.phase
+        // Spawned is the phase before any: say start-up.
+        let during = match &s.phase {
+            Phase::Spawned => "start-up".to_string(),
+            p => p.to_string(),
         };
         (
             FailKind::Error,
@@ -994,10 +991,10 @@ fn failure(st: &[(usize, RankState)], ranks: &Ranks, kind: FailKind, reason: Str
                 Some(_) => None,
                 None => child(r).and_then(|c| process_state(c.id())),
             };
-            let state = match letter {
-                None | Some('Z' | 'X') => "gone".to_string(),
-                Some(c) => c.to_string(),
-            };
+            let state = letter.map_or(
+                crate::lab::job::ProcState::Gone,
+                crate::lab::job::ProcState::from_letter,
+            );
             (*r, state)
         })
         .collect();
@@ -1020,17 +1017,17 @@ fn failure(st: &[(usize, RankState)], ranks: &Ranks, kind: FailKind, reason: Str
 }
 
 /// How long a rank in `phase` may go without a word before the watchdog calls it hung.
-fn patience(l: &Launch, phase: &str) -> Duration {
-    if phase == STARTING {
-        l.timeout.max(START_GRACE)
-    } else if phase.starts_with(crate::comm::nccl::CUDA_INIT) {
+fn patience(l: &Launch, phase: &Phase) -> Duration {
+    use crate::comm::Setup;
+    match phase {
+        Phase::Starting => l.timeout.max(START_GRACE),
         // Creating a CUDA context is not NCCL's init: a big GPU's first one can take
         // seconds, and the scenario's short watchdog is for what comes after.
-        l.timeout.max(crate::comm::nccl::CUDA_INIT_GRACE)
-    } else if phase.starts_with(crate::comm::nccl::NCCL_INIT) {
-        l.timeout.max(l.nccl_init_grace)
-    } else {
-        l.timeout
+        Phase::Setup(Setup::CudaInit { .. } | Setup::CudaAndInitAll { .. }) => {
+            l.timeout.max(crate::comm::nccl::CUDA_INIT_GRACE)
+        }
+        Phase::Setup(Setup::NcclInit { .. }) => l.timeout.max(l.nccl_init_grace),
+        _ => l.timeout,
     }
 }
 
@@ -1056,17 +1053,20 @@ mod cpu_tests {
     fn nccl_init_gets_its_grace_and_nothing_else_does() {
         let mut l = Launch::single(2);
         l.timeout = Duration::from_secs(6);
-        let init = format!("{} on GPU 0", crate::comm::nccl::NCCL_INIT);
+        use crate::comm::Setup;
+        let init = Phase::Setup(Setup::NcclInit { gpu: 0 });
         assert_eq!(patience(&l, &init), Duration::from_secs(6));
         l.nccl_init_grace = Duration::from_secs(30);
         assert_eq!(patience(&l, &init), Duration::from_secs(30));
-        assert_eq!(
-            patience(&l, "all-reduce 8 B (in-place)"),
-            Duration::from_secs(6)
-        );
-        let cuda = format!("{} on GPU 0", crate::comm::nccl::CUDA_INIT);
+        let timing = Phase::Timing {
+            coll: crate::collective::Collective::AllReduce,
+            size: 8,
+            in_place: true,
+        };
+        assert_eq!(patience(&l, &timing), Duration::from_secs(6));
+        let cuda = Phase::Setup(Setup::CudaInit { gpu: 0 });
         assert_eq!(patience(&l, &cuda), crate::comm::nccl::CUDA_INIT_GRACE);
-        assert_eq!(patience(&l, STARTING), START_GRACE);
+        assert_eq!(patience(&l, &Phase::Starting), START_GRACE);
     }
     use crate::lab::Job;
 

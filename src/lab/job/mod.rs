@@ -40,6 +40,69 @@ impl fmt::Display for Fault {
     }
 }
 
+/// A rank's process as `/proc/PID/stat` gives it when the job failed (proc(5): `R` running,
+/// `S` sleeping, which is a rank blocked in a socket or a futex, `D` in uninterruptible wait,
+/// `T` stopped, `t` stopped by a tracer), or gone (exited, a zombie, or no such process).
+/// Written and read as the letter, or `gone`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum ProcState {
+    Running,
+    Sleeping,
+    DiskWait,
+    Stopped,
+    Gone,
+    /// Any other letter the kernel gives (`I` idle, `W`, …).
+    Other(char),
+}
+
+impl ProcState {
+    /// From the state letter; `Z` and `X` (a zombie, dead) are gone.
+    pub fn from_letter(c: char) -> ProcState {
+        match c {
+            'R' => ProcState::Running,
+            'S' => ProcState::Sleeping,
+            'D' => ProcState::DiskWait,
+            'T' | 't' => ProcState::Stopped,
+            'Z' | 'X' => ProcState::Gone,
+            other => ProcState::Other(other),
+        }
+    }
+    /// A rank that cannot make progress by itself: stopped or gone.
+    pub fn is_dead_or_stopped(self) -> bool {
+        matches!(self, ProcState::Stopped | ProcState::Gone)
+    }
+}
+
+impl std::fmt::Display for ProcState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProcState::Running => f.write_str("R"),
+            ProcState::Sleeping => f.write_str("S"),
+            ProcState::DiskWait => f.write_str("D"),
+            ProcState::Stopped => f.write_str("T"),
+            ProcState::Gone => f.write_str("gone"),
+            ProcState::Other(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+impl From<ProcState> for String {
+    fn from(s: ProcState) -> String {
+        s.to_string()
+    }
+}
+
+impl From<String> for ProcState {
+    fn from(s: String) -> ProcState {
+        let mut chars = s.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => ProcState::from_letter(c),
+            _ => ProcState::Gone,
+        }
+    }
+}
+
 /// How a rank's process stood when the dumps were gathered (the launcher knows; a stopped
 /// process cannot say so itself).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

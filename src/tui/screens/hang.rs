@@ -865,18 +865,12 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             t.strong,
         ));
         for rr in &r.staged.ranks {
-            let state = rr.state.as_deref().unwrap_or("-");
+            let state = rr.state.map_or_else(|| "-".to_string(), |s| s.to_string());
+            let stuck = rr.state.is_some_and(|s| s.is_dead_or_stopped());
             let gpu = rr.gpu_util.map_or("-", GpuUtil::shown);
             out.push(Line::from(vec![
                 Span::raw(format!("  {:<4} {:<5} {:<32} ", rr.rank, rr.node, rr.phase)),
-                Span::styled(
-                    format!("{state:<5} "),
-                    if state == "T" || state == "gone" {
-                        t.error
-                    } else {
-                        t.base
-                    },
-                ),
+                Span::styled(format!("{state:<5} "), if stuck { t.error } else { t.base }),
                 Span::styled(
                     gpu.to_string(),
                     if rr.gpu_util == Some(GpuUtil::Idle) {
@@ -956,13 +950,17 @@ fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
             ));
         }
         for x in &d.reachability {
-            let st = if x.result == "ok" { t.ok } else { t.warn };
+            let st = if x.result == scenario::Reached::Ok {
+                t.ok
+            } else {
+                t.warn
+            };
             out.push(Line::from(vec![
                 Span::raw(format!(
                     "  node {} → rank {} at {:<22} ",
                     x.from_node, x.to_rank, x.addr
                 )),
-                Span::styled(x.result.clone(), st),
+                Span::styled(x.result.to_string(), st),
             ]));
         }
     }

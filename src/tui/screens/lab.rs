@@ -392,7 +392,7 @@ impl LabState {
                     && let Some(p) = self.phases.get_mut(*rank)
                     && p.frozen.is_none()
                 {
-                    *p = RankRow::new(phase);
+                    *p = RankRow::new(&phase.to_string());
                 }
                 if let Event::Done { rank } = &ev
                     && let Some(p) = self.phases.get_mut(*rank)

@@ -275,9 +275,10 @@ pub(super) const RULES: &[Rule] = &[
     Rule {
         culprit: Culprit::ConnectionDropped,
         test: |e| {
-            let x = e.d.reachability.iter().find(|x| {
-                x.result == "Connection timed out" && x.from_node != e.node_of(x.to_rank)
-            })?;
+            let x =
+                e.d.reachability.iter().find(|x| {
+                    x.result == Reached::TimedOut && x.from_node != e.node_of(x.to_rank)
+                })?;
             Some(format!(
                 "node {} → rank {} at {}: Connection timed out. The address is on the fabric and \
                  the store's port answered, so the host is up: new connections to the job's \
@@ -289,7 +290,7 @@ pub(super) const RULES: &[Rule] = &[
     Rule {
         culprit: Culprit::StoreUnreachable,
         test: |e| {
-            let spawned = |p: &str| p == "spawned";
+            let spawned = |p: &crate::lab::Phase| *p == crate::lab::Phase::Spawned;
             if e.published() >= e.f.ranks.len().max(1)
                 || !e.f.ranks.iter().any(|(_, p, _)| spawned(p))
             {

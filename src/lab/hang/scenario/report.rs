@@ -11,7 +11,7 @@ pub struct RankReport {
     /// The rank's process state when the job was stopped, read from /proc/PID/stat: `R`
     /// running, `S` sleeping (waiting on a socket), `T` stopped, `gone` ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<crate::lab::job::ProcState>,
     /// What `nvidia-smi` would show of the rank's GPU while the job is stuck, as NCCL behaves
     /// (absent when the run did not get stuck).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,7 +48,64 @@ pub struct Reach {
     pub from_node: usize,
     pub to_rank: usize,
     pub addr: String,
-    pub result: String,
+    pub result: Reached,
+}
+
+/// What a connect from a node to a rank's address did: the kernel's answer, in its words
+/// (strerror's) when it is one the evidence reads, else the text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum Reached {
+    Ok,
+    Refused,
+    TimedOut,
+    NoRoute,
+    NetworkUnreachable,
+    NoSuchNode,
+    Other(String),
+}
+
+impl Reached {
+    const WORDS: [(Reached, &'static str); 6] = [
+        (Reached::Ok, "ok"),
+        (Reached::Refused, "Connection refused"),
+        (Reached::TimedOut, "Connection timed out"),
+        (Reached::NoRoute, "No route to host"),
+        (Reached::NetworkUnreachable, "Network is unreachable"),
+        (Reached::NoSuchNode, "no such node"),
+    ];
+
+    /// A connect's failure.
+    pub fn from_io(e: &std::io::Error) -> Reached {
+        Reached::from(crate::comm::cpu::net::describe(e))
+    }
+}
+
+impl std::fmt::Display for Reached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reached::Other(t) => f.write_str(t),
+            known => {
+                let w = Reached::WORDS.iter().find(|(r, _)| r == known);
+                f.write_str(w.map_or("", |(_, w)| w))
+            }
+        }
+    }
+}
+
+impl From<Reached> for String {
+    fn from(r: Reached) -> String {
+        r.to_string()
+    }
+}
+
+impl From<String> for Reached {
+    fn from(s: String) -> Reached {
+        Reached::WORDS
+            .iter()
+            .find(|(_, w)| *w == s)
+            .map_or(Reached::Other(s), |(r, _)| r.clone())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

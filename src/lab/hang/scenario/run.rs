@@ -495,12 +495,10 @@ pub fn run_on(
                 .cloned()
                 .unwrap_or_else(|| "not started".into()),
             advertised: None,
-            state: staged.failure.as_ref().and_then(|f| {
-                f.states
-                    .iter()
-                    .find(|(pr, _)| *pr == r)
-                    .map(|(_, p)| p.clone())
-            }),
+            state: staged
+                .failure
+                .as_ref()
+                .and_then(|f| f.states.iter().find(|(pr, _)| *pr == r).map(|(_, p)| *p)),
             gpu_util: None,
         })
         .collect::<Vec<_>>();
@@ -531,9 +529,14 @@ pub fn run_on(
     let stuck_phase = staged.failure.as_ref().and_then(|f| {
         f.ranks
             .iter()
-            .find(|(_, p, _)| p.starts_with("connect"))
+            .find(|(_, p, _)| {
+                matches!(
+                    p,
+                    crate::lab::Phase::Setup(crate::comm::Setup::Connect { .. })
+                )
+            })
             .or(f.ranks.first())
-            .map(|(_, p, _)| p.clone())
+            .map(|(_, p, _)| p.to_string())
     });
     let report_staged = Staged {
         outcome: staged.outcome,
@@ -566,9 +569,10 @@ fn gpu_util(outcome: Outcome, d: &Diagnosis, rr: &RankReport) -> Option<GpuUtil>
     if let Some(t) = &d.trace {
         return t.gpu_util.get(rr.rank).copied();
     }
-    Some(match rr.state.as_deref() {
-        Some("T" | "gone") => GpuUtil::NoProcess,
-        _ => GpuUtil::Idle,
+    Some(if rr.state.is_some_and(|s| s.is_dead_or_stopped()) {
+        GpuUtil::NoProcess
+    } else {
+        GpuUtil::Idle
     })
 }
 
