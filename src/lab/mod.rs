@@ -286,7 +286,7 @@ pub enum Event {
     Done {
         rank: usize,
     },
-    /// How this rank's bytes travel, once its communicator is up: `SHM`, `NET` or `SHM+NET`
+    /// How this rank's bytes travel, once its communicator is up: `P2P`, `SHM`, `NET` or a mix such as `P2P+NET`
     /// (the TCP backend; NCCL names its own choice in its log).
     Transport {
         rank: usize,

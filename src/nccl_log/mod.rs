@@ -1,7 +1,8 @@
 //! NCCL's log, as a grammar: one typed [`Msg`] for each line ringlab writes or reads, with
 //! [`Msg::format`] for a given release and [`parse_line`] / [`parse_msg`] for any release.
 //! The emulated NCCL (comm::log) writes through it; the doctor, the hang lab's analysis and
-//! its screen read through it. Nothing else matches NCCL's text.
+//! its screen read through it. (The doctor's checks still test a few message prefixes of
+//! lines this grammar parses as text: `src/lab/doctor/checks.rs`.)
 //!
 //! A line is `host:pid:tid [dev] NCCL INFO msg`; a WARN starts with an empty line and carries
 //! the source place, `\n[2026-12-03 10:11:12] host:pid:tid [0] misc/socket.cc:582 NCCL WARN msg`

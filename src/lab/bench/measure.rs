@@ -57,7 +57,7 @@ pub struct Call {
 pub trait Rig {
     /// Ranks in the job.
     fn world(&self) -> usize;
-    /// How this rank's bytes travel (`SHM`, `NET`, `SHM+NET`), where the rig knows.
+    /// How this rank's bytes travel (`P2P`, `SHM`, `NET`, or a mix such as `P2P+NET`), where the rig knows.
     fn transport(&self) -> Option<crate::comm::cpu::tcp::Transports> {
         None
     }

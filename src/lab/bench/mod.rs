@@ -37,7 +37,7 @@ pub struct Row {
     pub busbw_gbps: f64,
     /// None where nothing was checked (nccl-tests prints N/A): JSON null.
     pub wrong: Option<u64>,
-    /// How the bytes travelled (`SHM`, `NET`, `SHM+NET`), as the ranks reported it.
+    /// How the bytes travelled (`P2P`, `SHM`, `NET`, or a mix such as `P2P+NET`), as the ranks reported it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::comm::cpu::tcp::Transports>,
     /// Several ranks took turns on one GPU (`--ranks-per-gpu`): the bytes crossed host
@@ -323,7 +323,7 @@ impl Collector {
         })
     }
 
-    /// The transports the ranks reported, together (shown `SHM`, `NET`, `SHM+NET`).
+    /// The transports the ranks reported, together (shown `P2P`, `SHM`, `NET`, or a mix such as `P2P+NET`).
     pub fn transport(&self) -> Option<crate::comm::cpu::tcp::Transports> {
         (!self.transports.is_empty()).then(|| {
             self.transports

@@ -1,5 +1,5 @@
 //! The hang lab: scenarios are data (`labs/*.toml`). A scenario is staged on a virtual cluster,
-//! the sanity all-reduce runs under it, the watchdog declares the hang, evidence is gathered
+//! its job (a training loop) runs under it, the watchdog declares the hang, evidence is gathered
 //! while the ranks still wait (interface tables, advertised addresses, a reachability matrix,
 //! last log lines), a culprit is named from that evidence, and the fix is applied and re-run.
 

@@ -15,7 +15,7 @@ pub(super) struct RunResult {
     phases: BTreeMap<usize, String>,
     values: Vec<(usize, f64)>,
     evidence: Option<Diagnosis>,
-    /// How the ranks' bytes travelled (`SHM`, `NET`, `SHM+NET`), as they reported it.
+    /// How the ranks' bytes travelled (`P2P`, `SHM`, `NET`, or a mix such as `P2P+NET`), as they reported it.
     transport: Option<crate::comm::cpu::tcp::Transports>,
 }
 

@@ -40,7 +40,8 @@ pub const VERSION: u32 = 1;
 /// Collectives each rank keeps (PyTorch keeps TORCH_FR_BUFFER_SIZE of them).
 pub const DEFAULT_ENTRIES: usize = 64;
 
-/// What a rank asked for in one collective: what the TCP backend's header carries.
+/// What a rank asked for in one collective, as its flight recorder keeps it (PyTorch's
+/// entries carry the same fields as text).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Call {
     pub coll: String,
@@ -58,7 +59,7 @@ pub struct Call {
 }
 
 impl Call {
-    /// The header hash: FNV-1a over the fields, so peers compare one number per collective.
+    /// A hash of the fields (FNV-1a): the analyser compares one number per collective.
     pub fn hash(&self) -> u64 {
         let text = format!(
             "{}|{}|{}|{}|{}|{}|{}",
