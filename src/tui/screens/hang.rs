@@ -93,8 +93,7 @@ impl HangState {
             error: None,
             typing: None,
             trying: String::new(),
-            // SAFETY: geteuid has no preconditions.
-            root: unsafe { libc::geteuid() } == 0,
+            root: nix::unistd::geteuid().is_root(),
             nccl: false,
             blind: false,
             version: None,
