@@ -144,7 +144,7 @@ pub fn numeric_hint(unit: Option<Unit>) -> &'static str {
         Some(Unit::Bytes) => "a size, e.g. 1.75e9, 1.75 GB, 16 KiB",
         Some(Unit::GbPerS) => "a bandwidth in GB/s, e.g. 48.5 or 48.5 GB/s",
         Some(Unit::Micros) => "a time, e.g. 28 µs, 0.028 ms, 28",
-        None => "a number, e.g. 14, 1,750 or 1.75e9",
+        None => "a number, e.g. 14, 1,750, 0.23, 7/31 or 1.75e9",
     }
 }
 
@@ -231,23 +231,52 @@ pub fn parse_quantity(input: &str, unit: Option<Unit>) -> Result<f64, String> {
     if input.trim().is_empty() {
         return Err("no answer".into());
     }
-    let (value, tail) = split_quantity(input)?;
+    if unit.is_none()
+        && let Some(f) = fraction(input)
+    {
+        return f;
+    }
+    let (value, tail) = match split_quantity(input) {
+        Err(_) if unit.is_none() => return Err(plain_number_refusal(input)),
+        r => r?,
+    };
     if tail.is_empty() {
         return Ok(value);
     }
+    let Some(u) = unit else {
+        return Err(plain_number_refusal(&tail));
+    };
     let (family, scale) = unit_scale(&tail)?;
-    match unit {
-        None => Err(format!(
-            "this answer is a plain number; drop the unit “{tail}”"
-        )),
-        Some(u) if family_of(u) != family => Err(format!(
+    if family_of(u) != family {
+        return Err(format!(
             "“{tail}” is {}, but this answer is {}: answer in {}",
             family.describe(),
             family_of(u).describe(),
             u.symbol()
-        )),
-        Some(_) => Ok(value * scale),
+        ));
     }
+    Ok(value * scale)
+}
+
+/// `a/b` typed for a plain number (a fraction such as the pipeline bubble's 7/31): its value,
+/// or why not; None where the input is not of that shape.
+fn fraction(input: &str) -> Option<Result<f64, String>> {
+    let (a, b) = input.split_once('/')?;
+    let num = |s: &str| s.trim().replace(',', "").parse::<f64>().ok();
+    let (a, b) = (num(a)?, num(b)?);
+    Some(if b == 0.0 {
+        Err("a fraction with 0 below the line has no value".into())
+    } else {
+        Ok(a / b)
+    })
+}
+
+/// What to type where a plain number (a count, a fraction) is asked and `what` came with it.
+fn plain_number_refusal(what: &str) -> String {
+    format!(
+        "this answer is a plain number: type it alone (14, 0.23, 7/31 or 1.75e9), without “{}”",
+        what.trim()
+    )
 }
 
 /// The expected answer, for feedback: `117440512 B (112 MiB)`, `b) chunk 0, to rank 3`, ….
@@ -289,6 +318,27 @@ pub fn format_quantity(x: f64, unit: Option<Unit>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plain-number answer takes a fraction as typed (the pipeline bubble's 7/31), and a word
+    /// after a count is refused with what to type, not a list of byte units.
+    #[test]
+    fn a_fraction_is_a_number_and_a_counts_word_says_what_to_type() {
+        let v = parse_quantity("7/31", None).expect("a fraction");
+        assert!((v - 7.0 / 31.0).abs() < 1e-12, "{v}");
+        assert_eq!(parse_quantity(" 1,000 / 4 ", None), Ok(250.0));
+        let e = parse_quantity("1/0", None).expect_err("no value");
+        assert!(e.contains("0 below the line"), "{e}");
+        for typed in ["56 steps", "56steps", "7/x"] {
+            let e = parse_quantity(typed, None).expect_err(typed);
+            assert!(
+                e.contains("plain number") && !e.contains("KiB"),
+                "{typed}: {e}"
+            );
+        }
+        // A unit is still a unit where one is asked for.
+        assert!(parse_quantity("7/31", Some(Unit::Bytes)).is_err());
+        assert_eq!(parse_quantity("1 KiB", Some(Unit::Bytes)), Ok(1024.0));
+    }
 
     #[test]
     fn numbers_in_every_spelling() {

@@ -156,7 +156,7 @@ pub struct RingState {
     pub narrate: bool,
     /// The caption of the step just applied (empty unless `narrate`).
     pub caption: String,
-    /// `M`: a message size being typed ("3 MiB", "1000000", "1.5 GB").
+    /// `M`: a message size being typed ("3 MiB", "1000000", "512 MB").
     pub typing: Option<crate::tui::field::Field>,
 }
 
@@ -441,7 +441,7 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, &[Char('a')], "next algorithm", Verb::Algo.act(), Some((2, "algorithm"))),
     bind(OWN, &[Char('c')], "next collective", Verb::Coll.act(), Some((2, "collective"))),
     bind(OWN, &[Char('m')], "next message size", Verb::Size.act(), Some((3, "size"))),
-    bind(OWN, &[Char('M')], "type a message size (3 MiB, 1000000, 1.5 GB)", Verb::TypeSize.act(), None),
+    bind(OWN, &[Char('M')], "type a message size (3 MiB, 1000000, 512 MB)", Verb::TypeSize.act(), None),
     bind(OWN, &[Char('L')], "link for time estimates", Verb::Link.act(), Some((3, "link"))),
 ];
 
