@@ -1293,3 +1293,42 @@ fn warmup_is_bounded_and_a_one_rank_table_says_what_it_is() {
         "{err}"
     );
 }
+
+/// A table measured with an experiment switch set says so in its header; a default run says
+/// nothing (`comm::cpu::tuning`).
+#[test]
+fn a_table_names_the_experiment_switches_it_was_measured_with() {
+    let args = [
+        "bench",
+        "--backend",
+        "tcp",
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "-n",
+        "3",
+        "-w",
+        "1",
+    ];
+    let out = ringlab_env(
+        &[("RINGLAB_SEND_SLICE", "0"), ("RINGLAB_TCP_CC", "system")],
+        &args,
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        table.contains(
+            "# Tuning (not the defaults): RINGLAB_SEND_SLICE=0 (unbounded), RINGLAB_TCP_CC=system"
+        ),
+        "{table}"
+    );
+    let plain = ringlab(&args);
+    let table = String::from_utf8_lossy(&plain.stdout);
+    assert!(plain.status.success());
+    assert!(!table.contains("# Tuning"), "{table}");
+}

@@ -260,6 +260,8 @@ fn head(args: &BenchArgs, s: &Setup) -> Head {
             .map(|k| format!("{} ({k} ranks per GPU)", gpu::SHARED_GPU)),
         repeat: job.repeat,
         iters: job.iters,
+        // Every rank inherits the launcher's environment, so the launcher reads what they will.
+        tuning: crate::comm::cpu::tuning::Tuning::get().changed(),
     }
 }
 

@@ -89,6 +89,9 @@ pub struct Head {
     /// `-R K`, and `-n`: each time is a median of K runs.
     pub repeat: usize,
     pub iters: usize,
+    /// The data path's experiment switches set away from their defaults (`NAME=value`):
+    /// a table measured with them is not the default's.
+    pub tuning: Vec<String>,
 }
 
 /// One format's writer: the header, each finished row (with the NCCL tuning line the ranks
@@ -137,6 +140,9 @@ impl RowWriter for TableWriter<'_> {
         }
         if let Some(n) = &h.shared_gpu {
             writeln!(self.out, "# {n}")?;
+        }
+        if !h.tuning.is_empty() {
+            writeln!(self.out, "# Tuning (not the defaults): {}", h.tuning.join(", "))?;
         }
         if h.repeat > 1 {
             writeln!(
