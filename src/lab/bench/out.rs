@@ -142,7 +142,11 @@ impl RowWriter for TableWriter<'_> {
             writeln!(self.out, "# {n}")?;
         }
         if !h.tuning.is_empty() {
-            writeln!(self.out, "# Tuning (not the defaults): {}", h.tuning.join(", "))?;
+            writeln!(
+                self.out,
+                "# Tuning (not the defaults): {}",
+                h.tuning.join(", ")
+            )?;
         }
         if h.repeat > 1 {
             writeln!(
