@@ -284,45 +284,7 @@ impl Topology {
 /// largest latency among the links it uses plus the slowest of max(sent, received) / bandwidth
 /// over every rank and both links. Steps with no transfers cost nothing.
 pub fn estimate_on(schedule: &Schedule, topo: &Topology) -> Estimate {
-    let n = schedule.spec().ranks;
-    // Index 0: the node's link, 1: the NIC.
-    let links = [&topo.intra, &topo.inter];
-    let (mut sent, mut recv) = (vec![[0u64; 2]; n], vec![[0u64; 2]; n]);
-    let (mut latency_s, mut bandwidth_s) = (0.0, 0.0);
-    for step in schedule.steps().iter().filter(|s| !s.transfers.is_empty()) {
-        let mut worst = [0u64; 2];
-        let mut used = [false; 2];
-        for t in &step.transfers {
-            let k = usize::from(topo.crosses(t.src as usize, t.dst as usize));
-            used[k] = true;
-            let b = schedule.transfer_bytes(t);
-            sent[t.src as usize][k] += b;
-            recv[t.dst as usize][k] += b;
-            worst[k] = worst[k]
-                .max(sent[t.src as usize][k])
-                .max(recv[t.dst as usize][k]);
-        }
-        for t in &step.transfers {
-            (sent[t.src as usize], recv[t.dst as usize]) = ([0; 2], [0; 2]);
-        }
-        let mut lat: f64 = 0.0;
-        let mut time: f64 = 0.0;
-        for k in 0..2 {
-            if used[k] {
-                lat = lat.max(links[k].latency_us * 1e-6);
-                if links[k].bandwidth_gbps > 0.0 {
-                    time = time.max(worst[k] as f64 / (links[k].bandwidth_gbps * 1e9));
-                }
-            }
-        }
-        latency_s += lat;
-        bandwidth_s += time;
-    }
-    Estimate {
-        latency_s,
-        bandwidth_s,
-        total_s: latency_s + bandwidth_s,
-    }
+    estimate_shaped(schedule, topo, &[])
 }
 
 /// A node whose link to the others carries less than the topology's NIC: a shaped or degraded

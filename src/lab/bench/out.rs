@@ -10,6 +10,9 @@ use std::io::{self, Write};
 use super::{Pairs, Row, Summary, measure::WIDE_SPREAD, table};
 use crate::lab::job::launch::FailKind;
 
+/// `--csv`'s header line: the columns of each line, in order (`doctor --bench` reads by it).
+pub const CSV_HEADER: &str = "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong";
+
 /// The output formats (`--csv`, `--json`, else the table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -201,10 +204,7 @@ struct CsvWriter<'w> {
 
 impl RowWriter for CsvWriter<'_> {
     fn header(&mut self, _: &Head) -> io::Result<()> {
-        writeln!(
-            self.out,
-            "coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong"
-        )
+        writeln!(self.out, "{CSV_HEADER}")
     }
     fn row(&mut self, row: Row, _: Option<(u64, String, String)>) -> io::Result<()> {
         writeln!(

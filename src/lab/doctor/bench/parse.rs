@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use super::{BenchFile, Placement, SizeRow, Source};
+use crate::lab::bench::out::CSV_HEADER;
 
 /// What could not be read, with where.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -76,7 +77,7 @@ pub fn read(name: &str, text: &str) -> Result<BenchFile, ReadError> {
     let first = text.lines().map(str::trim).find(|l| !l.is_empty());
     let file = match first {
         Some(l) if l.starts_with(JSON_LINE) => json(name, text)?,
-        Some(l) if l.starts_with("coll,backend,") => csv(name, text)?,
+        Some(l) if l == CSV_HEADER => csv(name, text)?,
         _ => table(name, text)?,
     };
     if file.rows.is_empty() && file.failed.is_empty() {
@@ -330,48 +331,52 @@ fn json(name: &str, text: &str) -> Result<BenchFile, ReadError> {
     Ok(file)
 }
 
-/// ringlab's `--csv`: `coll,backend,algo,ranks,size,count,type,redop,root,in_place,time_us,
-/// algbw_gbps,busbw_gbps,wrong` (an unchecked #wrong is empty).
+/// ringlab's `--csv`: the columns of [`CSV_HEADER`] (an unchecked #wrong is empty), found by
+/// name, so the writer and this reader share one list.
 fn csv(name: &str, text: &str) -> Result<BenchFile, ReadError> {
+    let names: Vec<&str> = CSV_HEADER.split(',').collect();
+    let at = |col: &str| names.iter().position(|n| *n == col).unwrap_or(0);
     let mut file = BenchFile::empty(name, Source::RinglabCsv);
     for (i, l) in text.lines().enumerate().skip(1) {
         let f: Vec<&str> = l.trim().split(',').collect();
         if f.len() == 1 && f[0].is_empty() {
             continue;
         }
-        if f.len() != 14 {
+        if f.len() != names.len() {
             return Err(ReadError::Fields {
                 file: name.into(),
                 line: i + 1,
                 found: f.len(),
-                expected: 14,
+                expected: names.len(),
                 text: l.into(),
             });
         }
-        let num = |what: &'static str, s: &str| {
-            s.parse::<f64>().map_err(|_| ReadError::Number {
+        let num = |what: &'static str| {
+            f[at(what)].parse::<f64>().map_err(|_| ReadError::Number {
                 file: name.into(),
                 line: i + 1,
                 what,
-                text: s.into(),
+                text: f[at(what)].into(),
             })
         };
-        let size = num("size", f[4])? as u64;
-        file.ranks = f[3].parse().ok().or(file.ranks);
+        let size = num("size")? as u64;
+        file.ranks = f[at("ranks")].parse().ok().or(file.ranks);
         let p = Placement {
-            time_us: num("time_us", f[10])?,
-            algbw: num("algbw_gbps", f[11])?,
-            busbw: num("busbw_gbps", f[12])?,
-            wrong: if f[13].is_empty() {
+            time_us: num("time_us")?,
+            algbw: num("algbw_gbps")?,
+            busbw: num("busbw_gbps")?,
+            wrong: if f[at("wrong")].is_empty() {
                 None
             } else {
-                Some(num("wrong", f[13])? as u64)
+                Some(num("wrong")? as u64)
             },
             deviation: None,
         };
-        let v =
-            serde_json::json!({"count": num("count", f[5])? as u64, "type": f[6], "redop": f[7]});
-        file.row_for(size, i + 1, &v).set(f[9] == "true", p);
+        let v = serde_json::json!({
+            "count": num("count")? as u64, "type": f[at("type")], "redop": f[at("redop")]
+        });
+        file.row_for(size, i + 1, &v)
+            .set(f[at("in_place")] == "true", p);
     }
     Ok(file)
 }
