@@ -661,6 +661,8 @@ pub struct Pass {
     /// peer it waits for.
     pub(crate) waits: Vec<libc::pollfd>,
     waiting_for: Vec<(usize, usize)>,
+    /// A send waits for a shaped link's bucket ([`crate::comm::cpu::pace`]): this long at most.
+    pub(crate) paced: Option<std::time::Duration>,
 }
 
 impl Pass {
@@ -672,6 +674,20 @@ impl Pass {
             revents: 0,
         });
         self.waiting_for.push((op, peer));
+    }
+    /// A send found its shaped link's bucket empty: wake when `want` bytes may go.
+    pub(crate) fn pace_wait(
+        &mut self,
+        pacer: Option<&std::sync::Mutex<crate::comm::cpu::pace::Pacer>>,
+        want: usize,
+    ) {
+        let Some(p) = pacer else { return };
+        let d = p
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .wait(want, std::time::Instant::now())
+            .max(std::time::Duration::from_micros(50));
+        self.paced = Some(self.paced.map_or(d, |x| x.min(d)));
     }
     /// Nothing to send and one peer to hear from: a receive may block (spinning first).
     pub(crate) fn may_block(&self, run: &Run) -> bool {
@@ -747,6 +763,7 @@ pub fn execute(
         pass.received = false;
         pass.active_sends = 0;
         pass.shm_wait = false;
+        pass.paced = None;
         pass.waits.clear();
         pass.waiting_for.clear();
         for p in 0..peers {
@@ -882,6 +899,16 @@ impl Waiter {
         {
             std::hint::spin_loop();
             return Ok(());
+        }
+        if let Some(d) = pass.paced {
+            // A shaped link's bucket refills: sleep until it holds a send's bytes, or until a
+            // socket has something sooner.
+            let ms = d.as_millis().clamp(1, 1000) as i32;
+            if pass.waits.is_empty() {
+                std::thread::sleep(d.min(std::time::Duration::from_secs(1)));
+                return Ok(());
+            }
+            return poll(pass, ms);
         }
         if pass.waits.is_empty() && !pass.shm_wait {
             // Nothing can move and nothing is waiting on the wire: the plan is inconsistent.

@@ -9,8 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-/// A link's rate in bytes per second.
+/// A link's rate in bytes per second; in files and JSON, tc's words (`200Mbit`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Rate {
     pub bytes_per_s: f64,
 }
@@ -83,6 +84,19 @@ fn unit_scale(unit: &str) -> Option<f64> {
     Some(mult * base)
 }
 
+impl TryFrom<String> for Rate {
+    type Error = RateError;
+    fn try_from(s: String) -> Result<Rate, RateError> {
+        s.parse()
+    }
+}
+
+impl From<Rate> for String {
+    fn from(r: Rate) -> String {
+        r.to_string()
+    }
+}
+
 impl std::fmt::Display for Rate {
     /// As tc prints it: the largest decimal unit of bits that keeps a whole number.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -148,6 +162,99 @@ impl Pacer {
     }
 }
 
+/// The variable that shapes a rank's links in the emulated cluster: `IFACE=RATE` pairs, comma
+/// separated (`eth0=200mbit`). A rank whose chosen interface is named paces its NET sends at that
+/// rate, as `tc … tbf` on that interface paces the namespace cluster's.
+pub const SHAPE_ENV: &str = "RINGLAB_SHAPE";
+
+/// The bucket's size: tc's `burst 64kb` as the lab stages it (iproute2 reads `kb` as KiB).
+pub const BURST: usize = 64 << 10;
+
+/// One shaped interface: `eth0=200mbit`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Shape {
+    pub iface: String,
+    pub rate: Rate,
+}
+
+/// A [`SHAPE_ENV`] value that cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("{SHAPE_ENV}: `{0}` is not IFACE=RATE (e.g. eth0=200mbit)")]
+    Pair(String),
+    #[error("{SHAPE_ENV}: {0}")]
+    Rate(#[from] RateError),
+}
+
+/// Read `eth0=200mbit,eth1=1gbit`.
+pub fn parse_shapes(text: &str) -> Result<Vec<Shape>, ShapeError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (iface, rate) = p
+                .split_once('=')
+                .filter(|(i, _)| !i.trim().is_empty())
+                .ok_or_else(|| ShapeError::Pair(p.to_string()))?;
+            Ok(Shape {
+                iface: iface.trim().to_string(),
+                rate: rate.parse()?,
+            })
+        })
+        .collect()
+}
+
+/// [`SHAPE_ENV`] as one value, from shapes.
+pub fn shapes_env(shapes: &[Shape]) -> String {
+    shapes
+        .iter()
+        .map(|s| format!("{}={}", s.iface, s.rate))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The emulated bucket's size: tc's burst, or 20 ms of the rate where that is more. The
+/// kernel's tbf is woken by a timer on time; a rank on a busy host can be woken milliseconds
+/// late, and a bucket that overflowed meanwhile would lose the link's time (ringlab's choice:
+/// the average rate holds, at the price of a larger first burst).
+pub fn bucket(rate: Rate) -> usize {
+    BURST.max((rate.bytes_per_s * 0.020) as usize)
+}
+
+static PACER: std::sync::OnceLock<std::sync::Mutex<Pacer>> = std::sync::OnceLock::new();
+
+/// This process's NET sends leave through `iface`: where [`SHAPE_ENV`] shapes it, pace them
+/// from now on. Returns the rate, if any.
+pub fn activate(iface: &str) -> Result<Option<Rate>, ShapeError> {
+    let Ok(v) = std::env::var(SHAPE_ENV) else {
+        return Ok(None);
+    };
+    let rate = parse_shapes(&v)?
+        .into_iter()
+        .find(|s| s.iface == iface)
+        .map(|s| s.rate);
+    if let Some(r) = rate {
+        let _ = PACER.set(std::sync::Mutex::new(Pacer::new(
+            r,
+            bucket(r),
+            Instant::now(),
+        )));
+    }
+    Ok(rate)
+}
+
+/// The pacer of this process's NET sends, once [`activate`] found its interface shaped.
+pub fn active() -> Option<&'static std::sync::Mutex<Pacer>> {
+    PACER.get()
+}
+
+impl Pacer {
+    /// Put back `n` bytes taken but not sent (the socket took fewer).
+    pub fn give_back(&mut self, n: usize) {
+        self.tokens = (self.tokens + n as f64).min(self.burst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +302,30 @@ mod tests {
         assert!((sent as f64) <= expected, "{sent} > {expected}");
         assert!((sent as f64) > 0.99 * rate.bytes_per_s, "{sent}");
         assert_eq!(p.wait(1, now + Duration::from_secs(1)), Duration::ZERO);
+    }
+
+    #[test]
+    fn shapes_read_and_write_back_and_bad_pairs_are_named() {
+        let s = parse_shapes("eth0=200mbit, eth1=1gbit").expect("shapes");
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].iface, "eth0");
+        assert_eq!(s[0].rate.bytes_per_s, 25e6);
+        assert_eq!(shapes_env(&s), "eth0=200Mbit,eth1=1Gbit");
+        assert_eq!(parse_shapes(&shapes_env(&s)), Ok(s));
+        assert_eq!(parse_shapes("eth0"), Err(ShapeError::Pair("eth0".into())));
+        let e = parse_shapes("eth0=0mbit").expect_err("zero");
+        assert!(e.to_string().contains("above 0"), "{e}");
+        assert_eq!(parse_shapes(""), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn bytes_taken_and_not_sent_go_back_to_the_bucket() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new("8mbit".parse().expect("rate"), 1000, t0);
+        assert_eq!(p.take(600, t0), 600);
+        p.give_back(200);
+        assert_eq!(p.take(1000, t0), 600);
+        p.give_back(5000);
+        assert_eq!(p.take(5000, t0), 1000, "never more than a burst");
     }
 }

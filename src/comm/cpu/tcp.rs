@@ -402,6 +402,12 @@ fn listen(env: &RankEnv) -> Result<(TcpListener, SocketAddr), CommError> {
         }
     };
     let (ip, chosen) = choose_address(env.multi_node)?;
+    // The emulated cluster's shaped link: this rank's sends leave through `chosen`.
+    super::pace::activate(&chosen.name).map_err(|e| CommError::Io {
+        rank,
+        what: "reading the link's shape".into(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, e),
+    })?;
     log::info_msg(&Msg::Using {
         what: UsingWhat::Bootstrap,
         ifaces: vec![chosen.clone()],

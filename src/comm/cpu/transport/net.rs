@@ -76,6 +76,19 @@ impl PeerLink for TcpLink {
         let done = run.st[i].done;
         let data = run.send_bytes(i, done, ready);
         let data = &data[..data.len().min(slice)];
+        // A shaped link (the emulated cluster's tc): only what the bucket holds goes now.
+        let pacer = crate::comm::cpu::pace::active();
+        let (data, next) = match pacer.map(paced(data.len())) {
+            Some(0) => {
+                pass.active_sends += 1;
+                pass.pace_wait(pacer, data.len());
+                return Ok(true);
+            }
+            Some(n) => (&data[..n], None),
+            None => (data, next),
+        };
+        // Nothing corked behind a paced send: the next bytes may wait for the bucket.
+        let more = more && pacer.is_none();
         let second: &[u8] = match next {
             Some(j) => {
                 let a = run.op(j).range.start;
@@ -90,6 +103,12 @@ impl PeerLink for TcpLink {
         } else {
             sys_send_two(fd, data, second)
         };
+        if let Some(p) = pacer {
+            let went = sent.as_ref().map_or(0, |&n| n);
+            p.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .give_back(first - went.min(first));
+        }
         match sent {
             Ok(n) => {
                 let k = n.min(first);
@@ -262,6 +281,15 @@ fn took(
 }
 
 /// Spin briefly on a nonblocking receive, then block.
+/// Take up to `want` bytes from a pacer's bucket (0: none yet).
+fn paced(want: usize) -> impl FnOnce(&std::sync::Mutex<crate::comm::cpu::pace::Pacer>) -> usize {
+    move |p| {
+        p.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(want, std::time::Instant::now())
+    }
+}
+
 fn recv_spin_then_block(fd: i32, data: &mut [u8]) -> io::Result<usize> {
     let start = std::time::Instant::now();
     let mut k = 0u32;
