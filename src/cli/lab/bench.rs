@@ -67,12 +67,26 @@ pub struct BenchArgs {
     /// `-g N`), the quickest sweep on one machine.
     #[arg(long)]
     pub single_process: bool,
+    /// The pairwise sweep: sendrecv between every pair of nodes, one pair at a time, as a
+    /// matrix of GB/s with the node in every slow pair marked. Needs --cluster.
+    #[arg(long, requires = "cluster")]
+    pub pairs: bool,
+    /// With --pairs: sweep the nodes of this hang-lab scenario's cluster, staged as the
+    /// scenario stages it (its shaped links; `ringlab lab list` names them).
+    #[arg(long, value_name = "SCENARIO", requires = "pairs")]
+    pub cluster: Option<String>,
+    /// With --cluster: network namespaces (netns, root), the emulated cluster, or auto.
+    #[arg(long, value_enum, default_value_t = crate::lab::hang::scenario::Mode::Auto, requires = "cluster")]
+    pub mode: crate::lab::hang::scenario::Mode,
     /// nccl-tests' -g (GPUs per process): refused with ringlab's way to say it.
     #[arg(short = 'g', long = "ngpus", hide = true, value_name = "N")]
     pub ngpus: Option<String>,
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.pairs {
+        return super::pairs::pairs(args);
+    }
     match setup(args)? {
         Ok(s) => run(args, s),
         Err(e) => exit2(e),

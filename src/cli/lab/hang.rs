@@ -333,6 +333,12 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
         println!("  {}", crate::lab::hang::trace::GPU_LEGEND);
     }
     let d = &r.diagnosis;
+    if let Some(sl) = &d.slow {
+        println!("\n== evidence: measured");
+        for l in sl.lines() {
+            println!("  {l}");
+        }
+    }
     if let Some(t) = &d.trace {
         println!(
             "\n== evidence: flight recorders lined up by collective number (✓ completed, … started, · scheduled, — never entered)"
@@ -349,7 +355,9 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
         for i in &d.interfaces {
             println!("  node {}  {:<8} {}", i.node, i.name, i.addr);
         }
-        println!("== evidence: can node i reach each advertised address?");
+        if !d.reachability.is_empty() {
+            println!("== evidence: can node i reach each advertised address?");
+        }
         for x in &d.reachability {
             println!(
                 "  node {} → rank {} at {:<22} {}",
@@ -375,6 +383,9 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
             f.outcome.name().to_uppercase(),
             f.allreduce_correct
         );
+        for l in f.slow.iter().flat_map(|sl| sl.lines()) {
+            println!("  {l}");
+        }
     }
     println!(
         "\n# the cluster, {}:",

@@ -6,6 +6,7 @@
 mod bench;
 mod hang;
 mod loopback;
+mod pairs;
 mod sanity;
 
 pub use bench::{BenchArgs, bench};

@@ -106,6 +106,19 @@ impl VNet {
         Self { nodes }
     }
 
+    /// Give every node a second NIC, `name`, on the data subnet 10.78.0.0/24 (see
+    /// [`data_ip`]), after its other interfaces; bound on 127.78.0.(i+1).
+    pub fn add_nic(&mut self, name: &str) {
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            n.ifaces.push(VIface {
+                name: name.to_string(),
+                addr: IpAddr::V4(data_ip(i)),
+                real: IpAddr::V4(Ipv4Addr::new(127, 78, 0, i as u8 + 1)),
+                shared: true,
+            });
+        }
+    }
+
     /// Node `node`'s interface table, as its ranks see it.
     pub fn ifaces(&self, node: usize) -> Vec<Iface> {
         self.nodes
@@ -232,6 +245,11 @@ impl VNet {
 }
 
 /// Node i's fabric address.
+/// Node i's address on the second (data) network, 10.78.0.(i+1).
+pub fn data_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 78, 0, i as u8 + 1)
+}
+
 pub fn fabric_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(FABRIC[0], FABRIC[1], FABRIC[2], i as u8 + 1)
 }

@@ -4,6 +4,7 @@
 pub mod gpu;
 pub mod measure;
 pub mod out;
+pub mod pairs;
 pub mod pattern;
 pub mod rank;
 pub mod table;

@@ -17,6 +17,7 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 
 use crate::comm::cpu::ifaces::{self, Iface};
+use crate::comm::cpu::pace::{Rate, Shape};
 use crate::comm::emu::vnet::{self, VNet};
 
 pub const PREFIX: &str = "rlab-";
@@ -248,6 +249,8 @@ pub struct Cluster {
     pub emulated_because: Option<String>,
     /// The emulated cluster's stand-ins for private /dev/shm mounts, per node.
     emu_shm: Vec<EmuShm>,
+    /// The emulated cluster's shaped links, per node ([`Cluster::shape`]).
+    shapes: Vec<Vec<Shape>>,
 }
 
 /// An emulated node's /dev/shm: a folder of its own with a byte budget the ranks' segment
@@ -419,6 +422,7 @@ impl Cluster {
             vnet: None,
             emulated_because: None,
             emu_shm: Vec::new(),
+            shapes: vec![Vec::new(); k],
         };
         let sw = Holder::spawn(None, None)?;
         let sw_ns = format!("/proc/{}/ns/net", sw.pid());
@@ -561,6 +565,7 @@ impl Cluster {
             vnet: Some(net),
             emulated_because: Some(why.to_string()),
             emu_shm,
+            shapes: vec![Vec::new(); k],
         })
     }
 
@@ -591,6 +596,12 @@ impl Cluster {
             env.push((
                 crate::comm::emu::log::HOSTNAME_ENV.into(),
                 n.hostname.clone(),
+            ));
+        }
+        if let Some(shapes) = self.shapes.get(node).filter(|s| !s.is_empty()) {
+            env.push((
+                crate::comm::cpu::pace::SHAPE_ENV.into(),
+                crate::comm::cpu::pace::shapes_env(shapes),
             ));
         }
         if let Some(e) = self.emu_shm.get(node) {
@@ -659,6 +670,14 @@ impl Cluster {
         self.vnet
             .as_ref()
             .and_then(|v| v.real_ip(0, ip))
+            .unwrap_or(ip)
+    }
+
+    /// The address to bind on this host for node `node`'s address `ip`.
+    pub fn bind_ip_on(&self, node: usize, ip: IpAddr) -> IpAddr {
+        self.vnet
+            .as_ref()
+            .and_then(|v| v.real_ip(node, ip))
             .unwrap_or(ip)
     }
 
@@ -740,6 +759,160 @@ impl Cluster {
         Ok(())
     }
 
+    /// Give every node a second NIC, `name`, on its own subnet 10.78.0.0/24 and its own switch
+    /// (a data network beside the management one), after the nodes' other interfaces: NCCL's
+    /// rules, unset, take the first, so this one only by name.
+    pub fn add_nic(&mut self, name: &str) -> Result<(), ClusterError> {
+        if let Some(v) = &mut self.vnet {
+            v.add_nic(name);
+            return Ok(());
+        }
+        let sw =
+            self.holders.first().map(|h| h.pid()).ok_or_else(|| {
+                ClusterError::Unavailable("the switch's namespace is gone".into())
+            })?;
+        let sw_ns = format!("/proc/{sw}/ns/net");
+        ip(Some(&sw_ns), &sv(&["link", "add", "br1", "type", "bridge"]))?;
+        ip(Some(&sw_ns), &sv(&["link", "set", "br1", "up"]))?;
+        self.note(format!(
+            "ip -n {PREFIX}sw link add br1 type bridge && ip -n {PREFIX}sw link set br1 up"
+        ));
+        for i in 0..self.nodes.len() {
+            let path = self.node_path(i)?;
+            let pid = self
+                .holders
+                .get(i + 1)
+                .map(|h| h.pid().to_string())
+                .unwrap_or_default();
+            let (port, addr) = (format!("m{i}"), vnet::data_ip(i));
+            let (sw_pid, node) = (sw.to_string(), format!("{PREFIX}n{i}"));
+            ip(
+                None,
+                &sv(&[
+                    "link", "add", name, "netns", &pid, "type", "veth", "peer", "name", &port,
+                    "netns", &sw_pid,
+                ]),
+            )?;
+            ip(Some(&sw_ns), &sv(&["link", "set", &port, "master", "br1"]))?;
+            ip(Some(&sw_ns), &sv(&["link", "set", &port, "up"]))?;
+            ip(
+                Some(&path),
+                &sv(&["addr", "add", &format!("{addr}/24"), "dev", name]),
+            )?;
+            ip(Some(&path), &sv(&["link", "set", name, "up"]))?;
+            self.note(format!(
+                "ip link add {name} netns {node} type veth peer name {port} netns {PREFIX}sw"
+            ));
+            self.note(format!(
+                "ip -n {PREFIX}sw link set {port} master br1 && ip -n {PREFIX}sw link set {port} up"
+            ));
+            self.note(format!(
+                "ip -n {node} addr add {addr}/24 dev {name} && ip -n {node} link set {name} up"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Shape `node`'s sends through `iface` to `rate`: tc's token bucket on the interface in
+    /// the node's namespace (`tc qdisc replace dev IFACE root tbf rate R burst 64kb latency
+    /// 50ms`), or the emulated ranks' pacer ([`crate::comm::cpu::pace`]). The qdisc lives in the
+    /// node's namespace and goes with it.
+    pub fn shape(&mut self, node: usize, iface: &str, rate: Rate) -> Result<(), ClusterError> {
+        let shape = Shape {
+            iface: iface.to_string(),
+            rate,
+        };
+        if self.vnet.is_some() {
+            let shapes = self
+                .shapes
+                .get_mut(node)
+                .ok_or_else(|| ClusterError::Setns {
+                    ns: format!("node {node}"),
+                    err: "no such node".into(),
+                })?;
+            shapes.retain(|s| s.iface != iface);
+            shapes.push(shape);
+            return Ok(());
+        }
+        let path = self.node_path(node)?;
+        let args = sv(&[
+            "qdisc",
+            "replace",
+            "dev",
+            iface,
+            "root",
+            "tbf",
+            "rate",
+            &rate.to_string(),
+            "burst",
+            "64kb",
+            "latency",
+            "50ms",
+        ]);
+        run_in(&path, "tc", &args).map_err(tc_missing)?;
+        self.note(format!(
+            "ip netns exec {PREFIX}n{node} tc {}",
+            args.join(" ")
+        ));
+        Ok(())
+    }
+
+    /// Undo [`Cluster::shape`]: the link back at full speed (a new cable, a reseated optic).
+    pub fn unshape(&mut self, node: usize, iface: &str) -> Result<(), ClusterError> {
+        if self.vnet.is_some() {
+            if let Some(shapes) = self.shapes.get_mut(node) {
+                shapes.retain(|s| s.iface != iface);
+            }
+            return Ok(());
+        }
+        let path = self.node_path(node)?;
+        let args = sv(&["qdisc", "del", "dev", iface, "root"]);
+        match run_in(&path, "tc", &args) {
+            // Nothing shaped there: nothing to undo.
+            Err(ClusterError::Command { err, .. })
+                if err.contains("No such file")
+                    || err.contains("Cannot delete qdisc with handle of zero") => {}
+            r => r.map_err(tc_missing)?,
+        }
+        self.note(format!(
+            "ip netns exec {PREFIX}n{node} tc {}",
+            args.join(" ")
+        ));
+        Ok(())
+    }
+
+    /// What shapes each node's links, as `tc qdisc show` would list it (the emulated cluster's
+    /// pacers in the same words): one line per shaped interface.
+    pub fn qdiscs(&self, node: usize) -> Vec<String> {
+        if self.vnet.is_some() {
+            return self
+                .shapes
+                .get(node)
+                .into_iter()
+                .flatten()
+                .map(|s| format!("qdisc tbf dev {} root rate {} burst 64Kb lat 50ms (emulated: the ranks pace their sends)", s.iface, s.rate))
+                .collect();
+        }
+        let Some(path) = self.netns_path(node) else {
+            return Vec::new();
+        };
+        let mut c = Command::new("tc");
+        c.args(["qdisc", "show"]);
+        let Ok(f) = File::open(&path) else {
+            return Vec::new();
+        };
+        crate::lab::fork::enter_namespaces(&mut c, vec![(f.as_raw_fd(), libc::CLONE_NEWNET)]);
+        c.output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .filter(|l| l.contains("tbf"))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Show a command once, however often a re-run repeats it.
     fn note(&mut self, cmd: String) {
         if !self.commands.contains(&cmd) {
@@ -752,6 +925,19 @@ impl Cluster {
             ns: format!("node {node}"),
             err: "no such node".into(),
         })
+    }
+}
+
+/// `tc` that could not run is a missing package, said with the package to install.
+fn tc_missing(e: ClusterError) -> ClusterError {
+    match e {
+        ClusterError::Command { cmd, err } if err.contains("No such file or directory (os error 2)") => {
+            ClusterError::Command {
+                cmd,
+                err: "the `tc` command is not installed; install it (Debian: apt-get install iproute2)".into(),
+            }
+        }
+        other => other,
     }
 }
 

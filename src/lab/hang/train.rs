@@ -43,7 +43,15 @@ pub struct TrainSpec {
     /// Where each rank keeps its flight recorder (`rank<r>.json`).
     #[serde(default)]
     pub trace_dir: Option<String>,
+    /// Each step's own work before its collectives (forward and backward on the GPU), in
+    /// milliseconds: the rank waits that long, as a CPU waits on its GPU. 0: none.
+    #[serde(default)]
+    pub compute_ms: u64,
 }
+
+/// How much slower a straggler's work is ([`FaultKind::Straggle`]): a GPU throttled to a third
+/// of its clocks, a noisy neighbour, a slow data loader.
+pub const STRAGGLE_FACTOR: u64 = 3;
 
 /// What goes wrong, on which rank, at which step (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +73,8 @@ pub enum FaultKind {
     Stop,
     /// The rank dies before the step's gradient all-reduce (out of memory).
     Exit,
+    /// From this step on the rank's own work takes [`STRAGGLE_FACTOR`] times as long.
+    Straggle,
 }
 
 /// The collectives of one step, in order: what the program calls them, and their bytes.
@@ -249,6 +259,7 @@ pub fn run(
             step,
             steps: spec.steps,
         });
+        std::thread::sleep(work(spec, rank, step));
         for (label, bytes) in step_calls(spec) {
             let fault = spec
                 .fault
@@ -272,8 +283,10 @@ pub fn run(
                 call: call.clone(),
                 label: label.clone(),
             };
-            let differs = exchange_headers(&mut comm, &neighbours, &mine, wait)?;
+            // Started as NCCL's kernel starts: at once, then waiting inside for the
+            // neighbours (PyTorch's recorder marks it started when the kernel runs).
             journal.start(seq)?;
+            let differs = exchange_headers(&mut comm, &neighbours, &mine, wait)?;
             if let Some((peer, theirs)) = differs {
                 return Err(mismatch(rank, mine, peer, theirs, wait));
             }
@@ -306,6 +319,15 @@ pub fn run(
         value: last_value,
     });
     Ok(())
+}
+
+/// The rank's own work in `step`: the spec's compute time, [`STRAGGLE_FACTOR`] times as long on
+/// a straggler from its fault's step on.
+pub fn work(spec: &TrainSpec, rank: usize, step: usize) -> Duration {
+    let slow = spec
+        .fault
+        .is_some_and(|f| f.kind == FaultKind::Straggle && f.rank == rank && step >= f.step);
+    Duration::from_millis(spec.compute_ms * if slow { STRAGGLE_FACTOR } else { 1 })
 }
 
 /// The ring all-reduce of `count` f32 elements on `world` ranks.
@@ -420,10 +442,23 @@ mod tests {
             dp_bytes: 1 << 20,
             fault: None,
             trace_dir: None,
+            compute_ms: 0,
         };
         let calls = step_calls(&spec);
         assert_eq!(calls.iter().filter(|(l, _)| l.starts_with("tp")).count(), 2);
         assert_eq!(calls[2], ("dp gradients", 1 << 20));
+    }
+
+    #[test]
+    fn a_straggler_works_three_times_as_long_from_its_step_on() {
+        let spec: TrainSpec = serde_json::from_str(
+            r#"{"steps":9,"tp_bytes":1,"dp_bytes":1,"compute_ms":20,"fault":{"kind":"straggle","rank":1,"step":4}}"#,
+        )
+        .expect("spec");
+        assert_eq!(work(&spec, 0, 5), Duration::from_millis(20));
+        assert_eq!(work(&spec, 1, 3), Duration::from_millis(20));
+        assert_eq!(work(&spec, 1, 4), Duration::from_millis(60));
+        assert_eq!(work(&spec, 1, 9), Duration::from_millis(60));
     }
 
     #[test]

@@ -908,6 +908,9 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
 /// what (start-up), then each rank's last log lines, the WARNs marked.
 fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
+    if let Some(sl) = &d.slow {
+        out.extend(sl.lines().into_iter().map(|l| Line::raw(format!("  {l}"))));
+    }
     if let Some(tr) = &d.trace {
         out.push(Line::styled(
             "  flight recorders by collective number (✓ completed … started · scheduled — never entered)",
@@ -1080,6 +1083,7 @@ pub fn verdict_lines(
         scenario::Outcome::Error => "still FAILS with an error",
         scenario::Outcome::Ok => "completes, but the all-reduce is WRONG",
         scenario::Outcome::Pass => "passes",
+        scenario::Outcome::Slow => "is still SLOW",
     };
     // What the time measures: the watchdog counts from the last progress in a training loop
     // (from the start at init); an error ends the run when it comes.

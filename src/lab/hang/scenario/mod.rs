@@ -18,6 +18,7 @@ use crate::nccl_log;
 mod evidence;
 mod report;
 mod run;
+pub mod slow;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +55,10 @@ pub struct Fix {
     /// The host's /dev/shm for every node (`docker run --ipc=host`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ipc_host: bool,
+    /// Slow scenarios: the staged links back at full speed (a new cable, a reseated optic,
+    /// the node replaced).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unshape: bool,
 }
 
 /// What the evidence of an init hang blames. Scenario files name the one they stage; the
@@ -76,6 +81,12 @@ pub enum Culprit {
     RankGone,
     /// Init: a rank could not reserve its shared-memory segment (a container's small /dev/shm).
     ShmFull,
+    /// Slow: one node's link carries less than the others' (every pair with it is slow).
+    SlowLink,
+    /// Slow: NCCL's interface order picked a slow NIC while a fast one sits unused.
+    WrongNic,
+    /// Slow: one rank is slower at its own work; the others wait for it inside collectives.
+    Straggler,
     #[default]
     Unknown,
 }
@@ -83,7 +94,7 @@ pub enum Culprit {
 impl Culprit {
     /// Every culprit (the tests round-trip their ids).
     #[cfg(test)]
-    pub const ALL: [Culprit; 11] = [
+    pub const ALL: [Culprit; 14] = [
         Culprit::UnroutableAddress,
         Culprit::IfaceNotFound,
         Culprit::ConnectionDropped,
@@ -94,6 +105,9 @@ impl Culprit {
         Culprit::StuckRank,
         Culprit::RankGone,
         Culprit::ShmFull,
+        Culprit::SlowLink,
+        Culprit::WrongNic,
+        Culprit::Straggler,
         Culprit::Unknown,
     ];
 
@@ -110,6 +124,9 @@ impl Culprit {
             Culprit::StuckRank => "stuck-rank",
             Culprit::RankGone => "rank-gone",
             Culprit::ShmFull => "shm-full",
+            Culprit::SlowLink => "slow-link",
+            Culprit::WrongNic => "wrong-nic",
+            Culprit::Straggler => "straggler",
             Culprit::Unknown => "unknown",
         }
     }
@@ -136,6 +153,9 @@ impl Culprit {
             Culprit::StuckRank => "a rank is stopped inside a collective",
             Culprit::RankGone => "a rank's process is gone",
             Culprit::ShmFull => "/dev/shm too small for the ranks' shared-memory buffers",
+            Culprit::SlowLink => "one node's link is degraded",
+            Culprit::WrongNic => "NCCL uses the slow NIC",
+            Culprit::Straggler => "one rank is slower at its own work",
             Culprit::Unknown => "no known misconfiguration",
         }
     }
@@ -153,6 +173,8 @@ impl std::fmt::Display for Culprit {
 pub enum Expect {
     Hang,
     Error,
+    /// The job runs to the end, slowly.
+    Slow,
 }
 
 /// How a run ended: `ok` (went through), `hang` (the watchdog fired), `error` (a rank or the
@@ -177,6 +199,8 @@ pub enum Outcome {
     Pass,
     Hang,
     Error,
+    /// Went through, at the speed of its slowest part.
+    Slow,
 }
 
 impl Outcome {
@@ -209,11 +233,12 @@ impl Expect {
         match self {
             Expect::Hang => Outcome::Hang,
             Expect::Error => Outcome::Error,
+            Expect::Slow => Outcome::Slow,
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
@@ -254,6 +279,9 @@ pub struct Scenario {
     /// default without --shm-size or --ipc=host).
     #[serde(default)]
     pub stage_shm: Option<String>,
+    /// A slow scenario's measurement and staged links.
+    #[serde(default)]
+    pub slow: Option<slow::SlowSpec>,
     pub fix: Fix,
     /// The NCCL release the emulated ranks behave and log as (`--nccl-version`; not in the
     /// scenario file). None: 2.28.9.
@@ -405,6 +433,14 @@ pub enum ScenarioParseError {
         world: usize,
         steps: usize,
     },
+    #[error("[slow] shape: node {node} is outside the cluster (nodes 0..{nodes})")]
+    ShapeOutside { node: usize, nodes: usize },
+    #[error(
+        "expect = \"slow\" needs a [slow] section (links to shape) or a [train] loop with a straggler"
+    )]
+    SlowWithoutStaging,
+    #[error("[slow] and the straggler fault need expect = \"slow\"")]
+    SlowNotExpected,
     #[error("`{0}` is not a watchdog time: give whole seconds, 1 to 3600")]
     Watchdog(String),
     #[error("no scenario `{name}`; known: {known}")]
@@ -461,7 +497,33 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioParseError> {
             });
         }
     }
+    check_slow(&s)?;
     Ok(s)
+}
+
+/// A slow scenario stages something slow, and only a slow scenario does.
+fn check_slow(s: &Scenario) -> Result<(), ScenarioParseError> {
+    let straggles = s
+        .train
+        .as_ref()
+        .and_then(|t| t.fault)
+        .is_some_and(|f| f.kind == crate::lab::hang::train::FaultKind::Straggle);
+    let slow = s.expect == Expect::Slow;
+    if !slow && (s.slow.is_some() || straggles) {
+        return Err(ScenarioParseError::SlowNotExpected);
+    }
+    if slow && s.slow.is_none() && !straggles {
+        return Err(ScenarioParseError::SlowWithoutStaging);
+    }
+    for sh in s.slow.iter().flat_map(|x| &x.shape) {
+        if let Some(n) = sh.node.filter(|&n| n >= s.nodes) {
+            return Err(ScenarioParseError::ShapeOutside {
+                node: n,
+                nodes: s.nodes,
+            });
+        }
+    }
+    Ok(())
 }
 
 pub fn find(name: &str) -> Result<Scenario, ScenarioParseError> {

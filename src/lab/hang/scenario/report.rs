@@ -123,6 +123,9 @@ pub struct Diagnosis {
     /// Run time: the flight recorders lined up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceEvidence>,
+    /// A slow scenario's measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow: Option<slow::SlowEvidence>,
 }
 
 /// The flight-recorder evidence of a run-time hang.
@@ -207,6 +210,9 @@ pub struct Fixed {
     /// network between them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::comm::cpu::tcp::Transports>,
+    /// A slow scenario's re-run: what it measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow: Option<slow::SlowEvidence>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -82,6 +82,9 @@ pub(super) fn run_once(
     nccl: Option<&NcclLab>,
     on: &mut dyn FnMut(&Msg),
 ) -> RunResult {
+    if s.expect == Expect::Slow {
+        return run_slow(s, c, fix, on);
+    }
     let (port, store_listener) = match store_port(c) {
         Ok(p) => p,
         Err(e) => return RunResult::setup_error(e),
@@ -165,6 +168,129 @@ pub(super) fn run_once(
         let _ = std::fs::remove_dir_all(dir);
     }
     seen.result(r, started.elapsed().as_secs_f64(), phases.into_inner())
+}
+
+/// A slow scenario's run: its links staged, the job measured (the all-reduce, or the training
+/// loop with its flight recorders), and for the staged run the pairwise sweep. `Slow` when the
+/// job went through but was not restored ([`slow::restored`]), `Ok` when it was.
+fn run_slow(
+    s: &Scenario,
+    c: &mut Cluster,
+    fix: Option<&Fix>,
+    on: &mut dyn FnMut(&Msg),
+) -> RunResult {
+    let started = Instant::now();
+    if let Err(e) = slow::stage(s, c, fix) {
+        return RunResult::setup_error(e);
+    }
+    let c = &*c;
+    let slow::SlowRun {
+        ev,
+        values,
+        transport,
+        failed,
+    } = if s.train.is_some() {
+        straggle_run(s, c, fix, on)
+    } else {
+        link_run(s, c, fix, on)
+    };
+    let (culprit, explanation) = slow::diagnose(s, &ev);
+    let outcome = match (&failed, slow::restored(s, c.mode(), &ev)) {
+        (Some(_), _) => Outcome::Error,
+        (None, true) => Outcome::Ok,
+        (None, false) => Outcome::Slow,
+    };
+    let d = Diagnosis {
+        interfaces: interface_rows(c),
+        culprit,
+        explanation,
+        fix: s.fix.text.clone(),
+        slow: Some(ev),
+        ..Default::default()
+    };
+    // A job that went through left every rank done.
+    let phases = (0..s.nodes * s.ranks_per_node)
+        .filter(|_| failed.is_none())
+        .map(|r| (r, "done".to_string()))
+        .collect();
+    RunResult {
+        outcome,
+        run_s: started.elapsed().as_secs_f64(),
+        failure: failed.map(setup_failure),
+        detected_after: None,
+        phases,
+        values,
+        evidence: Some(d),
+        transport,
+    }
+}
+
+/// A shaped-link scenario's run: the all-reduce measured and, for the staged run, the sweep.
+fn link_run(
+    s: &Scenario,
+    c: &Cluster,
+    fix: Option<&Fix>,
+    on: &mut dyn FnMut(&Msg),
+) -> slow::SlowRun {
+    let (measured, failed) = match slow::measure(s, c, fix, on) {
+        Ok(m) => (Some(m), None),
+        Err(e) => (None, Some(e)),
+    };
+    let transport = measured.as_ref().and_then(|m| m.transport);
+    let (ev, sweep_failed) = match (fix, failed.is_some()) {
+        (None, false) => slow::gather(s, c, fix, measured, on),
+        _ => (slow::gather_measured(s, c, fix, measured), None),
+    };
+    slow::SlowRun {
+        ev,
+        values: Vec::new(),
+        transport,
+        failed: failed.or(sweep_failed),
+    }
+}
+
+/// The straggler scenario's training loop on the whole cluster, its flight recorders read for
+/// each rank's time inside and between collectives, then removed.
+fn straggle_run(
+    s: &Scenario,
+    c: &Cluster,
+    fix: Option<&Fix>,
+    on: &mut dyn FnMut(&Msg),
+) -> slow::SlowRun {
+    let mut l = Launch::single(s.ranks_per_node);
+    let (job, dir) = match job_for(s, &mut l, fix, None, s.timeout) {
+        Ok(x) => x,
+        Err(e) => {
+            return slow::SlowRun {
+                failed: Some(e),
+                ..Default::default()
+            };
+        }
+    };
+    let nodes: Vec<usize> = (0..s.nodes).collect();
+    let r = slow::launch_on(s, c, &nodes, fix, &job, on);
+    let (timing, straggler) = dir.as_deref().map(slow::timings).unwrap_or_default();
+    if let Some(d) = &dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let ev = slow::SlowEvidence {
+        timing,
+        straggler,
+        ..Default::default()
+    };
+    match r {
+        Ok(seen) => slow::SlowRun {
+            ev,
+            values: seen.values,
+            transport: seen.transport,
+            failed: None,
+        },
+        Err(e) => slow::SlowRun {
+            ev,
+            failed: Some(e),
+            ..Default::default()
+        },
+    }
 }
 
 /// Stage the scenario's faults on the cluster, and what `fix` changes of them: the firewall
@@ -395,19 +521,32 @@ fn remove_trace_dirs_quiet_for(quiet: std::time::Duration) -> (Vec<String>, Vec<
 pub(super) fn store_port(
     c: &Cluster,
 ) -> Result<(u16, Option<std::sync::Arc<std::net::TcpListener>>), String> {
+    store_port_on(c, 0)
+}
+
+/// [`store_port`] on node `node` (a job of some of the nodes has its store on its first).
+pub(super) fn store_port_on(
+    c: &Cluster,
+    node: usize,
+) -> Result<(u16, Option<std::sync::Arc<std::net::TcpListener>>), String> {
+    let ip = c
+        .nodes
+        .get(node)
+        .map(|n| IpAddr::V4(n.ip))
+        .ok_or_else(|| format!("no node {node}"))?;
     if c.mode() == cluster::ClusterMode::Netns {
-        // Bound inside node 0's namespace (a socket stays in the namespace it was made in),
+        // Bound inside the node's namespace (a socket stays in the namespace it was made in),
         // at the fixed port the firewall scenarios stage their rules for.
-        let node0 = c
-            .netns_path(0)
-            .ok_or_else(|| "node 0 has no network namespace".to_string())?;
-        let addr = SocketAddr::new(c.bind_ip(IpAddr::V4(c.nodes[0].ip)), MASTER_PORT);
-        let l = cluster::in_netns(&node0, move || std::net::TcpListener::bind(addr))
-            .map_err(|e| format!("entering node 0: {e}"))?
-            .map_err(|e| format!("binding the store on {addr} in node 0: {e}"))?;
+        let ns = c
+            .netns_path(node)
+            .ok_or_else(|| format!("node {node} has no network namespace"))?;
+        let addr = SocketAddr::new(c.bind_ip(ip), MASTER_PORT);
+        let l = cluster::in_netns(&ns, move || std::net::TcpListener::bind(addr))
+            .map_err(|e| format!("entering node {node}: {e}"))?
+            .map_err(|e| format!("binding the store on {addr} in node {node}: {e}"))?;
         return Ok((MASTER_PORT, Some(std::sync::Arc::new(l))));
     }
-    let ip = c.bind_ip(IpAddr::V4(c.nodes[0].ip));
+    let ip = c.bind_ip_on(node, ip);
     std::net::TcpListener::bind(SocketAddr::new(ip, 0))
         .and_then(|l| Ok((l.local_addr()?.port(), Some(std::sync::Arc::new(l)))))
         .map_err(|e| format!("binding the store on {ip}: {e}"))
@@ -563,7 +702,7 @@ pub fn run_on(
 /// before the first collective (a hang in NCCL's init, which runs on the CPU) idle, unless the
 /// process is stopped or gone. None where the run did not get stuck.
 fn gpu_util(outcome: Outcome, d: &Diagnosis, rr: &RankReport) -> Option<GpuUtil> {
-    if matches!(outcome, Outcome::Ok | Outcome::Pass) {
+    if matches!(outcome, Outcome::Ok | Outcome::Pass | Outcome::Slow) {
         return None;
     }
     if let Some(t) = &d.trace {
@@ -585,8 +724,11 @@ pub(super) fn fixed_run(
 ) -> Fixed {
     let r = run_once(s, c, Some(fix), nccl, on);
     let world = (s.nodes * s.ranks_per_node) as f64;
-    let correct =
-        r.values.len() == s.nodes * s.ranks_per_node && r.values.iter().all(|(_, v)| *v == world);
+    // A measured all-reduce checks its own results (a wrong element fails the run).
+    let bench = s.expect == Expect::Slow && s.train.is_none();
+    let correct = (bench && r.failure.is_none())
+        || (r.values.len() == s.nodes * s.ranks_per_node
+            && r.values.iter().all(|(_, v)| *v == world));
     let passed = r.outcome == Outcome::Ok && correct;
     Fixed {
         outcome: if passed { Outcome::Pass } else { r.outcome },
@@ -594,6 +736,7 @@ pub(super) fn fixed_run(
         reason: r.failure.map(|f| f.to_string()),
         detected_after_s: if passed { None } else { r.detected_after },
         run_s: r.run_s,
+        slow: r.evidence.as_ref().and_then(|d| d.slow.clone()),
         evidence: if passed { None } else { r.evidence },
         transport: r.transport,
     }
@@ -616,6 +759,9 @@ const FIX_NCCL_INIT_GRACE: Duration = Duration::from_secs(30);
 
 /// Fixes a learner might reach for: the right one and tempting wrong ones, in a stable order.
 pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
+    if s.expect == Expect::Slow {
+        return slow::fix_choices(s);
+    }
     // Every choice reads alike, "what it does: the setting", the wrong ones as the right one.
     let env = |what: &str, k: &str, v: &str| Fix {
         text: format!("{what}: {k}={v}"),

@@ -13,7 +13,7 @@ use super::RankTrace;
 pub const STRAGGLER: f64 = 1.5;
 
 /// One rank's time over the collectives every rank completed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct RankTiming {
     pub rank: usize,
     /// Collectives counted (completed on every rank, with start and completion times).
@@ -26,7 +26,7 @@ pub struct RankTiming {
 }
 
 /// A rank slower at its own work than the rest, and what that does to the others.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Straggler {
     pub rank: usize,
     pub between_ns: u64,
