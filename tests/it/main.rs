@@ -34,6 +34,7 @@ mod quiz;
 mod resource_bounds;
 mod ring_cli;
 mod ring_view;
+mod slow_lab;
 mod strangers;
 mod study_pty;
 mod study_tui;

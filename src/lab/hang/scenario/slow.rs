@@ -433,12 +433,17 @@ pub(super) fn diagnose(s: &Scenario, ev: &SlowEvidence) -> (Culprit, String) {
             .any(|(_, q)| q.contains(&format!("dev {i} ")))
     });
     if let (Some(slow), Some(fast)) = (shaped_used, nic.filter(|n| !used.contains(&n))) {
+        let pairs = if ev.pairs.is_some() {
+            "every pair is equally slow, so no node is to blame: the path is. "
+        } else {
+            ""
+        };
         return (
             Culprit::WrongNic,
             format!(
-                "every pair is equally slow, so no node is to blame: the path is. Every rank's \
-                 NET/Socket uses {slow}, the slow interface NCCL's order picked (the first that \
-                 is not lo or docker), while {fast} sits unused: name it (NCCL_SOCKET_IFNAME={fast})"
+                "{pairs}Every rank's NET/Socket uses {slow}, the slow interface NCCL's order \
+                 picked (the first that is not lo or docker), while {fast} sits unused: name it \
+                 (NCCL_SOCKET_IFNAME={fast})"
             ),
         );
     }

@@ -239,3 +239,58 @@ fn flight_recorder_folders_age_out() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// A slow scenario's bad links are refused with where and why: a rate of 0, an unreadable
+/// rate, a node outside the cluster, a [slow] section on a scenario that expects a hang.
+#[test]
+fn slow_scenarios_refuse_bad_links_by_line() {
+    let base = |expect: &str, slow: &str| {
+        format!(
+            "name = \"x\"\ntitle = \"t\"\nstory = \"s\"\nbrief = \"b\"\nnodes = 3\nranks_per_node = 1\n\
+             timeout = 5\nexpect = \"{expect}\"\nsymptom = \"y\"\nculprit = \"slow-link\"\nhints = []\n\
+             {slow}\n[fix]\ntext = \"f: x\"\nunshape = true\n"
+        )
+    };
+    let ok = base(
+        "slow",
+        "[slow]\nbytes = 1024\nshape = [{ node = 1, iface = \"eth0\", rate = \"200mbit\" }]",
+    );
+    let s = parse(&ok).expect("a good slow scenario");
+    assert_eq!(s.culprit, Culprit::SlowLink);
+    let zero = base(
+        "slow",
+        "[slow]\nbytes = 1024\nshape = [{ node = 1, iface = \"eth0\", rate = \"0mbit\" }]",
+    );
+    let e = parse(&zero).expect_err("rate 0").to_string();
+    assert!(e.starts_with("14:") && e.contains("above 0"), "{e}");
+    let nonsense = base(
+        "slow",
+        "[slow]\nbytes = 1024\nshape = [{ iface = \"eth0\", rate = \"fast\" }]",
+    );
+    let e = parse(&nonsense).expect_err("unreadable").to_string();
+    assert!(e.contains("not a rate") && e.contains("500mbit"), "{e}");
+    let outside = base(
+        "slow",
+        "[slow]\nbytes = 1024\nshape = [{ node = 3, iface = \"eth0\", rate = \"1gbit\" }]",
+    );
+    assert_eq!(
+        parse(&outside),
+        Err(ScenarioParseError::ShapeOutside { node: 3, nodes: 3 })
+    );
+    let hang = base("hang", "[slow]\nbytes = 1024");
+    assert_eq!(parse(&hang), Err(ScenarioParseError::SlowNotExpected));
+    let bare = base("slow", "");
+    assert_eq!(parse(&bare), Err(ScenarioParseError::SlowWithoutStaging));
+}
+
+/// The slow scenarios' wrong fixes read like the right one, and the right one is never the
+/// first choice.
+#[test]
+fn slow_fix_choices_put_the_right_one_after_a_wrong_one() {
+    for s in all().0.into_iter().filter(Scenario::slow_job) {
+        let v = fix_choices(&s);
+        assert_eq!(v.len(), 4, "{}", s.name);
+        assert_ne!(v[0], s.fix, "{}", s.name);
+        assert_eq!(v.iter().filter(|f| **f == s.fix).count(), 1, "{}", s.name);
+    }
+}
