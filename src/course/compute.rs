@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::collective::{
-    Algorithm, Collective, Link, Schedule, Spec, Topology, algbw_gbps, busbw_factor, busbw_gbps,
-    dtree_pipelined_estimate, estimate, estimate_on, traffic, tree_ring_crossover_bytes,
+    Algorithm, Collective, Link, Schedule, SlowNode, Spec, Topology, algbw_gbps, busbw_factor,
+    busbw_gbps, dtree_pipelined_estimate, estimate, estimate_on, estimate_shaped, traffic,
+    tree_ring_crossover_bytes,
 };
 
 /// Parameter values by name (`N`, `M`, …).
@@ -139,6 +140,23 @@ pub const COMPUTATIONS: &[Computation] = &[
         run: |v| {
             let s = schedule(v, Collective::AllReduce, Algorithm::Ring, 1)?;
             Ok(estimate(&s, &quiz_link(v)?).total_s * 1e6)
+        },
+    },
+    Computation {
+        name: "ring_allreduce_time_us_one_slow_link",
+        params: &["N", "M", "ALPHA", "BW", "SLOW"],
+        doc: "the ring all-reduce estimate in microseconds when every link runs at BW GB/s               except rank 0's, at SLOW GB/s: each transfer at the slower of its two ends, each               step as long as its slowest transfer (the slow-job lab's model)",
+        run: |v| {
+            let s = schedule(v, Collective::AllReduce, Algorithm::Ring, 1)?;
+            let topo = Topology {
+                gpus_per_node: 1,
+                ..Topology::flat(quiz_link(v)?)
+            };
+            let slow = [SlowNode {
+                node: 0,
+                bandwidth_gbps: positive(v, "SLOW")?,
+            }];
+            Ok(estimate_shaped(&s, &topo, &slow).total_s * 1e6)
         },
     },
     Computation {
@@ -419,6 +437,35 @@ mod tests {
         ] {
             assert!(lesson.contains(&link), "lesson 09 says {link:?}");
         }
+    }
+
+    #[test]
+    fn one_slow_link_sets_the_pace_of_the_whole_ring() {
+        // Lesson 18's table: 1 GiB on 8 ranks, 5 us per step, 50 GB/s links with one at 25.
+        let at = |slow: f64| {
+            run(
+                "ring_allreduce_time_us_one_slow_link",
+                &[
+                    ("N", 8.0),
+                    ("M", 1073741824.0),
+                    ("ALPHA", 5.0),
+                    ("BW", 50.0),
+                    ("SLOW", slow),
+                ],
+            )
+        };
+        let uniform = |bw: f64| {
+            run(
+                "ring_allreduce_time_us",
+                &[("N", 8.0), ("M", 1073741824.0), ("ALPHA", 5.0), ("BW", bw)],
+            )
+        };
+        // The one slow link sets every step: the ring takes what a ring of such links takes.
+        assert!((at(25.0) - uniform(25.0)).abs() < 1e-6);
+        assert!((at(25.0) - 75231.93).abs() < 0.01, "{}", at(25.0));
+        assert!((at(50.0) - 37650.96).abs() < 0.01, "{}", at(50.0));
+        // A faster "slow" link changes nothing: the others bound it.
+        assert!((at(100.0) - uniform(50.0)).abs() < 1e-6);
     }
 
     #[test]

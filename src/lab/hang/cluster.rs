@@ -491,6 +491,7 @@ impl Cluster {
             c.commands.push(format!(
                 "unshare --uts sh -c 'hostname {hostname}; ...'   # node {i}: a host name of its own"
             ));
+            wait_running(&ns, &fabric)?;
             c.nodes.push(Node {
                 index: i,
                 netns: Some(ns),
@@ -800,6 +801,7 @@ impl Cluster {
                 &sv(&["addr", "add", &format!("{addr}/24"), "dev", name]),
             )?;
             ip(Some(&path), &sv(&["link", "set", name, "up"]))?;
+            wait_running(&path, name)?;
             self.note(format!(
                 "ip link add {name} netns {node} type veth peer name {port} netns {PREFIX}sw"
             ));
@@ -925,6 +927,33 @@ impl Cluster {
             ns: format!("node {node}"),
             err: "no such node".into(),
         })
+    }
+}
+
+/// Wait until `iface` in the namespace at `path` is running (IFF_RUNNING: up with a carrier).
+/// A veth's carrier reaches its operational state through the kernel's link watch, which may
+/// defer it by up to a second; NCCL from 2.28 (and the ranks imitating it) skip an interface
+/// that is not running yet, and would pick another. Gives up after 5 s, saying so.
+fn wait_running(path: &str, iface: &str) -> Result<(), ClusterError> {
+    let running = libc::IFF_RUNNING as u32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        let raw = in_netns(path, ifaces::host_raw)?.unwrap_or_default();
+        if raw
+            .iter()
+            .any(|r| r.name == iface && r.flags & running != 0)
+        {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(ClusterError::Command {
+                cmd: format!("ip link set {iface} up"),
+                err: format!("{iface} has no carrier after 5 s"),
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
     }
 }
 

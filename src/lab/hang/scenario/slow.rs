@@ -339,7 +339,7 @@ pub(super) fn measure(
     on: &mut dyn FnMut(&Msg),
 ) -> Result<Measurement, String> {
     let spec = s.slow.as_ref().ok_or("not a slow scenario")?;
-    let job = bench_job(Collective::AllReduce, spec.bytes, 2, s.timeout);
+    let job = bench_job(Collective::AllReduce, spec.bytes, 1, s.timeout);
     let nodes: Vec<usize> = (0..s.nodes).collect();
     let seen = launch_on(s, c, &nodes, fix, &job, on)?;
     let ranks = s.nodes * s.ranks_per_node;
@@ -383,7 +383,7 @@ pub fn sweep(
 ) -> Result<PairMatrix, String> {
     let spec = s.slow.as_ref().ok_or("not a slow scenario")?;
     let bytes = (spec.bytes / 2).max(4);
-    let job = bench_job(Collective::SendRecv, bytes, 2, s.timeout);
+    let job = bench_job(Collective::SendRecv, bytes, 1, s.timeout);
     let mut pairs = Vec::new();
     for (a, b) in PairMatrix::order(s.nodes) {
         let seen = launch_on(s, c, &[a, b], fix, &job, on)
