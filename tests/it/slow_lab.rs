@@ -247,3 +247,38 @@ fn nothing_is_left_behind_when_the_lab_is_killed() {
         }
     }
 }
+
+/// The lab screen end to end in a pseudo-terminal: stage degraded-link, read the measurement
+/// beside the model's prediction and the sweep, pick the right fix from the list, see it pass.
+#[test]
+fn the_screen_shows_the_measurement_beside_the_model_and_the_fix_passes() {
+    use ringlab::lab::hang::scenario;
+    let _one = crate::common::clusters();
+    let (all, _) = scenario::all();
+    let pos = all
+        .iter()
+        .position(|s| s.name == "degraded-link")
+        .expect("scenario");
+    let s = &all[pos];
+    let right = scenario::fix_choices(s)
+        .iter()
+        .position(|f| f == &s.fix)
+        .expect("the right fix is a choice");
+    let mut t = crate::hang_pty::Term::start(50, 160);
+    t.open_hang_lab();
+    t.select(0, pos, s);
+    t.send("\r");
+    // A bound for a broken screen only: the runs are real jobs on a loaded runner.
+    let c = t.wait("the model, with each link at its rate", 300);
+    if std::env::var_os("SHOW").is_some() {
+        eprintln!("{c}");
+    }
+    assert!(c.contains("staged run: SLOW"), "{c}");
+    assert!(c.contains("busbw") && c.contains("GB/s measured"), "{c}");
+    for _ in 0..right {
+        t.send("j");
+    }
+    t.send("\r");
+    t.wait("PASS with", 300);
+    t.send("\x03");
+}

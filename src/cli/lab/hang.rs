@@ -329,7 +329,7 @@ fn print_report(r: &crate::lab::hang::scenario::LabReport) {
             rr.advertised.as_deref().unwrap_or("-")
         );
     }
-    if !st.ranks.is_empty() {
+    if st.ranks.iter().any(|rr| rr.gpu_util.is_some()) {
         println!("  {}", crate::lab::hang::trace::GPU_LEGEND);
     }
     let d = &r.diagnosis;

@@ -880,7 +880,10 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
                 ),
             ]));
         }
-        out.push(Line::styled(format!("  {GPU_LEGEND}"), t.dim));
+        // A job that ran to the end (slowly) left no GPU to describe.
+        if r.staged.ranks.iter().any(|rr| rr.gpu_util.is_some()) {
+            out.push(Line::styled(format!("  {GPU_LEGEND}"), t.dim));
+        }
     }
     out.push(Line::styled(" evidence from the staged run", t.h2));
     out.extend(evidence_of(&r.diagnosis, t));

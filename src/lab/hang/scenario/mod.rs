@@ -55,10 +55,10 @@ pub struct Fix {
     /// The host's /dev/shm for every node (`docker run --ipc=host`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ipc_host: bool,
-    /// Slow scenarios: the staged links back at full speed (a new cable, a reseated optic,
-    /// the node replaced).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unshape: bool,
+    /// Slow scenarios: this node's staged links back at full speed (a new cable, a reseated
+    /// optic, the node replaced); the other nodes' stay as staged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unshape: Option<usize>,
 }
 
 /// What the evidence of an init hang blames. Scenario files name the one they stage; the
@@ -528,8 +528,15 @@ fn check_slow(s: &Scenario) -> Result<(), ScenarioParseError> {
     if slow && s.slow.is_none() && !straggles {
         return Err(ScenarioParseError::SlowWithoutStaging);
     }
-    for sh in s.slow.iter().flat_map(|x| &x.shape) {
-        if let Some(n) = sh.node.filter(|&n| n >= s.nodes) {
+    let fixed = s.fix.unshape;
+    for n in s
+        .slow
+        .iter()
+        .flat_map(|x| &x.shape)
+        .filter_map(|sh| sh.node)
+        .chain(fixed)
+    {
+        if n >= s.nodes {
             return Err(ScenarioParseError::ShapeOutside {
                 node: n,
                 nodes: s.nodes,

@@ -123,7 +123,7 @@ impl SlowEvidence {
 }
 
 /// Stage the scenario's links on `c`: its second NIC (once), its shaped links; a fix that
-/// replaces the bad link (`unshape`) takes the shapes off.
+/// replaces a node's link (`unshape = NODE`) takes that node's shapes off.
 pub fn stage(s: &Scenario, c: &mut Cluster, fix: Option<&Fix>) -> Result<(), String> {
     let Some(spec) = &s.slow else { return Ok(()) };
     if let Some(nic) = &spec.nic
@@ -131,10 +131,10 @@ pub fn stage(s: &Scenario, c: &mut Cluster, fix: Option<&Fix>) -> Result<(), Str
     {
         c.add_nic(nic).map_err(|e| e.to_string())?;
     }
-    let unshape = fix.is_some_and(|f| f.unshape);
+    let unshape = fix.and_then(|f| f.unshape);
     for sh in &spec.shape {
         for n in sh.nodes(s.nodes) {
-            if unshape {
+            if unshape == Some(n) {
                 c.unshape(n, &sh.iface)
             } else {
                 c.shape(n, &sh.iface, sh.rate)
@@ -157,7 +157,7 @@ pub fn predict(
     bytes: u64,
     iface: Option<&str>,
     mode: cluster::ClusterMode,
-    unshaped: bool,
+    unshaped: Option<usize>,
 ) -> Option<f64> {
     use crate::collective::cost::{Link, SlowNode, Topology, busbw_factor, estimate_shaped};
     let spec = s.slow.as_ref()?;
@@ -189,12 +189,14 @@ pub fn predict(
     let slow: Vec<SlowNode> = spec
         .shape
         .iter()
-        .filter(|sh| !unshaped && iface.is_none_or(|i| i == sh.iface))
+        .filter(|sh| iface.is_none_or(|i| i == sh.iface))
         .flat_map(|sh| {
-            sh.nodes(s.nodes).map(|node| SlowNode {
-                node,
-                bandwidth_gbps: sh.rate.gbps() * share,
-            })
+            sh.nodes(s.nodes)
+                .filter(|&n| unshaped != Some(n))
+                .map(|node| SlowNode {
+                    node,
+                    bandwidth_gbps: sh.rate.gbps() * share,
+                })
         })
         .collect();
     if slow.is_empty() {
@@ -493,7 +495,7 @@ pub(super) fn gather_measured(
     };
     if let Some(m) = measured {
         let iface = m.chosen.first().map(|(_, i)| i.clone());
-        let unshaped = fix.is_some_and(|f| f.unshape);
+        let unshaped = fix.and_then(|f| f.unshape);
         ev.predicted_gbps = predict(s, m.measured.bytes, iface.as_deref(), c.mode(), unshaped);
         ev.measured = Some(m.measured);
         ev.chosen = m.chosen;
@@ -505,7 +507,7 @@ pub(super) fn gather_measured(
 /// count as restoring the job (ringlab's bar: a fixed run is no longer bounded by the bad link).
 pub fn slow_bound(s: &Scenario, mode: cluster::ClusterMode) -> Option<f64> {
     let spec = s.slow.as_ref()?;
-    predict(s, spec.bytes, None, mode, false)
+    predict(s, spec.bytes, None, mode, None)
 }
 
 /// A fix run's verdict: restored when the busbw is over twice the staged bound; for a
@@ -553,11 +555,22 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
             env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
             restart,
         ],
-        (None, None) => vec![
-            more_time,
-            env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
-            restart,
-        ],
+        // Every node's link is a choice: the fix is only right on the node the evidence names.
+        (None, None) => {
+            let mut v = vec![more_time];
+            v.extend((0..s.nodes).map(|n| match s.fix.unshape {
+                Some(k) if k == n => s.fix.clone(),
+                _ => Fix {
+                    text: s.fix.text.replace(
+                        &format!("node {}", s.fix.unshape.unwrap_or(usize::MAX)),
+                        &format!("node {n}"),
+                    ),
+                    unshape: Some(n),
+                    ..Default::default()
+                },
+            }));
+            return v;
+        }
     };
     let at = 1 + s.name.len() % v.len();
     v.insert(at.min(v.len()), s.fix.clone());
