@@ -40,10 +40,18 @@ fn json_of(out: &Output, what: &str) -> Value {
     })
 }
 
-/// `lab run NAME --fix --json --mode MODE`, its report.
+/// `lab run NAME --fix --json --mode MODE`, its report; nothing of it outlives it.
 fn lab_run(name: &str, mode: &str) -> Value {
     let _one = crate::common::clusters();
-    let out = ringlab(&["lab", "run", name, "--fix", "--json", "--mode", mode]);
+    let tag = format!("slow_lab-{name}-{mode}");
+    let out = crate::common::tag(&mut Command::new(env!("CARGO_BIN_EXE_ringlab")), &tag)
+        .args(["lab", "run", name, "--fix", "--json", "--mode", mode])
+        .output()
+        .expect("run ringlab");
+    for what in ["__rank", "__netns-holder"] {
+        let left = crate::common::tagged(&tag, what);
+        assert!(left.is_empty(), "{name} ({mode}): {what} left: {left:?}");
+    }
     let v = json_of(&out, name);
     assert_eq!(out.status.code(), Some(0), "{name} ({mode}): {v:#}");
     assert_eq!(v["mode"], mode, "{v:#}");
@@ -281,4 +289,37 @@ fn the_screen_shows_the_measurement_beside_the_model_and_the_fix_passes() {
     t.send("\r");
     t.wait("PASS with", 300);
     t.send("\x03");
+}
+
+/// A shape a rank cannot read stops it with the variable named, not a silent full-speed run.
+#[test]
+fn an_unreadable_link_shape_is_refused_by_name() {
+    for (value, says) in [
+        ("lo=0mbit", "above 0"),
+        ("lo", "IFACE=RATE"),
+        ("lo=fast", "not a rate"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
+            .args([
+                "bench",
+                "--nproc-per-node",
+                "2",
+                "-b",
+                "1K",
+                "-e",
+                "1K",
+                "-n",
+                "1",
+            ])
+            .env("RINGLAB_SHAPE", value)
+            .env("NCCL_SHM_DISABLE", "1")
+            .output()
+            .expect("run ringlab");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{value}: {err}");
+        assert!(
+            err.contains("RINGLAB_SHAPE") && err.contains(says),
+            "{value}: {err}"
+        );
+    }
 }
