@@ -352,12 +352,13 @@ fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
             app.progress = p;
             app.progress_dir = Some(dir);
             if let Some(n) = notice {
-                app.status = Some(n.to_string());
+                // On screen until a key dismisses it (a resize keeps it), and in `m`.
+                app.set_notice(n.to_string());
                 eprintln!("ringlab: {n}");
             }
         }
         // Unreadable progress (permissions, say): run without saving rather than clobber it.
-        Err(e) => app.status = Some(format!("{e}; progress will not be saved this session")),
+        Err(e) => app.set_notice(format!("{e}; progress will not be saved this session")),
     }
     Ok(app)
 }

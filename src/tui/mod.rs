@@ -11,6 +11,7 @@ pub mod markdown;
 pub mod notes;
 pub mod record;
 pub mod screens;
+pub mod scroll;
 pub mod term;
 pub mod theme;
 

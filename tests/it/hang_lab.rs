@@ -564,6 +564,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         1,
         "the all-reduce of ones gave the world size on every rank",
         &theme,
+        usize::MAX,
     ));
     assert!(v.contains("still HANGS (the watchdog fired after"), "{v}");
     assert!(v.contains("advertised now: rank 0: 127.0.0.1:"), "{v}");
@@ -584,6 +585,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         1,
         "the all-reduce of ones gave the world size on every rank",
         &theme,
+        usize::MAX,
     ));
     assert!(v.contains("still FAILS with an error"), "{v}");
     // Neither node has eth1: whichever rank looks first fails, and the error is shown.

@@ -59,10 +59,14 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     });
     if s.narrate {
         head_lines.push(Line::raw(""));
-        head_lines.push(Line::from(Span::styled(
-            format!(" {}", s.caption),
-            t.strong,
-        )));
+        // A caption that wraps goes on under its first word, not at column 0.
+        head_lines.extend(crate::tui::markdown::keep_indent(
+            vec![Line::from(Span::styled(
+                format!(" {}", s.caption),
+                t.strong,
+            ))],
+            area.width as usize,
+        ));
     }
     let head_par = Paragraph::new(head_lines);
     let head_par = if s.narrate {
@@ -151,8 +155,17 @@ fn step_line(s: &RingState, t: &Theme, width: usize) -> Line<'static> {
 }
 
 fn header(s: &RingState, t: &Theme, width: usize) -> Vec<Line<'static>> {
-    let state = if s.playing {
-        format!("▶ playing ({} ms/step)", s.tick_ms())
+    let phase = s.phase_text();
+    // "▶ playing (700 ms/step)" where the row has room for it after the phase, else the
+    // short "▶ 700 ms/step": the row is never cut.
+    let long = format!("▶ playing ({} ms/step)", s.tick_ms());
+    let fits = |x: &str| {
+        unicode_width::UnicodeWidthStr::width(format!(" {phase}   {x}").as_str()) <= width
+    };
+    let state = if s.playing && fits(&long) {
+        long
+    } else if s.playing {
+        format!("▶ {} ms/step", s.tick_ms())
     } else if s.at_end() {
         "■ done".to_string()
     } else {
@@ -164,7 +177,7 @@ fn header(s: &RingState, t: &Theme, width: usize) -> Vec<Line<'static>> {
             t.title,
         )]),
         Line::from(vec![
-            Span::styled(format!(" {}", s.phase_text()), t.accent),
+            Span::styled(format!(" {phase}"), t.accent),
             Span::styled(format!("   {state}"), t.dim),
         ]),
     ]
