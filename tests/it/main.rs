@@ -43,3 +43,4 @@ mod tcp_new_schedules;
 mod tpcalc_view;
 mod tty_gone;
 mod tui;
+mod walk;

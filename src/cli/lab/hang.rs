@@ -59,10 +59,16 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A scenario's text for a plain terminal: its inline code marks (`if`) dropped; the screen
+/// draws them as code.
+fn plain(text: &str) -> String {
+    text.replace('`', "")
+}
+
 fn list() -> ExitCode {
     let (all, bad) = scenario::all();
     for s in &all {
-        println!("{:<26} {}", s.name, s.title);
+        println!("{:<26} {}", s.name, plain(&s.title));
     }
     for b in &bad {
         eprintln!("{}: {}", b.file, b.message);
@@ -197,7 +203,12 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if !json {
         println!(
             "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
-            s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
+            s.name,
+            plain(&s.title),
+            plain(&s.story),
+            s.nodes,
+            s.ranks_per_node,
+            s.timeout
         );
         if let Some((r, why)) = &emulated {
             let p = crate::nccl_log::Profile::nearest(*r);

@@ -1081,12 +1081,11 @@ fn action_lines(s: &HangState, t: &Theme, width: u16) -> Vec<Line<'static>> {
         ));
         for (i, c) in s.choices.iter().enumerate() {
             let sel = i == s.choice;
-            let row = format!("{} {}", if sel { "▶" } else { " " }, c.text);
-            out.push(if sel {
-                Line::styled(row, t.selection)
-            } else {
-                Line::raw(row)
-            });
+            let base = if sel { t.selection } else { t.base };
+            // Inline code (`if`) drawn as code, its marks dropped.
+            let mut spans = vec![Span::styled(if sel { "▶ " } else { "  " }, base)];
+            spans.extend(crate::tui::markdown::inline_code(&c.text, base, t.code));
+            out.push(Line::from(spans));
         }
     }
     out

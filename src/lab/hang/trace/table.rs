@@ -12,8 +12,8 @@ pub(super) fn state_word(s: State) -> &'static str {
 
 /// The dumps side by side around the divergence: one row per collective, one column per
 /// rank, `✓` completed, `…` started, `·` scheduled, `—` never entered. Rows with a divergence
-/// are marked `◀` at their start (where a narrow terminal cuts no mark). Columns are as wide
-/// as their widest cell (at most 22), so four ranks and a label fit 80 columns.
+/// are marked `◀` at their start (where a narrow terminal cuts no mark). Columns are one
+/// space wider than their widest cell (at most 22), so four ranks and a label fit 80 columns.
 pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<Row> {
     let by_rank: BTreeMap<usize, &RankTrace> = traces.iter().map(|t| (t.rank, t)).collect();
     let front = a.front.unwrap_or(0);
@@ -41,7 +41,7 @@ pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<Row> {
         .chain((0..a.world).map(|r| format!("rank {r}").len()))
         .max()
         .unwrap_or(0);
-    let width = (widest + 2).min(22);
+    let width = (widest + 1).min(22);
     let mut out = vec![Row {
         text: format!(
             "  seq  {}",
