@@ -328,6 +328,8 @@ pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(3);
 /// When the shown status message should go, if one is shown (the event loop wakes then).
 pub fn status_deadline(app: &mut App) -> Option<std::time::Instant> {
     app.status.as_ref()?;
+    // A status set outside `update` (at start-up) is kept with the messages too.
+    remember_status(app);
     let since = *app.status_since.get_or_insert_with(std::time::Instant::now);
     Some(since + STATUS_TTL)
 }

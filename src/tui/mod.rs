@@ -38,6 +38,9 @@ pub enum TuiError {
     NotATerminal,
     #[error("terminal error: {0}")]
     Io(#[from] io::Error),
+    /// The recording (`--record`) cannot be written: its message says so, once.
+    #[error(transparent)]
+    Record(io::Error),
 }
 
 /// Map one terminal event to an action, given what has focus.
@@ -228,7 +231,9 @@ fn apply_events(
 async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     let (w, h) = crossterm::terminal::size()?;
     let recorder = match &opts.record {
-        Some(path) => Some(record::Recorder::create(path, w, h, opts.replace_record)?),
+        Some(path) => Some(
+            record::Recorder::create(path, w, h, opts.replace_record).map_err(TuiError::Record)?,
+        ),
         None => None,
     };
     let _guard = term::TerminalGuard::enter()?;
@@ -319,7 +324,7 @@ fn finish(
     }
     let failed = recording.borrow_mut().error.take();
     if let Some(e) = failed {
-        return Err(TuiError::Io(io::Error::new(
+        return Err(TuiError::Record(io::Error::new(
             e.kind(),
             format!("the recording stopped: {e}"),
         )));

@@ -31,6 +31,7 @@ mod private_files;
 mod progress_durability;
 mod pty;
 mod quiz;
+mod readable_pty;
 mod resource_bounds;
 mod ring_cli;
 mod ring_view;

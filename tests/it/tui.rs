@@ -335,7 +335,7 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     for name in scenarios.iter().map(|s| s.name.as_str()) {
         assert!(text.contains(name), "{name} listed:\n{text}");
     }
-    assert!(text.contains("▶  Pinned to docker0"), "{text}");
+    assert!(text.contains("▶   Pinned to docker0"), "{text}");
     // Blind mode (b): numbered scenarios and the brief, nothing that names the cause.
     app::update(
         &mut app,
@@ -343,7 +343,7 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     );
     let t = draw(&mut app, 100, 30);
     let blind = format!("{}", t.backend());
-    assert!(blind.contains("▶  Scenario 1"), "{blind}");
+    assert!(blind.contains("▶   Scenario 1"), "{blind}");
     assert!(blind.contains("Scenario 7"), "{blind}");
     for giveaway in ["docker0", "NCCL_SOCKET_IFNAME", "Pinned", "lo-across"] {
         assert!(

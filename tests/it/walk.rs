@@ -287,3 +287,74 @@ fn help_and_messages_read_whole_at_80x24() {
     let frames = walk(&mut app, "help", Action::Move(1));
     assert!(seen(&frames).contains("last messages, whole"));
 }
+
+fn frame_at(app: &mut App, w: u16, h: u16) -> String {
+    app::update(app, Action::Resize(w, h));
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| app::render(app, f)).expect("draw");
+    format!("{}", t.backend())
+}
+
+/// The hang lab's layouts: the list with a story that scrolls (80x24; below the fold it says
+/// where the nodes run, which depends on root), and the evidence of a real staged run with a
+/// failed re-run, at 80x24 and 120x40.
+#[test]
+fn hang_lab_layouts_80x24_and_120x40() {
+    let mut app = app();
+    open(&mut app, ScreenId::Hang);
+    let (all, _) = scenario::all();
+    let at = all
+        .iter()
+        .position(|s| s.name == "skipped-collective")
+        .expect("scenario");
+    let Some(Screen::Hang(h)) = app.stack.last_mut() else {
+        unreachable!()
+    };
+    h.selected = at;
+    insta::assert_snapshot!("hang_pick_80x24", frame_at(&mut app, 80, 24));
+    let Some(Screen::Hang(h)) = app.stack.last_mut() else {
+        unreachable!()
+    };
+    h.stage = Stage::Diagnosed;
+    h.choices = scenario::fix_choices(&all[at]);
+    h.report = Some(fixture("skipped-collective"));
+    h.hints = 1;
+    h.last_fix = Some((
+        h.choices[0].text.clone(),
+        serde_json::from_value(serde_json::json!({
+            "outcome": "hang",
+            "allreduce_correct": false,
+            "reason": "HANG: rank 0 made no progress for 12 s (stuck in step 57/200); killed the job",
+            "detected_after_s": 12.0,
+            "run_s": 13.0,
+        }))
+        .expect("fixed"),
+    ));
+    insta::assert_snapshot!("hang_evidence_80x24", frame_at(&mut app, 80, 24));
+    insta::assert_snapshot!("hang_evidence_120x40", frame_at(&mut app, 120, 40));
+}
+
+/// The notice of a progress file set aside (until a key), and `m`: the last messages, newest
+/// first, each whole.
+#[test]
+fn notice_and_messages_80x24_and_120x40() {
+    let mut app = app();
+    app.set_notice(
+        "progress file is corrupt (EOF while parsing an object at line 2 column 0); kept it \
+         as ~/.local/share/ringlab/progress.json.quarantined-20261207 and started fresh"
+            .into(),
+    );
+    insta::assert_snapshot!("notice_80x24", frame_at(&mut app, 80, 24));
+    insta::assert_snapshot!("notice_120x40", frame_at(&mut app, 120, 40));
+    app::update(&mut app, Action::Move(1));
+    app.status = Some(
+        "lab: the nccl backend needs a GPU: no NVIDIA driver here: libcuda.so.1 cannot be \
+         loaded (ringlab doctor says what it found)"
+            .into(),
+    );
+    // As the event loop sees it: a status shown is kept with the messages.
+    let _ = app::status_deadline(&mut app);
+    app::update(&mut app, Action::Messages);
+    insta::assert_snapshot!("messages_80x24", frame_at(&mut app, 80, 24));
+    insta::assert_snapshot!("messages_120x40", frame_at(&mut app, 120, 40));
+}

@@ -349,6 +349,26 @@ pub fn parse_typed_fix(text: &str) -> Result<Fix, crate::tui::error::ScreenError
     })
 }
 
+/// "did you mean NCCL_SOCKET_IFNAME?" for a typed name that is NCCL's but for its case
+/// (NCCL reads upper-case names only, so the re-run runs without it).
+pub fn case_hint(fix: &Fix) -> Option<String> {
+    let odd: Vec<String> = fix
+        .env
+        .keys()
+        .filter(|k| {
+            let up = k.to_ascii_uppercase();
+            up != **k && up.starts_with("NCCL_")
+        })
+        .map(|k| k.to_ascii_uppercase())
+        .collect();
+    (!odd.is_empty()).then(|| {
+        format!(
+            "did you mean {}? Names are case-sensitive: NCCL reads only upper case, so this re-run runs without it",
+            odd.join(", ")
+        )
+    })
+}
+
 const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab");
 
 /// The hang lab's own verbs (`Action::Screen`), each named for what it does.
@@ -399,7 +419,11 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             Action::InputSubmit => match parse_typed_fix(t.value()) {
                 Ok(fix) => {
                     s.typing = None;
+                    let hint = case_hint(&fix);
                     s.launch(app, Some(fix));
+                    if hint.is_some() {
+                        app.status = hint;
+                    }
                 }
                 Err(e) => app.status = Some(e.to_string()),
             },
@@ -461,6 +485,8 @@ fn on_verb(s: &mut HangState, app: &mut App, verb: Verb) {
     match (&s.stage, verb) {
         (Stage::Pick, Verb::ToggleNccl) => {
             s.nccl = !s.nccl;
+            // A refusal of the other ranks' kind no longer applies.
+            s.error = None;
             app.status = Some(if s.nccl {
                 "ranks: real NCCL (needs GPUs and real namespaces)".into()
             } else {
@@ -647,11 +673,11 @@ fn pick_lines(
         // ✓: solved before (kept in progress with hints seen and attempts).
         let solved = progress.labs.get(&sc.name).is_some_and(|r| r.solved);
         let row = format!(
-            "{}{} {:<43}",
+            "{} {} {:<42}",
             if sel { "▶" } else { " " },
             if solved { "✓" } else { " " },
-            // 42 columns of title and at least one space before the name.
-            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 42)
+            // 41 columns of title and at least one space before the name.
+            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 41)
         );
         // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
         let name = if s.blind {
@@ -1266,6 +1292,7 @@ mod tests {
         for r in &rows {
             let col = r.find(" lab run ").map(|b| r[..b].chars().count());
             assert_eq!(col, Some(46), "the name column moved: {r:?}");
+            assert!(!r.contains("▶✓"), "the marks apart: {r:?}");
             assert!(!r.contains('`'), "{r:?}");
         }
         assert!(
@@ -1374,5 +1401,14 @@ mod tests {
                 .contains("not an environment")
         );
         assert!(parse_typed_fix("   ").is_err());
+    }
+
+    #[test]
+    fn a_typed_name_that_is_ncclish_but_for_case_gets_a_hint() {
+        let f = parse_typed_fix("nccl_socket_ifname=eth0").expect("ok");
+        let hint = case_hint(&f).expect("a hint");
+        assert!(hint.contains("did you mean NCCL_SOCKET_IFNAME?"), "{hint}");
+        let f = parse_typed_fix("NCCL_SOCKET_IFNAME=eth0 MY_VAR=1").expect("ok");
+        assert_eq!(case_hint(&f), None);
     }
 }

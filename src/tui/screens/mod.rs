@@ -311,6 +311,15 @@ fn cut_status(app: &App, status: &str, w: usize) -> Line<'static> {
 /// The always-visible key-hint bar, gathered from the key table of what has focus.
 fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     let t = &app.theme;
+    // A notice takes the next key, whatever it is: the bar promises nothing else.
+    if app.notice.is_some() {
+        return Paragraph::new(Line::from(vec![
+            Span::styled("any key", t.key),
+            Span::styled(" dismisses the notice  ", t.dim),
+            Span::styled("Ctrl-C", t.key),
+            Span::styled(" quit", t.dim),
+        ]));
+    }
     if app.help.is_none()
         && let Some(line) = app.stack.last().and_then(|s| s.view().hint_line(app))
     {
