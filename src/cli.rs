@@ -124,7 +124,8 @@ pub enum Command {
         #[arg(long)]
         iterations: Option<u64>,
     },
-    /// The hang lab: NIC misconfigurations staged on a virtual cluster of network namespaces.
+    /// The hang lab: jobs that hang or fail (NIC misconfigurations at start-up, run-time hangs in
+    /// a training loop) staged on a virtual cluster of network namespaces.
     #[command(subcommand)]
     Lab(lab::HangLab),
     /// (internal) holds one network namespace of the hang lab's virtual cluster.

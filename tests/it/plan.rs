@@ -288,3 +288,33 @@ fn plan_text_fits_an_80_column_terminal() {
         assert!(l.chars().count() <= 80, "too wide: {l}");
     }
 }
+
+/// `--tokens` takes a count as sizes are written (`1e3`), and refuses what is not one by name.
+#[test]
+fn tp_tokens_takes_1e3_and_names_a_bad_count() {
+    let args = |t: &str| {
+        ringlab(&[
+            "tp",
+            "--model",
+            "llama-3.1-70b",
+            "--tp",
+            "8",
+            "--tokens",
+            t,
+            "--json",
+        ])
+    };
+    let o = args("1e3");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&o)["tokens"], 1000);
+    for (bad, says) in [
+        ("1.5", "not a whole number"),
+        ("0", "1..=1048576"),
+        ("lots", "\"lots\""),
+    ] {
+        let o = args(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains(says), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--tokens"), "{}", stderr(&o));
+    }
+}

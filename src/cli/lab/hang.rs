@@ -5,7 +5,7 @@ use crate::lab::hang::{cluster, scenario};
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum HangLab {
-    /// The scenarios: a NIC misconfiguration each, staged on a virtual cluster.
+    /// The scenarios: a misconfiguration or a run-time hang each, staged on a virtual cluster.
     List,
     /// Stage a scenario, watch it hang, diagnose it; with --fix, apply the fix and re-run.
     Run(RunArgs),
@@ -39,7 +39,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Backend::Tcp)]
     pub backend: Backend,
     /// The NCCL release the emulated ranks behave and log as (2.7.0 to 2.28.x; a release
-    /// between two modelled ones behaves as the older, and the header says which). Default:
+    /// ringlab does not model behaves as the newest modelled one up to it, and the header says
+    /// which). Default:
     /// the release this machine's NCCL reports where a GPU lets ringlab load it, else 2.28.9.
     #[arg(long, value_name = "2.MINOR.PATCH", value_parser = parse_nccl_version)]
     pub nccl_version: Option<crate::nccl_log::Release>,
