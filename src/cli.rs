@@ -598,14 +598,8 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
             params.dtype
         );
     }
-    if !params.bytes.is_multiple_of(size) {
-        eprintln!(
-            "ringlab: note: --bytes {} is not a whole number of {} elements ({size} B each): using {} B ({} elements)",
-            params.bytes,
-            params.dtype,
-            params.count() as u64 * size,
-            params.count()
-        );
+    if let Some(note) = params.rounding_note() {
+        eprintln!("ringlab: note: --bytes {} {note}", params.bytes);
     }
     if let Some(g) = args.gpus_per_node
         && !(params.ranks as u64).is_multiple_of(g)

@@ -336,3 +336,37 @@ fn the_link_note_sits_under_the_table_and_all_to_all_has_one_schedule() {
     assert!(f.contains(" pairwise "), "{f}");
     assert!(!f.contains(" ring "), "{f}");
 }
+
+/// At exactly 100x32 the legend is whole (two rows in the panel), two-level names its shape,
+/// the comparison says what ◀ marks and which algorithm is fastest, and a playing view's state
+/// fits its row at 80 columns (L18, L19, M8).
+#[test]
+fn legend_shape_and_marks_are_whole_at_100x32_and_80x24() {
+    let app = app_with_ring(RingParams::default(), 100, 32);
+    let f = frame(&app);
+    assert!(f.contains("· nothing yet  0-f that rank's own data"), "{f}");
+    assert!(f.contains("Σk sum of k ranks  ■ all N"), "{f}");
+    assert!(f.contains("◀ drawn above · fastest: "), "{f}");
+    let two = RingParams {
+        algo: Algorithm::TwoLevel,
+        ..RingParams::default()
+    };
+    let app = app_with_ring(two, 120, 40);
+    assert!(
+        frame(&app).contains("two-level, 2 nodes × 2 GPUs"),
+        "{}",
+        frame(&app)
+    );
+    let mut app = app_with_ring(RingParams::default(), 80, 24);
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Step.by(1));
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::PlayPause.act());
+    let f = frame(&app);
+    let row = f
+        .lines()
+        .find(|l| l.contains("ms/step"))
+        .unwrap_or_default();
+    assert!(
+        !row.contains("playing (") || row.contains("ms/step)"),
+        "the state is whole on its row:\n{f}"
+    );
+}

@@ -35,8 +35,9 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     // `area` is the body above the hint bar: a 100x32 terminal gives it 31 rows and still
     // draws the ring (the README: "below 100x32 it becomes a compact table").
     let compact = area.width < 100 || area.height < 31 || s.params.ranks > MAX_DRAWN;
-    // Two header lines, one row per algorithm that has a schedule here, and the link's note.
-    let cmp_h = 3 + s.compare.len().max(3) as u16;
+    // Two header lines, one row per algorithm that has a schedule here, what ◀ marks and
+    // the fastest, and the link's note.
+    let cmp_h = 4 + s.compare.len().max(3) as u16;
     // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
     let head_h = if s.narrate { 6 } else { 3 };
     let [head, body, cmp] = Layout::vertical([
@@ -386,7 +387,14 @@ fn panel_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
     for r in 0..n {
         out.push(Line::from(grid_row(s, t, r)));
     }
-    out.push(Line::styled(LEGEND, t.dim));
+    // The panel is narrower than the legend at 100 columns: two rows, never cut.
+    match LEGEND.split_once("  Σk") {
+        Some((a, b)) => {
+            out.push(Line::styled(a, t.dim));
+            out.push(Line::styled(format!(" Σk{b}"), t.dim));
+        }
+        None => out.push(Line::styled(LEGEND, t.dim)),
+    }
     out.push(Line::raw(""));
     let mut title = vec![Span::styled(" Bytes sent so far / in all", t.h2)];
     if let Some(b) = bound(s) {
@@ -517,9 +525,37 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             Span::styled(if shown { "  ◀" } else { "" }, t.dim),
         ]));
     }
+    out.push(Line::styled(compare_note(s), t.dim));
     // Where the estimates' numbers come from, under the table (L changes it).
     out.push(Line::styled(format!(" {}", link_note(s)), t.dim));
     out
+}
+
+/// Under the comparison: what `◀` marks, and which algorithm is fastest here and why when it
+/// is not the ring (a small message is latency-bound: each step costs a link's latency α).
+fn compare_note(s: &RingState) -> String {
+    let fastest = s
+        .compare
+        .iter()
+        .filter_map(|c| c.estimate(s.link).map(|e| (c, e.total_s)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let mut note = " ◀ drawn above".to_string();
+    if let Some((c, _)) = fastest
+        && s.compare.len() > 1
+    {
+        let why = if c.algo == crate::collective::Algorithm::Ring {
+            String::new()
+        } else if c.steps < s.schedule.len() {
+            format!(" ({} steps: latency α dominates at this M)", c.steps)
+        } else {
+            String::new()
+        };
+        note.push_str(&format!(
+            " · fastest: {}{why}",
+            algo_label(s.params.coll, c.algo)
+        ));
+    }
+    note
 }
 
 /// The comparison row's name: the algorithm, or for the point-to-point patterns the pattern.
