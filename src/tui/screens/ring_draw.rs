@@ -38,8 +38,24 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     // Two header lines, one row per algorithm that has a schedule here, what ◀ marks and
     // the fastest, and the link's note.
     let cmp_h = 4 + s.compare.len().max(3) as u16;
-    // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
-    let head_h = if s.narrate { 6 } else { 3 };
+    // Narrated (presenter mode): the caption below the header, every row of it (a wrapped
+    // row goes on under its first word, not at column 0), at least two.
+    let caption = if s.narrate {
+        crate::tui::markdown::keep_indent(
+            vec![Line::from(Span::styled(
+                format!(" {}", s.caption),
+                t.strong,
+            ))],
+            area.width as usize,
+        )
+    } else {
+        Vec::new()
+    };
+    let head_h = if s.narrate {
+        4 + caption.len().max(2) as u16
+    } else {
+        3
+    };
     let [head, body, cmp] = Layout::vertical([
         Constraint::Length(head_h),
         Constraint::Min(3),
@@ -60,14 +76,7 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     });
     if s.narrate {
         head_lines.push(Line::raw(""));
-        // A caption that wraps goes on under its first word, not at column 0.
-        head_lines.extend(crate::tui::markdown::keep_indent(
-            vec![Line::from(Span::styled(
-                format!(" {}", s.caption),
-                t.strong,
-            ))],
-            area.width as usize,
-        ));
+        head_lines.extend(caption);
     }
     let head_par = Paragraph::new(head_lines);
     let head_par = if s.narrate {
