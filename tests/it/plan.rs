@@ -318,3 +318,41 @@ fn tp_tokens_takes_1e3_and_names_a_bad_count() {
         assert!(stderr(&o).contains("--tokens"), "{}", stderr(&o));
     }
 }
+
+/// One node names no link between nodes, and a plan that cannot run gives no commands to copy
+/// (L25).
+#[test]
+fn one_node_has_no_between_and_a_plan_that_wont_fit_has_no_launch() {
+    let o = ringlab(&[
+        "plan",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--model",
+        "llama-3.1-405b",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.ends_with("(NVLink 4 inside)")),
+        "{out}"
+    );
+    assert!(out.contains("WON'T FIT"), "{out}");
+    assert!(!out.contains("Launch with"), "{out}");
+    assert!(!out.contains("vllm serve"), "{out}");
+    assert!(out.contains("No launch commands"), "{out}");
+    let o = ringlab(&[
+        "plan",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--model",
+        "llama-3.1-70b",
+    ]);
+    let out = stdout(&o);
+    assert!(out.contains(" between)"), "{out}");
+    assert!(out.contains("Launch with"), "{out}");
+}
