@@ -290,6 +290,9 @@ impl PlannerState {
     /// earlier copy is overwritten by. Returns what the status line says.
     pub fn copy_commands(&self, app: &mut App, dir: &std::path::Path) -> String {
         let plan = self.plan.as_ref().ok();
+        if plan.is_some_and(|p| !p.valid || p.memory.fits == Some(false)) {
+            return "no launch commands: this plan cannot run (see ✗)".into();
+        }
         let (Some(text), Some(script)) = (
             plan.and_then(|p| p.commands_text(self.backend)),
             plan.and_then(|p| p.script_text(self.backend)),
