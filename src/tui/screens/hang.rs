@@ -739,11 +739,13 @@ fn pick_lines(
 }
 
 fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
-    // A training loop: each rank's collective number races ahead, until one stops.
+    // A training loop: each rank's collective number races ahead, until one stops. The number
+    // is the last collective the rank completed (the flight recorder also lists the ones it
+    // started or scheduled after it, so its newest number can be higher).
     let front = s.seqs.values().copied().max();
     let mut out = vec![Line::styled(
         if front.is_some() {
-            " rank  phase                                    collective    since"
+            " rank  phase                                    last done     since"
         } else {
             " rank  phase                                              since"
         },
