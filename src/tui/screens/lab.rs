@@ -318,7 +318,7 @@ impl LabState {
         self.logs.clear();
         self.note = None;
         self.phases = (0..self.params.ranks)
-            .map(|_| RankRow::new("starting"))
+            .map(|_| RankRow::new(STARTING))
             .collect();
         self.state = RunState::Running;
         self.started = Some(Instant::now());
@@ -376,7 +376,12 @@ impl LabState {
         for p in &mut self.phases {
             if p.frozen.is_none() {
                 p.frozen = Some(p.since.elapsed());
-                p.phase = format!("{why} in {}", p.phase);
+                // A rank still "starting" when the job ended never ran (a refused backend).
+                p.phase = if p.phase == STARTING {
+                    format!("never started ({why} first)")
+                } else {
+                    format!("{why}: was in {}", p.phase)
+                };
             }
         }
     }
@@ -420,7 +425,8 @@ impl LabState {
                 self.cancel = None;
                 let why = match (&self.state, &r) {
                     (RunState::Cancelled, _) => "cancelled",
-                    (_, Err(_)) => "stopped",
+                    // The job failed (not a process stopped, as ps's T means).
+                    (_, Err(_)) => "the job failed",
                     _ => "ended",
                 };
                 self.freeze(why);
@@ -662,6 +668,27 @@ fn chart_styles(t: &crate::tui::theme::Theme) -> (Style, Style) {
 
 fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
+    // No axis before there is a point to put on it.
+    if !s
+        .rows
+        .iter()
+        .any(|(o, i)| o.busbw_gbps.is_finite() || i.busbw_gbps.is_finite())
+    {
+        frame.render_widget(
+            Paragraph::new(Line::styled(
+                " busbw (GB/s) vs size: drawn as the rows come in",
+                t.dim,
+            ))
+            .wrap(ratatui::widgets::Wrap { trim: true })
+            .block(
+                Block::default()
+                    .borders(Borders::TOP)
+                    .border_style(t.border),
+            ),
+            area,
+        );
+        return;
+    }
     // Both placements, as the table has them (N/A rows, NaN, are left out).
     let pts = |in_place: bool| -> Vec<(f64, f64)> {
         s.rows
@@ -782,6 +809,9 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     }
     out
 }
+
+/// A rank's row before its first phase arrives.
+const STARTING: &str = "starting";
 
 const LAB: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab");
 /// While ranks run, q and Esc cancel the run (they do not leave the screen).
@@ -948,6 +978,22 @@ mod tests {
         assert!(text.contains("transport SHM"), "{text}");
     }
 
+    /// A refused job (no GPU for the nccl backend) says its ranks never started, not that
+    /// they "stopped"; before any row the chart draws no axis (L24).
+    #[test]
+    fn a_refused_job_says_its_ranks_never_started_and_no_axis_without_data() {
+        let app = app();
+        let mut s = LabState::new(LabParams::default());
+        let text = screen(&s, &app);
+        assert!(text.contains("as the rows come in"), "{text}");
+        assert!(!text.contains("0.06"), "no axis yet: {text}");
+        s.state = RunState::Running;
+        s.phases = vec![RankRow::new(STARTING), RankRow::new("connect")];
+        s.receive(LabUpdate::Finished(0, Err("no GPU".into())));
+        assert_eq!(s.phases[0].phase, "never started (the job failed first)");
+        assert_eq!(s.phases[1].phase, "the job failed: was in connect");
+    }
+
     #[test]
     fn after_esc_the_board_says_cancelled_and_done_ranks_show_their_time() {
         let mut app = app();
@@ -963,13 +1009,16 @@ mod tests {
             s.phases[0].shown_secs() >= 3.0,
             "a done rank shows how long it ran, not 0.0 s"
         );
-        assert_eq!(s.phases[1].phase, "cancelled in all-reduce 1 MiB");
+        assert_eq!(s.phases[1].phase, "cancelled: was in all-reduce 1 MiB");
         let text = screen(&s, &app);
-        assert!(text.contains("cancelled in all-reduce 1 MiB"), "{text}");
+        assert!(
+            text.contains("cancelled: was in all-reduce 1 MiB"),
+            "{text}"
+        );
         assert!(!text.contains("running…"), "{text}");
         // The runner's own report afterwards changes nothing.
         s.receive(LabUpdate::Finished(0, Ok(())));
         assert_eq!(s.state, RunState::Cancelled);
-        assert_eq!(s.phases[1].phase, "cancelled in all-reduce 1 MiB");
+        assert_eq!(s.phases[1].phase, "cancelled: was in all-reduce 1 MiB");
     }
 }
