@@ -16,7 +16,6 @@ pub mod term;
 pub mod theme;
 
 use std::io::{self, IsTerminal};
-use std::os::unix::net::UnixStream;
 
 use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use std::time::Duration;
@@ -105,7 +104,7 @@ pub struct RunOptions {
     /// Replace a file already at `record` (`--force`; a link there is refused either way).
     pub replace_record: bool,
     /// Follow a presenter: its slides arrive on this socket (`ringlab present --notes`).
-    pub follow: Option<std::os::unix::net::UnixStream>,
+    pub follow: Option<std::path::PathBuf>,
 }
 
 /// Run the app until the user quits. Restores the terminal on every way out.
@@ -166,7 +165,10 @@ impl Drop for StopReader {
 
 /// Start the background work the app begins with: syntax highlighting loads on a thread (the
 /// first frame does not wait for it), and a followed presenter's slides arrive on another.
-fn start_background(tx: &mpsc::UnboundedSender<app::Background>, follow: Option<UnixStream>) {
+fn start_background(
+    tx: &mpsc::UnboundedSender<app::Background>,
+    follow: Option<std::path::PathBuf>,
+) {
     if !markdown::highlighting_ready() {
         markdown::defer_highlighting();
         let tx = tx.clone();
@@ -175,11 +177,14 @@ fn start_background(tx: &mpsc::UnboundedSender<app::Background>, follow: Option<
             let _ = tx.send(app::Background::HighlightingReady);
         });
     }
-    if let Some(stream) = follow {
+    if let Some(path) = follow {
         let tx = tx.clone();
+        // A presenter that is not there yet, or that stops, is waited for: the notes follow
+        // whichever presenter starts next.
         std::thread::spawn(move || {
-            notes::follow(stream, |m| {
-                let _ = tx.send(app::Background::to(app::ScreenId::Notes, m));
+            notes::follow_path(&path, |m| {
+                tx.send(app::Background::to(app::ScreenId::Notes, m))
+                    .is_ok()
             })
         });
     }
