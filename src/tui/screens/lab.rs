@@ -11,7 +11,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
 
 use crate::collective::{Algorithm, Collective, Dtype};
 use crate::course::block::LabBlock;
@@ -66,7 +66,13 @@ pub struct LabParams {
     pub maxbytes: u64,
     /// tcp (any machine) or nccl (one rank per GPU).
     pub backend: Backend,
+    /// Runs per size (`bench -R`): more than one shows each size's median and warns when the
+    /// runs spread too wide to read (a busy machine).
+    pub repeat: usize,
 }
+
+/// The runs per size the field steps through.
+const REPEATS: [usize; 4] = [1, 3, 5, 10];
 
 impl Default for LabParams {
     fn default() -> Self {
@@ -78,6 +84,7 @@ impl Default for LabParams {
             minbytes: 1 << 10,
             maxbytes: 64 << 20,
             backend: Backend::Tcp,
+            repeat: 1,
         }
     }
 }
@@ -91,6 +98,7 @@ pub enum LabField {
     Type,
     Min,
     Max,
+    Runs,
     Backend,
 }
 
@@ -103,6 +111,7 @@ impl FormModel for LabParams {
         LabField::Type,
         LabField::Min,
         LabField::Max,
+        LabField::Runs,
         LabField::Backend,
     ];
 
@@ -115,6 +124,7 @@ impl FormModel for LabParams {
             LabField::Min => "min",
             LabField::Max => "max",
             LabField::Backend => "backend",
+            LabField::Runs => "runs",
         }
     }
 
@@ -129,6 +139,7 @@ impl FormModel for LabParams {
             LabField::Min => format_bytes(self.minbytes),
             LabField::Max => format_bytes(self.maxbytes),
             LabField::Backend => self.backend.name().to_string(),
+            LabField::Runs => self.repeat.to_string(),
         }
     }
 
@@ -151,6 +162,7 @@ impl FormModel for LabParams {
             LabField::Backend => {
                 self.backend = cycle_in(&[Backend::Tcp, Backend::Nccl], self.backend, d)
             }
+            LabField::Runs => self.repeat = crate::tui::form::step(&REPEATS, self.repeat, d),
         }
     }
 
@@ -174,12 +186,14 @@ impl LabParams {
             minbytes,
             maxbytes,
             backend: Backend::Tcp,
+            repeat: 1,
         })
     }
 
     fn job(&self) -> Result<Job, ScreenError> {
         Ok(Job {
             backend: self.backend,
+            repeat: self.repeat,
             ..Job::bench(
                 self.coll,
                 self.algo,
@@ -585,7 +599,12 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         .spacing(1)
         .areas(mid);
     frame.render_widget(
-        Paragraph::new(table_lines(s, t)).block(
+        Paragraph::new(crate::tui::markdown::keep_indent(
+            table_lines(s, t),
+            usize::from(table.width),
+        ))
+        .wrap(Wrap { trim: false })
+        .block(
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
@@ -653,7 +672,47 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     if s.rows.is_empty() && s.running() {
         out.push(Line::styled("  waiting for the first size…", t.dim));
     }
+    out.extend(spread_lines(s, t));
     out
+}
+
+/// Under rows timed several times: how many sizes spread too wide to read (a busy machine),
+/// as `bench -R` says it; with one run a size, that one run is all there is.
+fn spread_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
+    use crate::lab::bench::measure::WIDE_SPREAD;
+    let runs = s.params.repeat;
+    if s.rows.is_empty() {
+        return Vec::new();
+    }
+    if runs < 2 {
+        return vec![Line::styled(
+            " one run a size: the runs field gives medians and their spread",
+            t.dim,
+        )];
+    }
+    let wide = s
+        .rows
+        .iter()
+        .filter(|(o, i)| {
+            [o.spread, i.spread]
+                .iter()
+                .any(|x| x.is_some_and(|x| x > WIDE_SPREAD))
+        })
+        .count();
+    if wide == 0 {
+        return vec![Line::styled(
+            format!(" medians of {runs} runs a size"),
+            t.dim,
+        )];
+    }
+    vec![Line::styled(
+        format!(
+            " ! medians of {runs} runs; at {} the runs spread over {:.0}%: too wide to read, this machine is busy; compare medians, or run again",
+            crate::units::count(wide, "size"),
+            WIDE_SPREAD * 100.0
+        ),
+        t.warn,
+    )]
 }
 
 /// The out-of-place and in-place lines' styles: told apart by colour, and without colour by
@@ -891,10 +950,13 @@ mod tests {
             minbytes: 1024,
             maxbytes: 4096,
             backend: Backend::Tcp,
+            repeat: 3,
         }
         .job()
         .expect("job");
         assert_eq!(screen.iters as u64, args.iters, "nccl-tests' -n 20");
+        // The runs field is the CLI's -R.
+        assert_eq!(screen.repeat, 3);
         assert_eq!(screen.warmup as u64, args.warmup, "nccl-tests' -w 1");
         assert_eq!(screen.op, args.op);
         assert_eq!(screen.check, args.check == 1);
@@ -976,6 +1038,31 @@ mod tests {
         }
         let text = screen(&s, &app);
         assert!(text.contains("transport SHM"), "{text}");
+    }
+
+    /// Sizes timed several times show medians; a spread too wide to read says the machine is
+    /// busy, as `bench -R` does (M12).
+    #[test]
+    fn a_wide_spread_over_several_runs_says_the_machine_is_busy() {
+        let app = app();
+        let mut s = LabState::new(LabParams {
+            repeat: 5,
+            ..LabParams::default()
+        });
+        let (mut o, mut i) = (
+            row(false, 10.0, 1.0, Some(0)),
+            row(true, 10.0, 1.0, Some(0)),
+        );
+        o.spread = Some(0.1);
+        i.spread = Some(0.1);
+        s.rows.push((o.clone(), i.clone()));
+        let calm = screen(&s, &app);
+        assert!(calm.contains("medians of 5 runs a size"), "{calm}");
+        i.spread = Some(2.4);
+        s.rows.push((o, i));
+        let busy = screen(&s, &app);
+        assert!(busy.contains("at 1 size the runs spread"), "{busy}");
+        assert!(busy.contains("busy; compare medians"), "{busy}");
     }
 
     /// A refused job (no GPU for the nccl backend) says its ranks never started, not that
