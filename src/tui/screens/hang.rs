@@ -1405,6 +1405,45 @@ mod tests {
         assert!(parse_typed_fix("   ").is_err());
     }
 
+    /// The header names the rank the others wait for (a stopped one), never rank 0 because it
+    /// comes first; a run that ended in an error has no stuck rank (H1, M13).
+    #[test]
+    fn the_stuck_line_names_the_rank_everyone_waits_for() {
+        use crate::lab::job::ProcState;
+        let rank = |r: usize, state: ProcState| scenario::RankReport {
+            rank: r,
+            node: r / 2,
+            phase: "step 80/200".into(),
+            advertised: None,
+            state: Some(state),
+            gpu_util: None,
+        };
+        let mut staged = scenario::Staged {
+            outcome: scenario::Outcome::Hang,
+            stuck_phase: Some("step 80/200".into()),
+            detected_after_s: Some(6.0),
+            run_s: 7.0,
+            ranks: vec![
+                rank(0, ProcState::Sleeping),
+                rank(1, ProcState::Sleeping),
+                rank(2, ProcState::Sleeping),
+                rank(3, ProcState::Stopped),
+            ],
+            reason: None,
+            transport: None,
+        };
+        assert_eq!(
+            stuck_line(&staged).as_deref(),
+            Some(" rank 3 is stuck in: step 80/200")
+        );
+        staged.outcome = scenario::Outcome::Error;
+        staged.ranks = (0..4).map(|r| rank(r, ProcState::Gone)).collect();
+        assert_eq!(
+            stuck_line(&staged).as_deref(),
+            Some(" the job ended at: step 80/200")
+        );
+    }
+
     #[test]
     fn a_typed_name_that_is_ncclish_but_for_case_gets_a_hint() {
         let f = parse_typed_fix("nccl_socket_ifname=eth0").expect("ok");
