@@ -358,3 +358,22 @@ fn notice_and_messages_80x24_and_120x40() {
     insta::assert_snapshot!("messages_80x24", frame_at(&mut app, 80, 24));
     insta::assert_snapshot!("messages_120x40", frame_at(&mut app, 120, 40));
 }
+
+/// The study screens (a quiz, the drill, a mock interview) and the presenter at 80x24: each
+/// opens, scrolls to its end and cuts nothing without a way to read it (their answer panes
+/// are the other part of issue 45; this walk only checks that none is cut for good).
+#[test]
+fn study_screens_and_the_presenter_walk_at_80x24() {
+    use ringlab::tui::screens::home::Verb;
+    for (verb, step) in [
+        (Verb::Quiz, Action::Move(1)),
+        (Verb::Drill, Action::Move(1)),
+        (Verb::Mock, Action::Move(1)),
+        (Verb::Present, Action::Page(1)),
+    ] {
+        let mut app = app();
+        app::update(&mut app, verb.act());
+        assert!(app.stack.len() > 1, "{verb:?} opened a screen");
+        walk(&mut app, &format!("{verb:?}"), step);
+    }
+}
