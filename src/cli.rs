@@ -124,7 +124,8 @@ pub enum Command {
         #[arg(long)]
         iterations: Option<u64>,
     },
-    /// The hang lab: NIC misconfigurations staged on a virtual cluster of network namespaces.
+    /// The hang lab: jobs that hang or fail (NIC misconfigurations at start-up, run-time hangs in
+    /// a training loop) staged on a virtual cluster of network namespaces.
     #[command(subcommand)]
     Lab(lab::HangLab),
     /// (internal) holds one network namespace of the hang lab's virtual cluster.
@@ -352,12 +353,13 @@ fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
             app.progress = p;
             app.progress_dir = Some(dir);
             if let Some(n) = notice {
-                app.status = Some(n.to_string());
+                // On screen until a key dismisses it (a resize keeps it), and in `m`.
+                app.set_notice(n.to_string());
                 eprintln!("ringlab: {n}");
             }
         }
         // Unreadable progress (permissions, say): run without saving rather than clobber it.
-        Err(e) => app.status = Some(format!("{e}; progress will not be saved this session")),
+        Err(e) => app.set_notice(format!("{e}; progress will not be saved this session")),
     }
     Ok(app)
 }
@@ -596,14 +598,8 @@ fn ring(lessons: &Option<PathBuf>, args: &RingArgs) -> anyhow::Result<ExitCode> 
             params.dtype
         );
     }
-    if !params.bytes.is_multiple_of(size) {
-        eprintln!(
-            "ringlab: note: --bytes {} is not a whole number of {} elements ({size} B each): using {} B ({} elements)",
-            params.bytes,
-            params.dtype,
-            params.count() as u64 * size,
-            params.count()
-        );
+    if let Some(note) = params.rounding_note() {
+        eprintln!("ringlab: note: --bytes {} {note}", params.bytes);
     }
     if let Some(g) = args.gpus_per_node
         && !(params.ranks as u64).is_multiple_of(g)

@@ -218,6 +218,24 @@ pub fn parse_size(input: &str) -> Result<u64, String> {
     Ok(bytes.floor() as u64)
 }
 
+/// A whole count as people write it: `2048`, `1e3`, `2,048`, `1_000_000`. Refuses a
+/// fraction, a sign, a unit and garbage with a message naming the input.
+pub fn parse_count(input: &str) -> Result<u64, String> {
+    let bad = |why: &str| format!("invalid count \"{input}\": {why} (examples: 2048, 1e3, 1,000)");
+    let t = input.trim();
+    if t.starts_with(['-', '+']) {
+        return Err(bad("a count has no sign"));
+    }
+    let x = parse_number(t).ok_or_else(|| bad("expected a whole number"))?;
+    if x.fract() != 0.0 {
+        return Err(bad("not a whole number"));
+    }
+    if x >= 18_446_744_073_709_551_616.0 {
+        return Err(bad("too large"));
+    }
+    Ok(x as u64)
+}
+
 /// A count with its noun, plural unless one: "1 GPU", "16 GPUs", "1 node", "2 nodes".
 pub fn count(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -310,6 +328,11 @@ mod tests {
 
     #[test]
     fn parses_nccl_tests_style_sizes() {
+        assert_eq!(parse_count("1e3"), Ok(1000));
+        assert_eq!(parse_count("2,048"), Ok(2048));
+        assert!(parse_count("1.5").is_err_and(|e| e.contains("not a whole number")));
+        assert!(parse_count("-1").is_err());
+        assert!(parse_count("ten").is_err_and(|e| e.contains("\"ten\"")));
         assert_eq!(parse_size("1003"), Ok(1003));
         assert_eq!(parse_size("1K"), Ok(1024));
         assert_eq!(parse_size("64M"), Ok(64 << 20));

@@ -91,6 +91,16 @@ pub fn parse_params(s: &str) -> Result<u64, BadParams> {
 #[error("invalid parameter count \"{0}\" (examples: 8030261248, 70.6B, 46.7e9)")]
 pub struct BadParams(pub String);
 
+/// `--tokens`: a whole count as sizes are written (`2048`, `1e3`), 1 to 1048576.
+fn parse_tokens(input: &str) -> Result<u64, String> {
+    let n = crate::units::parse_count(input)?;
+    if (1..=1_048_576).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} is not in 1..=1048576"))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct TpArgs {
     #[command(flatten)]
@@ -99,7 +109,7 @@ pub struct TpArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub tp: u64,
     /// Tokens per forward pass: 1 = one decode step, 2048 = a 2048-token prefill.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    #[arg(long, default_value_t = 1, value_parser = parse_tokens)]
     pub tokens: u64,
     /// Token throughput for the bytes-per-second figure.
     #[arg(long, default_value_t = crate::infer::tp::DEFAULT_TOKENS_PER_S, value_name = "N")]

@@ -38,16 +38,16 @@ pub fn present(lessons: &Option<PathBuf>, args: &PresentArgs) -> anyhow::Result<
     let mut app = App::new(course, Theme::from_env());
     let path = notes::socket_path();
     if args.notes {
-        let stream = match notes::connect(&path) {
-            Ok(s) => s,
-            Err(e) => anyhow::bail!("{e}"),
-        };
-        app.stack.push(Screen::Notes(Box::default()));
+        // Started before the presenter, or left open across its restarts: it waits and follows
+        // whichever presenter listens at `path`.
+        app.stack.push(Screen::Notes(Box::new(
+            crate::tui::screens::notes_view::NotesState::waiting_at(&path),
+        )));
         app.launched_here();
         return finish(tui::run_with(
             app,
             RunOptions {
-                follow: Some(stream),
+                follow: Some(path),
                 ..Default::default()
             },
         ));

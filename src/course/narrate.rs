@@ -118,7 +118,9 @@ fn movement(schedule: &Schedule, ts: &[Transfer], n: usize) -> String {
 }
 
 /// ": R2 now holds Σ3 of c1" for the receiver that has gathered the most, or nothing when the
-/// contributions cannot be tracked (more than 64 ranks).
+/// contributions cannot be tracked (more than 64 ranks). Receivers left in the same state are
+/// named together ("every rank now holds the full sum of the chunk it received (Σ4)", "R1, R2 and R3
+/// now have every chunk finished (Σ4)"), never one of them as if it were alone.
 fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Collective) -> String {
     if n > MAX_CONTRIB_RANKS {
         return String::new();
@@ -126,17 +128,18 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
     let Ok(after) = Contributions::after(schedule, step + 1) else {
         return String::new();
     };
-    // The receiving cell with the most contributions (the first such transfer on a tie).
-    let mut best: Option<(u32, usize, u32)> = None;
-    for t in ts {
+    let chunk_of = |t: &Transfer| {
         let dst = t.dst_range();
-        let Some(chunk) = (if op == Collective::AllToAll {
+        if op == Collective::AllToAll {
             Some(dst.start)
         } else {
             crate::collective::chunk_of(schedule.spec().count, n, dst.start)
-        }) else {
-            continue;
-        };
+        }
+    };
+    // The receiving cell with the most contributions (the first such transfer on a tie).
+    let mut best: Option<(u32, usize, u32)> = None;
+    for t in ts {
+        let Some(chunk) = chunk_of(t) else { continue };
         let k = after.count(t.dst as usize, chunk);
         if best.is_none_or(|(_, _, b)| k > b) {
             best = Some((t.dst, chunk, k));
@@ -145,11 +148,23 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
     let Some((r, c, k)) = best else {
         return String::new();
     };
-    let t = ts.iter().find(|t| t.dst == r);
-    let reduced = t.is_some_and(|t| t.reduce);
+    let reduced_at = |r: u32| ts.iter().find(|t| t.dst == r).is_some_and(|t| t.reduce);
+    let reduced = reduced_at(r);
+    let mut receivers: Vec<u32> = ts.iter().map(|t| t.dst).collect();
+    receivers.sort_unstable();
+    receivers.dedup();
+    // Who is left as `r` is: the same words (but for the name) from every receiver.
+    let alike = |words: &dyn Fn(u32) -> Option<String>| -> Vec<u32> {
+        let mine = words(r);
+        receivers
+            .iter()
+            .copied()
+            .filter(|&x| mine.is_some() && words(x) == mine)
+            .collect()
+    };
     // A receiver of several chunks at once (naive, tree) is described as a whole: what every
     // chunk it received holds now, not one of them.
-    if op != Collective::AllToAll {
+    let chunks_phrase = |r: u32| -> Option<String> {
         let mut got: Vec<usize> = ts
             .iter()
             .filter(|t| t.dst == r)
@@ -157,26 +172,49 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
             .collect();
         got.sort_unstable();
         got.dedup();
-        if got.len() > 1 {
-            let counts: Vec<u32> = got.iter().map(|&c| after.count(r as usize, c)).collect();
-            let which = if got.len() == n {
-                "every chunk".to_string()
-            } else {
-                format!("each of its {} chunks", got.len())
-            };
-            let full = counts.iter().all(|&x| x as usize == n);
-            return match (reduced, full) {
-                (true, true) => format!(": R{r} now holds the full sum of {which} (Σ{n})"),
-                (true, false) if counts.iter().all(|&x| x == counts[0]) => {
-                    format!(": R{r} now holds Σ{} of {which}", counts[0])
-                }
-                (true, false) => format!(": R{r} now holds partial sums of {which}"),
-                (false, true) if op.is_reducing() => {
-                    format!(": R{r} now has {which} finished (Σ{n})")
-                }
-                (false, _) => format!(": R{r} now has {which}"),
-            };
+        if op == Collective::AllToAll || got.len() < 2 {
+            return None;
         }
+        let counts: Vec<u32> = got.iter().map(|&c| after.count(r as usize, c)).collect();
+        let which = if got.len() == n {
+            "every chunk".to_string()
+        } else {
+            format!("each of its {} chunks", got.len())
+        };
+        let full = counts.iter().all(|&x| x as usize == n);
+        Some(match (reduced_at(r), full) {
+            (true, true) => format!("now holds the full sum of {which} (Σ{n})"),
+            (true, false) if counts.iter().all(|&x| x == counts[0]) => {
+                format!("now holds Σ{} of {which}", counts[0])
+            }
+            (true, false) => format!("now holds partial sums of {which}"),
+            (false, true) if op.is_reducing() => format!("now has {which} finished (Σ{n})"),
+            (false, _) => format!("now has {which}"),
+        })
+    };
+    if let Some(words) = chunks_phrase(r) {
+        return named(&alike(&chunks_phrase), n, &words);
+    }
+    // One chunk each: alike when each receiver's chunk holds as many contributions, taken the
+    // same way.
+    let one_chunk = |x: u32| -> Option<String> {
+        let t = ts.iter().find(|t| t.dst == x)?;
+        let kx = after.count(x as usize, chunk_of(t)?);
+        Some(format!("{kx} {}", reduced_at(x)))
+    };
+    let group = alike(&one_chunk);
+    if group.len() > 1 {
+        let each = "the chunk it received";
+        let words = if reduced && k as usize == n {
+            format!("now holds the full sum of {each} (Σ{k})")
+        } else if reduced {
+            format!("now holds Σ{k} of {each}")
+        } else if op.is_reducing() && k as usize == n {
+            format!("now has {each} finished (Σ{k})")
+        } else {
+            format!("now has {each}")
+        };
+        return named(&group, n, &words);
     }
     if reduced {
         if k as usize == n {
@@ -188,6 +226,23 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
         format!(": R{r} now has the finished c{c} (Σ{k})")
     } else {
         format!(": R{r} now has c{c}")
+    }
+}
+
+/// ": R1 now has …", ": R1, R2 and R3 now have …", ": every rank now has …" (`words` as said
+/// of one rank: "now has", "now holds", "its").
+fn named(who: &[u32], n: usize, words: &str) -> String {
+    match who {
+        [one] => format!(": R{one} {words}"),
+        _ if who.len() == n => format!(": every rank {words}"),
+        _ => {
+            let plural = words
+                .replacen("now holds", "now hold", 1)
+                .replacen("now has", "now have", 1)
+                .replace("the chunk it received", "the chunk each received")
+                .replace("each of its ", "each of their ");
+            format!(": {} {plural}", ranks_list(who))
+        }
     }
 }
 
@@ -223,7 +278,11 @@ mod tests {
             "{c}"
         );
         assert!(c.contains("which adds it to its own"), "{c}");
-        assert!(c.contains("full sum Σ4"), "{c}");
+        // Every rank finishes its chunk in the same step: all of them are named.
+        assert!(
+            c.contains("every rank now holds the full sum of the chunk it received (Σ4)"),
+            "{c}"
+        );
         let g = caption(&s, 3).expect("caption");
         assert!(g.contains("which stores it"), "{g}");
         assert!(g.contains("finished"), "{g}");
@@ -233,9 +292,15 @@ mod tests {
     fn second_step_holds_two_contributions() {
         let s = sched(Collective::AllReduce, Algorithm::Ring, 4);
         let c = caption(&s, 1).expect("caption");
-        assert!(c.contains("now holds Σ3"), "{c}");
+        assert!(
+            c.contains("every rank now holds Σ3 of the chunk it received"),
+            "{c}"
+        );
         let c0 = caption(&s, 0).expect("caption");
-        assert!(c0.contains("now holds Σ2"), "{c0}");
+        assert!(
+            c0.contains("every rank now holds Σ2 of the chunk it received"),
+            "{c0}"
+        );
     }
 
     #[test]
@@ -269,7 +334,10 @@ mod tests {
             "{c}"
         );
         let b = caption(&s, 1).expect("caption");
-        assert!(b.contains("now has every chunk finished (Σ4)"), "{b}");
+        assert!(
+            b.contains("R1, R2 and R3 now have every chunk finished (Σ4)"),
+            "{b}"
+        );
         assert!(
             b.contains("R0 sends 4 chunks to R1, R2 and R3, which store them"),
             "{b}"

@@ -258,13 +258,13 @@ impl Profile {
     }
 
     /// This profile, and the asked release when it is not the profile's own:
-    /// `NCCL 2.25.1, behaving as 2.24.3 (the nearest release ringlab models)`.
+    /// `NCCL 2.25.1, behaving as 2.24.3 (the newest release ringlab models up to it)`.
     pub fn describe(self, asked: Release) -> String {
         if asked == self.release {
             format!("NCCL {asked}")
         } else {
             format!(
-                "NCCL {asked}, behaving as {} (the nearest release ringlab models)",
+                "NCCL {asked}, behaving as {} (the newest release ringlab models up to it)",
                 self.release
             )
         }

@@ -25,6 +25,8 @@ pub enum Action {
     Quit,
     Back,
     Help,
+    /// Show the last messages whole (`m`): a status cut to the hint bar's width is read here.
+    Messages,
     Resize(u16, u16),
     /// Move the selection or scroll by lines.
     Move(i32),
@@ -73,6 +75,11 @@ impl Background {
 
 /// Offer a background result to the screens on the stack it is for.
 pub fn receive(app: &mut App, msg: Background) {
+    receive_inner(app, msg);
+    remember_status(app);
+}
+
+fn receive_inner(app: &mut App, msg: Background) {
     for i in 0..app.stack.len() {
         match &msg {
             Background::HighlightingReady => {
@@ -144,6 +151,11 @@ pub struct App {
     pub status: Option<String>,
     /// When the status was first seen by a tick or the event loop (None: not yet).
     pub status_since: Option<std::time::Instant>,
+    /// The last messages shown (statuses and notices), oldest first: `m` shows them whole.
+    pub messages: Vec<String>,
+    /// A message that stays on screen, across resizes, until a key dismisses it (the progress
+    /// file set aside at start-up); it is in `messages` too.
+    pub notice: Option<String>,
     pub raw_tex: bool,
     pub progress: Progress,
     /// Where progress is saved; None keeps it in memory (tests, snapshots).
@@ -176,6 +188,8 @@ impl App {
             launched: 1,
             status: None,
             status_since: None,
+            messages: Vec::new(),
+            notice: None,
             raw_tex: false,
             clipboard: None,
         }
@@ -218,6 +232,12 @@ impl App {
                 Err(e) => self.status = Some(format!("{e}")),
             }
         }
+    }
+
+    /// Show `msg` until a key dismisses it, and keep it with the messages (`m`).
+    pub fn set_notice(&mut self, msg: String) {
+        remember(self, &msg);
+        self.notice = Some(msg);
     }
 
     /// Mark the screen now on top as the one the command line opened: leaving it quits.
@@ -281,12 +301,35 @@ impl App {
     }
 }
 
+/// How many messages `m` keeps.
+pub const MESSAGES_KEPT: usize = 50;
+
+/// Keep `msg` with the last messages (once, when it repeats the newest).
+fn remember(app: &mut App, msg: &str) {
+    if app.messages.last().is_some_and(|m| m == msg) {
+        return;
+    }
+    app.messages.push(msg.to_string());
+    if app.messages.len() > MESSAGES_KEPT {
+        app.messages.remove(0);
+    }
+}
+
+/// Keep the status now shown with the last messages.
+fn remember_status(app: &mut App) {
+    if let Some(s) = app.status.clone() {
+        remember(app, &s);
+    }
+}
+
 /// How long a status message stays when no key comes.
 pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// When the shown status message should go, if one is shown (the event loop wakes then).
 pub fn status_deadline(app: &mut App) -> Option<std::time::Instant> {
     app.status.as_ref()?;
+    // A status set outside `update` (at start-up) is kept with the messages too.
+    remember_status(app);
     let since = *app.status_since.get_or_insert_with(std::time::Instant::now);
     Some(since + STATUS_TTL)
 }
@@ -303,6 +346,16 @@ pub fn expire_status(app: &mut App, now: std::time::Instant) {
 }
 
 pub fn update(app: &mut App, action: Action) {
+    update_inner(app, action);
+    remember_status(app);
+}
+
+fn update_inner(app: &mut App, action: Action) {
+    // A notice stays until a key dismisses it; that key does nothing else (Ctrl-C still quits).
+    if app.notice.is_some() && !matches!(action, Action::Tick | Action::Resize(..) | Action::Quit) {
+        app.notice = None;
+        return;
+    }
     // A key ends the status message; ticks and resizes leave it for its few seconds.
     match action {
         Action::Tick => {
@@ -330,6 +383,16 @@ pub fn update(app: &mut App, action: Action) {
             app.help = match app.help {
                 Some(_) => None,
                 None => Some(HelpState::default()),
+            };
+            return;
+        }
+        Action::Messages => {
+            app.help = match app.help {
+                Some(HelpState { messages: true, .. }) => None,
+                _ => Some(HelpState {
+                    messages: true,
+                    ..Default::default()
+                }),
             };
             return;
         }

@@ -204,7 +204,28 @@ pub const BINDINGS: &[Binding] = &[
     bind(GLOBAL, &[Char('?'), Code(KeyCode::F(1))], "help", Action::Help, Some((1, "help"))),
     bind(GLOBAL, &[Char('q'), Code(KeyCode::Esc)], "back", Action::Back, Some((1, "back"))),
     bind(GLOBAL, &[Ctrl('c')], "quit", Action::Quit, None),
+    // Ctrl-L where a screen has `m` for itself (the ring view's message size).
+    bind(GLOBAL, MESSAGES, "last messages, whole", Action::Messages, None),
 ];
+
+/// The keys that show the last messages.
+pub const MESSAGES: &[Key] = &[Char('m'), Ctrl('l')];
+
+/// The key that shows the last messages on the screen that has focus: the first of
+/// [`MESSAGES`] that its own table leaves free.
+pub fn messages_key(rows: &[&'static Binding]) -> Key {
+    let free = |k: &&Key| {
+        !rows
+            .iter()
+            .any(|b| b.ctx != Context::Global && b.keys.contains(k))
+    };
+    MESSAGES
+        .iter()
+        .find(free)
+        .or(MESSAGES.last())
+        .copied()
+        .unwrap_or(Char('m'))
+}
 
 /// The rows of `tables` (what has focus: a screen's table, the course map's openers) that apply
 /// in `contexts`, then this file's rows for them and `Global`: context by context, in table order.

@@ -11,11 +11,11 @@ pub mod markdown;
 pub mod notes;
 pub mod record;
 pub mod screens;
+pub mod scroll;
 pub mod term;
 pub mod theme;
 
 use std::io::{self, IsTerminal};
-use std::os::unix::net::UnixStream;
 
 use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use std::time::Duration;
@@ -37,6 +37,9 @@ pub enum TuiError {
     NotATerminal,
     #[error("terminal error: {0}")]
     Io(#[from] io::Error),
+    /// The recording (`--record`) cannot be written: its message says so, once.
+    #[error(transparent)]
+    Record(io::Error),
 }
 
 /// Map one terminal event to an action, given what has focus.
@@ -101,7 +104,7 @@ pub struct RunOptions {
     /// Replace a file already at `record` (`--force`; a link there is refused either way).
     pub replace_record: bool,
     /// Follow a presenter: its slides arrive on this socket (`ringlab present --notes`).
-    pub follow: Option<std::os::unix::net::UnixStream>,
+    pub follow: Option<std::path::PathBuf>,
 }
 
 /// Run the app until the user quits. Restores the terminal on every way out.
@@ -162,7 +165,10 @@ impl Drop for StopReader {
 
 /// Start the background work the app begins with: syntax highlighting loads on a thread (the
 /// first frame does not wait for it), and a followed presenter's slides arrive on another.
-fn start_background(tx: &mpsc::UnboundedSender<app::Background>, follow: Option<UnixStream>) {
+fn start_background(
+    tx: &mpsc::UnboundedSender<app::Background>,
+    follow: Option<std::path::PathBuf>,
+) {
     if !markdown::highlighting_ready() {
         markdown::defer_highlighting();
         let tx = tx.clone();
@@ -171,11 +177,14 @@ fn start_background(tx: &mpsc::UnboundedSender<app::Background>, follow: Option<
             let _ = tx.send(app::Background::HighlightingReady);
         });
     }
-    if let Some(stream) = follow {
+    if let Some(path) = follow {
         let tx = tx.clone();
+        // A presenter that is not there yet, or that stops, is waited for: the notes follow
+        // whichever presenter starts next.
         std::thread::spawn(move || {
-            notes::follow(stream, |m| {
-                let _ = tx.send(app::Background::to(app::ScreenId::Notes, m));
+            notes::follow_path(&path, |m| {
+                tx.send(app::Background::to(app::ScreenId::Notes, m))
+                    .is_ok()
             })
         });
     }
@@ -227,7 +236,9 @@ fn apply_events(
 async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     let (w, h) = crossterm::terminal::size()?;
     let recorder = match &opts.record {
-        Some(path) => Some(record::Recorder::create(path, w, h, opts.replace_record)?),
+        Some(path) => Some(
+            record::Recorder::create(path, w, h, opts.replace_record).map_err(TuiError::Record)?,
+        ),
         None => None,
     };
     let _guard = term::TerminalGuard::enter()?;
@@ -318,7 +329,7 @@ fn finish(
     }
     let failed = recording.borrow_mut().error.take();
     if let Some(e) = failed {
-        return Err(TuiError::Io(io::Error::new(
+        return Err(TuiError::Record(io::Error::new(
             e.kind(),
             format!("the recording stopped: {e}"),
         )));

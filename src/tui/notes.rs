@@ -157,13 +157,41 @@ pub fn connect(path: &Path) -> Result<UnixStream, NoPresenter> {
 
 /// Read the presenter's messages until it goes away, handing each to `f`; `f(None)` at the end.
 pub fn follow(stream: UnixStream, mut f: impl FnMut(Option<NotesMsg>)) {
+    follow_until(stream, |m| {
+        f(m);
+        true
+    });
+}
+
+/// [`follow`], stopping early when `f` says nobody reads any more (false); its last answer.
+fn follow_until(stream: UnixStream, mut f: impl FnMut(Option<NotesMsg>) -> bool) -> bool {
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { break };
-        if let Ok(msg) = serde_json::from_str::<NotesMsg>(&line) {
-            f(Some(msg));
+        if let Ok(msg) = serde_json::from_str::<NotesMsg>(&line)
+            && !f(Some(msg))
+        {
+            return false;
         }
     }
-    f(None);
+    f(None)
+}
+
+/// How often a notes terminal with no presenter looks for one.
+const LOOK_AGAIN: Duration = Duration::from_millis(300);
+
+/// Follow whichever presenter listens at `path`, now or later: wait for one to start, follow
+/// it until it stops (`f(None)`), then wait for the next. Returns when `f` says nobody reads.
+pub fn follow_path(path: &Path, mut f: impl FnMut(Option<NotesMsg>) -> bool) {
+    loop {
+        match UnixStream::connect(path) {
+            Ok(stream) => {
+                if !follow_until(stream, &mut f) {
+                    return;
+                }
+            }
+            Err(_) => std::thread::sleep(LOOK_AGAIN),
+        }
+    }
 }
 
 #[cfg(test)]

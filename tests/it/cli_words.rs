@@ -244,3 +244,28 @@ fn bench_help_says_the_tuners_threshold() {
         "bench --help does not say {up_to:?}:\n{help}"
     );
 }
+
+/// `--help` says the hang lab has run-time scenarios too, and `--nccl-version`'s rule is said
+/// the same way in its help and in the header a run prints (L29).
+#[test]
+fn help_names_the_run_time_scenarios_and_one_release_rule() {
+    // Words, as clap wraps them at the terminal's width.
+    let out = |o: Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let top = out(ringlab(&["--help"]));
+    assert!(top.contains("run-time hangs"), "{top}");
+    let lab = out(ringlab(&["lab", "--help"]));
+    assert!(!lab.contains("a NIC misconfiguration each"), "{lab}");
+    let run = out(ringlab(&["lab", "run", "--help"]));
+    assert!(run.contains("the newest modelled one up to it"), "{run}");
+    let p = ringlab::nccl_log::Profile::parse("2.23.0").expect("modelled");
+    let said = p.describe(ringlab::nccl_log::Release::parse("2.23.0").expect("release"));
+    assert!(
+        said.contains("behaving as 2.21.5 (the newest release ringlab models up to it)"),
+        "{said}"
+    );
+}

@@ -577,6 +577,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         1,
         "the all-reduce of ones gave the world size on every rank",
         &theme,
+        usize::MAX,
     ));
     assert!(v.contains("still HANGS (the watchdog fired after"), "{v}");
     assert!(v.contains("advertised now: rank 0: 127.0.0.1:"), "{v}");
@@ -597,6 +598,7 @@ fn a_wrong_fix_says_what_the_rerun_showed_and_why_it_still_fails() {
         1,
         "the all-reduce of ones gave the world size on every rank",
         &theme,
+        usize::MAX,
     ));
     assert!(v.contains("still FAILS with an error"), "{v}");
     // Neither node has eth1: whichever rank looks first fails, and the error is shown.
@@ -826,4 +828,21 @@ fn a_small_dev_shm_fails_init_and_only_room_fixes_it_on_shm() {
         })
         .unwrap_or_default();
     assert!(stale.is_empty(), "left in /dev/shm: {stale:?}");
+}
+
+/// The cursor starts on the first fix: the right one is never there, so a second Enter does
+/// not solve a scenario unread (stopped-rank and missing-rank had it first).
+#[test]
+fn the_right_fix_is_never_where_the_cursor_starts() {
+    use ringlab::lab::hang::scenario;
+    let (all, _) = scenario::all();
+    for s in &all {
+        let choices = scenario::fix_choices(s);
+        let at = choices.iter().position(|f| f == &s.fix);
+        assert!(
+            at.is_some_and(|i| i > 0),
+            "{}: the right fix at {at:?} of {choices:?}",
+            s.name
+        );
+    }
 }

@@ -100,7 +100,7 @@ impl Term {
     }
 
     /// The terminal changes size: the pty tells the app (SIGWINCH), the emulator follows.
-    fn resize(&mut self, rows: u16, cols: u16) {
+    pub(crate) fn resize(&mut self, rows: u16, cols: u16) {
         self.pump();
         self.session
             .get_process_mut()

@@ -288,3 +288,71 @@ fn plan_text_fits_an_80_column_terminal() {
         assert!(l.chars().count() <= 80, "too wide: {l}");
     }
 }
+
+/// `--tokens` takes a count as sizes are written (`1e3`), and refuses what is not one by name.
+#[test]
+fn tp_tokens_takes_1e3_and_names_a_bad_count() {
+    let args = |t: &str| {
+        ringlab(&[
+            "tp",
+            "--model",
+            "llama-3.1-70b",
+            "--tp",
+            "8",
+            "--tokens",
+            t,
+            "--json",
+        ])
+    };
+    let o = args("1e3");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&o)["tokens"], 1000);
+    for (bad, says) in [
+        ("1.5", "not a whole number"),
+        ("0", "1..=1048576"),
+        ("lots", "\"lots\""),
+    ] {
+        let o = args(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains(says), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--tokens"), "{}", stderr(&o));
+    }
+}
+
+/// One node names no link between nodes, and a plan that cannot run gives no commands to copy
+/// (L25).
+#[test]
+fn one_node_has_no_between_and_a_plan_that_wont_fit_has_no_launch() {
+    let o = ringlab(&[
+        "plan",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--model",
+        "llama-3.1-405b",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.ends_with("(NVLink 4 inside)")),
+        "{out}"
+    );
+    assert!(out.contains("WON'T FIT"), "{out}");
+    assert!(!out.contains("Launch with"), "{out}");
+    assert!(!out.contains("vllm serve"), "{out}");
+    assert!(out.contains("No launch commands"), "{out}");
+    let o = ringlab(&[
+        "plan",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--model",
+        "llama-3.1-70b",
+    ]);
+    let out = stdout(&o);
+    assert!(out.contains(" between)"), "{out}");
+    assert!(out.contains("Launch with"), "{out}");
+}

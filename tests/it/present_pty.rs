@@ -251,23 +251,32 @@ fn a_notes_terminal_follows_the_presenter() {
     presenter.wait("EXIT=0");
     notes.wait("presenter has stopped");
     assert!(!sock.exists(), "the socket is removed");
+    // A presenter started again: the notes follow it, not left on "stopped" (L12).
+    let mut again = Term::start("--lessons tests/fixtures/tui present sample", home.path());
+    again.wait("slide 1/4");
+    notes.wait_gone("presenter has stopped");
+    notes.wait("slide 1/4");
+    again.send("q");
+    again.wait("EXIT=0");
     notes.send("q");
     notes.wait("EXIT=0");
 }
 
+/// Notes started before the presenter wait for it, saying where they look, and follow it
+/// once it starts (L12).
 #[test]
-fn notes_without_a_presenter_say_so() {
+fn notes_started_first_wait_for_the_presenter() {
     let home = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(env!("CARGO_BIN_EXE_ringlab"))
-        .args(["present", "--notes"])
-        .env("RINGLAB_HOME", home.path())
-        .env("RINGLAB_PRESENT_SOCKET", home.path().join("present.sock"))
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no presenter to follow"), "{err}");
-    assert!(err.contains("ringlab present"), "{err}");
+    let mut notes = Term::start("--lessons tests/fixtures/tui present --notes", home.path());
+    let waiting = notes.wait("Waiting for a presenter");
+    assert!(waiting.contains("ringlab present"), "{waiting}");
+    let mut presenter = Term::start("--lessons tests/fixtures/tui present sample", home.path());
+    presenter.wait("slide 1/4");
+    notes.wait("slide 1/4");
+    presenter.send("q");
+    presenter.wait("EXIT=0");
+    notes.send("q");
+    notes.wait("EXIT=0");
 }
 
 #[test]

@@ -165,3 +165,18 @@ fn a_large_log_is_read_in_memory_proportional_to_it() {
         peak as f64 / big.len() as f64
     );
 }
+
+/// The memory refusal echoes -e as a size, not only in bytes (L27).
+#[test]
+fn the_memory_refusal_names_the_size_as_written() {
+    let e = ringlab::lab::bench::MemoryError::Host {
+        max: 4 << 30,
+        per_rank: 5 * (4 << 30),
+        buffers: 5,
+        local_ranks: 2,
+        need: 10 * (4 << 30),
+        available: 8 << 30,
+    };
+    let said = e.to_string();
+    assert!(said.starts_with("-e 4 GiB (4294967296 B) needs"), "{said}");
+}

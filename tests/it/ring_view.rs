@@ -336,3 +336,69 @@ fn the_link_note_sits_under_the_table_and_all_to_all_has_one_schedule() {
     assert!(f.contains(" pairwise "), "{f}");
     assert!(!f.contains(" ring "), "{f}");
 }
+
+/// At exactly 100x32 the legend is whole (two rows in the panel), two-level names its shape,
+/// the comparison says what ◀ marks and which algorithm is fastest, and a playing view's state
+/// fits its row at 80 columns (L18, L19, M8).
+#[test]
+fn legend_shape_and_marks_are_whole_at_100x32_and_80x24() {
+    let app = app_with_ring(RingParams::default(), 100, 32);
+    let f = frame(&app);
+    assert!(f.contains("· nothing yet  0-f that rank's own data"), "{f}");
+    assert!(f.contains("Σk sum of k ranks  ■ all N"), "{f}");
+    assert!(f.contains("◀ drawn above · fastest: "), "{f}");
+    let two = RingParams {
+        algo: Algorithm::TwoLevel,
+        ..RingParams::default()
+    };
+    let app = app_with_ring(two, 120, 40);
+    assert!(
+        frame(&app).contains("two-level, 2 nodes × 2 GPUs"),
+        "{}",
+        frame(&app)
+    );
+    let mut app = app_with_ring(RingParams::default(), 80, 24);
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Step.by(1));
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::PlayPause.act());
+    let f = frame(&app);
+    let row = f
+        .lines()
+        .find(|l| l.contains("ms/step"))
+        .unwrap_or_default();
+    assert!(
+        !row.contains("playing (") || row.contains("ms/step)"),
+        "the state is whole on its row:\n{f}"
+    );
+}
+
+/// A narrated caption (presenter mode) that wraps at 80 columns goes on under its first word,
+/// not at column 0 (L6).
+#[test]
+fn a_wrapped_caption_keeps_its_indent() {
+    let mut app = app_with_ring(RingParams::default(), 80, 24);
+    if let Some(Screen::Ring(r)) = app.stack.last_mut() {
+        r.narrate = true;
+    }
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Step.by(1));
+    app::update(&mut app, ringlab::tui::screens::ring::Verb::Step.by(1));
+    let caption = ring(&app).caption.clone();
+    assert!(
+        caption.chars().count() > 80,
+        "a caption long enough to wrap: {caption}"
+    );
+    let f = frame(&app);
+    let first: String = caption.chars().take(20).collect();
+    let lines: Vec<&str> = f.lines().map(|l| l.trim_matches('"')).collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!(" {first}")))
+        .unwrap_or_else(|| panic!("the caption is shown:\n{f}"));
+    assert!(
+        lines[at + 1].starts_with(' ') && !lines[at + 1].trim().is_empty(),
+        "its second row is indented:\n{f}"
+    );
+    // And every word of it is on screen.
+    for w in caption.split_whitespace() {
+        assert!(f.contains(w), "{w} is cut:\n{f}");
+    }
+}

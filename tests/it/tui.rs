@@ -335,7 +335,7 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     for name in scenarios.iter().map(|s| s.name.as_str()) {
         assert!(text.contains(name), "{name} listed:\n{text}");
     }
-    assert!(text.contains("▶  Pinned to docker0"), "{text}");
+    assert!(text.contains("▶   Pinned to docker0"), "{text}");
     // Blind mode (b): numbered scenarios and the brief, nothing that names the cause.
     app::update(
         &mut app,
@@ -343,7 +343,7 @@ fn hang_lab_lists_the_scenarios_with_the_selected_story() {
     );
     let t = draw(&mut app, 100, 30);
     let blind = format!("{}", t.backend());
-    assert!(blind.contains("▶  Scenario 1"), "{blind}");
+    assert!(blind.contains("▶   Scenario 1"), "{blind}");
     assert!(blind.contains("Scenario 7"), "{blind}");
     for giveaway in ["docker0", "NCCL_SOCKET_IFNAME", "Pinned", "lo-across"] {
         assert!(
@@ -693,7 +693,9 @@ fn live_lab_layout_at_80x24_and_120x40() {
     assert_eq!(l.state, RunState::Idle);
 }
 
-/// A status longer than the 80-column bar ends at a whole word with an ellipsis.
+/// A status longer than the 80-column bar ends at a whole word with an ellipsis and names the
+/// key that shows it whole; `m` shows it whole, and the message stays there after the bar
+/// has moved on.
 #[test]
 fn a_long_status_is_cut_at_a_word_at_80_columns() {
     let mut app = fixture_app(Theme::color());
@@ -708,7 +710,17 @@ fn a_long_status_is_cut_at_a_word_at_80_columns() {
         .unwrap_or("")
         .trim_matches('"')
         .trim_end();
+    let bar = bar
+        .strip_suffix("  m: whole")
+        .unwrap_or_else(|| panic!("{bar}"));
     assert!(bar.ends_with('…'), "{bar}");
+    // The key named is the key: the messages open whole, and close again.
+    app::update(&mut app, Action::Messages);
+    let shown = format!("{}", draw(&mut app, 80, 24).backend());
+    assert!(shown.contains("Messages"), "{shown}");
+    assert!(shown.contains("and more words here"), "{shown}");
+    app::update(&mut app, Action::Messages);
+    assert!(app.help.is_none());
     let before = bar.trim_end_matches('…');
     let last_word = before.rsplit(' ').next().unwrap_or("");
     assert!(

@@ -5,7 +5,7 @@ use crate::lab::hang::{cluster, scenario};
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum HangLab {
-    /// The scenarios: a NIC misconfiguration each, staged on a virtual cluster.
+    /// The scenarios: a misconfiguration or a run-time hang each, staged on a virtual cluster.
     List,
     /// Stage a scenario, watch it hang, diagnose it; with --fix, apply the fix and re-run.
     Run(RunArgs),
@@ -39,7 +39,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Backend::Tcp)]
     pub backend: Backend,
     /// The NCCL release the emulated ranks behave and log as (2.7.0 to 2.28.x; a release
-    /// between two modelled ones behaves as the older, and the header says which). Default:
+    /// ringlab does not model behaves as the newest modelled one up to it, and the header says
+    /// which). Default:
     /// the release this machine's NCCL reports where a GPU lets ringlab load it, else 2.28.9.
     #[arg(long, value_name = "2.MINOR.PATCH", value_parser = parse_nccl_version)]
     pub nccl_version: Option<crate::nccl_log::Release>,
@@ -59,10 +60,16 @@ pub fn hang_lab(cmd: &HangLab) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A scenario's text for a plain terminal: its inline code marks (`if`) dropped; the screen
+/// draws them as code.
+fn plain(text: &str) -> String {
+    text.replace('`', "")
+}
+
 fn list() -> ExitCode {
     let (all, bad) = scenario::all();
     for s in &all {
-        println!("{:<26} {}", s.name, s.title);
+        println!("{:<26} {}", s.name, plain(&s.title));
     }
     for b in &bad {
         eprintln!("{}: {}", b.file, b.message);
@@ -197,7 +204,12 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if !json {
         println!(
             "# {}: {}\n{}\n# staging on {} nodes × {} rank(s); watchdog after {} s without progress",
-            s.name, s.title, s.story, s.nodes, s.ranks_per_node, s.timeout
+            s.name,
+            plain(&s.title),
+            plain(&s.story),
+            s.nodes,
+            s.ranks_per_node,
+            s.timeout
         );
         if let Some((r, why)) = &emulated {
             let p = crate::nccl_log::Profile::nearest(*r);

@@ -54,6 +54,52 @@ impl Plan {
         Some(s)
     }
 
+    /// The launch commands as a script to keep (the planner's `y` writes it): a shebang, a
+    /// header saying which step runs on which node, and a required step argument, so that run
+    /// as it is it starts one step on this node and never every node's commands on one host.
+    pub fn script_text(&self, backend: Backend) -> Option<String> {
+        let l = self.launch(backend)?;
+        let n = l.steps.len();
+        let mut s = String::from("#!/bin/sh\n");
+        let _ = writeln!(
+            s,
+            "# {} on {} × {}, launched with {backend} (from ringlab's planner).",
+            self.model,
+            crate::units::count(self.nodes, "node"),
+            crate::units::count(self.gpus_per_node, "GPU"),
+        );
+        let _ = writeln!(
+            s,
+            "# Run each step on its node, in order: sh THIS-FILE STEP"
+        );
+        for (i, st) in l.steps.iter().enumerate() {
+            let _ = writeln!(s, "#   step {}: on node {} ({})", i + 1, st.node, st.role);
+        }
+        s.push_str("set -eu\n");
+        let _ = writeln!(
+            s,
+            "step=\"${{1:?usage: sh $0 STEP (1 to {n}, each on the node the header names)}}\""
+        );
+        s.push_str("case \"$step\" in\n");
+        for (i, st) in l.steps.iter().enumerate() {
+            let _ = writeln!(s, "{})", i + 1);
+            for e in &st.env {
+                let _ = writeln!(s, "  export {}={}", e.name, e.value);
+            }
+            for cmd in &st.commands {
+                for line in shell_lines(cmd, 80, "  ") {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
+            s.push_str("  ;;\n");
+        }
+        let _ = writeln!(
+            s,
+            "*)\n  echo \"no step $step in this plan: 1 to {n}\" >&2\n  exit 2\n  ;;\nesac"
+        );
+        Some(s)
+    }
+
     /// The launch steps for one backend.
     pub fn launch(&self, backend: Backend) -> Option<&Launch> {
         self.launches.iter().find(|l| l.backend == backend)
@@ -69,14 +115,18 @@ impl Plan {
     pub fn text_for_width(&self, backend: Option<Backend>, width: usize) -> String {
         let wrap_at = width.saturating_sub(2).max(20);
         let mut s = String::new();
+        // One node has no link between nodes to name.
+        let links = if self.nodes == 1 {
+            format!("{} inside", self.intra_link)
+        } else {
+            format!("{} inside, {} between", self.intra_link, self.inter_link)
+        };
         let _ = writeln!(
             s,
-            "{} on {} × {} ({} inside, {} between)",
+            "{} on {} × {} ({links})",
             self.model,
             crate::units::count(self.nodes, "node"),
             crate::units::count(self.gpus_per_node, "GPU"),
-            self.intra_link,
-            self.inter_link
         );
         let (lo, hi) = self.layers_per_stage;
         let layers = if lo == hi {
@@ -191,6 +241,16 @@ impl Plan {
 
     /// The launch commands for `backend` (every backend where None), shell lines within `width`.
     fn launch_text(&self, s: &mut String, backend: Option<Backend>, width: usize) {
+        // A plan that cannot run gets no commands to copy.
+        if !self.valid || self.memory.fits == Some(false) {
+            let why = if self.valid {
+                "the weights won't fit"
+            } else {
+                "a check above failed (✗)"
+            };
+            let _ = writeln!(s, "\nNo launch commands: {why}; change the plan first.");
+            return;
+        }
         for l in &self.launches {
             if backend.is_some_and(|b| b != l.backend) {
                 continue;

@@ -177,10 +177,11 @@ pub fn check_memory(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MemoryError {
     #[error(
-        "-e {max} needs about {:.1} GiB of memory per rank ({buffers} × the largest buffer: send, \
-         receive, the input kept for the check, the poison pattern, the result), {:.1} GiB for \
-         {local_ranks} rank(s) on this machine, which has {:.1} GiB available. Use a smaller \
-         -e/--maxbytes",
+        "-e {} ({max} B) needs about {:.1} GiB of memory per rank ({buffers} × the largest \
+         buffer: send, receive, the input kept for the check, the poison pattern, the result), \
+         {:.1} GiB for {local_ranks} rank(s) on this machine, which has {:.1} GiB available. Use a \
+         smaller -e/--maxbytes",
+        crate::units::format_bytes(*max),
         gib(*per_rank),
         gib(*need),
         gib(*available)

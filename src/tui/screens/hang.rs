@@ -188,8 +188,7 @@ impl HangState {
                         }
                     };
                 }
-                self.logs
-                    .push(format!("[rank {rank}] {} {}", l.level.tag(), l.text));
+                self.logs.push(log_row(rank, &l));
                 if self.logs.len() > 200 {
                     self.logs.remove(0);
                 }
@@ -235,6 +234,8 @@ impl HangState {
         let (name, tiers) = (s.name.clone(), s.hints.len());
         if self.hints < tiers {
             self.hints += 1;
+            // Where the hints do not fit below, they lead the evidence: show its top.
+            self.scroll = 0;
             let rec = app.progress.labs.entry(name).or_default();
             rec.hints_seen = rec.hints_seen.max(self.hints);
             // The last tier is the solution: that is recorded.
@@ -348,6 +349,26 @@ pub fn parse_typed_fix(text: &str) -> Result<Fix, crate::tui::error::ScreenError
     })
 }
 
+/// "did you mean NCCL_SOCKET_IFNAME?" for a typed name that is NCCL's but for its case
+/// (NCCL reads upper-case names only, so the re-run runs without it).
+pub fn case_hint(fix: &Fix) -> Option<String> {
+    let odd: Vec<String> = fix
+        .env
+        .keys()
+        .filter(|k| {
+            let up = k.to_ascii_uppercase();
+            up != **k && up.starts_with("NCCL_")
+        })
+        .map(|k| k.to_ascii_uppercase())
+        .collect();
+    (!odd.is_empty()).then(|| {
+        format!(
+            "did you mean {}? Names are case-sensitive: NCCL reads only upper case, so this re-run runs without it",
+            odd.join(", ")
+        )
+    })
+}
+
 const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab");
 
 /// The hang lab's own verbs (`Action::Screen`), each named for what it does.
@@ -386,8 +407,8 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
     bind(OWN, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
     bind(OWN, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
-    bind(OWN, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence", Action::Page(1), Some((2, "scroll the evidence"))),
-    bind(OWN, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll the evidence back", Action::Page(-1), None),
+    bind(OWN, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the story or the evidence a page", Action::Page(1), Some((2, "scroll"))),
+    bind(OWN, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
 ];
 
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
@@ -398,7 +419,11 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
             Action::InputSubmit => match parse_typed_fix(t.value()) {
                 Ok(fix) => {
                     s.typing = None;
+                    let hint = case_hint(&fix);
                     s.launch(app, Some(fix));
+                    if hint.is_some() {
+                        app.status = hint;
+                    }
                 }
                 Err(e) => app.status = Some(e.to_string()),
             },
@@ -417,6 +442,7 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
         (Stage::Pick, Action::Back) => return Outcome::Pop,
         (_, Action::Back) => {
             s.stage = Stage::Pick;
+            s.scroll = 0;
             s.report = None;
             s.last_fix = None;
             s.hints = 0;
@@ -424,11 +450,15 @@ pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
         (Stage::Pick, Action::Move(d)) => {
             let n = s.scenarios.len().max(1) as i32;
             s.selected = (s.selected as i32 + d).rem_euclid(n) as usize;
+            // Another story: read it from its top.
+            s.scroll = 0;
         }
         (Stage::Diagnosed | Stage::Passed, Action::Page(d)) => {
-            let step = 8_i32.saturating_mul(d);
-            let max = Diagnosis::new(s, &app.theme, body_area(app.body_area())).scroll_max();
-            s.scroll = (i32::from(s.scroll) + step).clamp(0, i32::from(max)) as u16;
+            let body = body_area(app.body_area());
+            s.scroll = Diagnosis::new(s, &app.theme, body).ev.page(s.scroll, d);
+        }
+        (Stage::Pick, Action::Page(d)) => {
+            s.scroll = pick_pane(s, app, body_area(app.body_area())).page(s.scroll, d);
         }
         (Stage::Pick, Action::Open) => {
             s.hints = 0;
@@ -455,6 +485,8 @@ fn on_verb(s: &mut HangState, app: &mut App, verb: Verb) {
     match (&s.stage, verb) {
         (Stage::Pick, Verb::ToggleNccl) => {
             s.nccl = !s.nccl;
+            // A refusal of the other ranks' kind no longer applies.
+            s.error = None;
             app.status = Some(if s.nccl {
                 "ranks: real NCCL (needs GPUs and real namespaces)".into()
             } else {
@@ -589,7 +621,10 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         return;
     }
     let lines = match s.stage {
-        Stage::Pick => pick_lines(s, t, &app.progress),
+        Stage::Pick => {
+            frame.render_widget(pick_block(t), body);
+            return pick_pane(s, app, body).render(s.scroll, "scenarios and story", t, frame);
+        }
         Stage::Staging | Stage::Fixing => board_lines(s, t),
         Stage::Diagnosed | Stage::Passed => return render_diagnosis(s, t, frame, body),
     };
@@ -603,6 +638,18 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
         ),
         body,
     );
+}
+
+fn pick_block(t: &Theme) -> Block<'static> {
+    Block::default()
+        .borders(Borders::TOP)
+        .border_style(t.border)
+}
+
+/// The scenario list and the selected story, laid out in the body (it scrolls with PgDn).
+fn pick_pane(s: &HangState, app: &App, body: Rect) -> crate::tui::scroll::Pane {
+    let t = &app.theme;
+    crate::tui::scroll::Pane::new(pick_lines(s, t, &app.progress), pick_block(t).inner(body))
 }
 
 fn pick_lines(
@@ -626,11 +673,11 @@ fn pick_lines(
         // ✓: solved before (kept in progress with hints seen and attempts).
         let solved = progress.labs.get(&sc.name).is_some_and(|r| r.solved);
         let row = format!(
-            "{}{} {:<43}",
+            "{} {} {:<42}",
             if sel { "▶" } else { " " },
             if solved { "✓" } else { " " },
-            // 42 columns of title and at least one space before the name.
-            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 42)
+            // 41 columns of title and at least one space before the name.
+            crate::tui::markdown::ellipsize(&s.heading(i, sc).replace('`', ""), 41)
         );
         // The name `ringlab lab run` takes, dimmed; blind mode hides it (it names the cause).
         let name = if s.blind {
@@ -692,11 +739,13 @@ fn pick_lines(
 }
 
 fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
-    // A training loop: each rank's collective number races ahead, until one stops.
+    // A training loop: each rank's collective number races ahead, until one stops. The number
+    // is the last collective the rank completed (the flight recorder also lists the ones it
+    // started or scheduled after it, so its newest number can be higher).
     let front = s.seqs.values().copied().max();
     let mut out = vec![Line::styled(
         if front.is_some() {
-            " rank  phase                                    collective    since"
+            " rank  phase                                    last done     since"
         } else {
             " rank  phase                                              since"
         },
@@ -736,33 +785,49 @@ struct Diagnosis {
     /// The actions' rows, and those shown (their top gives way first).
     act_n: u16,
     act_h: u16,
-    ev: Paragraph<'static>,
-    ev_area: Rect,
-    /// The evidence's rows.
-    ev_n: u16,
+    ev: crate::tui::scroll::Pane,
 }
 
 impl Diagnosis {
     fn new(s: &HangState, t: &Theme, body: Rect) -> Self {
         let inner = Self::block(t).inner(body);
         let keep = |l| crate::tui::markdown::keep_indent(l, inner.width as usize);
-        let act = Paragraph::new(keep(action_lines(s, t))).wrap(Wrap { trim: false });
-        let act_n = u16::try_from(act.line_count(inner.width)).unwrap_or(u16::MAX);
-        // The evidence keeps a few rows; the actions take what they need of the rest, and when
-        // they do not fit, their top (the hints) gives way, never the fix list at the bottom.
-        let act_h = act_n.min(inner.height.saturating_sub(5.min(inner.height)));
+        let para = |l| Paragraph::new(keep(l)).wrap(Wrap { trim: false });
+        let rows = |p: &Paragraph| u16::try_from(p.line_count(inner.width)).unwrap_or(u16::MAX);
+        // The evidence keeps a few rows; the actions take what they need of the rest. When
+        // the hints do not fit above the verdict and the fix list, they go to the top of the
+        // evidence (which scrolls), and a line here says so.
+        let room = inner.height.saturating_sub(5.min(inner.height));
+        let (hints, actions) = (hint_lines(s, t), action_lines(s, t, inner.width));
+        let with_hints = para(hints.iter().cloned().chain(actions.clone()).collect());
+        let (act, evidence) = if rows(&with_hints) <= room || hints.is_empty() {
+            (with_hints, evidence_lines(s, t, inner.width))
+        } else {
+            let note = Line::styled(
+                format!(
+                    " {} at the top of the evidence (PgUp)",
+                    crate::units::count(hints.len(), "hint line")
+                ),
+                t.accent,
+            );
+            let mut ev = hints;
+            ev.push(Line::raw(""));
+            ev.extend(evidence_lines(s, t, inner.width));
+            (para(std::iter::once(note).chain(actions).collect()), ev)
+        };
+        let act_n = rows(&act);
+        // Still too many (a long verdict on a short terminal): its top gives way, never the
+        // fix list at the bottom.
+        let act_h = act_n.min(room);
         let [ev_area, act_area] =
             Layout::vertical([Constraint::Min(0), Constraint::Length(act_h)]).areas(inner);
-        let ev = Paragraph::new(keep(evidence_lines(s, t))).wrap(Wrap { trim: false });
-        let ev_n = u16::try_from(ev.line_count(ev_area.width)).unwrap_or(u16::MAX);
+        let ev = crate::tui::scroll::Pane::new(evidence, ev_area);
         Self {
             act,
             act_area,
             act_n,
             act_h,
             ev,
-            ev_area,
-            ev_n,
         }
     }
 
@@ -771,20 +836,6 @@ impl Diagnosis {
             .borders(Borders::TOP)
             .border_style(t.border)
     }
-
-    /// Rows of evidence shown when it does not fit (the last row says where the view is).
-    fn view(&self) -> u16 {
-        self.ev_area.height.saturating_sub(1)
-    }
-
-    /// The most the evidence scrolls: 0 when it fits.
-    fn scroll_max(&self) -> u16 {
-        if self.ev_n <= self.ev_area.height {
-            0
-        } else {
-            self.ev_n.saturating_sub(self.view())
-        }
-    }
 }
 
 /// The diagnosed screen: the evidence above (scrolls with PgDn/PgUp), and below it, always in
@@ -792,38 +843,17 @@ impl Diagnosis {
 fn render_diagnosis(s: &HangState, t: &Theme, frame: &mut Frame, body: Rect) {
     let d = Diagnosis::new(s, t, body);
     frame.render_widget(Diagnosis::block(t), body);
-    let max = d.scroll_max();
-    let (view, ev_n) = (d.view(), d.ev_n);
     frame.render_widget(
         d.act.scroll((d.act_n.saturating_sub(d.act_h), 0)),
         d.act_area,
     );
-    if ev_n <= d.ev_area.height {
-        frame.render_widget(d.ev, d.ev_area);
-        return;
-    }
-    // More evidence than rows: the last row says where the view is and how to move it.
-    let top = s.scroll.min(max);
-    let [text, bar] =
-        Layout::vertical([Constraint::Length(view), Constraint::Length(1)]).areas(d.ev_area);
-    frame.render_widget(d.ev.scroll((top, 0)), text);
-    frame.render_widget(
-        Paragraph::new(Line::styled(
-            format!(
-                " ── evidence lines {}–{} of {ev_n} · PgDn/PgUp scroll ──",
-                top + 1,
-                (top + view).min(ev_n)
-            ),
-            t.dim,
-        )),
-        bar,
-    );
+    d.ev.render(s.scroll, "evidence", t, frame);
 }
 
 /// The evidence: the staged run (its outcome and timing, the error it ended in, each rank's
 /// phase and process state, the flight recorders or the network, the ranks' last log lines),
 /// and a failed re-run's own below it. The hints point here, so the staged evidence stays.
-fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+fn evidence_lines(s: &HangState, t: &Theme, width: u16) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let Some(r) = &s.report else { return out };
     let run_time = s.scenario().is_some_and(Scenario::run_time);
@@ -846,14 +876,8 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
             out.push(Line::styled(format!("   {l}"), t.error));
         }
     }
-    if let Some(p) = &r.staged.stuck_phase {
-        // The most telling rank's phase (a rank dialing someone): name the rank, since the
-        // watchdog's line above may name another.
-        let who = r.staged.ranks.iter().find(|rr| &rr.phase == p);
-        out.push(Line::raw(match who {
-            Some(rr) => format!(" rank {} is stuck in: {p}", rr.rank),
-            None => format!(" stuck in: {p}"),
-        }));
+    if let Some(line) = stuck_line(&r.staged) {
+        out.push(Line::raw(line));
     }
     if !r.staged.ranks.is_empty() {
         out.push(Line::styled(
@@ -886,15 +910,24 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         }
     }
     out.push(Line::styled(" evidence from the staged run", t.h2));
-    out.extend(evidence_of(&r.diagnosis, t));
+    out.extend(evidence_of(&r.diagnosis, t, width));
     if let Some((text, f)) = &s.last_fix
-        && let Some(d) = &f.evidence
+        && (f.evidence.is_some() || f.reason.is_some())
     {
         out.push(Line::raw(""));
         out.push(Line::styled(
             format!(" evidence from the re-run with {text}"),
             t.h2,
         ));
+        for l in f.reason.iter().flat_map(|r| r.lines()) {
+            if !l.trim().is_empty() {
+                out.push(Line::styled(format!("   {l}"), t.error));
+            }
+        }
+    }
+    if let Some((_, f)) = &s.last_fix
+        && let Some(d) = &f.evidence
+    {
         if d.culprit != scenario::Culprit::Unknown && !d.explanation.is_empty() {
             out.push(Line::raw(format!(
                 "  what it shows: {} — {}",
@@ -902,31 +935,54 @@ fn evidence_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
                 d.explanation
             )));
         }
-        out.extend(evidence_of(d, t));
+        out.extend(evidence_of(d, t, width));
     }
     out
 }
 
+/// Where the staged run stopped: the rank the others wait for (one stopped in that phase,
+/// else one still alive in it); a run that ended in an error has no stuck rank, only a place.
+fn stuck_line(staged: &scenario::Staged) -> Option<String> {
+    use crate::lab::job::ProcState;
+    let p = staged.stuck_phase.as_ref()?;
+    if staged.outcome == scenario::Outcome::Error {
+        return Some(format!(" the job ended at: {p}"));
+    }
+    let at = || staged.ranks.iter().filter(|rr| &rr.phase == p);
+    let who = at()
+        .find(|rr| rr.state == Some(ProcState::Stopped))
+        .or_else(|| at().find(|rr| !rr.state.is_some_and(ProcState::is_dead_or_stopped)));
+    Some(match who {
+        Some(rr) => format!(" rank {} is stuck in: {p}", rr.rank),
+        None => format!(" stuck in: {p}"),
+    })
+}
+
 /// One run's evidence: the flight recorders (run time) or the interfaces and who reached
 /// what (start-up), then each rank's last log lines, the WARNs marked.
-fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
+fn evidence_of(d: &scenario::Diagnosis, t: &Theme, width: u16) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(sl) = &d.slow {
         out.extend(sl.lines().into_iter().map(|l| Line::raw(format!("  {l}"))));
     }
     if let Some(tr) = &d.trace {
         out.push(Line::styled(
-            "  flight recorders by collective number (✓ completed … started · scheduled — never entered)",
+            "  flight recorders by collective number (✓ completed … started · scheduled — never entered; ◀ the ranks disagree)",
             t.strong,
         ));
+        // One row per line: a row wider than the pane ends in "…" (doctor --trace prints
+        // it whole), never wrapped under the first column.
         for row in &tr.table {
             out.push(Line::styled(
-                row.text.clone(),
+                crate::tui::markdown::ellipsize(&row.text, usize::from(width)),
                 if row.odd { t.error } else { t.base },
             ));
         }
         out.push(Line::styled(
-            format!("  dumps: {} (ringlab doctor --trace reads them)", tr.dir),
+            format!(
+                "  dumps: {} (ringlab doctor --trace reads them, rows whole)",
+                tr.dir
+            ),
             t.dim,
         ));
     } else {
@@ -978,14 +1034,11 @@ fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
     for (rank, lines) in &d.last_logs {
         for l in lines.iter().rev().take(3).rev() {
             let (telling, text) = match nccl_log::parse_line(l) {
-                Some(p) => (
-                    p.level == Level::Warn,
-                    format!("{} {}", p.level.tag(), p.text),
-                ),
-                None => (true, l.trim().to_string()),
+                Some(p) => (p.level == Level::Warn, log_row(*rank, &p)),
+                None => (true, format!("[rank {rank}] {}", l.trim())),
             };
             out.push(Line::styled(
-                format!("  {} [rank {rank}] {text}", if telling { "▶" } else { " " }),
+                format!("  {} {text}", if telling { "▶" } else { " " }),
                 if telling { t.error } else { t.dim },
             ));
         }
@@ -993,38 +1046,59 @@ fn evidence_of(d: &scenario::Diagnosis, t: &Theme) -> Vec<Line<'static>> {
     out
 }
 
-/// Below the evidence, always in view: hints taken, the diagnosis once every hint is out,
-/// the last re-run's verdict, and the fix list (or the fix being typed).
-fn action_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+/// A rank's log line as the screen shows it: the host that wrote it first, as NCCL's own
+/// prefix has it (lesson 07 reads the host at the start of each line), then the rank.
+fn log_row(rank: usize, l: &nccl_log::Line) -> String {
+    let host = if l.host.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", l.host)
+    };
+    format!("{host}[rank {rank}] {} {}", l.level.tag(), l.text)
+}
+
+/// The hints taken, and the diagnosis once every hint is out.
+fn hint_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let (Some(r), Some(sc)) = (&s.report, s.scenario()) else {
+        return out;
+    };
+    for h in sc.hints.iter().take(s.hints) {
+        let mut spans = vec![Span::styled(" hint: ", t.accent)];
+        spans.extend(crate::tui::markdown::inline_code(h, t.accent, t.code));
+        out.push(Line::from(spans));
+    }
+    if s.hints > 0 && s.hints == sc.hints.len() {
+        out.push(Line::styled(
+            format!(
+                " diagnosis: {} — {}",
+                r.diagnosis.culprit.title(),
+                r.diagnosis.explanation
+            ),
+            t.strong,
+        ));
+    }
+    out
+}
+
+/// Below the evidence, always in view: the last re-run's verdict (its error cut to `width`
+/// columns, whole in the evidence) and the fix list (or the fix being typed).
+fn action_lines(s: &HangState, t: &Theme, width: u16) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let Some(r) = &s.report else { return out };
     let per_node = s.scenario().map_or(1, |sc| sc.ranks_per_node);
-    if let Some(sc) = s.scenario() {
-        for h in sc.hints.iter().take(s.hints) {
-            let mut spans = vec![Span::styled(" hint: ", t.accent)];
-            spans.extend(crate::tui::markdown::inline_code(h, t.accent, t.code));
-            out.push(Line::from(spans));
-        }
-        if s.hints > 0 && s.hints == sc.hints.len() {
-            out.push(Line::styled(
-                format!(
-                    " diagnosis: {} — {}",
-                    r.diagnosis.culprit.title(),
-                    r.diagnosis.explanation
-                ),
-                t.strong,
-            ));
-        }
-        if let Some((text, f)) = &s.last_fix {
-            out.extend(verdict_lines(
-                text,
-                f,
-                &r.diagnosis,
-                per_node,
-                &sc.pass_claim(),
-                t,
-            ));
-        }
+    if let Some(sc) = s.scenario()
+        && let Some((text, f)) = &s.last_fix
+    {
+        out.extend(verdict_lines(
+            text,
+            f,
+            &r.diagnosis,
+            per_node,
+            &sc.pass_claim(),
+            t,
+            usize::from(width),
+        ));
     }
     if let Some(typed) = &s.typing {
         out.push(Line::styled(
@@ -1041,12 +1115,11 @@ fn action_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         ));
         for (i, c) in s.choices.iter().enumerate() {
             let sel = i == s.choice;
-            let row = format!("{} {}", if sel { "▶" } else { " " }, c.text);
-            out.push(if sel {
-                Line::styled(row, t.selection)
-            } else {
-                Line::raw(row)
-            });
+            let base = if sel { t.selection } else { t.base };
+            // Inline code (`if`) drawn as code, its marks dropped.
+            let mut spans = vec![Span::styled(if sel { "▶ " } else { "  " }, base)];
+            spans.extend(crate::tui::markdown::inline_code(&c.text, base, t.code));
+            out.push(Line::from(spans));
         }
     }
     out
@@ -1061,6 +1134,7 @@ pub fn verdict_lines(
     ranks_per_node: usize,
     claim: &str,
     t: &Theme,
+    width: usize,
 ) -> Vec<Line<'static>> {
     if f.outcome == scenario::Outcome::Pass {
         let mut out = vec![Line::styled(format!(" ✓ PASS with {text}: {claim}"), t.ok)];
@@ -1106,7 +1180,18 @@ pub fn verdict_lines(
         t.error,
     )];
     if let Some(reason) = f.reason.as_deref().and_then(|r| r.lines().next()) {
-        out.push(Line::raw(format!("   error: {reason}")));
+        // One row: the ✗ line above and the fix list below stay in view; the whole error is
+        // with the re-run's evidence.
+        let line = format!("   error: {reason}");
+        out.push(Line::raw(
+            if unicode_width::UnicodeWidthStr::width(line.as_str()) <= width {
+                line
+            } else {
+                let tail = " (whole in the evidence ↑)";
+                let head = width.saturating_sub(unicode_width::UnicodeWidthStr::width(tail));
+                format!("{}{tail}", crate::tui::markdown::ellipsize(&line, head))
+            },
+        ));
     }
     let Some(d) = &f.evidence else { return out };
     let now = d.advertised_by_rank(ranks_per_node);
@@ -1216,6 +1301,7 @@ mod tests {
         for r in &rows {
             let col = r.find(" lab run ").map(|b| r[..b].chars().count());
             assert_eq!(col, Some(46), "the name column moved: {r:?}");
+            assert!(!r.contains("▶✓"), "the marks apart: {r:?}");
             assert!(!r.contains('`'), "{r:?}");
         }
         assert!(
@@ -1268,7 +1354,7 @@ mod tests {
         }
         assert_eq!(s.board[0].1, "connect to 172.17.0.1:4000 (3000 refused)");
         assert!(
-            s.logs.iter().all(|l| l.starts_with("[rank 1] INFO ")),
+            s.logs.iter().all(|l| l.starts_with("n1: [rank 1] INFO ")),
             "{:?}",
             s.logs
         );
@@ -1324,5 +1410,53 @@ mod tests {
                 .contains("not an environment")
         );
         assert!(parse_typed_fix("   ").is_err());
+    }
+
+    /// The header names the rank the others wait for (a stopped one), never rank 0 because it
+    /// comes first; a run that ended in an error has no stuck rank (H1, M13).
+    #[test]
+    fn the_stuck_line_names_the_rank_everyone_waits_for() {
+        use crate::lab::job::ProcState;
+        let rank = |r: usize, state: ProcState| scenario::RankReport {
+            rank: r,
+            node: r / 2,
+            phase: "step 80/200".into(),
+            advertised: None,
+            state: Some(state),
+            gpu_util: None,
+        };
+        let mut staged = scenario::Staged {
+            outcome: scenario::Outcome::Hang,
+            stuck_phase: Some("step 80/200".into()),
+            detected_after_s: Some(6.0),
+            run_s: 7.0,
+            ranks: vec![
+                rank(0, ProcState::Sleeping),
+                rank(1, ProcState::Sleeping),
+                rank(2, ProcState::Sleeping),
+                rank(3, ProcState::Stopped),
+            ],
+            reason: None,
+            transport: None,
+        };
+        assert_eq!(
+            stuck_line(&staged).as_deref(),
+            Some(" rank 3 is stuck in: step 80/200")
+        );
+        staged.outcome = scenario::Outcome::Error;
+        staged.ranks = (0..4).map(|r| rank(r, ProcState::Gone)).collect();
+        assert_eq!(
+            stuck_line(&staged).as_deref(),
+            Some(" the job ended at: step 80/200")
+        );
+    }
+
+    #[test]
+    fn a_typed_name_that_is_ncclish_but_for_case_gets_a_hint() {
+        let f = parse_typed_fix("nccl_socket_ifname=eth0").expect("ok");
+        let hint = case_hint(&f).expect("a hint");
+        assert!(hint.contains("did you mean NCCL_SOCKET_IFNAME?"), "{hint}");
+        let f = parse_typed_fix("NCCL_SOCKET_IFNAME=eth0 MY_VAR=1").expect("ok");
+        assert_eq!(case_hint(&f), None);
     }
 }

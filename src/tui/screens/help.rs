@@ -12,9 +12,41 @@ use crate::tui::markdown;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HelpState {
     pub scroll: usize,
+    /// The last messages (`m`) instead of the keys.
+    pub messages: bool,
+}
+
+/// A notice that stays until a key dismisses it: boxed at the foot of `area`, whole.
+pub fn render_notice(notice: &str, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let inner = area.width.saturating_sub(2) as usize;
+    let lines = markdown::hanging(
+        Span::styled("! ", t.warn),
+        vec![Span::styled(notice.to_string(), t.warn)],
+        inner,
+    );
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let r = Rect::new(area.x, area.bottom().saturating_sub(h), area.width, h);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(t.warn)
+                .title(Span::styled(" Notice ", t.title))
+                .title_bottom(Span::styled(
+                    " any key dismisses it (m shows it again) ",
+                    t.accent,
+                )),
+        ),
+        r,
+    );
 }
 
 pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
+    if state.messages {
+        return render_messages(state, app, frame, area);
+    }
     let t = &app.theme;
     // The screen underneath decides which bindings matter.
     let under: Vec<Context> = app
@@ -60,6 +92,44 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
         "Mouse wheel scrolls. Esc or ? closes this help.",
         t.dim,
     ));
+    boxed(" Keys ", lines, w, state, app, frame, area);
+}
+
+/// The last messages, newest first, each whole (wrapped under its bullet).
+fn render_messages(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let w = area.width.min(100);
+    let inner = w.saturating_sub(2) as usize;
+    let mut lines = Vec::new();
+    if app.messages.is_empty() {
+        lines.push(Line::styled("No messages yet.", t.dim));
+    }
+    for m in app.messages.iter().rev() {
+        lines.extend(markdown::hanging(
+            Span::styled("• ", t.accent),
+            vec![Span::raw(m.clone())],
+            inner,
+        ));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "Newest first. j/k scroll. Esc or m closes.",
+        t.dim,
+    ));
+    boxed(" Messages ", lines, w, state, app, frame, area);
+}
+
+/// `lines` in a box `w` wide, centred in `area`, scrolled by `state` (j/k).
+fn boxed(
+    title: &'static str,
+    lines: Vec<Line<'static>>,
+    w: u16,
+    state: &HelpState,
+    app: &App,
+    frame: &mut Frame,
+    area: Rect,
+) {
+    let t = &app.theme;
     let h = area.height.min(lines.len() as u16 + 2);
     let r = Rect::new(
         area.x + (area.width - w) / 2,
@@ -82,7 +152,7 @@ pub fn render(state: &HelpState, app: &App, frame: &mut Frame, area: Rect) {
             Block::default()
                 .borders(Borders::ALL)
                 .border_style(t.border)
-                .title(Span::styled(" Keys ", t.title))
+                .title(Span::styled(title, t.title))
                 .title_bottom(Span::styled(more, t.accent)),
         ),
         r,

@@ -11,7 +11,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
 
 use crate::collective::{Algorithm, Collective, Dtype};
 use crate::course::block::LabBlock;
@@ -66,7 +66,13 @@ pub struct LabParams {
     pub maxbytes: u64,
     /// tcp (any machine) or nccl (one rank per GPU).
     pub backend: Backend,
+    /// Runs per size (`bench -R`): more than one shows each size's median and warns when the
+    /// runs spread too wide to read (a busy machine).
+    pub repeat: usize,
 }
+
+/// The runs per size the field steps through.
+const REPEATS: [usize; 4] = [1, 3, 5, 10];
 
 impl Default for LabParams {
     fn default() -> Self {
@@ -78,6 +84,7 @@ impl Default for LabParams {
             minbytes: 1 << 10,
             maxbytes: 64 << 20,
             backend: Backend::Tcp,
+            repeat: 1,
         }
     }
 }
@@ -91,6 +98,7 @@ pub enum LabField {
     Type,
     Min,
     Max,
+    Runs,
     Backend,
 }
 
@@ -103,6 +111,7 @@ impl FormModel for LabParams {
         LabField::Type,
         LabField::Min,
         LabField::Max,
+        LabField::Runs,
         LabField::Backend,
     ];
 
@@ -115,6 +124,7 @@ impl FormModel for LabParams {
             LabField::Min => "min",
             LabField::Max => "max",
             LabField::Backend => "backend",
+            LabField::Runs => "runs",
         }
     }
 
@@ -129,6 +139,7 @@ impl FormModel for LabParams {
             LabField::Min => format_bytes(self.minbytes),
             LabField::Max => format_bytes(self.maxbytes),
             LabField::Backend => self.backend.name().to_string(),
+            LabField::Runs => self.repeat.to_string(),
         }
     }
 
@@ -151,6 +162,7 @@ impl FormModel for LabParams {
             LabField::Backend => {
                 self.backend = cycle_in(&[Backend::Tcp, Backend::Nccl], self.backend, d)
             }
+            LabField::Runs => self.repeat = crate::tui::form::step(&REPEATS, self.repeat, d),
         }
     }
 
@@ -174,12 +186,14 @@ impl LabParams {
             minbytes,
             maxbytes,
             backend: Backend::Tcp,
+            repeat: 1,
         })
     }
 
     fn job(&self) -> Result<Job, ScreenError> {
         Ok(Job {
             backend: self.backend,
+            repeat: self.repeat,
             ..Job::bench(
                 self.coll,
                 self.algo,
@@ -318,7 +332,7 @@ impl LabState {
         self.logs.clear();
         self.note = None;
         self.phases = (0..self.params.ranks)
-            .map(|_| RankRow::new("starting"))
+            .map(|_| RankRow::new(STARTING))
             .collect();
         self.state = RunState::Running;
         self.started = Some(Instant::now());
@@ -376,7 +390,12 @@ impl LabState {
         for p in &mut self.phases {
             if p.frozen.is_none() {
                 p.frozen = Some(p.since.elapsed());
-                p.phase = format!("{why} in {}", p.phase);
+                // A rank still "starting" when the job ended never ran (a refused backend).
+                p.phase = if p.phase == STARTING {
+                    format!("never started ({why} first)")
+                } else {
+                    format!("{why}: was in {}", p.phase)
+                };
             }
         }
     }
@@ -420,7 +439,8 @@ impl LabState {
                 self.cancel = None;
                 let why = match (&self.state, &r) {
                     (RunState::Cancelled, _) => "cancelled",
-                    (_, Err(_)) => "stopped",
+                    // The job failed (not a process stopped, as ps's T means).
+                    (_, Err(_)) => "the job failed",
                     _ => "ended",
                 };
                 self.freeze(why);
@@ -579,7 +599,12 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         .spacing(1)
         .areas(mid);
     frame.render_widget(
-        Paragraph::new(table_lines(s, t)).block(
+        Paragraph::new(crate::tui::markdown::keep_indent(
+            table_lines(s, t),
+            usize::from(table.width),
+        ))
+        .wrap(Wrap { trim: false })
+        .block(
             Block::default()
                 .borders(Borders::TOP)
                 .border_style(t.border)
@@ -647,7 +672,47 @@ fn table_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     if s.rows.is_empty() && s.running() {
         out.push(Line::styled("  waiting for the first size…", t.dim));
     }
+    out.extend(spread_lines(s, t));
     out
+}
+
+/// Under rows timed several times: how many sizes spread too wide to read (a busy machine),
+/// as `bench -R` says it; with one run a size, that one run is all there is.
+fn spread_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>> {
+    use crate::lab::bench::measure::WIDE_SPREAD;
+    let runs = s.params.repeat;
+    if s.rows.is_empty() {
+        return Vec::new();
+    }
+    if runs < 2 {
+        return vec![Line::styled(
+            " one run a size: the runs field gives medians and their spread",
+            t.dim,
+        )];
+    }
+    let wide = s
+        .rows
+        .iter()
+        .filter(|(o, i)| {
+            [o.spread, i.spread]
+                .iter()
+                .any(|x| x.is_some_and(|x| x > WIDE_SPREAD))
+        })
+        .count();
+    if wide == 0 {
+        return vec![Line::styled(
+            format!(" medians of {runs} runs a size"),
+            t.dim,
+        )];
+    }
+    vec![Line::styled(
+        format!(
+            " ! medians of {runs} runs; at {} the runs spread over {:.0}%: too wide to read, this machine is busy; compare medians, or run again",
+            crate::units::count(wide, "size"),
+            WIDE_SPREAD * 100.0
+        ),
+        t.warn,
+    )]
 }
 
 /// The out-of-place and in-place lines' styles: told apart by colour, and without colour by
@@ -662,6 +727,27 @@ fn chart_styles(t: &crate::tui::theme::Theme) -> (Style, Style) {
 
 fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
+    // No axis before there is a point to put on it.
+    if !s
+        .rows
+        .iter()
+        .any(|(o, i)| o.busbw_gbps.is_finite() || i.busbw_gbps.is_finite())
+    {
+        frame.render_widget(
+            Paragraph::new(Line::styled(
+                " busbw (GB/s) vs size: drawn as the rows come in",
+                t.dim,
+            ))
+            .wrap(ratatui::widgets::Wrap { trim: true })
+            .block(
+                Block::default()
+                    .borders(Borders::TOP)
+                    .border_style(t.border),
+            ),
+            area,
+        );
+        return;
+    }
     // Both placements, as the table has them (N/A rows, NaN, are left out).
     let pts = |in_place: bool| -> Vec<(f64, f64)> {
         s.rows
@@ -783,6 +869,9 @@ fn board_lines(s: &LabState, t: &crate::tui::theme::Theme) -> Vec<Line<'static>>
     out
 }
 
+/// A rank's row before its first phase arrives.
+const STARTING: &str = "starting";
+
 const LAB: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab");
 /// While ranks run, q and Esc cancel the run (they do not leave the screen).
 const RUNNING: crate::tui::keys::Context = crate::tui::keys::Context::Own("Live lab, running");
@@ -861,10 +950,13 @@ mod tests {
             minbytes: 1024,
             maxbytes: 4096,
             backend: Backend::Tcp,
+            repeat: 3,
         }
         .job()
         .expect("job");
         assert_eq!(screen.iters as u64, args.iters, "nccl-tests' -n 20");
+        // The runs field is the CLI's -R.
+        assert_eq!(screen.repeat, 3);
         assert_eq!(screen.warmup as u64, args.warmup, "nccl-tests' -w 1");
         assert_eq!(screen.op, args.op);
         assert_eq!(screen.check, args.check == 1);
@@ -948,6 +1040,47 @@ mod tests {
         assert!(text.contains("transport SHM"), "{text}");
     }
 
+    /// Sizes timed several times show medians; a spread too wide to read says the machine is
+    /// busy, as `bench -R` does (M12).
+    #[test]
+    fn a_wide_spread_over_several_runs_says_the_machine_is_busy() {
+        let app = app();
+        let mut s = LabState::new(LabParams {
+            repeat: 5,
+            ..LabParams::default()
+        });
+        let (mut o, mut i) = (
+            row(false, 10.0, 1.0, Some(0)),
+            row(true, 10.0, 1.0, Some(0)),
+        );
+        o.spread = Some(0.1);
+        i.spread = Some(0.1);
+        s.rows.push((o.clone(), i.clone()));
+        let calm = screen(&s, &app);
+        assert!(calm.contains("medians of 5 runs a size"), "{calm}");
+        i.spread = Some(2.4);
+        s.rows.push((o, i));
+        let busy = screen(&s, &app);
+        assert!(busy.contains("at 1 size the runs spread"), "{busy}");
+        assert!(busy.contains("busy; compare medians"), "{busy}");
+    }
+
+    /// A refused job (no GPU for the nccl backend) says its ranks never started, not that
+    /// they "stopped"; before any row the chart draws no axis (L24).
+    #[test]
+    fn a_refused_job_says_its_ranks_never_started_and_no_axis_without_data() {
+        let app = app();
+        let mut s = LabState::new(LabParams::default());
+        let text = screen(&s, &app);
+        assert!(text.contains("as the rows come in"), "{text}");
+        assert!(!text.contains("0.06"), "no axis yet: {text}");
+        s.state = RunState::Running;
+        s.phases = vec![RankRow::new(STARTING), RankRow::new("connect")];
+        s.receive(LabUpdate::Finished(0, Err("no GPU".into())));
+        assert_eq!(s.phases[0].phase, "never started (the job failed first)");
+        assert_eq!(s.phases[1].phase, "the job failed: was in connect");
+    }
+
     #[test]
     fn after_esc_the_board_says_cancelled_and_done_ranks_show_their_time() {
         let mut app = app();
@@ -963,13 +1096,16 @@ mod tests {
             s.phases[0].shown_secs() >= 3.0,
             "a done rank shows how long it ran, not 0.0 s"
         );
-        assert_eq!(s.phases[1].phase, "cancelled in all-reduce 1 MiB");
+        assert_eq!(s.phases[1].phase, "cancelled: was in all-reduce 1 MiB");
         let text = screen(&s, &app);
-        assert!(text.contains("cancelled in all-reduce 1 MiB"), "{text}");
+        assert!(
+            text.contains("cancelled: was in all-reduce 1 MiB"),
+            "{text}"
+        );
         assert!(!text.contains("running…"), "{text}");
         // The runner's own report afterwards changes nothing.
         s.receive(LabUpdate::Finished(0, Ok(())));
         assert_eq!(s.state, RunState::Cancelled);
-        assert_eq!(s.phases[1].phase, "cancelled in all-reduce 1 MiB");
+        assert_eq!(s.phases[1].phase, "cancelled: was in all-reduce 1 MiB");
     }
 }

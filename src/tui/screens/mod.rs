@@ -230,6 +230,9 @@ pub fn render(app: &App, frame: &mut Frame) {
     if let Some(s) = app.stack.last() {
         s.view().render(app, frame, body);
     }
+    if let Some(n) = &app.notice {
+        help::render_notice(n, app, frame, body);
+    }
     if let Some(h) = &app.help {
         help::render(h, app, frame, body);
     }
@@ -280,13 +283,43 @@ pub fn typing_hint(app: &App, enter: &str) -> Line<'static> {
         spans.extend(keys);
         Line::from(spans)
     } else {
-        Line::styled(crate::tui::markdown::ellipsize(status, w), t.accent)
+        cut_status(app, status, w)
     }
+}
+
+/// A status too long for the bar: cut at a word with an ellipsis, and the key that shows it
+/// whole (`m`, or Ctrl-L where the screen has `m`) at the end.
+fn cut_status(app: &App, status: &str, w: usize) -> Line<'static> {
+    let t = &app.theme;
+    let key = keys::messages_key(&app.bindings()).name();
+    let whole = format!("  {key}: whole");
+    let room = w.saturating_sub(unicode_width::UnicodeWidthStr::width(whole.as_str()) + 1);
+    let cut = crate::tui::markdown::ellipsize(status, room);
+    let body = cut.trim_end_matches('…');
+    let cut = match body.rfind(' ') {
+        Some(i) if i > room / 2 => format!("{}…", body[..i].trim_end()),
+        _ => cut,
+    };
+    Line::from(vec![
+        Span::styled(cut, t.accent),
+        Span::styled("  ", t.dim),
+        Span::styled(key, t.key),
+        Span::styled(": whole", t.dim),
+    ])
 }
 
 /// The always-visible key-hint bar, gathered from the key table of what has focus.
 fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     let t = &app.theme;
+    // A notice takes the next key, whatever it is: the bar promises nothing else.
+    if app.notice.is_some() {
+        return Paragraph::new(Line::from(vec![
+            Span::styled("any key", t.key),
+            Span::styled(" dismisses the notice  ", t.dim),
+            Span::styled("Ctrl-C", t.key),
+            Span::styled(" quit", t.dim),
+        ]));
+    }
     if app.help.is_none()
         && let Some(line) = app.stack.last().and_then(|s| s.view().hint_line(app))
     {
@@ -299,14 +332,8 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         let shown = if unicode_width::UnicodeWidthStr::width(s.as_str()) + 2 <= w {
             s.clone()
         } else {
-            let cut = crate::tui::markdown::ellipsize(s, w.saturating_sub(1));
-            let body = cut.trim_end_matches('…');
-            let cut = match body.rfind(' ') {
-                Some(i) if i > w / 2 => format!("{}…", body[..i].trim_end()),
-                _ => cut,
-            };
             // The status takes the whole bar until the next key; the keys come back then.
-            return Paragraph::new(Line::from(Span::styled(cut, t.accent)));
+            return Paragraph::new(cut_status(app, s, w));
         };
         spans.push(Span::styled(format!("{shown}  "), t.accent));
     }

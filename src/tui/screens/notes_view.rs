@@ -15,10 +15,12 @@ use crate::tui::screens::present::clock_text;
 
 pub struct NotesState {
     pub msg: Option<NotesMsg>,
-    /// The presenter has stopped.
+    /// The presenter has stopped (the notes wait for the next one).
     pub ended: bool,
     pub started: Instant,
     pub scroll: u16,
+    /// Where the notes look for a presenter (shown while none is there).
+    pub socket: Option<std::path::PathBuf>,
 }
 
 impl Default for NotesState {
@@ -28,11 +30,20 @@ impl Default for NotesState {
             ended: false,
             started: Instant::now(),
             scroll: 0,
+            socket: None,
         }
     }
 }
 
 impl NotesState {
+    /// Notes that wait for a presenter listening at `socket`.
+    pub fn waiting_at(socket: &std::path::Path) -> Self {
+        Self {
+            socket: Some(socket.to_path_buf()),
+            ..Self::default()
+        }
+    }
+
     pub fn receive(&mut self, msg: Option<NotesMsg>) {
         match msg {
             Some(m) => {
@@ -40,6 +51,8 @@ impl NotesState {
                     self.scroll = 0;
                 }
                 self.msg = Some(m);
+                // A presenter (again): follow it.
+                self.ended = false;
             }
             None => self.ended = true,
         }
@@ -59,7 +72,7 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     let mut lines = Vec::new();
     let state = if s.ended {
-        "the presenter has stopped".to_string()
+        "the presenter has stopped; waiting for the next".to_string()
     } else {
         // The talk's clock: from the presenter's start, whenever this terminal opened.
         let secs = match s.msg.as_ref().and_then(|m| m.talk_started) {
@@ -74,9 +87,16 @@ pub fn render(s: &NotesState, app: &App, frame: &mut Frame, area: Rect) {
             lines.push(Line::raw(""));
             lines.push(Line::styled(
                 if s.ended {
-                    " The presenter has stopped."
+                    " The presenter has stopped: these notes follow the next one that starts."
+                        .to_string()
                 } else {
-                    " Waiting for the presenter's first slide…"
+                    match &s.socket {
+                        Some(p) => format!(
+                            " Waiting for a presenter: start `ringlab present` in another terminal (it listens at {}); these notes follow it.",
+                            p.display()
+                        ),
+                        None => " Waiting for the presenter's first slide…".to_string(),
+                    }
                 },
                 t.dim,
             ));
@@ -200,10 +220,15 @@ mod tests {
             answer: Some("1006632960 B (960 MiB)\nEach rank sends…".into()),
         }));
         let text = screen(&s);
-        assert!(
-            text.contains("12:34 in") || text.contains("12:35 in"),
-            "{text}"
-        );
+        // At least the 12:34 since the talk began (a loaded machine may draw a second or
+        // more later: no upper bound).
+        let shown = text
+            .split(" in")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|mmss| mmss.split_once(':'))
+            .and_then(|(m, s)| Some(m.parse::<u64>().ok()? * 60 + s.parse::<u64>().ok()?));
+        assert!(shown.is_some_and(|x| x >= 754), "{shown:?}: {text}");
         assert!(text.contains("ANSWER 1006632960 B (960 MiB)"), "{text}");
         assert!(text.contains("        Each rank sends…"), "{text}");
     }

@@ -289,12 +289,14 @@ impl PlannerState {
     /// The launch commands, plain: to the clipboard (OSC 52) and to a file in `dir` that no
     /// earlier copy is overwritten by. Returns what the status line says.
     pub fn copy_commands(&self, app: &mut App, dir: &std::path::Path) -> String {
-        let Some(text) = self
-            .plan
-            .as_ref()
-            .ok()
-            .and_then(|p| p.commands_text(self.backend))
-        else {
+        let plan = self.plan.as_ref().ok();
+        if plan.is_some_and(|p| !p.valid || p.memory.fits == Some(false)) {
+            return "no launch commands: this plan cannot run (see ✗)".into();
+        }
+        let (Some(text), Some(script)) = (
+            plan.and_then(|p| p.commands_text(self.backend)),
+            plan.and_then(|p| p.script_text(self.backend)),
+        ) else {
             return "no plan to copy: fix the fields first".into();
         };
         let base = format!(
@@ -314,9 +316,11 @@ impl PlannerState {
             let path = dir.join(name);
             // Private and renamed into place, never over anything already there: a file or a
             // link at a name means the next number.
+            // The file is a script that runs one step per node (`sh FILE STEP`); the
+            // clipboard has the plain commands, to paste on each node.
             match crate::files::write_private_replace(
                 &path,
-                text.as_bytes(),
+                script.as_bytes(),
                 crate::files::FILE_MODE,
                 false,
             ) {
@@ -629,8 +633,8 @@ mod tests {
         assert_eq!(s.head_ip, None);
     }
 
-    /// `y` puts the commands, without the screen's border or indent, on the clipboard and in
-    /// a file; a second copy never overwrites the first.
+    /// `y` puts the commands, without the screen's border or indent, on the clipboard, and a
+    /// script that runs one step per node in a file; a second copy never overwrites the first.
     #[test]
     fn copy_writes_plain_commands_and_never_overwrites() {
         let mut app = app();
@@ -646,12 +650,35 @@ mod tests {
             said.chars().count() <= 78,
             "fits the bar at 80 columns: {said}"
         );
-        let text = std::fs::read_to_string(&first).expect("written");
-        assert_eq!(app.clipboard.as_deref(), Some(text.as_str()));
+        let script = std::fs::read_to_string(&first).expect("written");
+        let text = app.clipboard.clone().expect("copied");
         assert!(
             text.starts_with("# node 0 (head)\nexport NCCL_SOCKET_IFNAME=eth0\n"),
             "{text}"
         );
+        // The file is a script: which step runs where, and run as it is it starts nothing.
+        assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+        assert!(script.contains("#   step 1: on node 0 (head)"), "{script}");
+        assert!(
+            script.contains("#   step 2: on node 1 (worker)"),
+            "{script}"
+        );
+        let run = |args: &[&str]| {
+            std::process::Command::new("sh")
+                .arg(&first)
+                .args(args)
+                .output()
+                .expect("sh")
+        };
+        let bare = run(&[]);
+        assert!(!bare.status.success(), "{bare:?}");
+        assert!(
+            String::from_utf8_lossy(&bare.stderr).contains("usage"),
+            "{bare:?}"
+        );
+        let wrong = run(&["9"]);
+        assert_eq!(wrong.status.code(), Some(2), "{wrong:?}");
+        assert!(String::from_utf8_lossy(&wrong.stderr).contains("no step 9"));
         // Commands wrap at 80 columns; an export (the worker's address expression) stays whole.
         assert!(
             text.lines()

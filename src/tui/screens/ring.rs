@@ -90,6 +90,20 @@ impl RingParams {
         (self.bytes / self.dtype.size() as u64) as usize
     }
 
+    /// What [`count`](Self::count) dropped, said after the size as typed: "is not a whole
+    /// number of f32 elements (4 B each): using 1000 B (250 elements)"; None when nothing was.
+    pub fn rounding_note(&self) -> Option<String> {
+        let size = self.dtype.size() as u64;
+        (!self.bytes.is_multiple_of(size)).then(|| {
+            format!(
+                "is not a whole number of {} elements ({size} B each): using {} B ({} elements)",
+                self.dtype,
+                self.count() as u64 * size,
+                self.count()
+            )
+        })
+    }
+
     pub fn spec(&self) -> Result<Spec, ScreenError> {
         if self.gpus_per_node > 0 && !self.ranks.is_multiple_of(self.gpus_per_node) {
             return Err(ScreenError::NodeSize {
@@ -299,17 +313,32 @@ impl RingState {
     /// then the element count ("all-reduce · two-level · N = 4 · M = 1 MiB").
     pub fn title_within(&self, width: usize) -> String {
         let p = &self.params;
+        // Two-level's shape, as its schedule builds it: nodes × GPUs.
+        let shape = {
+            let g = match p.gpus_per_node {
+                0 => crate::collective::default_gpus_per_node(p.ranks),
+                g => g,
+            }
+            .max(1);
+            format!("{} nodes × {g} GPUs", p.ranks / g)
+        };
         // All-to-all and send/recv have one schedule whatever the algorithm: no label for it.
         let gloss = match p.algo {
-            _ if p.coll.is_point_to_point() => "point-to-point",
-            Algorithm::TwoLevel => "two-level (hierarchical, not an NCCL algorithm)",
-            Algorithm::RecursiveDoubling => "recursive-doubling (MPI's short-message all-reduce)",
-            a => a.name(),
+            _ if p.coll.is_point_to_point() => "point-to-point".to_string(),
+            Algorithm::TwoLevel => {
+                format!("two-level, {shape} (hierarchical, not an NCCL algorithm)")
+            }
+            Algorithm::RecursiveDoubling => {
+                "recursive-doubling (MPI's short-message all-reduce)".to_string()
+            }
+            a => a.name().to_string(),
         };
         let bare = if p.coll.is_point_to_point() {
-            gloss
+            gloss.clone()
+        } else if p.algo == Algorithm::TwoLevel {
+            format!("two-level, {shape}")
         } else {
-            p.algo.name()
+            p.algo.name().to_string()
         };
         let size = format_bytes(p.count() as u64 * p.dtype.size() as u64);
         let elems = format!(" ({} × {})", p.count(), p.dtype.name());
@@ -321,13 +350,13 @@ impl RingState {
         };
         let head = |algo: &str| format!("{op} · {algo} · N = {} · M = {size}", p.ranks);
         [
-            format!("{}{elems}", head(gloss)),
-            format!("{}{elems}", head(bare)),
-            head(bare),
+            format!("{}{elems}", head(&gloss)),
+            format!("{}{elems}", head(&bare)),
+            head(&bare),
         ]
         .into_iter()
         .find(|t| t.chars().count() <= width)
-        .unwrap_or_else(|| head(bare))
+        .unwrap_or_else(|| head(&bare))
     }
 }
 
@@ -453,7 +482,12 @@ pub fn update(s: &mut RingState, app: &mut App, action: Action) -> Outcome {
             Action::InputSubmit => match typed_size(field.value(), s.params.dtype.size()) {
                 Ok(bytes) => {
                     s.typing = None;
-                    s.rebuild(RingParams { bytes, ..s.params }, app);
+                    let params = RingParams { bytes, ..s.params };
+                    let note = params.rounding_note().map(|n| format!("{bytes} B {n}"));
+                    s.rebuild(params, app);
+                    if note.is_some() {
+                        app.status = note;
+                    }
                 }
                 Err(e) => app.status = Some(e.to_string()),
             },
@@ -629,6 +663,31 @@ mod tests {
     use super::*;
 
     /// The largest typed size is the largest `m` cycles to, and the README says it.
+    #[test]
+    fn a_size_that_is_not_whole_elements_says_what_it_uses() {
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let mut s = RingState::new(RingParams::default()).expect("ring");
+        update(&mut s, &mut app, Verb::TypeSize.act());
+        for c in "1003".chars() {
+            update(
+                &mut s,
+                &mut app,
+                Action::Edit(crate::tui::field::InputRequest::InsertChar(c)),
+            );
+        }
+        update(&mut s, &mut app, Action::InputSubmit);
+        assert_eq!(s.params.bytes, 1003);
+        assert_eq!(
+            app.status.as_deref(),
+            Some(
+                "1003 B is not a whole number of f32 elements (4 B each): using 1000 B (250 elements)"
+            )
+        );
+    }
+
     #[test]
     fn typed_sizes_stop_where_the_readme_says() {
         let max = SIZES[SIZES.len() - 1];

@@ -35,10 +35,27 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     // `area` is the body above the hint bar: a 100x32 terminal gives it 31 rows and still
     // draws the ring (the README: "below 100x32 it becomes a compact table").
     let compact = area.width < 100 || area.height < 31 || s.params.ranks > MAX_DRAWN;
-    // Two header lines, one row per algorithm that has a schedule here, and the link's note.
-    let cmp_h = 3 + s.compare.len().max(3) as u16;
-    // Narrated (presenter mode): the caption below the header, in large-ish type, two rows.
-    let head_h = if s.narrate { 6 } else { 3 };
+    // Two header lines, one row per algorithm that has a schedule here, what ◀ marks and
+    // the fastest, and the link's note.
+    let cmp_h = 4 + s.compare.len().max(3) as u16;
+    // Narrated (presenter mode): the caption below the header, every row of it (a wrapped
+    // row goes on under its first word, not at column 0), at least two.
+    let caption = if s.narrate {
+        crate::tui::markdown::keep_indent(
+            vec![Line::from(Span::styled(
+                format!(" {}", s.caption),
+                t.strong,
+            ))],
+            area.width as usize,
+        )
+    } else {
+        Vec::new()
+    };
+    let head_h = if s.narrate {
+        4 + caption.len().max(2) as u16
+    } else {
+        3
+    };
     let [head, body, cmp] = Layout::vertical([
         Constraint::Length(head_h),
         Constraint::Min(3),
@@ -59,10 +76,7 @@ pub fn render(s: &RingState, app: &App, frame: &mut Frame, area: Rect) {
     });
     if s.narrate {
         head_lines.push(Line::raw(""));
-        head_lines.push(Line::from(Span::styled(
-            format!(" {}", s.caption),
-            t.strong,
-        )));
+        head_lines.extend(caption);
     }
     let head_par = Paragraph::new(head_lines);
     let head_par = if s.narrate {
@@ -151,8 +165,17 @@ fn step_line(s: &RingState, t: &Theme, width: usize) -> Line<'static> {
 }
 
 fn header(s: &RingState, t: &Theme, width: usize) -> Vec<Line<'static>> {
-    let state = if s.playing {
-        format!("▶ playing ({} ms/step)", s.tick_ms())
+    let phase = s.phase_text();
+    // "▶ playing (700 ms/step)" where the row has room for it after the phase, else the
+    // short "▶ 700 ms/step": the row is never cut.
+    let long = format!("▶ playing ({} ms/step)", s.tick_ms());
+    let fits = |x: &str| {
+        unicode_width::UnicodeWidthStr::width(format!(" {phase}   {x}").as_str()) <= width
+    };
+    let state = if s.playing && fits(&long) {
+        long
+    } else if s.playing {
+        format!("▶ {} ms/step", s.tick_ms())
     } else if s.at_end() {
         "■ done".to_string()
     } else {
@@ -164,7 +187,7 @@ fn header(s: &RingState, t: &Theme, width: usize) -> Vec<Line<'static>> {
             t.title,
         )]),
         Line::from(vec![
-            Span::styled(format!(" {}", s.phase_text()), t.accent),
+            Span::styled(format!(" {phase}"), t.accent),
             Span::styled(format!("   {state}"), t.dim),
         ]),
     ]
@@ -373,7 +396,14 @@ fn panel_lines(s: &RingState, t: &Theme, height: usize) -> Vec<Line<'static>> {
     for r in 0..n {
         out.push(Line::from(grid_row(s, t, r)));
     }
-    out.push(Line::styled(LEGEND, t.dim));
+    // The panel is narrower than the legend at 100 columns: two rows, never cut.
+    match LEGEND.split_once("  Σk") {
+        Some((a, b)) => {
+            out.push(Line::styled(a, t.dim));
+            out.push(Line::styled(format!(" Σk{b}"), t.dim));
+        }
+        None => out.push(Line::styled(LEGEND, t.dim)),
+    }
     out.push(Line::raw(""));
     let mut title = vec![Span::styled(" Bytes sent so far / in all", t.h2)];
     if let Some(b) = bound(s) {
@@ -504,9 +534,37 @@ fn compare_lines(s: &RingState, t: &Theme) -> Vec<Line<'static>> {
             Span::styled(if shown { "  ◀" } else { "" }, t.dim),
         ]));
     }
+    out.push(Line::styled(compare_note(s), t.dim));
     // Where the estimates' numbers come from, under the table (L changes it).
     out.push(Line::styled(format!(" {}", link_note(s)), t.dim));
     out
+}
+
+/// Under the comparison: what `◀` marks, and which algorithm is fastest here and why when it
+/// is not the ring (a small message is latency-bound: each step costs a link's latency α).
+fn compare_note(s: &RingState) -> String {
+    let fastest = s
+        .compare
+        .iter()
+        .filter_map(|c| c.estimate(s.link).map(|e| (c, e.total_s)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let mut note = " ◀ drawn above".to_string();
+    if let Some((c, _)) = fastest
+        && s.compare.len() > 1
+    {
+        let why = if c.algo == crate::collective::Algorithm::Ring {
+            String::new()
+        } else if c.steps < s.schedule.len() {
+            format!(" ({} steps: latency α dominates at this M)", c.steps)
+        } else {
+            String::new()
+        };
+        note.push_str(&format!(
+            " · fastest: {}{why}",
+            algo_label(s.params.coll, c.algo)
+        ));
+    }
+    note
 }
 
 /// The comparison row's name: the algorithm, or for the point-to-point patterns the pattern.

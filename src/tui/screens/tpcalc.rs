@@ -4,7 +4,7 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph};
 
 use crate::course::block::TpBlock;
 use crate::infer::{Level, ModelConfig, TpQuery, TpReport, calculate, find_model, presets};
@@ -50,6 +50,8 @@ pub struct TpCalcState {
     pub gpus_per_node: usize,
     pub form: Form,
     pub report: Result<TpReport, ScreenError>,
+    /// The results pane's first row shown (PgDn/PgUp).
+    pub scroll: u16,
 }
 
 pub use crate::tui::form::step;
@@ -68,6 +70,7 @@ impl TpCalcState {
             gpus_per_node: 8,
             form: Form::default(),
             report: Err(ScreenError::NoPresets),
+            scroll: 0,
         };
         s.recompute();
         s.report.as_ref().map_err(Clone::clone)?;
@@ -141,7 +144,7 @@ impl FormModel for TpCalcState {
 
 pub const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("TP calculator");
 
-use crate::tui::keys::{Binding, DOWN, NEXT_VALUE, PREV_VALUE, UP, bind};
+use crate::tui::keys::{Binding, DOWN, NEXT_VALUE, PAGE_DOWN, PAGE_UP, PREV_VALUE, UP, bind};
 
 #[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
@@ -149,6 +152,8 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, UP, "previous field", Action::Move(-1), None),
     bind(OWN, NEXT_VALUE, "change value", Action::Adjust(1), Some((1, "change value"))),
     bind(OWN, PREV_VALUE, "previous value", Action::Adjust(-1), None),
+    bind(OWN, PAGE_DOWN, "scroll the results a page", Action::Page(1), Some((2, "scroll"))),
+    bind(OWN, PAGE_UP, "scroll the results back", Action::Page(-1), None),
 ];
 
 pub fn update(s: &mut TpCalcState, app: &mut App, action: Action) -> Outcome {
@@ -159,6 +164,9 @@ pub fn update(s: &mut TpCalcState, app: &mut App, action: Action) -> Outcome {
                 app.status = Some(e);
             }
             s.form = form;
+        }
+        Action::Page(d) => {
+            s.scroll = results_pane(s, &app.theme, app.body_area()).page(s.scroll, d);
         }
         Action::Back => return Outcome::Pop,
         _ => {}
@@ -303,6 +311,7 @@ fn result_lines(r: &TpReport, t: &Theme, width: usize) -> (Vec<Line<'static>>, V
 
 pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
+    let full = area;
     let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
     frame.render_widget(
         Paragraph::new(Line::from(vec![
@@ -333,34 +342,36 @@ pub fn render(s: &TpCalcState, app: &App, frame: &mut Frame, area: Rect) {
         ),
         left,
     );
-    let area = right.inner(ratatui::layout::Margin::new(1, 0));
+    let area = results_area(right);
+    frame.render_widget(
+        Block::default().title(Span::styled(" Per GPU, from the schedule ", t.h2)),
+        area,
+    );
+    results_pane(s, t, full).render(s.scroll, "results", t, frame);
+}
+
+/// The results' area, right of the inputs (its first row is the title).
+fn results_area(right: Rect) -> Rect {
+    right.inner(ratatui::layout::Margin::new(1, 0))
+}
+
+/// The results laid out under their title in the screen drawn in `area`: the numbers, the
+/// checks, then the link table; what does not fit scrolls (PgDn/PgUp).
+fn results_pane(s: &TpCalcState, t: &Theme, area: Rect) -> crate::tui::scroll::Pane {
+    let [_, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    let [_, right] =
+        Layout::horizontal([Constraint::Length(FORM_WIDTH), Constraint::Min(20)]).areas(body);
+    let area = results_area(right);
     let (main, table) = match &s.report {
         Ok(r) => result_lines(r, t, area.width as usize),
         Err(e) => (vec![Line::styled(e.to_string(), t.error)], Vec::new()),
     };
-    // The block's title takes the first row.
-    let rows = area.height.saturating_sub(1) as usize;
-    let need = crate::tui::form::rows_needed(&main, area.width);
-    let lines = if need + crate::tui::form::rows_needed(&table, area.width) <= rows {
-        main.into_iter().chain(table).collect()
-    } else {
-        // The table's blank line, header and first rows where at least one row fits under
-        // the header (and the marker under them); else none of it.
-        let left = rows.saturating_sub(need + 1);
-        let take = if left >= 3 { left.min(table.len()) } else { 0 };
-        let hidden = crate::tui::form::rows_needed(&table[take..], area.width);
-        let head: Vec<Line<'static>> = main
-            .into_iter()
-            .chain(table.into_iter().take(take))
-            .collect();
-        crate::tui::form::fit_lines_hiding(head, area.width, rows as u16, hidden, t)
+    let text = Rect {
+        y: area.y + 1,
+        height: area.height.saturating_sub(1),
+        ..area
     };
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().title(Span::styled(" Per GPU, from the schedule ", t.h2))),
-        area,
-    );
+    crate::tui::scroll::Pane::new(main.into_iter().chain(table).collect(), text)
 }
 
 impl crate::tui::screens::View for TpCalcState {

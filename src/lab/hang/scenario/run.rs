@@ -817,10 +817,14 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
         ..f.clone()
     };
     v.dedup_by(|a, b| effect(a) == effect(b));
-    // A stable but not always-last position for the right answer.
-    let at = s.name.len() % v.len();
-    let right = v.pop();
-    if let Some(r) = right {
+    // A stable position for the right answer, never the first (where the cursor starts: a
+    // second Enter must not solve the scenario unread) and not always the last.
+    if let Some(r) = v.pop() {
+        let at = if v.is_empty() {
+            0
+        } else {
+            1 + s.name.len() % v.len()
+        };
         v.insert(at.min(v.len()), r);
     }
     v

@@ -12,14 +12,36 @@ pub(super) fn state_word(s: State) -> &'static str {
 
 /// The dumps side by side around the divergence: one row per collective, one column per
 /// rank, `✓` completed, `…` started, `·` scheduled, `—` never entered. Rows with a divergence
-/// are marked `◀`.
+/// are marked `◀` at their start (where a narrow terminal cuts no mark). Columns are one
+/// space wider than their widest cell (at most 22), so four ranks and a label fit 80 columns.
 pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<Row> {
     let by_rank: BTreeMap<usize, &RankTrace> = traces.iter().map(|t| (t.rank, t)).collect();
     let front = a.front.unwrap_or(0);
     let focus = a.culprit.as_ref().and_then(Culprit::seq).unwrap_or(front);
     let hi = front.max(focus);
     let lo = hi.saturating_sub(rows.saturating_sub(1) as u64).max(1);
-    let width = 22;
+    let entry = |r: usize, seq: u64| {
+        by_rank
+            .get(&r)
+            .and_then(|t| t.entries.iter().find(|e| e.seq == seq))
+    };
+    // Each row's cells first, so the column width is known before anything is written.
+    let cells: Vec<(u64, Vec<Option<String>>)> = (lo..=hi)
+        .map(|seq| {
+            let row = (0..a.world)
+                .map(|r| entry(r, seq).map(|e| format!("{} {}", e.state.mark(), short(&e.call))))
+                .collect();
+            (seq, row)
+        })
+        .collect();
+    let widest = cells
+        .iter()
+        .flat_map(|(_, row)| row.iter().flatten())
+        .map(|c| c.chars().count())
+        .chain((0..a.world).map(|r| format!("rank {r}").len()))
+        .max()
+        .unwrap_or(0);
+    let width = (widest + 1).min(22);
     let mut out = vec![Row {
         text: format!(
             "  seq  {}",
@@ -30,38 +52,22 @@ pub fn table(traces: &[RankTrace], a: &Analysis, rows: usize) -> Vec<Row> {
         ),
         odd: false,
     }];
-    for seq in lo..=hi {
-        let mut cells = String::new();
-        let mut hashes = BTreeSet::new();
-        let mut absent = false;
-        for r in 0..a.world {
-            let e = by_rank
-                .get(&r)
-                .and_then(|t| t.entries.iter().find(|e| e.seq == seq));
-            let cell = match e {
-                Some(e) => {
-                    hashes.insert(e.call.hash());
-                    format!("{} {}", e.state.mark(), short(&e.call))
-                }
-                None => {
-                    absent = true;
-                    "—".into()
-                }
-            };
-            cells.push_str(&format!("{:<width$}", cut(&cell, width - 1)));
-        }
+    for (seq, row) in cells {
+        let hashes: BTreeSet<_> = (0..a.world)
+            .filter_map(|r| entry(r, seq).map(|e| e.call.hash()))
+            .collect();
+        let absent = row.iter().any(Option::is_none);
+        let text: String = row
+            .iter()
+            .map(|c| format!("{:<width$}", cut(c.as_deref().unwrap_or("—"), width - 1)))
+            .collect();
         let odd = hashes.len() > 1 || (absent && seq <= front);
         // What the program called it, from the first rank that has it.
         let label = (0..a.world)
-            .find_map(|r| {
-                by_rank
-                    .get(&r)
-                    .and_then(|t| t.entries.iter().find(|e| e.seq == seq))
-                    .and_then(|e| e.label.clone())
-            })
+            .find_map(|r| entry(r, seq).and_then(|e| e.label.clone()))
             .unwrap_or_default();
         out.push(Row {
-            text: format!("  #{seq:<4}{cells}{label}{}", if odd { "  ◀" } else { "" }),
+            text: format!("{}#{seq:<4}{text}{label}", if odd { "◀ " } else { "  " }),
             odd,
         });
     }
