@@ -272,7 +272,8 @@ fn the_screen_shows_the_measurement_beside_the_model_and_the_fix_passes() {
         .iter()
         .position(|f| f == &s.fix)
         .expect("the right fix is a choice");
-    let mut t = crate::hang_pty::Term::start(50, 160);
+    let tag = "slow_lab-screen";
+    let mut t = crate::hang_pty::Term::start_with(50, 160, &[("RINGLAB_TEST_TAG", tag)]);
     t.open_hang_lab();
     t.select(0, pos, s);
     t.send("\r");
@@ -289,6 +290,12 @@ fn the_screen_shows_the_measurement_beside_the_model_and_the_fix_passes() {
     t.send("\r");
     t.wait("PASS with", 300);
     t.send("\x03");
+    // The app's lab and its namespaces end with it, before the next test builds a cluster.
+    let gone = crate::common::wait_until(std::time::Duration::from_secs(30), || {
+        crate::common::tagged(tag, "__netns-holder").is_empty()
+            && crate::common::tagged(tag, "__rank").is_empty()
+    });
+    assert!(gone, "the lab's processes outlived the app");
 }
 
 /// A shape a rank cannot read stops it with the variable named, not a silent full-speed run.

@@ -510,11 +510,22 @@ pub fn slow_bound(s: &Scenario, mode: cluster::ClusterMode) -> Option<f64> {
     predict(s, spec.bytes, None, mode, None)
 }
 
-/// A fix run's verdict: restored when the busbw is over twice the staged bound; for a
-/// straggler, when the flight recorders show none.
+/// A run's verdict, from its evidence: restored when no interface the ranks' NET/Socket used
+/// is shaped on any node (`tc qdisc show` lists no token bucket on the path), for a
+/// straggler when the flight recorders show none. Not from the busbw alone: on a loaded host
+/// a healthy run over loopback can be starved to a shaped link's speed, and a verdict that
+/// flips with the machine's load would teach the wrong lesson (the busbw is reported beside
+/// it). Without the ranks' interface lines, the busbw against twice the staged bound.
 pub(super) fn restored(s: &Scenario, mode: cluster::ClusterMode, ev: &SlowEvidence) -> bool {
     if s.train.is_some() {
         return ev.straggler.is_none() && !ev.timing.is_empty();
+    }
+    if !ev.chosen.is_empty() {
+        return !ev.chosen.iter().any(|(_, iface)| {
+            ev.qdiscs
+                .iter()
+                .any(|(_, q)| q.contains(&format!("dev {iface} ")))
+        });
     }
     match (slow_bound(s, mode), &ev.measured) {
         (Some(bound), Some(m)) => m.busbw_gbps > 2.0 * bound,
