@@ -101,6 +101,37 @@ fn a_degraded_link_bounds_the_ring_as_the_model_predicts_and_the_fix_restores_it
     }
 }
 
+/// bad-node end to end: the ring hides the node, the lab's sweep names it, and draining it
+/// (its link fixed) passes where draining another would not.
+#[test]
+fn the_bad_node_is_found_by_the_sweep_and_only_its_fix_passes() {
+    for mode in modes() {
+        let v = lab_run("bad-node", mode);
+        let d = &v["diagnosis"];
+        assert_eq!(d["culprit"], "slow-link", "{mode}: {v:#}");
+        assert_eq!(
+            pairs_of(&d["slow"]["pairs"]).outlier(),
+            Some(2),
+            "{mode}: {v:#}"
+        );
+        assert!(d["explanation"].as_str().unwrap_or("").contains("node 2"));
+    }
+    let _one = crate::common::clusters();
+    let wrong = r#"{"text":"Drain node 0 and fix its link: x","unshape":0}"#;
+    let out = ringlab(&[
+        "lab",
+        "run",
+        "bad-node",
+        "--json",
+        "--mode",
+        "emulated",
+        "--try-fix",
+        wrong,
+    ]);
+    let f = json_of(&out, "try-fix");
+    assert_eq!(f["fixed"]["outcome"], "slow", "{f:#}");
+}
+
 #[test]
 fn the_pairwise_sweep_marks_the_degraded_node_every_time() {
     let mode = if is_root() { "netns" } else { "emulated" };
