@@ -182,24 +182,25 @@ fn the_pairwise_sweep_marks_the_degraded_node_every_time() {
 }
 
 #[test]
-fn the_wrong_nic_is_named_and_a_prefix_that_still_matches_it_changes_nothing() {
+fn the_wrong_nic_is_named_and_turning_off_infiniband_changes_nothing() {
     for mode in modes() {
         let v = lab_run("wrong-nic", mode);
         let d = &v["diagnosis"];
         assert_eq!(d["culprit"], "wrong-nic", "{mode}: {v:#}");
         let chosen = d["slow"]["chosen"].as_array().expect("chosen");
         assert_eq!(chosen.len(), 2, "{v:#}");
-        assert!(chosen.iter().all(|c| c[1] == "eth0"), "{chosen:?}");
+        // NCCL's order, unset: ib* first.
+        assert!(chosen.iter().all(|c| c[1] == "ib0"), "{chosen:?}");
         // No node stands out: every pair is slow alike.
         assert_eq!(pairs_of(&d["slow"]["pairs"]).outlier(), None);
         assert!(
             v["fixed"]["slow"]["chosen"]
                 .as_array()
-                .is_some_and(|c| c.iter().all(|c| c[1] == "eth1"))
+                .is_some_and(|c| c.iter().all(|c| c[1] == "eth0"))
         );
-        // The tempting prefix `eth` matches eth0 first: still slow.
+        // NCCL is on sockets already: turning InfiniBand off leaves ib0 first. Still slow.
         let _one = crate::common::clusters();
-        let fix = r#"{"text":"Pick the Ethernet NICs by prefix: NCCL_SOCKET_IFNAME=eth","env":{"NCCL_SOCKET_IFNAME":"eth"}}"#;
+        let fix = r#"{"text":"Turn off InfiniBand, use sockets: NCCL_IB_DISABLE=1","env":{"NCCL_IB_DISABLE":"1"}}"#;
         let out = ringlab(&[
             "lab",
             "run",

@@ -427,14 +427,21 @@ pub(super) fn diagnose(s: &Scenario, ev: &SlowEvidence) -> (Culprit, String) {
             ),
         );
     }
-    let nic = s.slow.as_ref().and_then(|x| x.nic.clone());
-    let used: Vec<&String> = ev.chosen.iter().map(|(_, i)| i).collect();
-    let shaped_used = used.iter().find(|i| {
+    let shaped = |i: &str| {
         ev.qdiscs
             .iter()
             .any(|(_, q)| q.contains(&format!("dev {i} ")))
-    });
-    if let (Some(slow), Some(fast)) = (shaped_used, nic.filter(|n| !used.contains(&n))) {
+    };
+    let used: Vec<&String> = ev.chosen.iter().map(|(_, i)| i).collect();
+    let shaped_used = used.iter().find(|i| shaped(i));
+    // The nodes' NICs: the fabric and the second one; the fast one is neither shaped nor used.
+    let fabric = s.fabric.first().cloned().unwrap_or_else(|| "eth0".into());
+    let nics = [Some(fabric), s.slow.as_ref().and_then(|x| x.nic.clone())];
+    let fast = nics
+        .into_iter()
+        .flatten()
+        .find(|n| !shaped(n) && !used.contains(&n));
+    if let (Some(slow), Some(fast)) = (shaped_used, fast) {
         let pairs = if ev.pairs.is_some() {
             "every pair is equally slow, so no node is to blame: the path is. "
         } else {
@@ -443,9 +450,8 @@ pub(super) fn diagnose(s: &Scenario, ev: &SlowEvidence) -> (Culprit, String) {
         return (
             Culprit::WrongNic,
             format!(
-                "{pairs}Every rank's NET/Socket uses {slow}, the slow interface NCCL's order \
-                 picked (the first that is not lo or docker), while {fast} sits unused: name it \
-                 (NCCL_SOCKET_IFNAME={fast})"
+                "{pairs}Every rank's NET/Socket uses {slow}, a slow interface NCCL's order \
+                 picked, while {fast} sits unused: name it (NCCL_SOCKET_IFNAME={fast})"
             ),
         );
     }
@@ -534,8 +540,8 @@ pub(super) fn restored(s: &Scenario, mode: cluster::ClusterMode, ev: &SlowEviden
 }
 
 /// Fixes a learner might reach for when a job is slow: the right one and tempting wrong ones
-/// that change nothing here (more time, a restart, a setting for a fabric not in use, a
-/// prefix that still matches the slow NIC first). The right one is never first.
+/// that change nothing here (more time, a restart, turning off an InfiniBand transport NCCL is
+/// not using) or break it (an exclusion list that lets lo win). The right one is never first.
 pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
     let env = |what: &str, k: &str, v: &str| Fix {
         text: format!("{what}: {k}={v}"),
@@ -558,12 +564,12 @@ pub fn fix_choices(s: &Scenario) -> Vec<Fix> {
             restart,
         ],
         (None, Some(_)) => vec![
-            env(
-                "Pick the Ethernet NICs by prefix",
-                "NCCL_SOCKET_IFNAME",
-                "eth",
-            ),
             env("Turn off InfiniBand, use sockets", "NCCL_IB_DISABLE", "1"),
+            env(
+                "Keep NCCL off the Docker bridge",
+                "NCCL_SOCKET_IFNAME",
+                "^docker0",
+            ),
             restart,
         ],
         // Every node's link is a choice: the fix is only right on the node the evidence names.
