@@ -346,6 +346,7 @@ fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
     crate::tui::markdown::defer_highlighting();
     let course = load_course(lessons)?;
     let mut app = App::new(course, Theme::from_env());
+    app.read_wpm = crate::study::reading::wpm_from_env().map_err(anyhow::Error::msg)?;
     let dir = progress::data_dir();
     match progress::load(&dir) {
         Ok((p, notice)) => {

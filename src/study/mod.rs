@@ -1,4 +1,5 @@
 //! What the learner has done: progress, review history, spaced repetition and study sessions.
 pub mod progress;
+pub mod reading;
 pub mod session;
 pub mod srs;

@@ -155,6 +155,15 @@ pub struct App {
     /// Text a screen asked to copy: the event loop hands it to the terminal's clipboard
     /// (OSC 52) after the next draw.
     pub clipboard: Option<String>,
+    /// When the action being handled came, and when the one before it did (None before the
+    /// first, and while the `?` overlay covered the screens): the lesson reader credits the
+    /// time between to what it showed.
+    pub now: std::time::Instant,
+    pub last_action: Option<std::time::Instant>,
+    /// The reading floor, words per minute ([`crate::study::reading`]).
+    pub read_wpm: f64,
+    /// Sections read per lesson as last saved (a newly read one saves at once).
+    pub sections_saved: std::collections::BTreeMap<String, (usize, usize)>,
 }
 
 impl App {
@@ -178,6 +187,10 @@ impl App {
             status_since: None,
             raw_tex: false,
             clipboard: None,
+            now: std::time::Instant::now(),
+            last_action: None,
+            read_wpm: crate::study::reading::DEFAULT_READ_WPM,
+            sections_saved: Default::default(),
         }
     }
 
@@ -194,19 +207,19 @@ impl App {
         if let Some(Screen::Home(h)) = self.stack.first_mut() {
             h.selected = idx;
         }
-        let state = LessonState::open(self, idx);
+        let state = LessonState::open_resumed(self, idx);
         self.stack.push(state.into());
         Ok(())
     }
 
-    /// Remember how far a lesson has been read (in memory).
-    pub fn note_reading(&mut self, id: &str, fraction: f64) {
-        self.progress.note_reading(id, fraction, chrono::Utc::now());
+    /// Remember what the reader reports of a lesson (in memory).
+    pub fn note_lesson(&mut self, id: &str, note: &progress::ReadingNote) {
+        self.progress.note_lesson(id, note, chrono::Utc::now());
     }
 
-    /// Remember how far a lesson has been read and save, reporting a failed save.
-    pub fn record_reading(&mut self, id: &str, fraction: f64) {
-        self.note_reading(id, fraction);
+    /// Remember what the reader reports of a lesson and save, reporting a failed save.
+    pub fn record_lesson(&mut self, id: &str, note: &progress::ReadingNote) {
+        self.note_lesson(id, note);
         self.save_progress();
     }
 
@@ -303,6 +316,17 @@ pub fn expire_status(app: &mut App, now: std::time::Instant) {
 }
 
 pub fn update(app: &mut App, action: Action) {
+    update_at(app, action, std::time::Instant::now());
+}
+
+/// [`update`] with the clock passed in (tests of reading time).
+pub fn update_at(app: &mut App, action: Action, now: std::time::Instant) {
+    app.now = now;
+    handle(app, action);
+    app.last_action = app.help.is_none().then_some(now);
+}
+
+fn handle(app: &mut App, action: Action) {
     // A key ends the status message; ticks and resizes leave it for its few seconds.
     match action {
         Action::Tick => {

@@ -304,12 +304,15 @@ fn back_from_lesson_returns_to_map_and_back_again_quits() {
 }
 
 #[test]
-fn reading_to_the_end_marks_the_lesson_done() {
+fn reading_every_screen_long_enough_marks_the_lesson_done() {
+    use std::time::{Duration, Instant};
     let mut app = fixture_app(Theme::color());
     app.open_lesson("sample").expect("lesson");
-    app::update(&mut app, Action::Resize(80, 24));
-    app::update(&mut app, Action::Bottom);
-    app::update(&mut app, Action::Back);
+    let t = Instant::now();
+    app::update_at(&mut app, Action::Resize(80, 24), t);
+    // Two minutes on each of its two screens (the floor is 600 words a minute).
+    app::update_at(&mut app, Action::Bottom, t + Duration::from_secs(120));
+    app::update_at(&mut app, Action::Back, t + Duration::from_secs(240));
     let t = draw(&mut app, 80, 24);
     let text = format!("{}", t.backend());
     assert!(text.contains("✓  1. A sample lesson"), "{text}");

@@ -72,7 +72,9 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
         Action::Top => s.selected = 0,
         Action::Bottom => s.selected = n.saturating_sub(1),
         Action::Open if n > 0 => {
-            return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
+            return Outcome::Push(Screen::Lesson(Box::new(LessonState::open_resumed(
+                app, s.selected,
+            ))));
         }
         // A screen's own opener (declared in its file, named on its `screens!` line).
         Action::OpenScreen(id) => {
@@ -158,6 +160,18 @@ pub fn mark(app: &App, entry: &Entry) -> &'static str {
     }
 }
 
+/// How much of a started lesson (◐) is read: "40%"; blank for the other marks.
+fn partial(app: &App, e: &Entry, mark: &str) -> String {
+    match e.lesson.as_ref() {
+        Some(l) if mark == "◐" => app
+            .progress
+            .read_fraction(&l.meta.id)
+            .map(|f| format!("{:.0}%", (f * 100.0).floor()))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
 /// " 3 of 17 lessons done · hang lab: 1 of 12 scenarios solved (H)": the course's progress
 /// and the hang lab's (its list marks each solved scenario ✓).
 fn progress_line(app: &App) -> Line<'static> {
@@ -213,7 +227,7 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         .max()
         .unwrap_or(30);
     // At least the legend's width ("  ✓ read, quiz passed  ● read, quiz to do" and a border).
-    let list_w = ((longest + 21).max(44) as u16).min(body.width * 58 / 100);
+    let list_w = ((longest + 26).max(44) as u16).min(body.width * 58 / 100);
     let [list, detail] =
         Layout::horizontal([Constraint::Length(list_w), Constraint::Min(1)]).areas(body);
     let mut lines = Vec::new();
@@ -226,12 +240,13 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
             ),
             None => (" ?.".into(), "       ".into()),
         };
-        let title_w = (list.width as usize).saturating_sub(20);
+        let title_w = (list.width as usize).saturating_sub(25);
         let title = crate::tui::markdown::ellipsize(e.title(), title_w);
+        let m = mark(app, e);
         let row = format!(
-            "{} {} {num} {title:<title_w$} {minutes}",
+            "{} {m} {num} {title:<title_w$} {:>4} {minutes}",
             if sel { "▶" } else { " " },
-            mark(app, e)
+            partial(app, e, m)
         );
         lines.push(if sel {
             Line::styled(row, t.selection)
@@ -249,7 +264,10 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         "  ✓ read, quiz passed  ● read, quiz to do",
         t.dim,
     ));
-    lines.push(Line::styled("  ◐ started  ○ new  ✗ has errors", t.dim));
+    lines.push(Line::styled(
+        "  ◐ part read (%)  ○ new  ✗ has errors",
+        t.dim,
+    ));
     let top = s
         .selected
         .saturating_sub(list.height.saturating_sub(5) as usize);

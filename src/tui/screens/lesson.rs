@@ -8,6 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::course::Block;
+use crate::study::progress::{Place, ReadingNote};
+use crate::study::reading::{self, Reading};
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::error::ScreenError;
 use crate::tui::keys::{
@@ -45,6 +47,8 @@ pub struct LessonState {
     pub search: Search,
     /// The selected link (index into `rendered.links`): Enter follows it.
     pub link: Option<usize>,
+    /// What of the lesson has been on screen long enough to read.
+    pub reading: Reading,
 }
 
 /// Text column width for a terminal width.
@@ -72,9 +76,62 @@ impl LessonState {
             plain: Vec::new(),
             search: Search::default(),
             link: None,
+            reading: Reading::default(),
         };
         s.relayout(app);
         s
+    }
+
+    /// [`LessonState::open`] where the learner left it (its section and the line under its
+    /// heading); at the top for a lesson never opened.
+    pub fn open_resumed(app: &App, entry: usize) -> Self {
+        let mut s = Self::open(app, entry);
+        if let Some(place) =
+            s.id.as_deref()
+                .and_then(|id| app.progress.place(id))
+                .cloned()
+        {
+            let base = match place.title.is_empty() {
+                true => Some(0),
+                false => {
+                    let heads = &s.rendered.headings;
+                    heads
+                        .get(place.section)
+                        .filter(|h| h.title == place.title)
+                        .or_else(|| heads.iter().find(|h| h.title == place.title))
+                        .map(|h| h.line)
+                }
+            };
+            if let Some(base) = base {
+                s.scroll = (base + place.line).min(s.max_scroll(app));
+            }
+        }
+        s
+    }
+
+    /// Where the reader is: the section at the top of the screen and the line under its heading.
+    pub fn place(&self) -> Place {
+        match self.current_section() {
+            Some(i) => Place {
+                section: i,
+                title: self.rendered.headings[i].title.clone(),
+                line: self.scroll - self.rendered.headings[i].line,
+            },
+            None => Place {
+                section: 0,
+                title: String::new(),
+                line: self.scroll,
+            },
+        }
+    }
+
+    /// What the reader reports to progress: how much is read, per section, and the place.
+    pub fn reading_note(&self) -> ReadingNote {
+        ReadingNote {
+            read: self.reading.fraction(),
+            sections: self.reading.shares(),
+            place: Some(self.place()),
+        }
     }
 
     /// Render the Markdown for the current width and TeX mode. Runs in update, never in
@@ -139,6 +196,20 @@ impl LessonState {
         lines.append(&mut rendered.lines);
         rendered.lines = lines;
         self.plain = rendered.lines.iter().map(line_text).collect();
+        // Reading is kept per section across a new layout; a lesson just opened starts from
+        // what progress has.
+        let shares = if self.reading == Reading::default() {
+            self.id
+                .as_deref()
+                .and_then(|id| app.progress.lessons.get(id))
+                .map(|p| p.sections.clone())
+                .unwrap_or_default()
+        } else {
+            self.reading.shares()
+        };
+        let heads: Vec<usize> = rendered.headings.iter().map(|h| h.line).collect();
+        let words = self.plain.iter().map(|l| reading::words(l)).collect();
+        self.reading = Reading::new(words, &heads, &shares);
         // Keep the reader at the same relative place across a resize.
         let ratio = self.scroll as f64 / old_len as f64;
         self.scroll = (ratio * rendered.lines.len() as f64) as usize;
@@ -174,8 +245,9 @@ impl LessonState {
             .rposition(|h| h.line <= self.scroll)
     }
 
-    /// Fraction read: how far the bottom of the screen has come.
-    pub fn fraction_read(&self, app: &App) -> f64 {
+    /// How far the bottom of the screen has come (the header's percentage; what is read is
+    /// [`LessonState::reading`]'s).
+    pub fn position(&self, app: &App) -> f64 {
         let n = self.rendered.lines.len();
         if n == 0 {
             return 1.0;
@@ -413,8 +485,7 @@ pub fn find(plain: &[String], query: &str) -> Vec<usize> {
 /// last, reading progress kept.
 fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
     if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.record_reading(id, f);
+        app.record_lesson(id, &s.reading_note());
     }
     let query = s.search.query.clone();
     let course_wide = s.search.course_wide;
@@ -490,6 +561,29 @@ pub const KEYS: &[Binding] = &[
 ];
 
 pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
+    // The time since the app's last action, with this screen on top, went to what it showed.
+    if let Some(since) = app.last_action {
+        let seconds = app.now.saturating_duration_since(since).as_secs_f64();
+        let shown = s.scroll..s.scroll + viewport(app);
+        s.reading.credit(shown, seconds, app.read_wpm);
+    }
+    let outcome = update_inner(s, app, action);
+    if let Some(id) = s.id.clone() {
+        app.note_lesson(&id, &s.reading_note());
+        // A section newly read is saved at once; the rest when the lesson is left.
+        let read = s.reading.sections_read();
+        if app
+            .sections_saved
+            .insert(id, read)
+            .is_some_and(|was| was != read)
+        {
+            app.save_progress();
+        }
+    }
+    outcome
+}
+
+fn update_inner(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
     if s.search.editing {
         match action {
             Action::Edit(r) => s.search.field.apply(r),
@@ -503,14 +597,7 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
         Some((verb, d)) => on_verb(s, app, verb, d),
         None => on_action(s, app, action),
     };
-    if let Some(outcome) = done {
-        return outcome;
-    }
-    if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.note_reading(id, f);
-    }
-    Outcome::Stay
+    done.unwrap_or(Outcome::Stay)
 }
 
 /// Enter on the search line: the matches, from where the reader is (or the next lesson that
@@ -571,11 +658,10 @@ fn on_action(s: &mut LessonState, app: &mut App, action: Action) -> Option<Outco
     None
 }
 
-/// Leave the lesson, saving how far it was read.
+/// Leave the lesson, saving how far it was read and where.
 fn leave(s: &LessonState, app: &mut App) -> Outcome {
     if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.record_reading(id, f);
+        app.record_lesson(id, &s.reading_note());
     }
     Outcome::Pop
 }
@@ -668,7 +754,7 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         .current_section()
         .map(|i| format!("§ {}  ", s.rendered.headings[i].title))
         .unwrap_or_default();
-    let pct = format!("{:>3.0}%", s.fraction_read(app) * 100.0);
+    let pct = format!("{:>3.0}%", s.position(app) * 100.0);
     let left = format!(" {title}");
     let right = format!("{section}{pct} ");
     let pad = (area.width as usize).saturating_sub(left.chars().count() + right.chars().count());
