@@ -3,3 +3,4 @@ pub mod progress;
 pub mod reading;
 pub mod session;
 pub mod srs;
+pub mod track;

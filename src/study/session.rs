@@ -83,6 +83,9 @@ pub struct Answered {
     pub attempt: u32,
 }
 
+/// Root questions in a mock interview (each followed by its follow-ups).
+pub const MOCK_QUESTIONS: usize = 6;
+
 /// How often a missed item may come back in one session.
 pub const MAX_RETURNS: u32 = 2;
 /// A missed item comes back after this many others.

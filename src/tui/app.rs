@@ -194,6 +194,28 @@ impl App {
         }
     }
 
+    /// The track the learner follows.
+    pub fn track(&self) -> crate::study::track::TrackId {
+        self.progress.track.unwrap_or_default()
+    }
+
+    /// What the tracks need to know of the course and progress.
+    pub fn planner(&self) -> crate::study::track::Planner<'_> {
+        crate::study::track::Planner {
+            course: &self.course,
+            quizzes: &self.quizzes,
+            progress: &self.progress,
+        }
+    }
+
+    /// The next step on the learner's track after `after` (where they just were).
+    pub fn next_step(
+        &self,
+        after: Option<&crate::study::track::Step>,
+    ) -> Option<crate::study::track::Planned> {
+        self.planner().next(self.track(), after)
+    }
+
     /// A lesson's quiz item ids (none for a lesson without a quiz).
     pub fn quiz_of(&self, lesson: &str) -> &[String] {
         self.quizzes.get(lesson).map_or(&[], Vec::as_slice)
@@ -388,12 +410,23 @@ fn handle(app: &mut App, action: Action) {
         Outcome::Stay => {}
         Outcome::Pop => {
             if app.stack.len() > app.launched.max(1) {
-                app.stack.pop();
+                let left = app.stack.pop().map(|s| s.id());
+                if matches!(
+                    left,
+                    Some(ScreenId::Lesson | ScreenId::Quiz | ScreenId::Track)
+                ) {
+                    screens::home::point_at_next_step(app);
+                }
             } else {
                 app.quit = true;
             }
         }
         Outcome::Push(s) => app.stack.push(s),
+        Outcome::Replace(s) => {
+            app.stack.truncate(1);
+            app.launched = 1;
+            app.stack.push(s);
+        }
     }
 }
 
@@ -417,6 +450,9 @@ pub enum Outcome {
     Stay,
     Pop,
     Push(Screen),
+    /// Go on along the path: every screen above the course map goes, this one opens on it
+    /// (q then comes back to the map).
+    Replace(Screen),
 }
 
 pub fn render(app: &App, frame: &mut Frame) {

@@ -106,3 +106,215 @@ fn a_lesson_reopens_where_it_was_left_and_g_goes_to_the_top() {
     };
     assert_eq!(l.scroll, 0);
 }
+
+/// `ringlab ARGS` in a pty of `cols`x`rows` with its own home, read through a terminal
+/// emulator so the assertions see the screen a learner sees.
+struct Term {
+    session: expectrl::Session,
+    vt: vt100::Parser,
+}
+
+impl Term {
+    fn start(args: &str, home: &std::path::Path, (cols, rows): (u16, u16)) -> Self {
+        let bin = env!("CARGO_BIN_EXE_ringlab");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "stty rows {rows} cols {cols}; {bin} {args} </dev/tty; echo EXIT=$?"
+            ))
+            .env("RINGLAB_HOME", home)
+            // A fast reader: a screen is read in a few milliseconds (the floor is tested
+            // without a terminal, with a clock the test sets).
+            .env("RINGLAB_READ_WPM", "1000000")
+            .env_remove("NO_COLOR");
+        let mut session = expectrl::Session::spawn(cmd).expect("spawn in a pty");
+        session
+            .get_process_mut()
+            .set_window_size(cols, rows)
+            .expect("size the pty");
+        let n = |x: u16| std::num::NonZeroU16::new(x).expect("size");
+        Self {
+            session,
+            vt: vt100::Parser::new(n(rows), n(cols), 0),
+        }
+    }
+
+    /// Wait until the screen shows every one of `needles`; the screen's text.
+    fn wait(&mut self, needles: &[&str]) -> String {
+        let mut screen = String::new();
+        let shown = crate::common::wait_until(Duration::from_secs(20), || {
+            let mut buf = [0u8; 16 << 10];
+            while let Ok(n) = self.session.try_read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                self.vt.process(&buf[..n]);
+            }
+            screen = self.vt.screen().contents();
+            needles.iter().all(|n| screen.contains(n))
+        });
+        assert!(
+            shown,
+            "waiting for {needles:?}; the screen shows:\n{screen}"
+        );
+        screen
+    }
+
+    fn send(&mut self, keys: &str) {
+        self.session.send(keys).expect("send");
+    }
+}
+
+/// From a fresh home: the map names the next step, Enter opens it, the lesson's end names its
+/// quiz, the quiz's summary names the next lesson, one key each, through lessons 1 to 3; then
+/// the map says every step of the track is done.
+#[test]
+fn enter_read_quiz_next_runs_through_three_lessons() {
+    let home = tempfile::tempdir().expect("home");
+    let mut t = Term::start("--lessons tests/fixtures/path", home.path(), (80, 24));
+    t.wait(&["Next (n): lesson 1, First steps"]);
+    t.send("\r");
+    let names = ["First steps", "Second steps", "Third steps"];
+    for (i, name) in names.iter().enumerate() {
+        let n = i + 1;
+        // Read: the header says so once every section has been on screen long enough.
+        t.wait(&[name, "● read", "Enter next: quiz on this lesson"]);
+        t.send("\r");
+        t.wait(&[&format!("What must every rank of lesson {n} do?")]);
+        t.send("a");
+        t.send("\r");
+        t.wait(&["✓ Correct"]);
+        t.send("\r");
+        match names.get(n) {
+            Some(next) => {
+                let step = format!("lesson {}, {next}", n + 1);
+                t.wait(&["Quiz complete", &format!("n next: {step}")]);
+                t.send("n");
+            }
+            None => {
+                t.wait(&["Quiz complete"]);
+                t.send("q");
+            }
+        }
+    }
+    t.wait(&["every step of your track is done", "3 of 3 lessons done"]);
+    t.send("q");
+    t.wait(&["EXIT=0"]);
+}
+
+#[test]
+fn the_interview_track_lists_its_steps_and_minutes() {
+    let home = tempfile::tempdir().expect("home");
+    let mut t = Term::start("learn --track interview", home.path(), (80, 24));
+    let screen = t.wait(&["Interview sprint", "a mock interview"]);
+    for step in [
+        "lesson 1, The collectives",
+        "quiz on lesson 2, Ring all-reduce",
+        "hang lab: Pinned to docker0",
+    ] {
+        assert!(screen.contains(step), "{step}:\n{screen}");
+    }
+    assert!(screen.contains(" min"), "{screen}");
+    assert!(screen.contains("(yours)"), "{screen}");
+    // Back on the map, its header follows the track.
+    t.send("q");
+    t.wait(&["interview sprint 0/11 steps (T)"]);
+    t.send("q");
+    t.wait(&["EXIT=0"]);
+}
+
+#[test]
+fn g_at_the_top_in_a_terminal_does_not_mark_the_lesson_read() {
+    let home = tempfile::tempdir().expect("home");
+    let mut t = Term::start("learn pipeline-parallelism", home.path(), (80, 24));
+    t.wait(&["Pipeline parallelism"]);
+    t.send("G");
+    t.wait(&["100%"]);
+    t.send("q");
+    t.wait(&["EXIT=0"]);
+    let (p, _) = ringlab::study::progress::load(home.path()).expect("load");
+    let quiz = vec!["x".to_string()];
+    assert_eq!(
+        p.lesson_state("pipeline-parallelism", &quiz),
+        LessonMark::Started
+    );
+}
+
+#[test]
+fn a_lesson_reopened_in_a_terminal_comes_back_where_it_was() {
+    let home = tempfile::tempdir().expect("home");
+    let mut t = Term::start("learn ring-allreduce", home.path(), (80, 24));
+    t.wait(&["Ring all-reduce"]);
+    for _ in 0..6 {
+        t.send("\x1b[6~");
+    }
+    t.send("jjj");
+    // `n` with no search says so: every key before it has landed once that shows.
+    t.send("n");
+    let before = t.wait(&["no search: press / to search"]);
+    let header = |s: &str| s.lines().next().unwrap_or_default().to_string();
+    let left = header(&before);
+    t.send("q");
+    t.wait(&["EXIT=0"]);
+    let mut t = Term::start("learn ring-allreduce", home.path(), (80, 24));
+    let again = t.wait(&["§"]);
+    assert_eq!(header(&again), left, "{again}");
+}
+
+/// The tracks screen: each track with its progress, the selected one's steps with minutes.
+#[test]
+fn tracks_screen_80x24_and_120x40() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut app = App::new(Course::embedded(), Theme::color());
+        app::update(&mut app, Action::Resize(w, h));
+        app.progress
+            .note_reading("collectives", 1.0, chrono::Utc::now());
+        app::update(
+            &mut app,
+            Action::OpenScreen(ringlab::tui::app::ScreenId::Track),
+        );
+        app::update(&mut app, Action::Move(1));
+        insta::assert_snapshot!(format!("tracks_{w}x{h}"), frame(&app));
+        // Enter follows the track: the map's header names its next step.
+        app::update(&mut app, Action::Open);
+        let text = frame(&app);
+        assert!(
+            text.contains("Next (n): quiz on lesson 1, The collectives"),
+            "{text}"
+        );
+        assert!(text.contains("interview sprint 1/11 steps (T)"), "{text}");
+    }
+}
+
+/// A lesson's quiz summary names the next lesson, one key away; the map's cursor is on it
+/// after `q`.
+#[test]
+fn quiz_summary_names_the_next_lesson_80x24() {
+    let mut app = App::new(
+        Course::from_dir(std::path::Path::new("tests/fixtures/path")).expect("course"),
+        Theme::color(),
+    );
+    app::update(&mut app, Action::Resize(80, 24));
+    app.progress.note_reading("first", 1.0, chrono::Utc::now());
+    app::update(&mut app, ringlab::tui::screens::home::Verb::Quiz.act());
+    type_text(&mut app, "a");
+    app::update(&mut app, Action::InputSubmit);
+    app::update(&mut app, Action::Open);
+    let next = ringlab::tui::screens::quiz::Verb::Next.act();
+    app::update(&mut app, next);
+    insta::assert_snapshot!(frame(&app));
+    app::update(&mut app, Action::Back);
+    let Some(Screen::Home(h)) = app.stack.last() else {
+        panic!("the map")
+    };
+    assert_eq!(h.selected, 1, "the cursor is on lesson 2, the next step");
+}
+
+fn type_text(app: &mut App, s: &str) {
+    for c in s.chars() {
+        app::update(
+            app,
+            Action::Edit(ringlab::tui::field::InputRequest::InsertChar(c)),
+        );
+    }
+}

@@ -60,9 +60,13 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
     // scenario has does not.
     let lessons = Course::embedded().entries.len();
     let scenarios = ringlab::lab::hang::scenario::all().0.len();
+    let steps = app
+        .planner()
+        .steps(ringlab::study::track::TrackId::Course)
+        .len();
     assert!(
         text.contains(&format!(
-            " 0 of {lessons} lessons done · hang lab: 0 of {scenarios} scenarios solved (H)"
+            " 0 of {lessons} lessons done · course 0/{steps} steps (T) · hang lab: 0 of {scenarios} solved (H)"
         )),
         "{text}"
     );
@@ -78,7 +82,7 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
         .solved = true;
     let text = format!("{}", draw(&mut app, 80, 24).backend());
     assert!(
-        text.contains(&format!("hang lab: 1 of {scenarios} scenarios solved")),
+        text.contains(&format!("hang lab: 1 of {scenarios} solved")),
         "{text}"
     );
 }

@@ -86,6 +86,21 @@ pub struct Progress {
     /// Hang-lab scenarios: solved, hints seen, whether the solution was revealed.
     #[serde(default)]
     pub labs: BTreeMap<String, LabRecord>,
+    /// The track the learner follows (the map's "Next:" comes from it); None: the whole course.
+    /// A track this ringlab does not know (a newer one's) reads as none, never as corruption.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_track"
+    )]
+    pub track: Option<crate::study::track::TrackId>,
+}
+
+fn lenient_track<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::study::track::TrackId>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +120,7 @@ impl Default for Progress {
             lessons: BTreeMap::new(),
             items: BTreeMap::new(),
             labs: BTreeMap::new(),
+            track: None,
         }
     }
 }
@@ -289,6 +305,7 @@ impl Progress {
     /// reading wins.
     pub fn merge(&mut self, other: &Progress) -> MergeReport {
         let mut report = MergeReport::default();
+        self.track = self.track.or(other.track);
         for (name, theirs) in &other.labs {
             let mine = self.labs.entry(name.clone()).or_default();
             mine.solved |= theirs.solved;

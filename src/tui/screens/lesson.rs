@@ -10,6 +10,7 @@ use ratatui::widgets::Paragraph;
 use crate::course::Block;
 use crate::study::progress::{Place, ReadingNote};
 use crate::study::reading::{self, Reading};
+use crate::study::track::Step;
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::error::ScreenError;
 use crate::tui::keys::{
@@ -269,6 +270,64 @@ impl LessonState {
                     && e.line < end
             })
             .map(|e| &e.block)
+    }
+}
+
+impl LessonState {
+    /// Every section of the lesson has been read.
+    pub fn is_read(&self) -> bool {
+        self.reading.fraction() >= crate::study::progress::DONE_FRACTION
+    }
+
+    /// The last screen of the lesson is shown.
+    pub fn at_end(&self, app: &App) -> bool {
+        self.scroll >= self.max_scroll(app)
+    }
+
+    /// What comes after this lesson: its quiz until every item is passed, then the next
+    /// step of the learner's track.
+    pub fn next_step(&self, app: &App) -> Option<Step> {
+        let id = self.id.as_deref()?;
+        let quiz = Step::Quiz(id.to_string());
+        if !app.quiz_of(id).is_empty() && !app.planner().done(&quiz) {
+            return Some(quiz);
+        }
+        app.next_step(Some(&Step::Read(id.to_string())))
+            .map(|p| p.step)
+    }
+
+    /// Leave the lesson (its reading saved) for the next step.
+    fn go_on(&self, app: &mut App) -> Outcome {
+        let Some(step) = self.next_step(app) else {
+            return Outcome::Stay;
+        };
+        if let Some(id) = &self.id {
+            app.record_lesson(id, &self.reading_note());
+        }
+        match super::track::open_step(app, &step) {
+            Ok(screen) => Outcome::Replace(screen),
+            Err(e) => {
+                app.status = Some(e.to_string());
+                Outcome::Stay
+            }
+        }
+    }
+
+    /// "Enter next: quiz on this lesson" at the end of the lesson.
+    fn next_hint(&self, app: &App) -> Option<Vec<Span<'static>>> {
+        if !self.at_end(app) || self.search.editing {
+            return None;
+        }
+        let step = self.next_step(app)?;
+        let what = match &step {
+            Step::Quiz(id) if Some(id) == self.id.as_ref() => "quiz on this lesson".to_string(),
+            s => super::track::step_title(app, s),
+        };
+        let t = &app.theme;
+        Some(vec![
+            Span::styled("Enter", t.key),
+            Span::styled(format!(" next: {what}  "), t.accent),
+        ])
     }
 }
 
@@ -552,7 +611,7 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, &[Char('n')], "next match", Verb::Match.by(1), None),
     bind(OWN, &[Char('N')], "previous match", Verb::Match.by(-1), None),
     bind(OWN, &[Char('t')], "raw TeX on/off", Verb::ToggleTex.act(), None),
-    bind(OWN, &[Code(KeyCode::Enter)], "follow link, or open ring/TP/planner", Action::Open, None),
+    bind(OWN, &[Code(KeyCode::Enter)], "link, ring/TP/planner, or next step", Action::Open, None),
     bind(OWN, RELOAD, "reload lessons", Action::Reload, None),
     bind(OWN, &[Code(KeyCode::Esc)], "clear the search (with none: back)", Verb::ClearSearchOrBack.act(), None),
     bind(OWN, &[Char('f')], "next link (→ glossary, lessons)", Verb::Link.by(1), Some((3, "link"))),
@@ -642,6 +701,10 @@ fn on_action(s: &mut LessonState, app: &mut App, action: Action) -> Option<Outco
                 .is_some_and(|l| (s.scroll..s.scroll + viewport(app)).contains(&l.line)) =>
         {
             return Some(s.follow(app));
+        }
+        // At the end of the lesson, Enter takes the next step (the hint bar names it).
+        Action::Open if s.at_end(app) && s.next_step(app).is_some() => {
+            return Some(s.go_on(app));
         }
         Action::Open => match s.visible_embed(app).map(open_embed) {
             Some(Ok(screen)) => return Some(Outcome::Push(screen)),
@@ -756,7 +819,8 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         .unwrap_or_default();
     let pct = format!("{:>3.0}%", s.position(app) * 100.0);
     let left = format!(" {title}");
-    let right = format!("{section}{pct} ");
+    let read = if s.is_read() { "● read  " } else { "" };
+    let right = format!("{read}{section}{pct} ");
     let pad = (area.width as usize).saturating_sub(left.chars().count() + right.chars().count());
     let header = if pad > 0 {
         Line::from(vec![
@@ -871,6 +935,17 @@ impl crate::tui::screens::View for LessonState {
 
     fn takes_text(&self) -> bool {
         self.search.editing
+    }
+
+    fn hint_lead(&self, app: &App) -> Option<Vec<Span<'static>>> {
+        self.next_hint(app)
+    }
+
+    /// Until the lesson is read, a tick a second credits what is on screen (the header says
+    /// "● read" when it is, without waiting for a key).
+    fn tick(&self, app: &App) -> Option<std::time::Duration> {
+        (!self.is_read() && app.help.is_none() && !self.search.editing)
+            .then(|| std::time::Duration::from_secs(1))
     }
 
     fn hint_line(&self, app: &App) -> Option<Line<'static>> {

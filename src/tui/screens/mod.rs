@@ -21,6 +21,7 @@ pub mod quiz;
 pub mod ring;
 pub mod stats;
 pub mod tpcalc;
+pub mod track;
 
 // Helpers that are not screens.
 pub mod drill;
@@ -67,6 +68,11 @@ pub trait View {
         false
     }
     /// The hint bar's line when the screen owns it (a search or an answer line being typed).
+    /// Words the hint bar starts with, before the keys (the next step, at a lesson's end).
+    fn hint_lead(&self, _app: &App) -> Option<Vec<Span<'static>>> {
+        None
+    }
+
     fn hint_line(&self, _app: &App) -> Option<Line<'static>> {
         None
     }
@@ -189,6 +195,8 @@ macro_rules! all_screens {
             /// A quiz, a drill session or a mock interview.
             Quiz(quiz::QuizState),
             Stats(stats::StatsState) opens OPENER,
+            /// The tracks: the whole course, an interview sprint.
+            Track(track::TrackState) opens OPENER,
             TpCalc(tpcalc::TpCalcState) opens OPENER,
             Planner(planner::PlannerState) opens OPENER,
             /// The live lab (real rank processes over TCP).
@@ -309,6 +317,11 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             return Paragraph::new(Line::from(Span::styled(cut, t.accent)));
         };
         spans.push(Span::styled(format!("{shown}  "), t.accent));
+    }
+    if app.help.is_none()
+        && let Some(lead) = app.stack.last().and_then(|s| s.view().hint_lead(app))
+    {
+        spans.extend(lead);
     }
     let all = app.bindings();
     let label = |b: &keys::Binding| b.short_label(&all);

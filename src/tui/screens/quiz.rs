@@ -14,6 +14,7 @@ use crate::course::bank::Bank;
 use crate::course::grade::{self, SelfGrade, Verdict, letter};
 use crate::course::quiz::{Kind, Unit};
 use crate::study::session::{Graded, Mode, Phase, Session};
+use crate::study::track::Step;
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::error::ScreenError;
 use crate::tui::keys::{Binding, Context, DOWN, Key, UP, bind};
@@ -37,6 +38,8 @@ pub enum Verb {
     GotoSource,
     /// Grade a recall item yourself (the amount): 1 Again, 2 Hard, 3 Good, 4 Easy.
     Rate,
+    /// After the summary, the next step of the learner's track (the summary names it).
+    NextStep,
 }
 
 impl Verb {
@@ -57,6 +60,7 @@ pub const KEYS: &[Binding] = &[
     bind(QUIZ, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), Some((1, "open the lesson there"))),
     bind(QUIZ, DOWN, "scroll", Action::Move(1), None),
     bind(QUIZ, UP, "scroll", Action::Move(-1), None),
+    bind(DONE, &[Char('n')], "the next step (the summary names it)", Verb::NextStep.act(), None),
     bind(DONE, &[Code(KeyCode::Enter), Char(' ')], "done", Verb::Next.act(), Some((1, "done"))),
     bind(DONE, DOWN, "scroll", Action::Move(1), None),
     bind(DONE, UP, "scroll", Action::Move(-1), None),
@@ -81,6 +85,8 @@ pub struct QuizState {
     pub now: DateTime<Utc>,
     /// The answer line being edited (mirrors the session's answer text).
     pub answer: crate::tui::field::Field,
+    /// The lesson (or drill file) this is the quiz of; None for a drill or a mixed quiz.
+    pub deck: Option<String>,
 }
 
 /// A seed for parameter draws that differs between sessions.
@@ -141,11 +147,9 @@ pub fn open_at(
     if items.is_empty() {
         return Err(ScreenError::NoItems(title));
     }
-    Ok(QuizState::new(
-        Session::new(Mode::Quiz, title, items, now, seed),
-        bank,
-        now,
-    ))
+    let mut q = QuizState::new(Session::new(Mode::Quiz, title, items, now, seed), bank, now);
+    q.deck = deck.map(str::to_string);
+    Ok(q)
 }
 
 impl QuizState {
@@ -157,6 +161,7 @@ impl QuizState {
             scroll: 0,
             now,
             answer: Default::default(),
+            deck: None,
         }
     }
 
@@ -198,6 +203,7 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
         return match action {
             Action::Back | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
             _ if matches!(verb, Some((Verb::Next, _))) => Outcome::Pop,
+            _ if matches!(verb, Some((Verb::NextStep, _))) => go_on(s, app),
             Action::Move(d) => {
                 s.scroll = s.scroll.saturating_add_signed(d as isize);
                 Outcome::Stay
@@ -265,6 +271,51 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
         _ => {}
     }
     Outcome::Stay
+}
+
+/// The step the learner has just done: this lesson's quiz, or the mock interview.
+pub fn this_step(s: &QuizState) -> Option<Step> {
+    match s.session.mode {
+        Mode::Quiz => s.deck.clone().map(Step::Quiz),
+        Mode::Mock => Some(Step::Mock),
+        Mode::Drill => None,
+    }
+}
+
+/// What comes after this session on the learner's track.
+pub fn next_step(s: &QuizState, app: &App) -> Option<Step> {
+    app.next_step(this_step(s).as_ref()).map(|p| p.step)
+}
+
+/// From the summary to the next step (the course map under it).
+fn go_on(s: &QuizState, app: &mut App) -> Outcome {
+    let Some(step) = next_step(s, app) else {
+        app.status = Some("every step of your track is done".into());
+        return Outcome::Stay;
+    };
+    match super::track::open_step(app, &step) {
+        Ok(screen) => Outcome::Replace(screen),
+        Err(e) => {
+            app.status = Some(e.to_string());
+            Outcome::Stay
+        }
+    }
+}
+
+/// "n lesson 3, Tensor parallelism" on the summary's hint bar.
+fn next_hint(s: &QuizState, app: &App) -> Option<Vec<Span<'static>>> {
+    if !s.session.finished {
+        return None;
+    }
+    let step = next_step(s, app)?;
+    let t = &app.theme;
+    Some(vec![
+        Span::styled("n", t.key),
+        Span::styled(
+            format!(" next: {}  ", super::track::step_title(app, &step)),
+            t.accent,
+        ),
+    ])
 }
 
 /// Open the lesson behind the current item, scrolled to the heading its block sits under.
@@ -615,6 +666,10 @@ impl crate::tui::screens::View for QuizState {
 
     fn takes_text(&self) -> bool {
         self.session.accepts_input()
+    }
+
+    fn hint_lead(&self, app: &App) -> Option<Vec<Span<'static>>> {
+        next_hint(self, app)
     }
 
     fn hint_line(&self, app: &App) -> Option<Line<'static>> {
