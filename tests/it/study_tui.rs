@@ -341,3 +341,43 @@ fn stats_say_what_is_below_and_stop_at_the_end() {
         frame(&app)
     );
 }
+
+/// The "↓ more: j" marker has a row of its own: it never covers the answer's last words
+/// (the mock interview's long model answers at 80x24 were cut under it).
+#[test]
+fn the_more_marker_never_covers_text_80x24() {
+    let mut app = App::new(Course::embedded(), ringlab::tui::theme::Theme::color());
+    app::update(&mut app, Action::Resize(80, 24));
+    let opts = DrillOptions {
+        mock: true,
+        minutes: None,
+        timer: None,
+    };
+    let d = drill::open_at(&app, &opts, t0(), 1);
+    push_quiz(&mut app, d);
+    let mut marked = 0;
+    for _ in 0..12 {
+        if quiz_state(&app).session.finished {
+            break;
+        }
+        app::update(&mut app, Action::InputSubmit);
+        // Scroll through the revealed answer: on every screen with the marker, its row holds
+        // the marker alone.
+        for _ in 0..20 {
+            let text = frame(&app);
+            let Some(row) = text.lines().find(|l| l.contains("↓ more: j")) else {
+                break;
+            };
+            marked += 1;
+            let rest = row.replace("↓ more: j", "");
+            assert!(
+                rest.trim_matches(|c: char| c == '"' || c == ' ').is_empty(),
+                "the marker shares its row with text: {row}\n{text}"
+            );
+            app::update(&mut app, Action::Move(1));
+        }
+        app::update(&mut app, ringlab::tui::screens::quiz::Verb::Rate.by(3));
+        app::update(&mut app, ringlab::tui::screens::quiz::Verb::Next.act());
+    }
+    assert!(marked > 0, "no answer was long enough to need the marker");
+}

@@ -31,6 +31,8 @@ pub enum Verb {
     Mock,
     /// The next step of the learner's track (the header names it).
     NextStep,
+    /// Esc on the map: it does not quit (a second Esc out of a quiz would), q does.
+    EscHere,
 }
 
 impl Verb {
@@ -47,6 +49,7 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, TOP, "first lesson", Action::Top, None),
     bind(OWN, BOTTOM, "last lesson", Action::Bottom, None),
     bind(OWN, RELOAD, "reload lessons", Action::Reload, None),
+    bind(OWN, &[Code(KeyCode::Esc)], "nothing here (q quits)", Verb::EscHere.act(), None),
     bind(OWN, &[Char('n')], "the next step of your track (the header names it)", Verb::NextStep.act(), Some((1, "next step"))),
     bind(OWN, &[Char('/')], "search the course", Verb::Search.act(), None),
     bind(OWN, &[Char('Q')], "quiz on this lesson", Verb::Quiz.act(), Some((2, "quiz"))),
@@ -129,6 +132,11 @@ fn on_verb(s: &mut HomeState, app: &mut App, verb: Verb) -> Outcome {
                 None => app.status = Some("this file is not a lesson; no quiz".into()),
             }
         }
+        Verb::EscHere if app.stack.len() <= app.launched.max(1) => {
+            app.status = Some("q quits ringlab (Esc does not, here)".into())
+        }
+        // Under a screen the command line opened, the map is not the root: Esc goes back.
+        Verb::EscHere => return Outcome::Pop,
         Verb::NextStep => match app.next_step(None) {
             Some(p) => match super::track::open_step(app, &p.step) {
                 Ok(screen) => return Outcome::Push(screen),

@@ -324,8 +324,32 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         spans.extend(lead);
     }
     let all = app.bindings();
-    let label = |b: &keys::Binding| b.short_label(&all);
-    let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
+    // On the screen that quits (the course map, or what the command line opened), "back" is
+    // "quit", shown with the keys the screen has not taken for itself (the map keeps Esc).
+    let at_root = app.stack.len() <= app.launched.max(1);
+    let own = |k: &keys::Key| {
+        all.iter()
+            .any(|o| o.ctx != keys::Context::Global && o.keys.contains(k))
+    };
+    let quits = |b: &keys::Binding| at_root && b.action == super::app::Action::Back;
+    let label = |b: &keys::Binding| {
+        if quits(b) {
+            let free: Vec<String> = b
+                .keys
+                .iter()
+                .filter(|k| !own(k))
+                .map(|k| k.name())
+                .collect();
+            free.join("/")
+        } else {
+            b.short_label(&all)
+        }
+    };
+    let bar = |b: &keys::Binding| match b.hint {
+        _ if quits(b) => "quit",
+        Some((_, short)) => short,
+        None => b.desc,
+    };
     let w = |b: &keys::Binding| label(b).chars().count() + bar(b).chars().count() + 3;
     // The screen's keys by priority; back and help always show, help as "more: ?" when some
     // keys did not fit (the overlay lists them all).

@@ -396,14 +396,24 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
     let rows = Paragraph::new(lines.clone())
         .wrap(Wrap { trim: false })
         .line_count(body.width.max(1));
+    // Text that does not fit leaves its last row to the "↓ more" marker, which never covers
+    // a word.
+    let text_h = if rows > usize::from(body.height) {
+        body.height.saturating_sub(1)
+    } else {
+        body.height
+    };
     // Scrolled at most to the last screenful (a scroll kept from a longer view shows no blank).
-    let top = s.scroll.min(rows.saturating_sub(usize::from(body.height)));
-    let more = rows > top + usize::from(body.height);
+    let top = s.scroll.min(rows.saturating_sub(usize::from(text_h)));
+    let more = rows > top + usize::from(text_h);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
             .scroll((top.min(u16::MAX as usize) as u16, 0)),
-        body,
+        Rect {
+            height: text_h,
+            ..body
+        },
     );
     if more && body.height > 0 {
         let tag = " ↓ more: j ";
