@@ -356,6 +356,19 @@ impl Session {
         out
     }
 
+    /// Position among the items asked again, while one is: "retry 2 of 3" (this one, of the
+    /// retries answered, this and those still queued). None on a first attempt.
+    pub fn retry_position(&self) -> Option<(usize, usize)> {
+        let cur = self.current.as_ref().filter(|c| c.attempt > 1)?;
+        let done = self.answered.iter().filter(|a| a.attempt > 1).count();
+        let queued = self
+            .queue
+            .iter()
+            .filter(|q| self.seen.contains_key(&q.0) && q.0 != cur.entry)
+            .count();
+        Some((done + 1, done + 1 + queued))
+    }
+
     /// Position for "3 of 9": distinct items shown so far, and distinct items in the session
     /// (shown or still queued). A missed item asked again moves neither number (the item
     /// line says "again"); a follow-up joins the total when it is queued.
@@ -411,6 +424,39 @@ mod tests {
         assert_eq!(s.position(), (1, 1));
         assert_eq!(s.score(), (0, 1));
         assert_eq!(s.missed(), vec![0]);
+    }
+
+    /// Items asked again advance a counter of their own ("retry 2 of 2"), where "3 of 9"
+    /// would stand still.
+    #[test]
+    fn retries_count_visibly() {
+        let b = bank();
+        let mut s = Session::new(Mode::Quiz, "t", vec![0, 2], t0(), 1);
+        s.advance(&b, t0());
+        assert_eq!(s.retry_position(), None, "a first attempt");
+        let miss = |s: &mut Session, answer: &str| {
+            s.current.as_mut().expect("item").input = answer.into();
+            s.submit(&b, t0()).expect("graded");
+            s.advance(&b, t0());
+        };
+        miss(&mut s, "5");
+        // The recall item: reveal and grade it Again.
+        s.submit(&b, t0());
+        s.rate(&b, SelfGrade::Again, t0());
+        s.advance(&b, t0());
+        let first = s.retry_position();
+        assert_eq!(
+            first,
+            Some((1, 2)),
+            "{:?}",
+            s.current.as_ref().map(|c| c.entry)
+        );
+        miss(&mut s, "5");
+        assert_eq!(
+            s.retry_position(),
+            Some((2, 3)),
+            "the missed retry is queued again"
+        );
     }
 
     #[test]

@@ -381,3 +381,29 @@ fn the_more_marker_never_covers_text_80x24() {
     }
     assert!(marked > 0, "no answer was long enough to need the marker");
 }
+
+/// On a graded item, Space and letters do nothing: an answer typed on after Enter (`b d`)
+/// does not skip to the next item and land there.
+#[test]
+fn space_on_a_graded_item_does_not_go_on() {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+    let mut app = app();
+    let q = quiz::open_at(&app, Some("basics"), t0(), 1).expect("quiz");
+    push_quiz(&mut app, q);
+    type_text(&mut app, "b");
+    app::update(&mut app, Action::InputSubmit);
+    assert!(!app.prompt_open(), "graded");
+    let entry = |app: &App| quiz_state(app).session.current.as_ref().map(|c| c.entry);
+    let before = entry(&app);
+    for c in [' ', 'l', 'd'] {
+        let key = Event::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        if let Some(a) = ringlab::tui::map_event(&app, &key) {
+            app::update(&mut app, a);
+        }
+    }
+    assert_eq!(entry(&app), before, "still on the graded item");
+    let enter = Event::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    let a = ringlab::tui::map_event(&app, &enter).expect("Enter is bound");
+    app::update(&mut app, a);
+    assert_ne!(entry(&app), before, "Enter goes on");
+}

@@ -89,10 +89,10 @@ pub fn header(s: &QuizState, app: &App) -> (String, String) {
         }
         Mode::Mock => " Mock interview".to_string(),
     };
-    let mut right = if ses.finished {
-        "done".to_string()
-    } else {
-        format!("{shown} of {total}")
+    let mut right = match ses.retry_position() {
+        _ if ses.finished => "done".to_string(),
+        Some((k, n)) => format!("retry {k} of {n}"),
+        None => format!("{shown} of {total}"),
     };
     right.push_str(&format!(" · ✓ {right_first} ✗ {missed}"));
     if let Some(rem) = ses.remaining(s.now) {

@@ -56,7 +56,8 @@ impl Verb {
 /// While typing an answer, keys go to the answer line: Enter submits, Esc clears it or leaves.
 #[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(QUIZ, &[Code(KeyCode::Enter), Char(' '), Char('l'), Code(KeyCode::Right)], "next", Verb::Next.act(), Some((1, "next"))),
+    // Not Space nor a letter: an answer typed on after it was graded must not skip the next item.
+    bind(QUIZ, &[Code(KeyCode::Enter), Code(KeyCode::Right)], "next", Verb::Next.act(), Some((1, "next"))),
     bind(QUIZ, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), Some((1, "open the lesson there"))),
     bind(QUIZ, DOWN, "scroll", Action::Move(1), None),
     bind(QUIZ, UP, "scroll", Action::Move(-1), None),
