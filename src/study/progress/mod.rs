@@ -223,8 +223,10 @@ pub struct MergeReport {
     pub added: usize,
     /// Items whose imported history was newer (their card state now comes from it).
     pub updated: usize,
-    /// Items where this file's history was newer or equal (kept, with any new reviews added).
+    /// Items where this file's history was newer (kept, with any new reviews added).
     pub kept: usize,
+    /// Items both files hold alike (the same reviews and card: importing one's own export).
+    pub unchanged: usize,
     pub lessons: usize,
 }
 
@@ -340,21 +342,27 @@ impl Progress {
                 continue;
             };
             let newest = |r: &ItemRecord| r.last_review().map(|x| x.at);
-            if newest(theirs) > newest(mine) {
+            let theirs_newer = newest(theirs) > newest(mine);
+            let same_card = mine.card == theirs.card;
+            if theirs_newer {
                 mine.card = theirs.card.clone();
-                report.updated += 1;
-            } else {
-                report.kept += 1;
             }
             // By (time, grade), in a set: items may hold thousands of reviews.
             let mut seen: std::collections::HashSet<(DateTime<Utc>, u8)> =
                 mine.reviews.iter().map(|m| (m.at, m.grade)).collect();
+            let before = mine.reviews.len();
             for r in &theirs.reviews {
                 if seen.insert((r.at, r.grade)) {
                     mine.reviews.push(r.clone());
                 }
             }
+            let added = mine.reviews.len() > before;
             mine.reviews.sort_by_key(|r| r.at);
+            match (theirs_newer, added || !same_card) {
+                (true, _) => report.updated += 1,
+                (false, true) => report.kept += 1,
+                (false, false) => report.unchanged += 1,
+            }
         }
         report
     }

@@ -177,10 +177,18 @@ fn merge_keeps_the_newer_review_per_item() {
         mine.items["b"].card.due,
         "2025-03-01T00:00:00Z".parse::<DateTime<Utc>>().expect("t")
     );
-    // Merging the same file twice changes nothing more.
+    // Merging the same file twice changes nothing more, and says so.
     let before = mine.clone();
-    mine.merge(&theirs);
+    let again = mine.merge(&theirs);
     assert_eq!(mine, before);
+    assert_eq!((again.updated, again.kept, again.unchanged), (0, 1, 2));
+    // A file merged into a copy of itself (one's own export): every item unchanged.
+    let mut copy = mine.clone();
+    let r = copy.merge(&mine);
+    assert_eq!(
+        (r.added, r.updated, r.kept, r.unchanged),
+        (0, 0, 0, mine.items.len())
+    );
 }
 
 #[test]
