@@ -318,3 +318,53 @@ fn type_text(app: &mut App, s: &str) {
         );
     }
 }
+
+/// Search `query` in lesson `id`: the matches here and the count the status gives for the
+/// other lessons.
+fn search_from(app: &mut App, id: &str, query: &str) -> (usize, usize) {
+    use ringlab::tui::screens::lesson::Verb;
+    app.stack.truncate(1);
+    app.open_lesson(id).expect("lesson");
+    app::update(app, Action::Top);
+    app::update(app, Verb::Search.act());
+    type_text(app, query);
+    app::update(app, Action::InputSubmit);
+    let status = app.status.clone().unwrap_or_default();
+    let num = |after: &str| -> usize {
+        status
+            .split(after)
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number after {after:?} in {status:?}"))
+    };
+    (num(" of "), num("goes on to "))
+}
+
+/// The course-wide count is what `n` finds: the same total from any lesson, and stepping with
+/// `n` through every lesson visits exactly that many matches.
+#[test]
+fn search_counts_are_the_matches_n_steps_through() {
+    use ringlab::tui::screens::lesson::Verb;
+    let mut app = course_app();
+    let (here, others) = search_from(&mut app, "ring-allreduce", "busbw");
+    let total = here + others;
+    let (here6, others6) = search_from(&mut app, "measuring-bandwidth", "busbw");
+    assert_eq!(here6 + others6, total, "the same total from lesson 6");
+    let (here, _) = search_from(&mut app, "ring-allreduce", "busbw");
+    assert!(here > 0);
+    let at = |app: &App| match app.stack.last() {
+        Some(Screen::Lesson(l)) => (l.entry, l.search.current),
+        _ => panic!("a lesson on top"),
+    };
+    let start = at(&app);
+    let mut visited = 1;
+    for _ in 0..total + 5 {
+        app::update(&mut app, Verb::Match.by(1));
+        if at(&app) == start {
+            break;
+        }
+        visited += 1;
+    }
+    assert_eq!(visited, total, "n visits every counted match once");
+}

@@ -36,6 +36,9 @@ pub struct Search {
     /// Started from the course map (`/` there): a query this lesson lacks goes straight on
     /// to the next lesson that has it.
     pub course_wide: bool,
+    /// The matches `n` steps through in each lesson (by entry, those with any): lines of its
+    /// rendered text, as here, so the count is what `n` finds. Drill files are not searched.
+    pub course: Vec<(usize, usize)>,
 }
 
 pub struct LessonState {
@@ -217,6 +220,8 @@ impl LessonState {
         self.rendered = rendered;
         if !self.search.query.is_empty() {
             self.search.hits = find(&self.plain, &self.search.query);
+            // Another width or TeX mode wraps every lesson anew: count again.
+            self.search.course = course_matches(app, &self.search.query);
         }
     }
 
@@ -331,23 +336,16 @@ impl LessonState {
     }
 }
 
-/// How many lines of each other lesson's text contain `query` (case-insensitive), by entry.
-fn course_matches(app: &App, query: &str, except: usize) -> Vec<(usize, usize)> {
-    let q = query.to_lowercase();
-    if q.is_empty() {
+/// The lines of each lesson's rendered text (at this width) that contain `query`, by entry:
+/// what `n` steps through there.
+fn course_matches(app: &App, query: &str) -> Vec<(usize, usize)> {
+    if query.is_empty() {
         return Vec::new();
     }
-    app.course
-        .entries
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != except)
-        .filter_map(|(i, e)| {
-            let body = &e.lesson.as_ref()?.body;
-            let n = body
-                .lines()
-                .filter(|l| l.to_lowercase().contains(&q))
-                .count();
+    (0..app.course.entries.len())
+        .filter(|&i| app.course.entries[i].lesson.is_some())
+        .filter_map(|i| {
+            let n = find(&LessonState::open(app, i).plain, query).len();
             (n > 0).then_some((i, n))
         })
         .collect()
@@ -356,14 +354,19 @@ fn course_matches(app: &App, query: &str, except: usize) -> Vec<(usize, usize)> 
 impl LessonState {
     /// "“ring”: match 2 of 9 here · n goes on to 31 in 5 other lessons" (fits 80 columns with
     /// a query of up to a dozen characters).
-    fn search_summary(&self, app: &App) -> String {
+    fn search_summary(&self) -> String {
         let q = &self.search.query;
         let here = match (self.search.current, self.search.hits.len()) {
             (_, 0) => "no match here".to_string(),
             (Some(c), n) => format!("match {} of {n} here", c + 1),
             (None, n) => format!("{n} here"),
         };
-        let others = course_matches(app, q, self.entry);
+        let others: Vec<_> = self
+            .search
+            .course
+            .iter()
+            .filter(|(i, _)| *i != self.entry)
+            .collect();
         let total: usize = others.iter().map(|(_, n)| n).sum();
         match others.len() {
             0 => format!("“{q}”: {here} · none in other lessons"),
@@ -377,21 +380,14 @@ impl LessonState {
     /// The next lesson after this one (or before, `d` < 0), wrapping, whose rendered text has
     /// the query.
     fn next_lesson_with(&self, app: &App, d: i32) -> Option<usize> {
+        // (the course's matches were counted when the search was made)
         let n = app.course.entries.len();
-        let candidates: Vec<usize> = course_matches(app, &self.search.query, self.entry)
-            .into_iter()
-            .map(|(i, _)| i)
-            .collect();
         (1..n)
             .map(|k| {
                 let k = if d > 0 { k } else { n - k };
                 (self.entry + k) % n
             })
-            .filter(|i| candidates.contains(i))
-            .find(|&i| {
-                let other = LessonState::open(app, i);
-                !find(&other.plain, &self.search.query).is_empty()
-            })
+            .find(|i| self.search.course.iter().any(|(e, _)| e == i))
     }
 }
 
@@ -546,11 +542,11 @@ fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
     if let Some(id) = &s.id {
         app.record_lesson(id, &s.reading_note());
     }
-    let query = s.search.query.clone();
-    let course_wide = s.search.course_wide;
+    let search = std::mem::take(&mut s.search);
     *s = LessonState::open(app, entry);
-    s.search.query = query;
-    s.search.course_wide = course_wide;
+    s.search.query = search.query;
+    s.search.course_wide = search.course_wide;
+    s.search.course = search.course;
     s.search.hits = find(&s.plain, &s.search.query);
     let at = if d > 0 {
         0
@@ -561,7 +557,7 @@ fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
         s.search.current = Some(at);
         s.scroll = line.saturating_sub(2).min(s.max_scroll(app));
     }
-    app.status = Some(s.search_summary(app));
+    app.status = Some(s.search_summary());
 }
 
 pub const OWN: Context = Context::Own("Lesson");
@@ -666,6 +662,7 @@ fn submit_search(s: &mut LessonState, app: &mut App) {
     s.search.editing = false;
     s.search.query = s.search.field.value().to_string();
     s.search.hits = find(&s.plain, &s.search.query);
+    s.search.course = course_matches(app, &s.search.query);
     s.search.current = s.search.hits.iter().position(|&l| l >= s.scroll).or((!s
         .search
         .hits
@@ -682,7 +679,7 @@ fn submit_search(s: &mut LessonState, app: &mut App) {
         go_on_to(s, app, entry, 1);
         return;
     }
-    app.status = Some(s.search_summary(app));
+    app.status = Some(s.search_summary());
 }
 
 /// What every screen understands; None: the reading position is noted after it.
@@ -799,7 +796,7 @@ fn step_match(s: &mut LessonState, app: &mut App, d: i32) -> Option<Outcome> {
         s.search.current = Some(next);
         s.scroll = s.search.hits[next].saturating_sub(2).min(max);
     }
-    app.status = Some(s.search_summary(app));
+    app.status = Some(s.search_summary());
     None
 }
 
