@@ -433,7 +433,7 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
 
 fn kind_label(kind: Kind, unit: Option<Unit>) -> String {
     match (kind, unit) {
-        (Kind::Numeric, Some(u)) => format!("numeric · answer in {}", u.symbol()),
+        (Kind::Numeric, Some(u)) => format!("numeric · answer in {}", u.shown()),
         (Kind::Single, _) => "one answer".into(),
         (Kind::Multi, _) => "all that apply".into(),
         (Kind::Order, _) => "put in order".into(),
