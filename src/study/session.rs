@@ -193,7 +193,7 @@ impl Session {
                 return None;
             }
         };
-        if e.item.kind == Kind::Recall {
+        if e.item.kind == Kind::Recall || aloud(self.mode, cur, e) {
             cur.phase = Phase::Reveal { timed_out: false };
             cur.note = None;
             return None;
@@ -253,8 +253,9 @@ impl Session {
             correct,
             attempt,
         });
-        // Missed: bring it back a few items later.
-        if g == SelfGrade::Again && attempt <= MAX_RETURNS {
+        // Missed: bring it back a few items later (not in a mock interview: an interviewer
+        // does not ask the same question again).
+        if g == SelfGrade::Again && attempt <= MAX_RETURNS && self.mode != Mode::Mock {
             let at = RETURN_GAP.min(self.queue.len());
             self.queue.insert(at, (entry, None));
         }
@@ -356,6 +357,16 @@ impl Session {
         out
     }
 
+    /// The current item is asked aloud: a recall item, or a choice follow-up in a mock
+    /// interview (its choices would give the answer away), answered and graded by the learner.
+    pub fn asked_aloud(&self, bank: &Bank) -> bool {
+        self.current.as_ref().is_some_and(|c| {
+            bank.entries
+                .get(c.entry)
+                .is_some_and(|e| e.item.kind == Kind::Recall || aloud(self.mode, c, e))
+        })
+    }
+
     /// Position among the items asked again, while one is: "retry 2 of 3" (this one, of the
     /// retries answered, this and those still queued). None on a first attempt.
     pub fn retry_position(&self) -> Option<(usize, usize)> {
@@ -382,6 +393,14 @@ impl Session {
             .collect();
         (shown, shown + queued.len())
     }
+}
+
+/// A choice follow-up in a mock interview is asked without its choices, as an interviewer
+/// would: the right one, often the longest, gave the answer away.
+fn aloud(mode: Mode, cur: &Current, e: &crate::course::bank::Entry) -> bool {
+    mode == Mode::Mock
+        && cur.follow_up_of.is_some()
+        && matches!(e.item.kind, Kind::Single | Kind::Multi | Kind::Order)
 }
 
 pub const EMPTY_NOTE: &str = "no answer yet: type one and press Enter (Enter again gives up)";
@@ -457,6 +476,32 @@ mod tests {
             Some((2, 3)),
             "the missed retry is queued again"
         );
+    }
+
+    /// A mock interview asks a choice follow-up aloud (its choices gave the answer away) and
+    /// never asks a missed question again.
+    #[test]
+    fn a_mock_asks_choice_follow_ups_aloud_and_nothing_twice() {
+        let lesson = SourceFile {
+            path: "m.md".into(),
+            text: "+++\nid = \"m\"\ntitle = \"M\"\norder = 1\nminutes = 1\n+++\n## S\n\n```quiz\nid = \"root\"\ntype = \"recall\"\nprompt = \"why?\"\nanswer = \"because\"\nfollow_ups = [\"pick\"]\n```\n\n```quiz\nid = \"pick\"\ntype = \"single\"\nprompt = \"which?\"\nchoices = [\"short\", \"the long and detailed right answer\"]\nanswer = 1\n```\n".into(),
+        };
+        let b = Bank::from_course(&Course::from_sources(Origin::Embedded, vec![lesson]));
+        let root = b.index_of("root").expect("root");
+        let mut s = Session::new(Mode::Mock, "m", vec![root], t0(), 1);
+        s.advance(&b, t0());
+        s.submit(&b, t0());
+        s.rate(&b, SelfGrade::Again, t0()).expect("graded");
+        s.advance(&b, t0());
+        let c = s.current.as_ref().expect("the follow-up");
+        assert_eq!(Some(c.entry), b.index_of("pick"));
+        assert!(s.asked_aloud(&b));
+        // Enter reveals the answer to grade oneself, as for a recall item.
+        assert_eq!(s.submit(&b, t0()), None);
+        let g = s.rate(&b, SelfGrade::Good, t0()).expect("self-graded");
+        assert_eq!(g.correct, None);
+        s.advance(&b, t0());
+        assert!(s.finished, "the missed question is not asked again");
     }
 
     #[test]

@@ -465,7 +465,13 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
         }
     };
     out.push(Line::from(inline_code(&inst.prompt, t.strong, t.code)));
-    if !e.item.choices.is_empty() {
+    // Asked aloud (a mock interview's follow-up): no choices to pick from, graded as recall.
+    let kind = if s.session.asked_aloud(&s.bank) {
+        Kind::Recall
+    } else {
+        e.item.kind
+    };
+    if !e.item.choices.is_empty() && kind != Kind::Recall {
         out.push(Line::raw(""));
         for (i, c) in e.item.choices.iter().enumerate() {
             // A choice that wraps stays in its column under its letter.
@@ -478,13 +484,20 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     }
     out.push(Line::raw(""));
     match &cur.phase {
-        Phase::Asking => asking_lines(&mut out, s, e, cur, t),
+        Phase::Asking => asking_lines(&mut out, s, (e, kind), cur, t),
         Phase::Reveal { timed_out } => reveal_lines(&mut out, app, e, cur, inst, *timed_out, width),
         Phase::Feedback {
             verdict,
             grade: g,
             timed_out,
-        } => feedback_lines(&mut out, app, e, cur, inst, (verdict, *g, *timed_out)),
+        } => feedback_lines(
+            &mut out,
+            app,
+            (e, kind),
+            cur,
+            inst,
+            (verdict, *g, *timed_out),
+        ),
     }
     out
 }
@@ -502,8 +515,13 @@ fn meta_line(
         .as_ref()
         .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
     let mut meta = vec![Span::styled(section, t.dim)];
+    let kind = if s.session.asked_aloud(&s.bank) {
+        Kind::Recall
+    } else {
+        e.item.kind
+    };
     meta.push(Span::styled(
-        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
+        format!("  ·  {}", kind_label(kind, e.item.unit)),
         t.dim,
     ));
     if cur.attempt > 1 {
@@ -519,13 +537,13 @@ fn meta_line(
 fn asking_lines(
     out: &mut Vec<Line<'static>>,
     s: &QuizState,
-    e: &crate::course::bank::Entry,
+    (e, kind): (&crate::course::bank::Entry, Kind),
     cur: &crate::study::session::Current,
     t: &Theme,
 ) {
     // The order hint's example has every item, as the grader's refusal asks.
     let order_hint;
-    let hint = match e.item.kind {
+    let hint = match kind {
         Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
         Kind::Single => "a letter or number, e.g. b",
         Kind::Multi => "letters or numbers, e.g. a c",
@@ -601,13 +619,13 @@ fn reveal_lines(
 fn feedback_lines(
     out: &mut Vec<Line<'static>>,
     app: &App,
-    e: &crate::course::bank::Entry,
+    (e, kind): (&crate::course::bank::Entry, Kind),
     cur: &crate::study::session::Current,
     inst: &crate::course::quiz::Instance,
     (verdict, g, timed_out): (&Verdict, SelfGrade, bool),
 ) {
     let t = &app.theme;
-    let (mark, style) = match (verdict, e.item.kind) {
+    let (mark, style) = match (verdict, kind) {
         (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
         (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
         (_, _) if timed_out => ("⏱ Time is up".to_string(), t.warn),
@@ -615,7 +633,7 @@ fn feedback_lines(
         _ => ("✗ Not quite".to_string(), t.error),
     };
     let mut first = vec![Span::styled(mark, style)];
-    if e.item.kind != Kind::Recall {
+    if kind != Kind::Recall {
         if !cur.input.trim().is_empty() {
             first.push(Span::styled(
                 format!("  you said {}", cur.input.trim()),
