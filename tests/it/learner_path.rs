@@ -368,3 +368,19 @@ fn search_counts_are_the_matches_n_steps_through() {
     }
     assert_eq!(visited, total, "n visits every counted match once");
 }
+
+/// A reading floor that is not a number is refused naming the variable, before any screen.
+#[test]
+fn a_bad_reading_floor_names_the_variable() {
+    let home = tempfile::tempdir().expect("home");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringlab"))
+        .env("RINGLAB_HOME", home.path())
+        .env("RINGLAB_READ_WPM", "fast")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RINGLAB_READ_WPM=\"fast\""), "{err}");
+    assert!(err.contains("words per minute"), "{err}");
+}
