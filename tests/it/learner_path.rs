@@ -218,7 +218,7 @@ fn the_interview_track_lists_its_steps_and_minutes() {
     assert!(screen.contains("(yours)"), "{screen}");
     // Back on the map, its header follows the track.
     t.send("q");
-    t.wait(&["interview sprint 0/11 steps (T)"]);
+    t.wait(&["interview sprint 0/11 (T)"]);
     t.send("q");
     t.wait(&["EXIT=0"]);
 }
@@ -282,7 +282,7 @@ fn tracks_screen_80x24_and_120x40() {
             text.contains("Next (n): quiz on lesson 1, The collectives"),
             "{text}"
         );
-        assert!(text.contains("interview sprint 1/11 steps (T)"), "{text}");
+        assert!(text.contains("interview sprint 1/11 (T)"), "{text}");
     }
 }
 
@@ -383,4 +383,22 @@ fn a_bad_reading_floor_names_the_variable() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("RINGLAB_READ_WPM=\"fast\""), "{err}");
     assert!(err.contains("words per minute"), "{err}");
+}
+
+/// The course map of a learner part-way: its header names the next step of the track, a
+/// part-read lesson shows ◐ with the share read in place of its minutes.
+#[test]
+fn course_map_part_way_80x24_and_120x40() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut app = App::new(Course::embedded(), Theme::color());
+        let now = chrono::Utc::now();
+        app.progress.note_reading("collectives", 1.0, now);
+        app.progress.note_reading("ring-allreduce", 0.4, now);
+        app.progress.track = Some(ringlab::study::track::TrackId::Interview);
+        app::update(&mut app, Action::Resize(w, h));
+        let text = frame(&app);
+        assert!(text.contains("◐  2. Ring all-reduce"), "{text}");
+        assert!(text.contains("40% read"), "{text}");
+        insta::assert_snapshot!(format!("course_map_part_way_{w}x{h}"), text);
+    }
 }

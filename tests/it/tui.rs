@@ -66,7 +66,7 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
         .len();
     assert!(
         text.contains(&format!(
-            " 0 of {lessons} lessons done · course 0/{steps} steps (T) · hang lab: 0 of {scenarios} solved (H)"
+            " 0 of {lessons} lessons done · course 0/{steps} (T) · hang lab 0/{scenarios} solved (H)"
         )),
         "{text}"
     );
@@ -82,7 +82,7 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
         .solved = true;
     let text = format!("{}", draw(&mut app, 80, 24).backend());
     assert!(
-        text.contains(&format!("hang lab: 1 of {scenarios} solved")),
+        text.contains(&format!("hang lab 1/{scenarios} solved")),
         "{text}"
     );
 }

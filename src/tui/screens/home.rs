@@ -214,7 +214,7 @@ fn next_line(app: &App, width: usize) -> Line<'static> {
     Line::from(spans)
 }
 
-/// "course 0/35 steps (T)": the track followed and how far along it is.
+/// "course 0/35 (T)": the track followed and how many of its steps are done.
 fn track_span(app: &App) -> String {
     let track = app.track();
     let steps = app.planner().steps(track);
@@ -223,7 +223,7 @@ fn track_span(app: &App) -> String {
         crate::study::track::TrackId::Interview => "interview sprint",
     };
     let done = steps.iter().filter(|p| p.done).count();
-    format!("{short} {done}/{} steps (T)", steps.len())
+    format!("{short} {done}/{} (T)", steps.len())
 }
 
 /// How much of a started lesson (◐) is read, in place of its minutes: "40% read".
@@ -259,10 +259,7 @@ fn progress_line(app: &App) -> Line<'static> {
         Span::styled(" · ", t.dim),
         Span::styled(track_span(app), t.dim),
         Span::styled(" · ", t.dim),
-        Span::styled(
-            format!("hang lab: {solved} of {} solved", names.len()),
-            t.dim,
-        ),
+        Span::styled(format!("hang lab {solved}/{} solved", names.len()), t.dim),
         Span::styled(" (H)", t.dim),
     ])
 }
