@@ -367,6 +367,16 @@ fn search_counts_are_the_matches_n_steps_through() {
         visited += 1;
     }
     assert_eq!(visited, total, "n visits every counted match once");
+    // A search passing through the course reads none of it.
+    app::update(&mut app, Action::Back);
+    for l in app.course.lessons() {
+        let m = mark(&app, &l.meta.id);
+        assert!(
+            matches!(m, LessonMark::New | LessonMark::Started),
+            "{}: {m:?}",
+            l.meta.id
+        );
+    }
 }
 
 /// A reading floor that is not a number is refused naming the variable, before any screen.
