@@ -412,3 +412,29 @@ fn course_map_part_way_80x24_and_120x40() {
         insta::assert_snapshot!(format!("course_map_part_way_{w}x{h}"), text);
     }
 }
+
+/// The end of a lesson names the next step under its last line and on the hint bar; Enter
+/// takes it.
+#[test]
+fn the_end_of_a_lesson_names_the_next_step_80x24_and_120x40() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut app = App::new(
+            Course::from_dir(std::path::Path::new("tests/fixtures/path")).expect("course"),
+            Theme::color(),
+        );
+        app::update(&mut app, Action::Resize(w, h));
+        app.open_lesson("first").expect("lesson");
+        app::update(&mut app, Action::Bottom);
+        let text = frame(&app);
+        assert!(
+            text.contains("→ Next (Enter): quiz on this lesson"),
+            "{text}"
+        );
+        insta::assert_snapshot!(format!("lesson_end_{w}x{h}"), text);
+        app::update(&mut app, Action::Open);
+        assert!(
+            matches!(app.stack.last(), Some(Screen::Quiz(_))),
+            "Enter opened the quiz"
+        );
+    }
+}

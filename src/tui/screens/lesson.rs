@@ -198,6 +198,11 @@ impl LessonState {
         }
         self.link = self.link.filter(|&i| i < rendered.links.len());
         lines.append(&mut rendered.lines);
+        // Room for the next step under the lesson's last line (drawn by `render`, which knows
+        // what comes next).
+        if entry.lesson.is_some() {
+            lines.extend([Line::raw(""), Line::raw("")]);
+        }
         rendered.lines = lines;
         self.plain = rendered.lines.iter().map(line_text).collect();
         // Reading is kept per section across a new layout; a lesson just opened starts from
@@ -318,16 +323,33 @@ impl LessonState {
         }
     }
 
+    /// The lesson's last line: "→ Next (Enter): quiz on this lesson".
+    fn next_line(&self, app: &App) -> Option<Line<'static>> {
+        let step = self.next_step(app)?;
+        let t = &app.theme;
+        Some(Line::from(vec![
+            Span::styled("→ Next (", t.strong),
+            Span::styled("Enter", t.key),
+            Span::styled("): ", t.strong),
+            Span::styled(self.step_words(app, &step), t.accent),
+        ]))
+    }
+
+    /// A step in words, "quiz on this lesson" for this lesson's quiz.
+    fn step_words(&self, app: &App, step: &Step) -> String {
+        match step {
+            Step::Quiz(id) if Some(id) == self.id.as_ref() => "quiz on this lesson".to_string(),
+            s => super::track::step_title(app, s),
+        }
+    }
+
     /// "Enter next: quiz on this lesson" at the end of the lesson.
     fn next_hint(&self, app: &App) -> Option<Vec<Span<'static>>> {
         if !self.at_end(app) || self.search.editing {
             return None;
         }
         let step = self.next_step(app)?;
-        let what = match &step {
-            Step::Quiz(id) if Some(id) == self.id.as_ref() => "quiz on this lesson".to_string(),
-            s => super::track::step_title(app, s),
-        };
+        let what = self.step_words(app, &step);
         let t = &app.theme;
         Some(vec![
             Span::styled("Enter", t.key),
@@ -842,6 +864,11 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         .skip(s.scroll)
         .take(h)
         .map(|(i, l)| {
+            if i + 1 == s.rendered.lines.len()
+                && let Some(next) = s.next_line(app)
+            {
+                return next;
+            }
             let l = match s.link.and_then(|k| s.rendered.links.get(k)) {
                 Some(link) if link.line == i => mark_link(l, t.selection),
                 _ => l.clone(),
