@@ -52,6 +52,11 @@ pub enum Command {
     Learn {
         /// Lesson id, e.g. `collectives`.
         lesson: Option<String>,
+        /// Follow a track and list its steps with their minutes: `course` (every lesson and its
+        /// quiz) or `interview` (about 2 hours of what matters most). The course map's "Next:"
+        /// follows it from then on.
+        #[arg(long, value_enum, conflicts_with = "lesson")]
+        track: Option<crate::study::track::TrackId>,
     },
     /// Validate lessons: front matter, ids, prerequisites, fenced blocks, links, math.
     ///
@@ -263,7 +268,10 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => open_tui(&cli.lessons, None),
-        Some(Command::Learn { ref lesson }) => open_tui(&cli.lessons, lesson.as_deref()),
+        Some(Command::Learn {
+            track: Some(track), ..
+        }) => open_track(&cli.lessons, track),
+        Some(Command::Learn { ref lesson, .. }) => open_tui(&cli.lessons, lesson.as_deref()),
         Some(Command::Check { ref paths }) => check(&cli.lessons, paths),
         Some(Command::Ring(ref args)) => ring(&cli.lessons, args),
         Some(Command::Present(ref args)) => present::present(&cli.lessons, args),
@@ -347,6 +355,7 @@ fn new_app(lessons: &Option<PathBuf>) -> anyhow::Result<App> {
     crate::tui::markdown::defer_highlighting();
     let course = load_course(lessons)?;
     let mut app = App::new(course, Theme::from_env());
+    app.read_wpm = crate::study::reading::wpm_from_env().map_err(anyhow::Error::msg)?;
     let dir = progress::data_dir();
     match progress::load(&dir) {
         Ok((p, notice)) => {
@@ -374,6 +383,19 @@ fn open_tui(lessons: &Option<PathBuf>, lesson: Option<&str>) -> anyhow::Result<E
         // shell it came from (links and searches still open other lessons above it).
         app.launched_here();
     }
+    run_tui(app)
+}
+
+/// `learn --track T`: follow the track (saved at once) and show its steps over the course map.
+fn open_track(
+    lessons: &Option<PathBuf>,
+    track: crate::study::track::TrackId,
+) -> anyhow::Result<ExitCode> {
+    let mut app = new_app(lessons)?;
+    app.progress.track = Some(track);
+    app.save_progress();
+    let screen = crate::tui::screens::track::TrackState::new(&app);
+    app.stack.push(screen.into());
     run_tui(app)
 }
 

@@ -264,6 +264,27 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// A size in the units it was likely written in: decimal (`14 GB`) for a round decimal size
+/// that binary units would show with a fraction (`13.04 GiB`), binary (`64 MiB`) otherwise.
+pub fn format_bytes_natural(bytes: u64) -> String {
+    const DECIMAL: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let binary = format_bytes(bytes);
+    if !binary.contains('.') || !bytes.is_multiple_of(1000) {
+        return binary;
+    }
+    let mut unit = 0;
+    while unit + 1 < DECIMAL.len() && bytes >= 1000u64.pow(unit as u32 + 1) {
+        unit += 1;
+    }
+    let v = bytes as f64 / 1000f64.powi(unit as i32);
+    let s = format!("{v:.2}");
+    format!(
+        "{} {}",
+        s.trim_end_matches('0').trim_end_matches('.'),
+        DECIMAL[unit]
+    )
+}
+
 /// Formats seconds with three significant digits in ns, µs, ms or s: "850 ns", "12.3 µs",
 /// "4.56 ms", "1.23 s". Negative or non-finite input gives "n/a".
 pub fn format_seconds(seconds: f64) -> String {
@@ -349,6 +370,12 @@ mod tests {
         assert_eq!(parse_size("1.5e3 KiB"), Ok(1_536_000));
         assert_eq!(parse_size("1,048,576"), Ok(1_048_576));
         assert_eq!(parse_size("2 GB"), Ok(2_000_000_000));
+        assert_eq!(format_bytes_natural(14_000_000_000), "14 GB");
+        assert_eq!(format_bytes_natural(16_000_000), "16 MB");
+        assert_eq!(format_bytes_natural(1_500_000), "1.5 MB");
+        assert_eq!(format_bytes_natural(67_108_864), "64 MiB");
+        assert_eq!(format_bytes_natural(1_048_577), "1.00 MiB");
+        assert_eq!(format_bytes_natural(4_096_000), "4.1 MB");
         assert_eq!(parse_size("0.3K"), Ok(307));
         assert_eq!(parse_size("12B"), Ok(12));
         assert_eq!(parse_size(".5K"), Ok(512));

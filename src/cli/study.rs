@@ -287,11 +287,12 @@ pub fn progress_cmd(cmd: &ProgressCommand) -> anyhow::Result<ExitCode> {
                 eprintln!("ringlab: {n}");
             }
             eprintln!(
-                "ringlab: imported {}: {} new item(s), {} updated (newer there), {} kept (newer here), {} lesson(s) advanced",
+                "ringlab: imported {}: {} new item(s), {} updated (newer there), {} kept (newer here), {} unchanged (identical), {} lesson(s) advanced",
                 file.display(),
                 r.added,
                 r.updated,
                 r.kept,
+                r.unchanged,
                 r.lessons
             );
         }

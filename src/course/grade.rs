@@ -252,7 +252,7 @@ pub fn parse_quantity(input: &str, unit: Option<Unit>) -> Result<f64, String> {
             "“{tail}” is {}, but this answer is {}: answer in {}",
             family.describe(),
             family_of(u).describe(),
-            u.symbol()
+            u.shown()
         ));
     }
     Ok(value * scale)
@@ -311,7 +311,7 @@ pub fn format_quantity(x: f64, unit: Option<Unit>) -> String {
             format_number(x),
             crate::units::format_bytes(x as u64)
         ),
-        Some(u) => format!("{} {}", format_number(x), u.symbol()),
+        Some(u) => format!("{} {}", format_number(x), u.shown()),
     }
 }
 

@@ -93,6 +93,15 @@ impl Unit {
         }
     }
 
+    /// The unit as a learner reads it on screen (µs, as the lessons write it); `symbol` is
+    /// the quiz block's spelling, which `--json` keeps. Either is accepted in an answer.
+    pub fn shown(self) -> &'static str {
+        match self {
+            Unit::Micros => "µs",
+            u => u.symbol(),
+        }
+    }
+
     fn parse(s: &str) -> Option<Self> {
         match s {
             "B" => Some(Unit::Bytes),
@@ -825,7 +834,7 @@ pub fn fill(text: &str, values: &BTreeMap<String, f64>) -> String {
         out.push_str(&text[last..p.start]);
         match p.fmt.as_deref() {
             Some("bytes") if *v >= 0.0 => {
-                out.push_str(&crate::units::format_bytes(v.round() as u64));
+                out.push_str(&crate::units::format_bytes_natural(v.round() as u64));
             }
             _ => out.push_str(&format_number(*v)),
         }

@@ -83,6 +83,9 @@ pub struct Answered {
     pub attempt: u32,
 }
 
+/// Root questions in a mock interview (each followed by its follow-ups).
+pub const MOCK_QUESTIONS: usize = 6;
+
 /// How often a missed item may come back in one session.
 pub const MAX_RETURNS: u32 = 2;
 /// A missed item comes back after this many others.
@@ -190,7 +193,7 @@ impl Session {
                 return None;
             }
         };
-        if e.item.kind == Kind::Recall {
+        if e.item.kind == Kind::Recall || aloud(self.mode, cur, e) {
             cur.phase = Phase::Reveal { timed_out: false };
             cur.note = None;
             return None;
@@ -250,8 +253,9 @@ impl Session {
             correct,
             attempt,
         });
-        // Missed: bring it back a few items later.
-        if g == SelfGrade::Again && attempt <= MAX_RETURNS {
+        // Missed: bring it back a few items later (not in a mock interview: an interviewer
+        // does not ask the same question again).
+        if g == SelfGrade::Again && attempt <= MAX_RETURNS && self.mode != Mode::Mock {
             let at = RETURN_GAP.min(self.queue.len());
             self.queue.insert(at, (entry, None));
         }
@@ -353,6 +357,29 @@ impl Session {
         out
     }
 
+    /// The current item is asked aloud: a recall item, or a choice follow-up in a mock
+    /// interview (its choices would give the answer away), answered and graded by the learner.
+    pub fn asked_aloud(&self, bank: &Bank) -> bool {
+        self.current.as_ref().is_some_and(|c| {
+            bank.entries
+                .get(c.entry)
+                .is_some_and(|e| e.item.kind == Kind::Recall || aloud(self.mode, c, e))
+        })
+    }
+
+    /// Position among the items asked again, while one is: "retry 2 of 3" (this one, of the
+    /// retries answered, this and those still queued). None on a first attempt.
+    pub fn retry_position(&self) -> Option<(usize, usize)> {
+        let cur = self.current.as_ref().filter(|c| c.attempt > 1)?;
+        let done = self.answered.iter().filter(|a| a.attempt > 1).count();
+        let queued = self
+            .queue
+            .iter()
+            .filter(|q| self.seen.contains_key(&q.0) && q.0 != cur.entry)
+            .count();
+        Some((done + 1, done + 1 + queued))
+    }
+
     /// Position for "3 of 9": distinct items shown so far, and distinct items in the session
     /// (shown or still queued). A missed item asked again moves neither number (the item
     /// line says "again"); a follow-up joins the total when it is queued.
@@ -366,6 +393,14 @@ impl Session {
             .collect();
         (shown, shown + queued.len())
     }
+}
+
+/// A choice follow-up in a mock interview is asked without its choices, as an interviewer
+/// would: the right one, often the longest, gave the answer away.
+fn aloud(mode: Mode, cur: &Current, e: &crate::course::bank::Entry) -> bool {
+    mode == Mode::Mock
+        && cur.follow_up_of.is_some()
+        && matches!(e.item.kind, Kind::Single | Kind::Multi | Kind::Order)
 }
 
 pub const EMPTY_NOTE: &str = "no answer yet: type one and press Enter (Enter again gives up)";
@@ -408,6 +443,65 @@ mod tests {
         assert_eq!(s.position(), (1, 1));
         assert_eq!(s.score(), (0, 1));
         assert_eq!(s.missed(), vec![0]);
+    }
+
+    /// Items asked again advance a counter of their own ("retry 2 of 2"), where "3 of 9"
+    /// would stand still.
+    #[test]
+    fn retries_count_visibly() {
+        let b = bank();
+        let mut s = Session::new(Mode::Quiz, "t", vec![0, 2], t0(), 1);
+        s.advance(&b, t0());
+        assert_eq!(s.retry_position(), None, "a first attempt");
+        let miss = |s: &mut Session, answer: &str| {
+            s.current.as_mut().expect("item").input = answer.into();
+            s.submit(&b, t0()).expect("graded");
+            s.advance(&b, t0());
+        };
+        miss(&mut s, "5");
+        // The recall item: reveal and grade it Again.
+        s.submit(&b, t0());
+        s.rate(&b, SelfGrade::Again, t0());
+        s.advance(&b, t0());
+        let first = s.retry_position();
+        assert_eq!(
+            first,
+            Some((1, 2)),
+            "{:?}",
+            s.current.as_ref().map(|c| c.entry)
+        );
+        miss(&mut s, "5");
+        assert_eq!(
+            s.retry_position(),
+            Some((2, 3)),
+            "the missed retry is queued again"
+        );
+    }
+
+    /// A mock interview asks a choice follow-up aloud (its choices gave the answer away) and
+    /// never asks a missed question again.
+    #[test]
+    fn a_mock_asks_choice_follow_ups_aloud_and_nothing_twice() {
+        let lesson = SourceFile {
+            path: "m.md".into(),
+            text: "+++\nid = \"m\"\ntitle = \"M\"\norder = 1\nminutes = 1\n+++\n## S\n\n```quiz\nid = \"root\"\ntype = \"recall\"\nprompt = \"why?\"\nanswer = \"because\"\nfollow_ups = [\"pick\"]\n```\n\n```quiz\nid = \"pick\"\ntype = \"single\"\nprompt = \"which?\"\nchoices = [\"short\", \"the long and detailed right answer\"]\nanswer = 1\n```\n".into(),
+        };
+        let b = Bank::from_course(&Course::from_sources(Origin::Embedded, vec![lesson]));
+        let root = b.index_of("root").expect("root");
+        let mut s = Session::new(Mode::Mock, "m", vec![root], t0(), 1);
+        s.advance(&b, t0());
+        s.submit(&b, t0());
+        s.rate(&b, SelfGrade::Again, t0()).expect("graded");
+        s.advance(&b, t0());
+        let c = s.current.as_ref().expect("the follow-up");
+        assert_eq!(Some(c.entry), b.index_of("pick"));
+        assert!(s.asked_aloud(&b));
+        // Enter reveals the answer to grade oneself, as for a recall item.
+        assert_eq!(s.submit(&b, t0()), None);
+        let g = s.rate(&b, SelfGrade::Good, t0()).expect("self-graded");
+        assert_eq!(g.correct, None);
+        s.advance(&b, t0());
+        assert!(s.finished, "the missed question is not asked again");
     }
 
     #[test]

@@ -163,10 +163,46 @@ pub fn due_queue(bank: &Bank, p: &Progress, now: DateTime<Utc>, new_limit: usize
         }
     }
     due.sort();
-    due.into_iter()
+    let queue = due
+        .into_iter()
         .map(|(_, i)| i)
         .chain(fresh.into_iter().take(new_limit))
-        .collect()
+        .collect();
+    spread(queue, TEMPLATE_GAP, |i| {
+        match &bank.entries[i].item.answer {
+            crate::course::quiz::Answer::Computed(name) => Some(name.as_str()),
+            _ => None,
+        }
+    })
+}
+
+/// Items drawn from one template (one `answer_from`) are at least this many apart in a drill:
+/// "TP decode bytes per token" twice in three items reads as the same question.
+pub const TEMPLATE_GAP: usize = 3;
+
+/// `queue` in its order as far as it goes, but an item whose key (its template) one of the
+/// last `gap - 1` items has waits for the first place where none has; when every item left
+/// would wait, the first goes anyway.
+pub fn spread<'a>(
+    mut queue: Vec<usize>,
+    gap: usize,
+    key: impl Fn(usize) -> Option<&'a str>,
+) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::with_capacity(queue.len());
+    while !queue.is_empty() {
+        let recent: Vec<&str> = out
+            .iter()
+            .rev()
+            .take(gap.saturating_sub(1))
+            .filter_map(|&i| key(i))
+            .collect();
+        let at = queue
+            .iter()
+            .position(|&i| key(i).is_none_or(|k| !recent.contains(&k)))
+            .unwrap_or(0);
+        out.push(queue.remove(at));
+    }
+    out
 }
 
 /// Items due now (seen before) and never seen, across the bank.
@@ -419,5 +455,39 @@ mod tests {
         assert!(study_days(&p, tz).is_empty());
         assert_eq!(streak(&p, Utc::now(), tz), 0);
         assert_eq!(streak(&p, far, tz), 0);
+    }
+
+    #[test]
+    fn one_templates_draws_are_spread_apart() {
+        let keys = [Some("tp"), Some("tp"), None, Some("ring"), Some("tp"), None];
+        let out = spread((0..6).collect(), 3, |i| keys[i]);
+        assert_eq!(out, vec![0, 2, 3, 1, 5, 4]);
+        // Nothing to spread them with: the order stays.
+        let keys = [Some("tp"), Some("tp")];
+        assert_eq!(spread(vec![0, 1], 3, |i| keys[i]), vec![0, 1]);
+    }
+
+    /// The whole course as one drill: no template comes twice within [`TEMPLATE_GAP`] items
+    /// (lessons 2 and 3 and the interview deck each have a "TP decode bytes" item).
+    #[test]
+    fn a_drill_never_asks_one_template_twice_in_a_row() {
+        let bank = Bank::from_course(&crate::course::Course::embedded());
+        let q = due_queue(&bank, &Progress::default(), Utc::now(), usize::MAX);
+        let template = |i: usize| match &bank.entries[i].item.answer {
+            crate::course::quiz::Answer::Computed(n) => Some(n.clone()),
+            _ => None,
+        };
+        let tp = q
+            .iter()
+            .filter(|&&i| template(i).as_deref() == Some("tp_decode_bytes_per_token"))
+            .count();
+        assert!(tp >= 2, "the course has {tp} TP decode items");
+        for w in q.windows(TEMPLATE_GAP) {
+            let keys: Vec<String> = w.iter().filter_map(|&i| template(i)).collect();
+            let mut unique = keys.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), keys.len(), "one template twice in {keys:?}");
+        }
     }
 }

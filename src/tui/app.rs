@@ -167,6 +167,15 @@ pub struct App {
     /// Text a screen asked to copy: the event loop hands it to the terminal's clipboard
     /// (OSC 52) after the next draw.
     pub clipboard: Option<String>,
+    /// When the action being handled came, and when the one before it did (None before the
+    /// first, and while the `?` overlay covered the screens): the lesson reader credits the
+    /// time between to what it showed.
+    pub now: std::time::Instant,
+    pub last_action: Option<std::time::Instant>,
+    /// The reading floor, words per minute ([`crate::study::reading`]).
+    pub read_wpm: f64,
+    /// Sections read per lesson as last saved (a newly read one saves at once).
+    pub sections_saved: std::collections::BTreeMap<String, (usize, usize)>,
 }
 
 impl App {
@@ -192,7 +201,33 @@ impl App {
             notice: None,
             raw_tex: false,
             clipboard: None,
+            now: std::time::Instant::now(),
+            last_action: None,
+            read_wpm: crate::study::reading::DEFAULT_READ_WPM,
+            sections_saved: Default::default(),
         }
+    }
+
+    /// The track the learner follows.
+    pub fn track(&self) -> crate::study::track::TrackId {
+        self.progress.track.unwrap_or_default()
+    }
+
+    /// What the tracks need to know of the course and progress.
+    pub fn planner(&self) -> crate::study::track::Planner<'_> {
+        crate::study::track::Planner {
+            course: &self.course,
+            quizzes: &self.quizzes,
+            progress: &self.progress,
+        }
+    }
+
+    /// The next step on the learner's track after `after` (where they just were).
+    pub fn next_step(
+        &self,
+        after: Option<&crate::study::track::Step>,
+    ) -> Option<crate::study::track::Planned> {
+        self.planner().next(self.track(), after)
     }
 
     /// A lesson's quiz item ids (none for a lesson without a quiz).
@@ -208,19 +243,19 @@ impl App {
         if let Some(Screen::Home(h)) = self.stack.first_mut() {
             h.selected = idx;
         }
-        let state = LessonState::open(self, idx);
+        let state = LessonState::open_resumed(self, idx);
         self.stack.push(state.into());
         Ok(())
     }
 
-    /// Remember how far a lesson has been read (in memory).
-    pub fn note_reading(&mut self, id: &str, fraction: f64) {
-        self.progress.note_reading(id, fraction, chrono::Utc::now());
+    /// Remember what the reader reports of a lesson (in memory).
+    pub fn note_lesson(&mut self, id: &str, note: &progress::ReadingNote) {
+        self.progress.note_lesson(id, note, chrono::Utc::now());
     }
 
-    /// Remember how far a lesson has been read and save, reporting a failed save.
-    pub fn record_reading(&mut self, id: &str, fraction: f64) {
-        self.note_reading(id, fraction);
+    /// Remember what the reader reports of a lesson and save, reporting a failed save.
+    pub fn record_lesson(&mut self, id: &str, note: &progress::ReadingNote) {
+        self.note_lesson(id, note);
         self.save_progress();
     }
 
@@ -346,11 +381,18 @@ pub fn expire_status(app: &mut App, now: std::time::Instant) {
 }
 
 pub fn update(app: &mut App, action: Action) {
-    update_inner(app, action);
-    remember_status(app);
+    update_at(app, action, std::time::Instant::now());
 }
 
-fn update_inner(app: &mut App, action: Action) {
+/// [`update`] with the clock passed in (tests of reading time).
+pub fn update_at(app: &mut App, action: Action, now: std::time::Instant) {
+    app.now = now;
+    handle(app, action);
+    remember_status(app);
+    app.last_action = app.help.is_none().then_some(now);
+}
+
+fn handle(app: &mut App, action: Action) {
     // A notice stays until a key dismisses it; that key does nothing else (Ctrl-C still quits).
     if app.notice.is_some() && !matches!(action, Action::Tick | Action::Resize(..) | Action::Quit) {
         app.notice = None;
@@ -427,12 +469,23 @@ fn update_inner(app: &mut App, action: Action) {
         Outcome::Stay => {}
         Outcome::Pop => {
             if app.stack.len() > app.launched.max(1) {
-                app.stack.pop();
+                let left = app.stack.pop().map(|s| s.id());
+                if matches!(
+                    left,
+                    Some(ScreenId::Lesson | ScreenId::Quiz | ScreenId::Track)
+                ) {
+                    screens::home::point_at_next_step(app);
+                }
             } else {
                 app.quit = true;
             }
         }
         Outcome::Push(s) => app.stack.push(s),
+        Outcome::Replace(s) => {
+            app.stack.truncate(1);
+            app.launched = 1;
+            app.stack.push(s);
+        }
     }
 }
 
@@ -456,6 +509,9 @@ pub enum Outcome {
     Stay,
     Pop,
     Push(Screen),
+    /// Go on along the path: every screen above the course map goes, this one opens on it
+    /// (q then comes back to the map).
+    Replace(Screen),
 }
 
 pub fn render(app: &App, frame: &mut Frame) {

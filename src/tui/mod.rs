@@ -263,6 +263,10 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
     // retries for ever. So the loop asks the terminal itself every half second.
     let mut alive = tokio::time::interval(Duration::from_millis(500));
     alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // When the next tick is due: kept across turns of the loop, so the half-second check
+    // above does not restart a longer tick (a 1 s one never came); a screen asking for a
+    // shorter one gets it sooner.
+    let mut tick_at: Option<tokio::time::Instant> = None;
     while !app.quit {
         // A frame or a clipboard write that cannot reach the terminal: it is gone.
         if !show(&mut terminal, &mut app, &mut dirty) {
@@ -270,6 +274,10 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
             break;
         }
         let tick = app.tick_interval();
+        tick_at = tick.map(|d| {
+            let fresh = tokio::time::Instant::now() + d;
+            tick_at.map_or(fresh, |at| at.min(fresh))
+        });
         let status_until = app::status_deadline(&mut app);
         tokio::select! {
             ev = events.recv() => match ev {
@@ -291,7 +299,12 @@ async fn event_loop(mut app: App, opts: RunOptions) -> Result<Exit, TuiError> {
                 }
                 dirty = true;
             }
-            _ = async { tokio::time::sleep(tick.unwrap_or_default()).await }, if tick.is_some() => {
+            _ = async {
+                if let Some(at) = tick_at {
+                    tokio::time::sleep_until(at).await
+                }
+            }, if tick_at.is_some() => {
+                tick_at = None;
                 app::update(&mut app, Action::Tick);
                 dirty = true;
             }

@@ -129,3 +129,20 @@ fn the_app_pages_through_every_lesson_at_80x24_and_200x60() {
         }
     }
 }
+
+/// Lesson 1's code fits 80 columns: its comments sit above the lines they explain, so no
+/// line of sanity.py wraps with `┆` at 80x24.
+#[test]
+fn lesson_1s_code_does_not_wrap_at_80_columns() {
+    let mut app = ringlab::tui::app::App::new(
+        ringlab::course::Course::embedded(),
+        ringlab::tui::theme::Theme::color(),
+    );
+    ringlab::tui::app::update(&mut app, ringlab::tui::app::Action::Resize(80, 24));
+    app.open_lesson("collectives").expect("lesson");
+    let Some(ringlab::tui::app::Screen::Lesson(l)) = app.stack.last() else {
+        panic!("the lesson")
+    };
+    let wrapped: Vec<&String> = l.plain.iter().filter(|t| t.contains('┆')).collect();
+    assert!(wrapped.is_empty(), "wrapped code lines: {wrapped:#?}");
+}

@@ -22,6 +22,7 @@ mod gpu_standin;
 mod hang_lab;
 mod hang_pty;
 mod launchers;
+mod learner_path;
 mod lessons_render;
 mod markdown_props;
 mod plan;

@@ -245,6 +245,59 @@ fn export_keeps_an_existing_file_unless_forced() {
     assert!(progress::read_file(&file).is_ok());
 }
 
+/// `progress export` into a folder that does not exist is refused, as `export sanity-script
+/// --out` is: no folder is made for a mistyped path.
+#[test]
+fn export_refuses_a_missing_folder_and_makes_none() {
+    let home = tempfile::tempdir().expect("home");
+    let file = home.path().join("no-such-dir/sub/x.json");
+    let out = Command::new(bin())
+        .args(["progress", "export", &file.display().to_string()])
+        .env("RINGLAB_HOME", home.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-dir/sub/x.json"), "{err}");
+    assert!(!home.path().join("no-such-dir").exists(), "no folder made");
+}
+
+/// Importing one's own export: every item is "unchanged (identical)", none "kept (newer
+/// here)".
+#[test]
+fn importing_your_own_export_says_unchanged() {
+    let home = tempfile::tempdir().expect("home");
+    let mut p = Progress::default();
+    let now = chrono::Utc::now();
+    for id in ["a", "b"] {
+        p.record_review(
+            id,
+            ringlab::course::grade::SelfGrade::Good,
+            Some(true),
+            "quiz",
+            None,
+            now,
+        );
+    }
+    progress::save(home.path(), &mut p).expect("save");
+    let file = home.path().join("x.json");
+    let run = |verb: &str| {
+        Command::new(bin())
+            .args(["progress", verb, &file.display().to_string()])
+            .env("RINGLAB_HOME", home.path())
+            .output()
+            .expect("run")
+    };
+    assert!(run("export").status.success());
+    let out = run("import");
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("0 kept (newer here), 2 unchanged (identical)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn stats_json_warns_when_progress_cannot_be_saved() {
     use std::os::unix::fs::PermissionsExt;

@@ -60,9 +60,13 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
     // scenario has does not.
     let lessons = Course::embedded().entries.len();
     let scenarios = ringlab::lab::hang::scenario::all().0.len();
+    let steps = app
+        .planner()
+        .steps(ringlab::study::track::TrackId::Course)
+        .len();
     assert!(
         text.contains(&format!(
-            " 0 of {lessons} lessons done · hang lab: 0 of {scenarios} scenarios solved (H)"
+            " 0 of {lessons} lessons done · course 0/{steps} (T) · hang lab 0/{scenarios} solved (H)"
         )),
         "{text}"
     );
@@ -78,7 +82,7 @@ fn course_map_objectives_use_the_width_and_keep_their_indent() {
         .solved = true;
     let text = format!("{}", draw(&mut app, 80, 24).backend());
     assert!(
-        text.contains(&format!("hang lab: 1 of {scenarios} scenarios solved")),
+        text.contains(&format!("hang lab 1/{scenarios} solved")),
         "{text}"
     );
 }
@@ -303,13 +307,42 @@ fn back_from_lesson_returns_to_map_and_back_again_quits() {
     assert!(app.quit);
 }
 
+/// Esc out of a screen, then Esc again on the map: the map stays and says how to quit; its
+/// hint bar says "q quit", not "back".
 #[test]
-fn reading_to_the_end_marks_the_lesson_done() {
+fn esc_on_the_map_does_not_quit() {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
     let mut app = fixture_app(Theme::color());
     app.open_lesson("sample").expect("lesson");
-    app::update(&mut app, Action::Resize(80, 24));
-    app::update(&mut app, Action::Bottom);
-    app::update(&mut app, Action::Back);
+    let esc = Event::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    for _ in 0..2 {
+        let a = ringlab::tui::map_event(&app, &esc).expect("Esc is bound");
+        app::update(&mut app, a);
+    }
+    assert!(!app.quit);
+    assert_eq!(app.stack.len(), 1);
+    assert_eq!(
+        app.status.as_deref(),
+        Some("q quits ringlab (Esc does not, here)")
+    );
+    let bar = hint_line(&draw(&mut app, 80, 24));
+    assert!(bar.contains("q quit"), "{bar}");
+    let q = Event::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE));
+    let a = ringlab::tui::map_event(&app, &q).expect("q is bound");
+    app::update(&mut app, a);
+    assert!(app.quit);
+}
+
+#[test]
+fn reading_every_screen_long_enough_marks_the_lesson_done() {
+    use std::time::{Duration, Instant};
+    let mut app = fixture_app(Theme::color());
+    app.open_lesson("sample").expect("lesson");
+    let t = Instant::now();
+    app::update_at(&mut app, Action::Resize(80, 24), t);
+    // Two minutes on each of its two screens (the floor is 600 words a minute).
+    app::update_at(&mut app, Action::Bottom, t + Duration::from_secs(120));
+    app::update_at(&mut app, Action::Back, t + Duration::from_secs(240));
     let t = draw(&mut app, 80, 24);
     let text = format!("{}", t.backend());
     assert!(text.contains("✓  1. A sample lesson"), "{text}");
@@ -460,7 +493,8 @@ fn hint_bars_put_the_main_keys_first_and_fold_the_rest_into_help() {
     let mut app = App::new(Course::embedded(), Theme::color());
     let t = draw(&mut app, 80, 24);
     let bar = hint_line(&t);
-    for k in ["Enter open", "Q quiz", "D drill", "more: ?", "q/Esc back"] {
+    // The map is the root: q quits it (Esc does not).
+    for k in ["Enter open", "Q quiz", "D drill", "more: ?", "q quit"] {
         assert!(bar.contains(k), "{k} missing from {bar:?}");
     }
     let text = format!("{}", t.backend());

@@ -33,15 +33,46 @@ pub const MAX_ID_BYTES: usize = 256;
 /// A review's mode ("quiz", "drill", "mock") is a short word.
 pub const MAX_MODE_BYTES: usize = 32;
 
-/// A lesson counts as read when the reader has seen this much of it.
+/// A lesson counts as read when this much of it is read. Since reading is earned by time on
+/// screen ([`crate::study::reading`]) a lesson's fraction stays under it until every section is
+/// read; a file from before that (no `sections`) holds the furthest scroll position instead,
+/// and keeps the mark it had (see the README, "Lesson reader").
 pub const DONE_FRACTION: f64 = 0.95;
+/// Sections a lesson may have in a progress file (far past any lesson's headings).
+pub const MAX_SECTIONS: usize = 1_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LessonProgress {
-    /// Furthest fraction of the lesson seen (0..=1).
+    /// How much of the lesson is read (0..=1): words read on screen, each section full at
+    /// [`crate::study::reading::SECTION_READ`]; in files from before that, the furthest
+    /// fraction scrolled to.
     pub read: f64,
     pub first_opened: DateTime<Utc>,
     pub last_opened: DateTime<Utc>,
+    /// Per section (the text before the first heading, then each heading's), the share of its
+    /// words read on screen. Absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<f64>,
+    /// Where the reader left the lesson: it reopens there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<Place>,
+}
+
+/// A place in a lesson: the section (heading index, from 0, and its title, checked on reopen:
+/// an edited lesson may have moved it) and the line under that heading.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Place {
+    pub section: usize,
+    pub title: String,
+    pub line: usize,
+}
+
+/// What the reader reports of a lesson: how much is read, per section, and where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadingNote {
+    pub read: f64,
+    pub sections: Vec<f64>,
+    pub place: Option<Place>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +86,21 @@ pub struct Progress {
     /// Hang-lab scenarios: solved, hints seen, whether the solution was revealed.
     #[serde(default)]
     pub labs: BTreeMap<String, LabRecord>,
+    /// The track the learner follows (the map's "Next:" comes from it); None: the whole course.
+    /// A track this ringlab does not know (a newer one's) reads as none, never as corruption.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_track"
+    )]
+    pub track: Option<crate::study::track::TrackId>,
+}
+
+fn lenient_track<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::study::track::TrackId>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +120,7 @@ impl Default for Progress {
             lessons: BTreeMap::new(),
             items: BTreeMap::new(),
             labs: BTreeMap::new(),
+            track: None,
         }
     }
 }
@@ -176,8 +223,10 @@ pub struct MergeReport {
     pub added: usize,
     /// Items whose imported history was newer (their card state now comes from it).
     pub updated: usize,
-    /// Items where this file's history was newer or equal (kept, with any new reviews added).
+    /// Items where this file's history was newer (kept, with any new reviews added).
     pub kept: usize,
+    /// Items both files hold alike (the same reviews and card: importing one's own export).
+    pub unchanged: usize,
     pub lessons: usize,
 }
 
@@ -258,6 +307,7 @@ impl Progress {
     /// reading wins.
     pub fn merge(&mut self, other: &Progress) -> MergeReport {
         let mut report = MergeReport::default();
+        self.track = self.track.or(other.track);
         for (name, theirs) in &other.labs {
             let mine = self.labs.entry(name.clone()).or_default();
             mine.solved |= theirs.solved;
@@ -276,6 +326,10 @@ impl Progress {
                         report.lessons += 1;
                     }
                     mine.read = mine.read.max(theirs.read);
+                    max_into(&mut mine.sections, &theirs.sections);
+                    if theirs.last_opened > mine.last_opened && theirs.place.is_some() {
+                        mine.place = theirs.place.clone();
+                    }
                     mine.first_opened = mine.first_opened.min(theirs.first_opened);
                     mine.last_opened = mine.last_opened.max(theirs.last_opened);
                 }
@@ -288,21 +342,27 @@ impl Progress {
                 continue;
             };
             let newest = |r: &ItemRecord| r.last_review().map(|x| x.at);
-            if newest(theirs) > newest(mine) {
+            let theirs_newer = newest(theirs) > newest(mine);
+            let same_card = mine.card == theirs.card;
+            if theirs_newer {
                 mine.card = theirs.card.clone();
-                report.updated += 1;
-            } else {
-                report.kept += 1;
             }
             // By (time, grade), in a set: items may hold thousands of reviews.
             let mut seen: std::collections::HashSet<(DateTime<Utc>, u8)> =
                 mine.reviews.iter().map(|m| (m.at, m.grade)).collect();
+            let before = mine.reviews.len();
             for r in &theirs.reviews {
                 if seen.insert((r.at, r.grade)) {
                     mine.reviews.push(r.clone());
                 }
             }
+            let added = mine.reviews.len() > before;
             mine.reviews.sort_by_key(|r| r.at);
+            match (theirs_newer, added || !same_card) {
+                (true, _) => report.updated += 1,
+                (false, true) => report.kept += 1,
+                (false, false) => report.unchanged += 1,
+            }
         }
         report
     }
@@ -323,12 +383,19 @@ impl Progress {
                 }
             }
         }
-        for l in self.lessons.values_mut() {
-            l.read = if l.read.is_finite() {
-                l.read.clamp(0.0, 1.0)
+        let unit = |x: f64| {
+            if x.is_finite() {
+                x.clamp(0.0, 1.0)
             } else {
                 0.0
-            };
+            }
+        };
+        for l in self.lessons.values_mut() {
+            l.read = unit(l.read);
+            l.sections.truncate(MAX_SECTIONS);
+            for s in &mut l.sections {
+                *s = unit(*s);
+            }
         }
         reset
     }
@@ -421,6 +488,20 @@ impl Progress {
             if !l.read.is_finite() || !(0.0..=1.0).contains(&l.read) {
                 bad.push(format!("lesson `{id}`: read {} is not 0..=1", l.read));
             }
+            if l.sections.len() > MAX_SECTIONS
+                || l.sections
+                    .iter()
+                    .any(|s| !s.is_finite() || !(0.0..=1.0).contains(s))
+            {
+                bad.push(format!(
+                    "lesson `{id}`: sections must be at most {MAX_SECTIONS} shares of 0..=1"
+                ));
+            }
+            if l.place.as_ref().is_some_and(|p| {
+                p.title.len() > MAX_ID_BYTES || p.title.chars().any(char::is_control)
+            }) {
+                bad.push(format!("lesson `{id}`: the place's title is not a heading"));
+            }
             if !sane_date(&l.first_opened) || !sane_date(&l.last_opened) {
                 bad.push(format!("lesson `{id}`: dates outside 2000..2200"));
             }
@@ -475,30 +556,66 @@ impl Progress {
             .is_some_and(|r| r.correct.unwrap_or(r.grade >= 3))
     }
 
-    /// Note that `fraction` of lesson `id` has been seen; returns true when that changed anything
+    /// Note that `fraction` of lesson `id` is read; returns true when that changed anything
     /// worth saving.
     pub fn note_reading(&mut self, id: &str, fraction: f64, now: DateTime<Utc>) -> bool {
-        let fraction = fraction.clamp(0.0, 1.0);
-        match self.lessons.get_mut(id) {
-            Some(p) => {
-                p.last_opened = now;
-                if fraction > p.read + 1e-9 {
-                    p.read = fraction;
-                    return true;
-                }
-                false
-            }
-            None => {
-                self.lessons.insert(
-                    id.to_string(),
-                    LessonProgress {
-                        read: fraction,
-                        first_opened: now,
-                        last_opened: now,
-                    },
-                );
-                true
-            }
+        let note = ReadingNote {
+            read: fraction,
+            sections: Vec::new(),
+            place: None,
+        };
+        self.note_lesson(id, &note, now)
+    }
+
+    /// Note what the reader reports of lesson `id`: the reading only ever grows (per section
+    /// and in all), the place is where the reader is now. True when the reading grew (worth
+    /// saving at once).
+    pub fn note_lesson(&mut self, id: &str, note: &ReadingNote, now: DateTime<Utc>) -> bool {
+        let fraction = if note.read.is_finite() {
+            note.read.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let p = self
+            .lessons
+            .entry(id.to_string())
+            .or_insert_with(|| LessonProgress {
+                read: -1.0,
+                first_opened: now,
+                last_opened: now,
+                sections: Vec::new(),
+                place: None,
+            });
+        p.last_opened = now;
+        if note.place.is_some() {
+            p.place = note.place.clone();
+        }
+        let before = p.sections.clone();
+        max_into(&mut p.sections, &note.sections);
+        let grew = fraction > p.read + 1e-9 || p.sections != before;
+        p.read = p.read.max(fraction);
+        grew
+    }
+
+    /// How much of a lesson is read (0..=1), None when never opened.
+    pub fn read_fraction(&self, id: &str) -> Option<f64> {
+        self.lessons.get(id).map(|p| p.read)
+    }
+
+    /// Where the reader left lesson `id`.
+    pub fn place(&self, id: &str) -> Option<&Place> {
+        self.lessons.get(id).and_then(|p| p.place.as_ref())
+    }
+}
+
+/// Each share the larger of the two (a lesson that grew sections takes the longer list).
+fn max_into(mine: &mut Vec<f64>, theirs: &[f64]) {
+    if mine.len() < theirs.len() {
+        mine.resize(theirs.len(), 0.0);
+    }
+    for (m, t) in mine.iter_mut().zip(theirs) {
+        if t.is_finite() {
+            *m = m.max(t.clamp(0.0, 1.0));
         }
     }
 }

@@ -177,10 +177,18 @@ fn merge_keeps_the_newer_review_per_item() {
         mine.items["b"].card.due,
         "2025-03-01T00:00:00Z".parse::<DateTime<Utc>>().expect("t")
     );
-    // Merging the same file twice changes nothing more.
+    // Merging the same file twice changes nothing more, and says so.
     let before = mine.clone();
-    mine.merge(&theirs);
+    let again = mine.merge(&theirs);
     assert_eq!(mine, before);
+    assert_eq!((again.updated, again.kept, again.unchanged), (0, 1, 2));
+    // A file merged into a copy of itself (one's own export): every item unchanged.
+    let mut copy = mine.clone();
+    let r = copy.merge(&mine);
+    assert_eq!(
+        (r.added, r.updated, r.kept, r.unchanged),
+        (0, 0, 0, mine.items.len())
+    );
 }
 
 #[test]
@@ -220,6 +228,8 @@ fn a_card_fsrs_cannot_schedule_is_repaired_and_the_file_stays_readable() {
             read: f64::NAN,
             first_opened: Utc::now(),
             last_opened: Utc::now(),
+            sections: vec![f64::INFINITY, 0.5],
+            place: None,
         },
     );
     let now: DateTime<Utc> = "2026-11-03T10:00:00Z".parse().expect("time");
@@ -248,6 +258,67 @@ fn a_card_fsrs_cannot_schedule_is_repaired_and_the_file_stays_readable() {
     assert_eq!(back.items["x"].card.phase, CardPhase::New);
     assert_eq!(back.items["x"].reviews.len(), 2);
     assert_eq!(back.lessons["l"].read, 0.0);
+    assert_eq!(back.lessons["l"].sections, vec![0.0, 0.5]);
+}
+
+/// A file from before reading was earned on screen: `"read": 1.0` and no sections. It loads,
+/// the lesson keeps its mark, and new reading only adds to it.
+#[test]
+fn an_old_read_fraction_loads_and_keeps_its_mark() {
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join(FILE_NAME),
+        r#"{"schema": 2, "lessons": {
+            "ring": {"read": 1.0, "first_opened": "2026-11-01T10:00:00Z", "last_opened": "2026-11-01T10:00:02Z"},
+            "tp": {"read": 0.4, "first_opened": "2026-11-01T10:00:00Z", "last_opened": "2026-11-01T10:00:02Z"}
+        }}"#,
+    )
+    .expect("write");
+    let (mut p, notice) = load(dir.path()).expect("load");
+    assert_eq!(notice, None);
+    assert_eq!(p.lesson_state("ring", &[]), LessonMark::Done);
+    assert_eq!(p.lesson_state("tp", &[]), LessonMark::Started);
+    assert_eq!(p.read_fraction("tp"), Some(0.4));
+    // Reading it again on screen, a little: the old mark stays, the sections are added.
+    let now: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().expect("time");
+    let note = ReadingNote {
+        read: 0.1,
+        sections: vec![1.0, 0.2],
+        place: Some(Place {
+            section: 1,
+            title: "Ring".into(),
+            line: 3,
+        }),
+    };
+    assert!(p.note_lesson("ring", &note, now));
+    assert_eq!(p.lessons["ring"].read, 1.0);
+    save(dir.path(), &mut p).expect("save");
+    let (back, _) = load(dir.path()).expect("load");
+    assert_eq!(back, p);
+    assert_eq!(back.place("ring").map(|p| p.line), Some(3));
+}
+
+#[test]
+fn merge_takes_each_sections_furthest_reading_and_the_newer_place() {
+    let t0: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().expect("time");
+    let t1 = t0 + chrono::Duration::minutes(1);
+    let place = |line| Place {
+        section: 0,
+        title: "A".into(),
+        line,
+    };
+    let note = |sections: Vec<f64>, line| ReadingNote {
+        read: 0.2,
+        sections,
+        place: Some(place(line)),
+    };
+    let mut a = Progress::default();
+    a.note_lesson("l", &note(vec![1.0, 0.1], 5), t0);
+    let mut b = Progress::default();
+    b.note_lesson("l", &note(vec![0.2, 0.8, 0.3], 9), t1);
+    a.merge(&b);
+    assert_eq!(a.lessons["l"].sections, vec![1.0, 0.8, 0.3]);
+    assert_eq!(a.place("l"), Some(&place(9)));
 }
 
 #[test]

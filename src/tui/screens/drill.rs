@@ -21,8 +21,7 @@ pub struct DrillOptions {
     pub timer: Option<u32>,
 }
 
-/// Root questions in a mock interview (each followed by its follow-ups).
-pub const MOCK_QUESTIONS: usize = 6;
+pub use crate::study::session::MOCK_QUESTIONS;
 
 pub fn open(app: &App, opts: &DrillOptions) -> QuizState {
     let now = Utc::now();
@@ -90,10 +89,10 @@ pub fn header(s: &QuizState, app: &App) -> (String, String) {
         }
         Mode::Mock => " Mock interview".to_string(),
     };
-    let mut right = if ses.finished {
-        "done".to_string()
-    } else {
-        format!("{shown} of {total}")
+    let mut right = match ses.retry_position() {
+        _ if ses.finished => "done".to_string(),
+        Some((k, n)) => format!("retry {k} of {n}"),
+        None => format!("{shown} of {total}"),
     };
     right.push_str(&format!(" · ✓ {right_first} ✗ {missed}"));
     if let Some(rem) = ses.remaining(s.now) {
@@ -168,6 +167,13 @@ pub fn summary_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static
         }
     }
     out.push(Line::raw(""));
+    if let Some(step) = super::quiz::next_step(s, app) {
+        out.push(Line::from(vec![
+            Span::styled("Next: ", t.strong),
+            Span::styled("n", t.key),
+            Span::raw(format!(" opens {}", super::track::step_title(app, &step))),
+        ]));
+    }
     out.push(Line::styled(
         "Every answer is saved as you go. Enter or q goes back; S on the course map shows your stats.",
         t.dim,

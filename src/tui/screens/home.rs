@@ -29,6 +29,10 @@ pub enum Verb {
     Drill,
     /// A mock interview: recall questions from the drills with their follow-ups.
     Mock,
+    /// The next step of the learner's track (the header names it).
+    NextStep,
+    /// Esc on the map: it does not quit (a second Esc out of a quiz would), q does.
+    EscHere,
 }
 
 impl Verb {
@@ -45,6 +49,8 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, TOP, "first lesson", Action::Top, None),
     bind(OWN, BOTTOM, "last lesson", Action::Bottom, None),
     bind(OWN, RELOAD, "reload lessons", Action::Reload, None),
+    bind(OWN, &[Code(KeyCode::Esc)], "nothing here (q quits)", Verb::EscHere.act(), None),
+    bind(OWN, &[Char('n')], "the next step of your track (the header names it)", Verb::NextStep.act(), Some((1, "next step"))),
     bind(OWN, &[Char('/')], "search the course", Verb::Search.act(), None),
     bind(OWN, &[Char('Q')], "quiz on this lesson", Verb::Quiz.act(), Some((2, "quiz"))),
     bind(OWN, &[Char('D')], "drill what is due", Verb::Drill.act(), Some((2, "drill"))),
@@ -72,7 +78,9 @@ pub fn update(s: &mut HomeState, app: &mut App, action: Action) -> Outcome {
         Action::Top => s.selected = 0,
         Action::Bottom => s.selected = n.saturating_sub(1),
         Action::Open if n > 0 => {
-            return Outcome::Push(Screen::Lesson(Box::new(LessonState::open(app, s.selected))));
+            return Outcome::Push(Screen::Lesson(Box::new(LessonState::open_resumed(
+                app, s.selected,
+            ))));
         }
         // A screen's own opener (declared in its file, named on its `screens!` line).
         Action::OpenScreen(id) => {
@@ -124,6 +132,18 @@ fn on_verb(s: &mut HomeState, app: &mut App, verb: Verb) -> Outcome {
                 None => app.status = Some("this file is not a lesson; no quiz".into()),
             }
         }
+        Verb::EscHere if app.stack.len() <= app.launched.max(1) => {
+            app.status = Some("q quits ringlab (Esc does not, here)".into())
+        }
+        // Under a screen the command line opened, the map is not the root: Esc goes back.
+        Verb::EscHere => return Outcome::Pop,
+        Verb::NextStep => match app.next_step(None) {
+            Some(p) => match super::track::open_step(app, &p.step) {
+                Ok(screen) => return Outcome::Push(screen),
+                Err(e) => app.status = Some(e.to_string()),
+            },
+            None => app.status = Some("every step of your track is done (T: tracks)".into()),
+        },
         Verb::Drill => {
             let d = super::drill::open(app, &super::drill::DrillOptions::default());
             return Outcome::Push(Screen::Quiz(Box::new(d)));
@@ -158,6 +178,61 @@ pub fn mark(app: &App, entry: &Entry) -> &'static str {
     }
 }
 
+/// Back on the map from a lesson, a quiz or the tracks: the cursor goes to the lesson of the
+/// next step.
+pub fn point_at_next_step(app: &mut App) {
+    let Some(entry) = app
+        .next_step(None)
+        .and_then(|p| p.step.lesson().and_then(|id| app.course.position_of(id)))
+    else {
+        return;
+    };
+    if let (1, Some(Screen::Home(h))) = (app.stack.len(), app.stack.first_mut()) {
+        h.selected = entry;
+    }
+}
+
+/// " ringlab · Next (n): quiz on lesson 1, The collectives": the header's first line.
+fn next_line(app: &App, width: usize) -> Line<'static> {
+    let t = &app.theme;
+    let mut spans = vec![Span::styled(" ringlab ", t.title)];
+    let Some(next) = app.next_step(None) else {
+        spans.push(Span::styled(
+            "· every step of your track is done (T: tracks)",
+            t.ok,
+        ));
+        return Line::from(spans);
+    };
+    let title = super::track::step_title(app, &next.step);
+    let room = width.saturating_sub(" ringlab · Next (n): ".len());
+    spans.extend([
+        Span::styled("· Next (", t.strong),
+        Span::styled("n", t.key),
+        Span::styled("): ", t.strong),
+        Span::styled(crate::tui::markdown::ellipsize(&title, room), t.accent),
+    ]);
+    Line::from(spans)
+}
+
+/// "course 0/35 (T)": the track followed and how many of its steps are done.
+fn track_span(app: &App) -> String {
+    let track = app.track();
+    let steps = app.planner().steps(track);
+    let short = match track {
+        crate::study::track::TrackId::Course => "course",
+        crate::study::track::TrackId::Interview => "interview sprint",
+    };
+    let done = steps.iter().filter(|p| p.done).count();
+    format!("{short} {done}/{} (T)", steps.len())
+}
+
+/// How much of a started lesson (◐) is read, in place of its minutes: "40% read".
+fn partial(app: &App, e: &Entry, mark: &str) -> Option<String> {
+    let l = e.lesson.as_ref().filter(|_| mark == "◐")?;
+    let f = app.progress.read_fraction(&l.meta.id)?;
+    Some(format!("{:.0}% read", (f * 100.0).floor()))
+}
+
 /// " 3 of 17 lessons done · hang lab: 1 of 12 scenarios solved (H)": the course's progress
 /// and the hang lab's (its list marks each solved scenario ✓).
 fn progress_line(app: &App) -> Line<'static> {
@@ -182,10 +257,9 @@ fn progress_line(app: &App) -> Line<'static> {
     Line::from(vec![
         Span::styled(format!(" {done} of {lessons} lessons done"), t.dim),
         Span::styled(" · ", t.dim),
-        Span::styled(
-            format!("hang lab: {solved} of {} scenarios solved", names.len()),
-            t.dim,
-        ),
+        Span::styled(track_span(app), t.dim),
+        Span::styled(" · ", t.dim),
+        Span::styled(format!("hang lab {solved}/{} solved", names.len()), t.dim),
         Span::styled(" (H)", t.dim),
     ])
 }
@@ -195,10 +269,7 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
     let [head, body] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
     frame.render_widget(
         Paragraph::new(vec![
-            Line::from(vec![
-                Span::styled(" ringlab ", t.title),
-                Span::styled("— how GPUs communicate, and proof that it works", t.dim),
-            ]),
+            next_line(app, usize::from(area.width)),
             progress_line(app),
         ]),
         head,
@@ -213,7 +284,7 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         .max()
         .unwrap_or(30);
     // At least the legend's width ("  ✓ read, quiz passed  ● read, quiz to do" and a border).
-    let list_w = ((longest + 21).max(44) as u16).min(body.width * 58 / 100);
+    let list_w = ((longest + 22).max(44) as u16).min(body.width * 58 / 100);
     let [list, detail] =
         Layout::horizontal([Constraint::Length(list_w), Constraint::Min(1)]).areas(body);
     let mut lines = Vec::new();
@@ -226,12 +297,13 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
             ),
             None => (" ?.".into(), "       ".into()),
         };
-        let title_w = (list.width as usize).saturating_sub(20);
+        let title_w = (list.width as usize).saturating_sub(21);
         let title = crate::tui::markdown::ellipsize(e.title(), title_w);
+        let m = mark(app, e);
         let row = format!(
-            "{} {} {num} {title:<title_w$} {minutes}",
+            "{} {m} {num} {title:<title_w$} {:>8}",
             if sel { "▶" } else { " " },
-            mark(app, e)
+            partial(app, e, m).unwrap_or(minutes)
         );
         lines.push(if sel {
             Line::styled(row, t.selection)
@@ -249,7 +321,10 @@ pub fn render(s: &HomeState, app: &App, frame: &mut Frame, area: Rect) {
         "  ✓ read, quiz passed  ● read, quiz to do",
         t.dim,
     ));
-    lines.push(Line::styled("  ◐ started  ○ new  ✗ has errors", t.dim));
+    lines.push(Line::styled(
+        "  ◐ part read (%)  ○ new  ✗ has errors",
+        t.dim,
+    ));
     let top = s
         .selected
         .saturating_sub(list.height.saturating_sub(5) as usize);

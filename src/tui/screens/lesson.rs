@@ -8,6 +8,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::course::Block;
+use crate::study::progress::{Place, ReadingNote};
+use crate::study::reading::{self, Reading};
+use crate::study::track::Step;
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::error::ScreenError;
 use crate::tui::keys::{
@@ -33,6 +36,9 @@ pub struct Search {
     /// Started from the course map (`/` there): a query this lesson lacks goes straight on
     /// to the next lesson that has it.
     pub course_wide: bool,
+    /// The matches `n` steps through in each lesson (by entry, those with any): lines of its
+    /// rendered text, as here, so the count is what `n` finds. Drill files are not searched.
+    pub course: Vec<(usize, usize)>,
 }
 
 pub struct LessonState {
@@ -45,6 +51,8 @@ pub struct LessonState {
     pub search: Search,
     /// The selected link (index into `rendered.links`): Enter follows it.
     pub link: Option<usize>,
+    /// What of the lesson has been on screen long enough to read.
+    pub reading: Reading,
 }
 
 /// Text column width for a terminal width.
@@ -72,9 +80,62 @@ impl LessonState {
             plain: Vec::new(),
             search: Search::default(),
             link: None,
+            reading: Reading::default(),
         };
         s.relayout(app);
         s
+    }
+
+    /// [`LessonState::open`] where the learner left it (its section and the line under its
+    /// heading); at the top for a lesson never opened.
+    pub fn open_resumed(app: &App, entry: usize) -> Self {
+        let mut s = Self::open(app, entry);
+        if let Some(place) =
+            s.id.as_deref()
+                .and_then(|id| app.progress.place(id))
+                .cloned()
+        {
+            let base = match place.title.is_empty() {
+                true => Some(0),
+                false => {
+                    let heads = &s.rendered.headings;
+                    heads
+                        .get(place.section)
+                        .filter(|h| h.title == place.title)
+                        .or_else(|| heads.iter().find(|h| h.title == place.title))
+                        .map(|h| h.line)
+                }
+            };
+            if let Some(base) = base {
+                s.scroll = (base + place.line).min(s.max_scroll(app));
+            }
+        }
+        s
+    }
+
+    /// Where the reader is: the section at the top of the screen and the line under its heading.
+    pub fn place(&self) -> Place {
+        match self.current_section() {
+            Some(i) => Place {
+                section: i,
+                title: self.rendered.headings[i].title.clone(),
+                line: self.scroll - self.rendered.headings[i].line,
+            },
+            None => Place {
+                section: 0,
+                title: String::new(),
+                line: self.scroll,
+            },
+        }
+    }
+
+    /// What the reader reports to progress: how much is read, per section, and the place.
+    pub fn reading_note(&self) -> ReadingNote {
+        ReadingNote {
+            read: self.reading.fraction(),
+            sections: self.reading.shares(),
+            place: Some(self.place()),
+        }
     }
 
     /// Render the Markdown for the current width and TeX mode. Runs in update, never in
@@ -137,14 +198,35 @@ impl LessonState {
         }
         self.link = self.link.filter(|&i| i < rendered.links.len());
         lines.append(&mut rendered.lines);
+        // Room for the next step under the lesson's last line (drawn by `render`, which knows
+        // what comes next).
+        if entry.lesson.is_some() {
+            lines.extend([Line::raw(""), Line::raw("")]);
+        }
         rendered.lines = lines;
         self.plain = rendered.lines.iter().map(line_text).collect();
+        // Reading is kept per section across a new layout; a lesson just opened starts from
+        // what progress has.
+        let shares = if self.reading == Reading::default() {
+            self.id
+                .as_deref()
+                .and_then(|id| app.progress.lessons.get(id))
+                .map(|p| p.sections.clone())
+                .unwrap_or_default()
+        } else {
+            self.reading.shares()
+        };
+        let heads: Vec<usize> = rendered.headings.iter().map(|h| h.line).collect();
+        let words = self.plain.iter().map(|l| reading::words(l)).collect();
+        self.reading = Reading::new(words, &heads, &shares);
         // Keep the reader at the same relative place across a resize.
         let ratio = self.scroll as f64 / old_len as f64;
         self.scroll = (ratio * rendered.lines.len() as f64) as usize;
         self.rendered = rendered;
         if !self.search.query.is_empty() {
             self.search.hits = find(&self.plain, &self.search.query);
+            // Another width or TeX mode wraps every lesson anew: count again.
+            self.search.course = course_matches(app, &self.search.query);
         }
     }
 
@@ -174,8 +256,9 @@ impl LessonState {
             .rposition(|h| h.line <= self.scroll)
     }
 
-    /// Fraction read: how far the bottom of the screen has come.
-    pub fn fraction_read(&self, app: &App) -> f64 {
+    /// How far the bottom of the screen has come (the header's percentage; what is read is
+    /// [`LessonState::reading`]'s).
+    pub fn position(&self, app: &App) -> f64 {
         let n = self.rendered.lines.len();
         if n == 0 {
             return 1.0;
@@ -200,23 +283,91 @@ impl LessonState {
     }
 }
 
-/// How many lines of each other lesson's text contain `query` (case-insensitive), by entry.
-fn course_matches(app: &App, query: &str, except: usize) -> Vec<(usize, usize)> {
-    let q = query.to_lowercase();
-    if q.is_empty() {
+impl LessonState {
+    /// Every section of the lesson has been read.
+    pub fn is_read(&self) -> bool {
+        self.reading.fraction() >= crate::study::progress::DONE_FRACTION
+    }
+
+    /// The last screen of the lesson is shown.
+    pub fn at_end(&self, app: &App) -> bool {
+        self.scroll >= self.max_scroll(app)
+    }
+
+    /// What comes after this lesson: its quiz until every item is passed, then the next
+    /// step of the learner's track.
+    pub fn next_step(&self, app: &App) -> Option<Step> {
+        let id = self.id.as_deref()?;
+        let quiz = Step::Quiz(id.to_string());
+        if !app.quiz_of(id).is_empty() && !app.planner().done(&quiz) {
+            return Some(quiz);
+        }
+        app.next_step(Some(&Step::Read(id.to_string())))
+            .map(|p| p.step)
+    }
+
+    /// Leave the lesson (its reading saved) for the next step.
+    fn go_on(&self, app: &mut App) -> Outcome {
+        let Some(step) = self.next_step(app) else {
+            return Outcome::Stay;
+        };
+        if let Some(id) = &self.id {
+            app.record_lesson(id, &self.reading_note());
+        }
+        match super::track::open_step(app, &step) {
+            Ok(screen) => Outcome::Replace(screen),
+            Err(e) => {
+                app.status = Some(e.to_string());
+                Outcome::Stay
+            }
+        }
+    }
+
+    /// The lesson's last line: "→ Next (Enter): quiz on this lesson".
+    fn next_line(&self, app: &App) -> Option<Line<'static>> {
+        let step = self.next_step(app)?;
+        let t = &app.theme;
+        Some(Line::from(vec![
+            Span::styled("→ Next (", t.strong),
+            Span::styled("Enter", t.key),
+            Span::styled("): ", t.strong),
+            Span::styled(self.step_words(app, &step), t.accent),
+        ]))
+    }
+
+    /// A step in words, "quiz on this lesson" for this lesson's quiz.
+    fn step_words(&self, app: &App, step: &Step) -> String {
+        match step {
+            Step::Quiz(id) if Some(id) == self.id.as_ref() => "quiz on this lesson".to_string(),
+            s => super::track::step_title(app, s),
+        }
+    }
+
+    /// "Enter next: quiz on this lesson" at the end of the lesson.
+    fn next_hint(&self, app: &App) -> Option<Vec<Span<'static>>> {
+        if !self.at_end(app) || self.search.editing {
+            return None;
+        }
+        let step = self.next_step(app)?;
+        let what = self.step_words(app, &step);
+        let t = &app.theme;
+        Some(vec![
+            Span::styled("Enter", t.key),
+            Span::styled(format!(" next: {what}  "), t.accent),
+        ])
+    }
+}
+
+/// The lines of each lesson's rendered text (at this width) that contain `query`, by entry:
+/// what `n` steps through there.
+fn course_matches(app: &App, query: &str) -> Vec<(usize, usize)> {
+    if query.is_empty() {
         return Vec::new();
     }
-    app.course
-        .entries
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != except)
-        .filter_map(|(i, e)| {
-            let body = &e.lesson.as_ref()?.body;
-            let n = body
-                .lines()
-                .filter(|l| l.to_lowercase().contains(&q))
-                .count();
+    (0..app.course.entries.len())
+        .filter(|&i| app.course.entries[i].lesson.is_some())
+        .filter_map(|i| {
+            let n = find(&LessonState::open(app, i).plain, query).len();
             (n > 0).then_some((i, n))
         })
         .collect()
@@ -225,14 +376,19 @@ fn course_matches(app: &App, query: &str, except: usize) -> Vec<(usize, usize)> 
 impl LessonState {
     /// "“ring”: match 2 of 9 here · n goes on to 31 in 5 other lessons" (fits 80 columns with
     /// a query of up to a dozen characters).
-    fn search_summary(&self, app: &App) -> String {
+    fn search_summary(&self) -> String {
         let q = &self.search.query;
         let here = match (self.search.current, self.search.hits.len()) {
             (_, 0) => "no match here".to_string(),
             (Some(c), n) => format!("match {} of {n} here", c + 1),
             (None, n) => format!("{n} here"),
         };
-        let others = course_matches(app, q, self.entry);
+        let others: Vec<_> = self
+            .search
+            .course
+            .iter()
+            .filter(|(i, _)| *i != self.entry)
+            .collect();
         let total: usize = others.iter().map(|(_, n)| n).sum();
         match others.len() {
             0 => format!("“{q}”: {here} · none in other lessons"),
@@ -246,21 +402,14 @@ impl LessonState {
     /// The next lesson after this one (or before, `d` < 0), wrapping, whose rendered text has
     /// the query.
     fn next_lesson_with(&self, app: &App, d: i32) -> Option<usize> {
+        // (the course's matches were counted when the search was made)
         let n = app.course.entries.len();
-        let candidates: Vec<usize> = course_matches(app, &self.search.query, self.entry)
-            .into_iter()
-            .map(|(i, _)| i)
-            .collect();
         (1..n)
             .map(|k| {
                 let k = if d > 0 { k } else { n - k };
                 (self.entry + k) % n
             })
-            .filter(|i| candidates.contains(i))
-            .find(|&i| {
-                let other = LessonState::open(app, i);
-                !find(&other.plain, &self.search.query).is_empty()
-            })
+            .find(|i| self.search.course.iter().any(|(e, _)| e == i))
     }
 }
 
@@ -413,14 +562,13 @@ pub fn find(plain: &[String], query: &str) -> Vec<usize> {
 /// last, reading progress kept.
 fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
     if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.record_reading(id, f);
+        app.record_lesson(id, &s.reading_note());
     }
-    let query = s.search.query.clone();
-    let course_wide = s.search.course_wide;
+    let search = std::mem::take(&mut s.search);
     *s = LessonState::open(app, entry);
-    s.search.query = query;
-    s.search.course_wide = course_wide;
+    s.search.query = search.query;
+    s.search.course_wide = search.course_wide;
+    s.search.course = search.course;
     s.search.hits = find(&s.plain, &s.search.query);
     let at = if d > 0 {
         0
@@ -431,7 +579,7 @@ fn go_on_to(s: &mut LessonState, app: &mut App, entry: usize, d: i32) {
         s.search.current = Some(at);
         s.scroll = line.saturating_sub(2).min(s.max_scroll(app));
     }
-    app.status = Some(s.search_summary(app));
+    app.status = Some(s.search_summary());
 }
 
 pub const OWN: Context = Context::Own("Lesson");
@@ -481,7 +629,7 @@ pub const KEYS: &[Binding] = &[
     bind(OWN, &[Char('n')], "next match", Verb::Match.by(1), None),
     bind(OWN, &[Char('N')], "previous match", Verb::Match.by(-1), None),
     bind(OWN, &[Char('t')], "raw TeX on/off", Verb::ToggleTex.act(), None),
-    bind(OWN, &[Code(KeyCode::Enter)], "follow link, or open ring/TP/planner", Action::Open, None),
+    bind(OWN, &[Code(KeyCode::Enter)], "link, ring/TP/planner, or next step", Action::Open, None),
     bind(OWN, RELOAD, "reload lessons", Action::Reload, None),
     bind(OWN, &[Code(KeyCode::Esc)], "clear the search (with none: back)", Verb::ClearSearchOrBack.act(), None),
     bind(OWN, &[Char('f')], "next link (→ glossary, lessons)", Verb::Link.by(1), Some((3, "link"))),
@@ -490,6 +638,29 @@ pub const KEYS: &[Binding] = &[
 ];
 
 pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
+    // The time since the app's last action, with this screen on top, went to what it showed.
+    if let Some(since) = app.last_action {
+        let seconds = app.now.saturating_duration_since(since).as_secs_f64();
+        let shown = s.scroll..s.scroll + viewport(app);
+        s.reading.credit(shown, seconds, app.read_wpm);
+    }
+    let outcome = update_inner(s, app, action);
+    if let Some(id) = s.id.clone() {
+        app.note_lesson(&id, &s.reading_note());
+        // A section newly read is saved at once; the rest when the lesson is left.
+        let read = s.reading.sections_read();
+        if app
+            .sections_saved
+            .insert(id, read)
+            .is_some_and(|was| was != read)
+        {
+            app.save_progress();
+        }
+    }
+    outcome
+}
+
+fn update_inner(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
     if s.search.editing {
         match action {
             Action::Edit(r) => s.search.field.apply(r),
@@ -503,14 +674,7 @@ pub fn update(s: &mut LessonState, app: &mut App, action: Action) -> Outcome {
         Some((verb, d)) => on_verb(s, app, verb, d),
         None => on_action(s, app, action),
     };
-    if let Some(outcome) = done {
-        return outcome;
-    }
-    if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.note_reading(id, f);
-    }
-    Outcome::Stay
+    done.unwrap_or(Outcome::Stay)
 }
 
 /// Enter on the search line: the matches, from where the reader is (or the next lesson that
@@ -520,6 +684,7 @@ fn submit_search(s: &mut LessonState, app: &mut App) {
     s.search.editing = false;
     s.search.query = s.search.field.value().to_string();
     s.search.hits = find(&s.plain, &s.search.query);
+    s.search.course = course_matches(app, &s.search.query);
     s.search.current = s.search.hits.iter().position(|&l| l >= s.scroll).or((!s
         .search
         .hits
@@ -536,7 +701,7 @@ fn submit_search(s: &mut LessonState, app: &mut App) {
         go_on_to(s, app, entry, 1);
         return;
     }
-    app.status = Some(s.search_summary(app));
+    app.status = Some(s.search_summary());
 }
 
 /// What every screen understands; None: the reading position is noted after it.
@@ -556,6 +721,10 @@ fn on_action(s: &mut LessonState, app: &mut App, action: Action) -> Option<Outco
         {
             return Some(s.follow(app));
         }
+        // At the end of the lesson, Enter takes the next step (the hint bar names it).
+        Action::Open if s.at_end(app) && s.next_step(app).is_some() => {
+            return Some(s.go_on(app));
+        }
         Action::Open => match s.visible_embed(app).map(open_embed) {
             Some(Ok(screen)) => return Some(Outcome::Push(screen)),
             Some(Err(e)) => app.status = Some(e.to_string()),
@@ -571,11 +740,10 @@ fn on_action(s: &mut LessonState, app: &mut App, action: Action) -> Option<Outco
     None
 }
 
-/// Leave the lesson, saving how far it was read.
+/// Leave the lesson, saving how far it was read and where.
 fn leave(s: &LessonState, app: &mut App) -> Outcome {
     if let Some(id) = &s.id {
-        let f = s.fraction_read(app);
-        app.record_reading(id, f);
+        app.record_lesson(id, &s.reading_note());
     }
     Outcome::Pop
 }
@@ -650,7 +818,7 @@ fn step_match(s: &mut LessonState, app: &mut App, d: i32) -> Option<Outcome> {
         s.search.current = Some(next);
         s.scroll = s.search.hits[next].saturating_sub(2).min(max);
     }
-    app.status = Some(s.search_summary(app));
+    app.status = Some(s.search_summary());
     None
 }
 
@@ -668,9 +836,10 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         .current_section()
         .map(|i| format!("§ {}  ", s.rendered.headings[i].title))
         .unwrap_or_default();
-    let pct = format!("{:>3.0}%", s.fraction_read(app) * 100.0);
+    let pct = format!("{:>3.0}%", s.position(app) * 100.0);
     let left = format!(" {title}");
-    let right = format!("{section}{pct} ");
+    let read = if s.is_read() { "● read  " } else { "" };
+    let right = format!("{read}{section}{pct} ");
     let pad = (area.width as usize).saturating_sub(left.chars().count() + right.chars().count());
     let header = if pad > 0 {
         Line::from(vec![
@@ -695,6 +864,11 @@ pub fn render(s: &LessonState, app: &App, frame: &mut Frame, area: Rect) {
         .skip(s.scroll)
         .take(h)
         .map(|(i, l)| {
+            if i + 1 == s.rendered.lines.len()
+                && let Some(next) = s.next_line(app)
+            {
+                return next;
+            }
             let l = match s.link.and_then(|k| s.rendered.links.get(k)) {
                 Some(link) if link.line == i => mark_link(l, t.selection),
                 _ => l.clone(),
@@ -785,6 +959,17 @@ impl crate::tui::screens::View for LessonState {
 
     fn takes_text(&self) -> bool {
         self.search.editing
+    }
+
+    fn hint_lead(&self, app: &App) -> Option<Vec<Span<'static>>> {
+        self.next_hint(app)
+    }
+
+    /// Until the lesson is read, a tick a second credits what is on screen (the header says
+    /// "● read" when it is, without waiting for a key).
+    fn tick(&self, app: &App) -> Option<std::time::Duration> {
+        (!self.is_read() && app.help.is_none() && !self.search.editing)
+            .then(|| std::time::Duration::from_secs(1))
     }
 
     fn hint_line(&self, app: &App) -> Option<Line<'static>> {

@@ -21,6 +21,7 @@ pub mod quiz;
 pub mod ring;
 pub mod stats;
 pub mod tpcalc;
+pub mod track;
 
 // Helpers that are not screens.
 pub mod drill;
@@ -67,6 +68,11 @@ pub trait View {
         false
     }
     /// The hint bar's line when the screen owns it (a search or an answer line being typed).
+    /// Words the hint bar starts with, before the keys (the next step, at a lesson's end).
+    fn hint_lead(&self, _app: &App) -> Option<Vec<Span<'static>>> {
+        None
+    }
+
     fn hint_line(&self, _app: &App) -> Option<Line<'static>> {
         None
     }
@@ -189,6 +195,8 @@ macro_rules! all_screens {
             /// A quiz, a drill session or a mock interview.
             Quiz(quiz::QuizState),
             Stats(stats::StatsState) opens OPENER,
+            /// The tracks: the whole course, an interview sprint.
+            Track(track::TrackState) opens OPENER,
             TpCalc(tpcalc::TpCalcState) opens OPENER,
             Planner(planner::PlannerState) opens OPENER,
             /// The live lab (real rank processes over TCP).
@@ -337,9 +345,38 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
         };
         spans.push(Span::styled(format!("{shown}  "), t.accent));
     }
+    if app.help.is_none()
+        && let Some(lead) = app.stack.last().and_then(|s| s.view().hint_lead(app))
+    {
+        spans.extend(lead);
+    }
     let all = app.bindings();
-    let label = |b: &keys::Binding| b.short_label(&all);
-    let bar = |b: &keys::Binding| b.hint.map_or(b.desc, |(_, short)| short);
+    // On the screen that quits (the course map, or what the command line opened), "back" is
+    // "quit", shown with the keys the screen has not taken for itself (the map keeps Esc).
+    let at_root = app.stack.len() <= app.launched.max(1);
+    let own = |k: &keys::Key| {
+        all.iter()
+            .any(|o| o.ctx != keys::Context::Global && o.keys.contains(k))
+    };
+    let quits = |b: &keys::Binding| at_root && b.action == super::app::Action::Back;
+    let label = |b: &keys::Binding| {
+        if quits(b) {
+            let free: Vec<String> = b
+                .keys
+                .iter()
+                .filter(|k| !own(k))
+                .map(|k| k.name())
+                .collect();
+            free.join("/")
+        } else {
+            b.short_label(&all)
+        }
+    };
+    let bar = |b: &keys::Binding| match b.hint {
+        _ if quits(b) => "quit",
+        Some((_, short)) => short,
+        None => b.desc,
+    };
     let w = |b: &keys::Binding| label(b).chars().count() + bar(b).chars().count() + 3;
     // The screen's keys by priority; back and help always show, help as "more: ?" when some
     // keys did not fit (the overlay lists them all).

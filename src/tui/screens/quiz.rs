@@ -14,6 +14,7 @@ use crate::course::bank::Bank;
 use crate::course::grade::{self, SelfGrade, Verdict, letter};
 use crate::course::quiz::{Kind, Unit};
 use crate::study::session::{Graded, Mode, Phase, Session};
+use crate::study::track::Step;
 use crate::tui::app::{Action, App, Outcome, Screen};
 use crate::tui::error::ScreenError;
 use crate::tui::keys::{Binding, Context, DOWN, Key, UP, bind};
@@ -37,6 +38,8 @@ pub enum Verb {
     GotoSource,
     /// Grade a recall item yourself (the amount): 1 Again, 2 Hard, 3 Good, 4 Easy.
     Rate,
+    /// After the summary, the next step of the learner's track (the summary names it).
+    NextStep,
 }
 
 impl Verb {
@@ -53,10 +56,12 @@ impl Verb {
 /// While typing an answer, keys go to the answer line: Enter submits, Esc clears it or leaves.
 #[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(QUIZ, &[Code(KeyCode::Enter), Char(' '), Char('l'), Code(KeyCode::Right)], "next", Verb::Next.act(), Some((1, "next"))),
+    // Not Space nor a letter: an answer typed on after it was graded must not skip the next item.
+    bind(QUIZ, &[Code(KeyCode::Enter), Code(KeyCode::Right)], "next", Verb::Next.act(), Some((1, "next"))),
     bind(QUIZ, &[Char('o')], "open the lesson there", Verb::GotoSource.act(), Some((1, "open the lesson there"))),
     bind(QUIZ, DOWN, "scroll", Action::Move(1), None),
     bind(QUIZ, UP, "scroll", Action::Move(-1), None),
+    bind(DONE, &[Char('n')], "the next step (the summary names it)", Verb::NextStep.act(), None),
     bind(DONE, &[Code(KeyCode::Enter), Char(' ')], "done", Verb::Next.act(), Some((1, "done"))),
     bind(DONE, DOWN, "scroll", Action::Move(1), None),
     bind(DONE, UP, "scroll", Action::Move(-1), None),
@@ -81,6 +86,8 @@ pub struct QuizState {
     pub now: DateTime<Utc>,
     /// The answer line being edited (mirrors the session's answer text).
     pub answer: crate::tui::field::Field,
+    /// The lesson (or drill file) this is the quiz of; None for a drill or a mixed quiz.
+    pub deck: Option<String>,
 }
 
 /// A seed for parameter draws that differs between sessions.
@@ -141,11 +148,9 @@ pub fn open_at(
     if items.is_empty() {
         return Err(ScreenError::NoItems(title));
     }
-    Ok(QuizState::new(
-        Session::new(Mode::Quiz, title, items, now, seed),
-        bank,
-        now,
-    ))
+    let mut q = QuizState::new(Session::new(Mode::Quiz, title, items, now, seed), bank, now);
+    q.deck = deck.map(str::to_string);
+    Ok(q)
 }
 
 impl QuizState {
@@ -157,6 +162,7 @@ impl QuizState {
             scroll: 0,
             now,
             answer: Default::default(),
+            deck: None,
         }
     }
 
@@ -198,6 +204,7 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
         return match action {
             Action::Back | Action::InputSubmit | Action::InputCancel => Outcome::Pop,
             _ if matches!(verb, Some((Verb::Next, _))) => Outcome::Pop,
+            _ if matches!(verb, Some((Verb::NextStep, _))) => go_on(s, app),
             Action::Move(d) => {
                 s.scroll = s.scroll.saturating_add_signed(d as isize);
                 Outcome::Stay
@@ -265,6 +272,51 @@ pub fn update_at(s: &mut QuizState, app: &mut App, action: Action, now: DateTime
         _ => {}
     }
     Outcome::Stay
+}
+
+/// The step the learner has just done: this lesson's quiz, or the mock interview.
+pub fn this_step(s: &QuizState) -> Option<Step> {
+    match s.session.mode {
+        Mode::Quiz => s.deck.clone().map(Step::Quiz),
+        Mode::Mock => Some(Step::Mock),
+        Mode::Drill => None,
+    }
+}
+
+/// What comes after this session on the learner's track.
+pub fn next_step(s: &QuizState, app: &App) -> Option<Step> {
+    app.next_step(this_step(s).as_ref()).map(|p| p.step)
+}
+
+/// From the summary to the next step (the course map under it).
+fn go_on(s: &QuizState, app: &mut App) -> Outcome {
+    let Some(step) = next_step(s, app) else {
+        app.status = Some("every step of your track is done".into());
+        return Outcome::Stay;
+    };
+    match super::track::open_step(app, &step) {
+        Ok(screen) => Outcome::Replace(screen),
+        Err(e) => {
+            app.status = Some(e.to_string());
+            Outcome::Stay
+        }
+    }
+}
+
+/// "n lesson 3, Tensor parallelism" on the summary's hint bar.
+fn next_hint(s: &QuizState, app: &App) -> Option<Vec<Span<'static>>> {
+    if !s.session.finished {
+        return None;
+    }
+    let step = next_step(s, app)?;
+    let t = &app.theme;
+    Some(vec![
+        Span::styled("n", t.key),
+        Span::styled(
+            format!(" next: {}  ", super::track::step_title(app, &step)),
+            t.accent,
+        ),
+    ])
 }
 
 /// Open the lesson behind the current item, scrolled to the heading its block sits under.
@@ -345,14 +397,24 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
     let rows = Paragraph::new(lines.clone())
         .wrap(Wrap { trim: false })
         .line_count(body.width.max(1));
+    // Text that does not fit leaves its last row to the "↓ more" marker, which never covers
+    // a word.
+    let text_h = if rows > usize::from(body.height) {
+        body.height.saturating_sub(1)
+    } else {
+        body.height
+    };
     // Scrolled at most to the last screenful (a scroll kept from a longer view shows no blank).
-    let top = s.scroll.min(rows.saturating_sub(usize::from(body.height)));
-    let more = rows > top + usize::from(body.height);
+    let top = s.scroll.min(rows.saturating_sub(usize::from(text_h)));
+    let more = rows > top + usize::from(text_h);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
             .scroll((top.min(u16::MAX as usize) as u16, 0)),
-        body,
+        Rect {
+            height: text_h,
+            ..body
+        },
     );
     if more && body.height > 0 {
         let tag = " ↓ more: j ";
@@ -371,7 +433,7 @@ pub fn render(s: &QuizState, app: &App, frame: &mut Frame, area: Rect) {
 
 fn kind_label(kind: Kind, unit: Option<Unit>) -> String {
     match (kind, unit) {
-        (Kind::Numeric, Some(u)) => format!("numeric · answer in {}", u.symbol()),
+        (Kind::Numeric, Some(u)) => format!("numeric · answer in {}", u.shown()),
         (Kind::Single, _) => "one answer".into(),
         (Kind::Multi, _) => "all that apply".into(),
         (Kind::Order, _) => "put in order".into(),
@@ -403,7 +465,13 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
         }
     };
     out.push(Line::from(inline_code(&inst.prompt, t.strong, t.code)));
-    if !e.item.choices.is_empty() {
+    // Asked aloud (a mock interview's follow-up): no choices to pick from, graded as recall.
+    let kind = if s.session.asked_aloud(&s.bank) {
+        Kind::Recall
+    } else {
+        e.item.kind
+    };
+    if !e.item.choices.is_empty() && kind != Kind::Recall {
         out.push(Line::raw(""));
         for (i, c) in e.item.choices.iter().enumerate() {
             // A choice that wraps stays in its column under its letter.
@@ -416,13 +484,20 @@ pub fn item_lines(s: &QuizState, app: &App, width: usize) -> Vec<Line<'static>> 
     }
     out.push(Line::raw(""));
     match &cur.phase {
-        Phase::Asking => asking_lines(&mut out, s, e, cur, t),
+        Phase::Asking => asking_lines(&mut out, s, (e, kind), cur, t),
         Phase::Reveal { timed_out } => reveal_lines(&mut out, app, e, cur, inst, *timed_out, width),
         Phase::Feedback {
             verdict,
             grade: g,
             timed_out,
-        } => feedback_lines(&mut out, app, e, cur, inst, (verdict, *g, *timed_out)),
+        } => feedback_lines(
+            &mut out,
+            app,
+            (e, kind),
+            cur,
+            inst,
+            (verdict, *g, *timed_out),
+        ),
     }
     out
 }
@@ -440,8 +515,13 @@ fn meta_line(
         .as_ref()
         .map_or_else(|| deck.to_string(), |sec| format!("{deck} § {}", sec.title));
     let mut meta = vec![Span::styled(section, t.dim)];
+    let kind = if s.session.asked_aloud(&s.bank) {
+        Kind::Recall
+    } else {
+        e.item.kind
+    };
     meta.push(Span::styled(
-        format!("  ·  {}", kind_label(e.item.kind, e.item.unit)),
+        format!("  ·  {}", kind_label(kind, e.item.unit)),
         t.dim,
     ));
     if cur.attempt > 1 {
@@ -457,13 +537,13 @@ fn meta_line(
 fn asking_lines(
     out: &mut Vec<Line<'static>>,
     s: &QuizState,
-    e: &crate::course::bank::Entry,
+    (e, kind): (&crate::course::bank::Entry, Kind),
     cur: &crate::study::session::Current,
     t: &Theme,
 ) {
     // The order hint's example has every item, as the grader's refusal asks.
     let order_hint;
-    let hint = match e.item.kind {
+    let hint = match kind {
         Kind::Recall => "answer aloud (or type notes), then Enter for the model answer",
         Kind::Single => "a letter or number, e.g. b",
         Kind::Multi => "letters or numbers, e.g. a c",
@@ -539,13 +619,13 @@ fn reveal_lines(
 fn feedback_lines(
     out: &mut Vec<Line<'static>>,
     app: &App,
-    e: &crate::course::bank::Entry,
+    (e, kind): (&crate::course::bank::Entry, Kind),
     cur: &crate::study::session::Current,
     inst: &crate::course::quiz::Instance,
     (verdict, g, timed_out): (&Verdict, SelfGrade, bool),
 ) {
     let t = &app.theme;
-    let (mark, style) = match (verdict, e.item.kind) {
+    let (mark, style) = match (verdict, kind) {
         (_, Kind::Recall) => (format!("Graded {}", g.name()), t.accent),
         (Verdict::Correct, _) => ("✓ Correct".to_string(), t.ok),
         (_, _) if timed_out => ("⏱ Time is up".to_string(), t.warn),
@@ -553,7 +633,7 @@ fn feedback_lines(
         _ => ("✗ Not quite".to_string(), t.error),
     };
     let mut first = vec![Span::styled(mark, style)];
-    if e.item.kind != Kind::Recall {
+    if kind != Kind::Recall {
         if !cur.input.trim().is_empty() {
             first.push(Span::styled(
                 format!("  you said {}", cur.input.trim()),
@@ -615,6 +695,10 @@ impl crate::tui::screens::View for QuizState {
 
     fn takes_text(&self) -> bool {
         self.session.accepts_input()
+    }
+
+    fn hint_lead(&self, app: &App) -> Option<Vec<Span<'static>>> {
+        next_hint(self, app)
     }
 
     fn hint_line(&self, app: &App) -> Option<Line<'static>> {

@@ -228,7 +228,15 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
         ]));
     }
     out.push(Line::raw(""));
-    out.push(Line::styled("Mastery", t.h2));
+    // The definition beside the figure: a quiz passed once (the map's "Quiz: k of n passed")
+    // is not yet mastered.
+    out.push(Line::from(vec![
+        Span::styled("Mastery", t.h2),
+        Span::styled(
+            "  in review and last answered Good or Easy (passed once: not yet)",
+            t.dim,
+        ),
+    ]));
     let name_w = width.saturating_sub(40).clamp(12, 40);
     for d in &st.decks {
         // A title longer than its column ends with an ellipsis, padded by its display width.
@@ -246,10 +254,6 @@ pub fn lines(s: &StatsState, app: &App, width: usize) -> Vec<Line<'static>> {
             Span::styled(format!("  {} seen, {} due", d.seen, d.due), t.dim),
         ]));
     }
-    out.push(Line::styled(
-        "  mastered: in review and last answered Good or Easy",
-        t.dim,
-    ));
     if !st.orphans.is_empty() {
         out.push(Line::raw(""));
         out.push(Line::styled(
