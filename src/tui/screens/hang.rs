@@ -625,7 +625,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
             frame.render_widget(pick_block(t), body);
             return pick_pane(s, app, body).render(s.scroll, "scenarios and story", t, frame);
         }
-        Stage::Staging | Stage::Fixing => board_lines(s, t),
+        Stage::Staging | Stage::Fixing => board_lines(s, t, body),
         Stage::Diagnosed | Stage::Passed => return render_diagnosis(s, t, frame, body),
     };
     // Wrapped lines keep their indent; what does not fit says how much (never cut silently).
@@ -738,7 +738,7 @@ fn pick_lines(
     out
 }
 
-fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+fn board_lines(s: &HangState, t: &Theme, body: Rect) -> Vec<Line<'static>> {
     // A training loop: each rank's collective number races ahead, until one stops. The number
     // is the last collective the rank completed (the flight recorder also lists the ones it
     // started or scheduled after it, so its newest number can be higher).
@@ -771,8 +771,15 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         out.push(Line::from(line));
     }
     out.push(Line::raw(""));
-    for l in s.logs.iter().rev().take(10).rev() {
-        out.push(Line::styled(format!(" {l}"), t.dim));
+    // The newest log lines in the rows left, one row each (a long one ends in "…"; the
+    // evidence keeps each rank's last lines whole once the run ends).
+    let room = usize::from(body.height.saturating_sub(1)).saturating_sub(out.len());
+    let width = usize::from(body.width);
+    for l in s.logs.iter().rev().take(room.min(10)).rev() {
+        out.push(Line::styled(
+            crate::tui::markdown::ellipsize(&format!(" {l}"), width),
+            t.dim,
+        ));
     }
     out
 }
