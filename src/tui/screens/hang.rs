@@ -1451,6 +1451,21 @@ mod tests {
         );
     }
 
+    /// A refusal of real NCCL goes when `n` switches back (L21).
+    #[test]
+    fn switching_the_ranks_back_clears_their_refusal() {
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let mut s = HangState::new();
+        s.nccl = true;
+        s.error = Some("lab run --backend nccl: no GPU here".into());
+        update(&mut s, &mut app, Verb::ToggleNccl.act());
+        assert!(!s.nccl);
+        assert_eq!(s.error, None);
+    }
+
     #[test]
     fn a_typed_name_that_is_ncclish_but_for_case_gets_a_hint() {
         let f = parse_typed_fix("nccl_socket_ifname=eth0").expect("ok");
