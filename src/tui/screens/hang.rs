@@ -369,7 +369,11 @@ pub fn case_hint(fix: &Fix) -> Option<String> {
     })
 }
 
-const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab");
+/// The scenario list's keys, the evidence's (a fix to pick) and those after a PASS: the hint
+/// bar shows only keys that do something now (a running job takes none).
+const LIST: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab · scenarios");
+const EVIDENCE: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab · evidence");
+const PASSED: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab · passed");
 
 /// The hang lab's own verbs (`Action::Screen`), each named for what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
@@ -399,16 +403,25 @@ use crossterm::event::KeyCode;
 
 #[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(OWN, &[Code(KeyCode::Enter)], "stage / apply the fix", Action::Open, Some((1, "stage / apply the fix"))),
-    bind(OWN, DOWN, "choose", Action::Move(1), Some((1, "choose"))),
-    bind(OWN, UP, "choose", Action::Move(-1), None),
-    bind(OWN, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
-    bind(OWN, &[Char('b')], "blind mode: hide what gives the cause away", Verb::ToggleBlind.act(), None),
-    bind(OWN, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
-    bind(OWN, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
-    bind(OWN, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
-    bind(OWN, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the story or the evidence a page", Action::Page(1), Some((2, "scroll"))),
-    bind(OWN, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
+    bind(LIST, &[Code(KeyCode::Enter)], "stage the scenario", Action::Open, Some((1, "stage it"))),
+    bind(LIST, DOWN, "choose a scenario", Action::Move(1), Some((1, "choose"))),
+    bind(LIST, UP, "choose a scenario", Action::Move(-1), None),
+    bind(LIST, &[Char('b')], "blind mode: hide what gives the cause away", Verb::ToggleBlind.act(), None),
+    bind(LIST, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
+    bind(LIST, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
+    bind(LIST, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the list and story a page", Action::Page(1), Some((2, "scroll"))),
+    bind(LIST, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
+    bind(EVIDENCE, &[Code(KeyCode::Enter)], "re-run the job with the fix", Action::Open, Some((1, "apply the fix"))),
+    bind(EVIDENCE, DOWN, "choose a fix", Action::Move(1), Some((1, "choose"))),
+    bind(EVIDENCE, UP, "choose a fix", Action::Move(-1), None),
+    bind(EVIDENCE, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
+    bind(EVIDENCE, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
+    bind(EVIDENCE, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence a page", Action::Page(1), Some((2, "scroll"))),
+    bind(EVIDENCE, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
+    bind(PASSED, &[Code(KeyCode::Enter)], "another scenario", Action::Open, Some((1, "another scenario"))),
+    bind(PASSED, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
+    bind(PASSED, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence a page", Action::Page(1), Some((2, "scroll"))),
+    bind(PASSED, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
 ];
 
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
@@ -1228,7 +1241,17 @@ impl crate::tui::screens::View for HangState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![OWN]
+        match self.stage {
+            Stage::Pick => vec![LIST],
+            Stage::Diagnosed => vec![EVIDENCE],
+            Stage::Passed => vec![PASSED],
+            // The job runs to its watchdog: only the global keys.
+            Stage::Staging | Stage::Fixing => Vec::new(),
+        }
+    }
+
+    fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![LIST, EVIDENCE, PASSED]
     }
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
