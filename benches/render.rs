@@ -45,6 +45,7 @@ fn benches(c: &mut Criterion) {
                     width: 100,
                     theme: &theme,
                     raw_tex: false,
+                    slides: false,
                 },
             )
         })

@@ -45,10 +45,24 @@ impl BlockKind {
     }
 }
 
-/// A quiz block in the reader: what kind of question, the prompt as a learner would see it.
+/// A quiz block in the reader: what kind of question, the prompt as a learner would see it
+/// (with the draw it shows, which each attempt draws anew), and the key that takes the quiz.
 fn quiz_placeholder(q: &QuizBlock) -> String {
+    let draw = q
+        .draw
+        .as_ref()
+        .map(|d| format!(" (one draw of {d}; each attempt draws anew)"))
+        .unwrap_or_default();
     format!(
-        "quiz ({}): {} — press Q to take this lesson's quiz",
+        "quiz ({}): {}{draw} — press Q to take this lesson's quiz",
+        q.kind_title, q.shown
+    )
+}
+
+/// A quiz block on a slide: the question as the class reads it, and how the presenter asks it.
+fn quiz_slide(q: &QuizBlock) -> String {
+    format!(
+        "quiz ({}): {} — Enter asks the class",
         q.kind_title, q.shown
     )
 }
@@ -184,6 +198,10 @@ pub struct QuizBlock {
     /// What the learner does, in words ("pick one", "a number").
     #[serde(skip)]
     pub kind_title: String,
+    /// The parameters of the sample draw in `shown` ("M = 4194304, N = 4"), for a
+    /// parametric item.
+    #[serde(skip)]
+    pub draw: Option<String>,
 }
 
 /// A preset for the live lab screen.
@@ -472,17 +490,18 @@ impl Block {
                     message: e.message,
                 })?;
                 q.kind_title = item.kind.title().to_string();
-                q.shown = match item.instantiate(0) {
-                    Ok(inst) if item.is_parametric() => format!(
-                        "{} (one draw of {}; each attempt draws anew)",
+                (q.shown, q.draw) = match item.instantiate(0) {
+                    Ok(inst) if item.is_parametric() => (
                         inst.prompt,
-                        inst.values
-                            .iter()
-                            .map(|(k, v)| format!("{k} = {}", super::quiz::format_number(*v)))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        Some(
+                            inst.values
+                                .iter()
+                                .map(|(k, v)| format!("{k} = {}", super::quiz::format_number(*v)))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        ),
                     ),
-                    _ => item.prompt.clone(),
+                    _ => (item.prompt.clone(), None),
                 };
                 Ok(Self::Quiz(q))
             }
@@ -515,6 +534,15 @@ impl Block {
     }
 
     /// One line saying what this block is and what it will become.
+    /// The box a slide shows for the block: as [`placeholder`](Self::placeholder), but worded
+    /// for a projector (a quiz is asked of the class, no desk keys or draw notes).
+    pub fn slide_placeholder(&self) -> String {
+        match self {
+            Self::Quiz(q) => quiz_slide(q),
+            other => other.placeholder(),
+        }
+    }
+
     pub fn placeholder(&self) -> String {
         match self {
             Self::Quiz(q) => quiz_placeholder(q),

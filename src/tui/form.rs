@@ -126,37 +126,17 @@ pub fn cycle(i: usize, len: usize, d: i32) -> usize {
     (i as isize + d.signum() as isize).rem_euclid(n) as usize
 }
 
-/// Rows `lines` take at `width` as [`fit_lines`] wraps them.
-pub fn rows_needed(lines: &[Line<'static>], width: u16) -> usize {
-    let w = width.max(1) as usize;
-    lines
-        .iter()
-        .flat_map(|l| crate::tui::markdown::keep_indent(vec![l.clone()], w))
-        .map(|l| l.width().max(1).div_ceil(w))
-        .sum()
-}
-
 /// `lines` wrapped to `width` (each keeping its indent, [`keep_indent`]) as they fit `height`:
 /// when they do not, whole lines give way at the tail to one dim line saying how many rows did
 /// not fit, so nothing is cut silently and no sentence stops mid-way.
 ///
 /// [`keep_indent`]: crate::tui::markdown::keep_indent
+/// A pane whose text can outgrow it for long scrolls instead ([`crate::tui::scroll::Pane`]);
+/// this is for what fits but for an extreme (the hang lab's board with dozens of ranks).
 pub fn fit_lines(
     lines: Vec<Line<'static>>,
     width: u16,
     height: u16,
-    t: &Theme,
-) -> Vec<Line<'static>> {
-    fit_lines_hiding(lines, width, height, 0, t)
-}
-
-/// [`fit_lines`] for the head of a pane whose tail (`also_hidden` rows) the caller has already
-/// left out: the marker counts those rows too, and is there whenever any row is hidden.
-pub fn fit_lines_hiding(
-    lines: Vec<Line<'static>>,
-    width: u16,
-    height: u16,
-    also_hidden: usize,
     t: &Theme,
 ) -> Vec<Line<'static>> {
     let groups: Vec<Vec<Line<'static>>> = lines
@@ -168,7 +148,7 @@ pub fn fit_lines_hiding(
     let rows =
         |g: &Vec<Line<'static>>| -> usize { g.iter().map(|l| l.width().max(1).div_ceil(w)).sum() };
     let total: usize = groups.iter().map(rows).sum();
-    if (total <= height as usize && also_hidden == 0) || height == 0 {
+    if total <= height as usize || height == 0 {
         return groups.into_iter().flatten().collect();
     }
     // Room for the marker's one row.
@@ -180,7 +160,7 @@ pub fn fit_lines_hiding(
             used <= height as usize
         })
         .count();
-    let hidden: usize = groups[keep..].iter().map(rows).sum::<usize>() + also_hidden;
+    let hidden: usize = groups[keep..].iter().map(rows).sum();
     let mut lines: Vec<Line<'static>> = groups.into_iter().take(keep).flatten().collect();
     lines.push(more_marker(hidden, t));
     lines

@@ -24,6 +24,7 @@ fn every_lesson_fits_and_has_no_error_boxes() {
                     width,
                     theme: &theme,
                     raw_tex: false,
+                    slides: false,
                 },
             );
             assert!(!rendered.lines.is_empty(), "{}: empty", lesson.meta.id);
@@ -80,6 +81,7 @@ fn computed_table_renders_in_the_ring_lesson() {
             width: 76,
             theme: &theme,
             raw_tex: false,
+            slides: false,
         },
     );
     let text = plain_lines(&rendered).join("\n");
@@ -145,4 +147,39 @@ fn lesson_1s_code_does_not_wrap_at_80_columns() {
     };
     let wrapped: Vec<&String> = l.plain.iter().filter(|t| t.contains('┆')).collect();
     assert!(wrapped.is_empty(), "wrapped code lines: {wrapped:#?}");
+}
+
+/// On a slide a quiz box is worded for a projector: how the presenter asks it, no desk key
+/// and no note about draws; at the desk the same box says what to press (L14).
+#[test]
+fn quiz_boxes_on_slides_are_worded_for_the_class() {
+    let course = Course::embedded();
+    let theme = Theme::color();
+    let body = &course
+        .lessons()
+        .find(|l| l.body.contains("```quiz") && l.body.contains("{M"))
+        .expect("a lesson with a parametric quiz")
+        .body;
+    let text = |slides: bool| {
+        let r = render(
+            body,
+            &RenderOptions {
+                width: 196,
+                theme: &theme,
+                raw_tex: false,
+                slides,
+            },
+        );
+        plain_lines(&r).join("\n")
+    };
+    let desk = text(false);
+    assert!(
+        desk.contains("press Q to take this lesson's quiz"),
+        "{desk}"
+    );
+    assert!(desk.contains("each attempt draws anew"), "{desk}");
+    let slides = text(true);
+    assert!(slides.contains("Enter asks the class"), "{slides}");
+    assert!(!slides.contains("press Q"), "{slides}");
+    assert!(!slides.contains("draws anew"), "{slides}");
 }

@@ -55,7 +55,7 @@ proptest! {
     #[test]
     fn lines_never_exceed_the_width(md in markdown(), width in 20u16..300, mono: bool, raw_tex: bool) {
         let theme = if mono { Theme::mono() } else { Theme::color() };
-        let rendered = render(&md, &RenderOptions { width, theme: &theme, raw_tex });
+        let rendered = render(&md, &RenderOptions { width, theme: &theme, raw_tex, slides: false });
         for (i, line) in rendered.lines.iter().enumerate() {
             prop_assert!(
                 line.width() <= usize::from(width),
@@ -73,7 +73,7 @@ proptest! {
     #[test]
     fn arbitrary_text_never_panics(md in "\\PC{0,400}", width in 20u16..300) {
         let theme = Theme::color();
-        let rendered = render(&md, &RenderOptions { width, theme: &theme, raw_tex: false });
+        let rendered = render(&md, &RenderOptions { width, theme: &theme, raw_tex: false, slides: false });
         for line in &rendered.lines {
             prop_assert!(line.width() <= usize::from(width));
         }

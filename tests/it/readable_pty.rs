@@ -90,3 +90,23 @@ fn a_bad_record_path_is_said_once() {
     );
     assert!(!out.contains("terminal error"), "{out}");
 }
+
+/// A refusal longer than the bar while a size is typed in the ring view names the way to read
+/// it whole (Esc, then Ctrl-L: the ring view keeps `m` for its sizes); it shows whole (M8).
+#[test]
+fn a_cut_refusal_in_the_ring_view_is_read_whole_with_ctrl_l() {
+    let mut t = Term::start(24, 80);
+    t.wait("Course", 20);
+    t.send("r");
+    t.wait("all-reduce · ring", 10);
+    t.send("M");
+    t.wait("message size>", 10);
+    t.send("3 ms\r");
+    let cut = t.wait("Esc, Ctrl-L: whole", 10);
+    assert!(cut.contains('…'), "{cut}");
+    t.send("\x1b");
+    t.send("\x0c");
+    let shown = t.wait("Messages", 10);
+    assert!(shown.contains("not a size"), "{shown}");
+    assert!(shown.contains("examples"), "{shown}");
+}

@@ -377,3 +377,52 @@ fn study_screens_and_the_presenter_walk_at_80x24() {
         walk(&mut app, &format!("{verb:?}"), step);
     }
 }
+
+/// The running board at 80x24 with eight ranks and a flood of long log lines: every rank's
+/// row shows, the newest log line shows (cut with "…" rather than wrapped away), and nothing
+/// says "on a taller terminal".
+#[test]
+fn the_running_board_fits_80x24() {
+    use ringlab::lab::Event;
+    use ringlab::lab::job::launch::Msg;
+    use ringlab::tui::screens::hang::HangUpdate;
+    let mut app = app();
+    open(&mut app, ScreenId::Hang);
+    let Some(Screen::Hang(h)) = app.stack.last_mut() else {
+        unreachable!()
+    };
+    h.stage = Stage::Staging;
+    for rank in 0..8 {
+        h.receive(
+            HangUpdate::Msg(
+                0,
+                Msg::Event(Event::Step {
+                    rank,
+                    step: 80,
+                    steps: 200,
+                }),
+            ),
+            &mut App::new(Course::embedded(), Theme::mono()),
+        );
+    }
+    for i in 0..40 {
+        let line = format!(
+            "n1:4242:4242 [0] NCCL INFO line {i}: socketPollConnect: connect to 172.17.0.1<4000> returned Connection refused, retrying (9/34) after sleep for 900 msec"
+        );
+        h.receive(
+            HangUpdate::Msg(0, Msg::Log { rank: 3, line }),
+            &mut App::new(Course::embedded(), Theme::mono()),
+        );
+    }
+    // Nothing scrolls while the job runs: one frame says it all.
+    let f = frame(&app);
+    assert!(!f.contains("on a taller terminal"), "{f}");
+    for rank in 0..8 {
+        assert!(
+            f.lines().any(|l| l.starts_with(&format!(" {rank:<5} "))),
+            "rank {rank}:\n{f}"
+        );
+    }
+    assert!(f.contains("line 39:"), "the newest log line:\n{f}");
+    assert!(f.contains('…'), "{f}");
+}

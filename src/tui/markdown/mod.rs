@@ -43,6 +43,8 @@ pub struct RenderOptions<'a> {
     pub theme: &'a Theme,
     /// Show math as raw TeX instead of Unicode.
     pub raw_tex: bool,
+    /// For slides (presenter mode): live blocks worded for a projector.
+    pub slides: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,6 +302,7 @@ mod tests {
                 width,
                 theme,
                 raw_tex: false,
+                slides: false,
             },
         )
     }
@@ -512,6 +515,7 @@ mod tests {
                 width: 40,
                 theme: &Theme::color(),
                 raw_tex: true,
+                slides: false,
             },
         );
         let raw = plain_lines(&raw);

@@ -45,6 +45,7 @@ pub(super) struct Renderer<'o> {
     pub(super) width: usize,
     pub(super) theme: &'o Theme,
     pub(super) raw_tex: bool,
+    pub(super) slides: bool,
     pub(super) out: Rendered,
     pub(super) containers: Vec<Container>,
     /// One entry per open list: the next number of an ordered list.
@@ -69,6 +70,7 @@ impl<'o> Renderer<'o> {
             width: usize::from(opts.width).max(1),
             theme: opts.theme,
             raw_tex: opts.raw_tex,
+            slides: opts.slides,
             out: Rendered::default(),
             containers: Vec::new(),
             lists: Vec::new(),
@@ -584,7 +586,12 @@ impl<'o> Renderer<'o> {
                 Err(e) => self.boxed(kind.name(), &e, self.theme.error),
             },
             Ok(block) => {
-                self.boxed(kind.name(), &block.placeholder(), self.theme.placeholder);
+                let text = if self.slides {
+                    block.slide_placeholder()
+                } else {
+                    block.placeholder()
+                };
+                self.boxed(kind.name(), &text, self.theme.placeholder);
                 let height = self.out.lines.len() - first;
                 self.out.embeds.push(EmbedRef {
                     line: first,

@@ -217,6 +217,7 @@ pub fn render(s: &ClassQuizState, app: &App, frame: &mut Frame, area: Rect) {
         width,
         theme: t,
         raw_tex: app.raw_tex,
+        slides: true,
     };
     let mut lines: Vec<Line<'static>> = vec![
         Line::from(vec![

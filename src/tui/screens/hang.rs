@@ -369,7 +369,11 @@ pub fn case_hint(fix: &Fix) -> Option<String> {
     })
 }
 
-const OWN: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab");
+/// The scenario list's keys, the evidence's (a fix to pick) and those after a PASS: the hint
+/// bar shows only keys that do something now (a running job takes none).
+const LIST: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab · scenarios");
+const EVIDENCE: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab · evidence");
+const PASSED: crate::tui::keys::Context = crate::tui::keys::Context::Own("Hang lab · passed");
 
 /// The hang lab's own verbs (`Action::Screen`), each named for what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
@@ -399,16 +403,25 @@ use crossterm::event::KeyCode;
 
 #[rustfmt::skip]
 pub const KEYS: &[Binding] = &[
-    bind(OWN, &[Code(KeyCode::Enter)], "stage / apply the fix", Action::Open, Some((1, "stage / apply the fix"))),
-    bind(OWN, DOWN, "choose", Action::Move(1), Some((1, "choose"))),
-    bind(OWN, UP, "choose", Action::Move(-1), None),
-    bind(OWN, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
-    bind(OWN, &[Char('b')], "blind mode: hide what gives the cause away", Verb::ToggleBlind.act(), None),
-    bind(OWN, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
-    bind(OWN, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
-    bind(OWN, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
-    bind(OWN, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the story or the evidence a page", Action::Page(1), Some((2, "scroll"))),
-    bind(OWN, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
+    bind(LIST, &[Code(KeyCode::Enter)], "stage the scenario", Action::Open, Some((1, "stage it"))),
+    bind(LIST, DOWN, "choose a scenario", Action::Move(1), Some((1, "choose"))),
+    bind(LIST, UP, "choose a scenario", Action::Move(-1), None),
+    bind(LIST, &[Char('b')], "blind mode: hide what gives the cause away", Verb::ToggleBlind.act(), None),
+    bind(LIST, &[Char('n')], "ranks: TCP or real NCCL", Verb::ToggleNccl.act(), None),
+    bind(LIST, &[Char('v')], "emulated NCCL release", Verb::NextRelease.act(), None),
+    bind(LIST, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the list and story a page", Action::Page(1), Some((2, "scroll"))),
+    bind(LIST, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
+    bind(EVIDENCE, &[Code(KeyCode::Enter)], "re-run the job with the fix", Action::Open, Some((1, "apply the fix"))),
+    bind(EVIDENCE, DOWN, "choose a fix", Action::Move(1), Some((1, "choose"))),
+    bind(EVIDENCE, UP, "choose a fix", Action::Move(-1), None),
+    bind(EVIDENCE, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
+    bind(EVIDENCE, &[Char('e')], "type a fix", Verb::TypeFix.act(), Some((1, "type a fix"))),
+    bind(EVIDENCE, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence a page", Action::Page(1), Some((2, "scroll"))),
+    bind(EVIDENCE, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
+    bind(PASSED, &[Code(KeyCode::Enter)], "another scenario", Action::Open, Some((1, "another scenario"))),
+    bind(PASSED, &[Char('h')], "next hint", Verb::NextHint.act(), Some((1, "next hint"))),
+    bind(PASSED, &[Code(KeyCode::PageDown), Ctrl('d')], "scroll the evidence a page", Action::Page(1), Some((2, "scroll"))),
+    bind(PASSED, &[Code(KeyCode::PageUp), Ctrl('u')], "scroll back a page", Action::Page(-1), None),
 ];
 
 pub fn update(s: &mut HangState, app: &mut App, action: Action) -> Outcome {
@@ -625,7 +638,7 @@ pub fn render(s: &HangState, app: &App, frame: &mut Frame, area: Rect) {
             frame.render_widget(pick_block(t), body);
             return pick_pane(s, app, body).render(s.scroll, "scenarios and story", t, frame);
         }
-        Stage::Staging | Stage::Fixing => board_lines(s, t),
+        Stage::Staging | Stage::Fixing => board_lines(s, t, body),
         Stage::Diagnosed | Stage::Passed => return render_diagnosis(s, t, frame, body),
     };
     // Wrapped lines keep their indent; what does not fit says how much (never cut silently).
@@ -738,7 +751,7 @@ fn pick_lines(
     out
 }
 
-fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
+fn board_lines(s: &HangState, t: &Theme, body: Rect) -> Vec<Line<'static>> {
     // A training loop: each rank's collective number races ahead, until one stops. The number
     // is the last collective the rank completed (the flight recorder also lists the ones it
     // started or scheduled after it, so its newest number can be higher).
@@ -771,8 +784,15 @@ fn board_lines(s: &HangState, t: &Theme) -> Vec<Line<'static>> {
         out.push(Line::from(line));
     }
     out.push(Line::raw(""));
-    for l in s.logs.iter().rev().take(10).rev() {
-        out.push(Line::styled(format!(" {l}"), t.dim));
+    // The newest log lines in the rows left, one row each (a long one ends in "…"; the
+    // evidence keeps each rank's last lines whole once the run ends).
+    let room = usize::from(body.height.saturating_sub(1)).saturating_sub(out.len());
+    let width = usize::from(body.width);
+    for l in s.logs.iter().rev().take(room.min(10)).rev() {
+        out.push(Line::styled(
+            crate::tui::markdown::ellipsize(&format!(" {l}"), width),
+            t.dim,
+        ));
     }
     out
 }
@@ -1228,7 +1248,17 @@ impl crate::tui::screens::View for HangState {
     }
 
     fn contexts(&self) -> Vec<crate::tui::keys::Context> {
-        vec![OWN]
+        match self.stage {
+            Stage::Pick => vec![LIST],
+            Stage::Diagnosed => vec![EVIDENCE],
+            Stage::Passed => vec![PASSED],
+            // The job runs to its watchdog: only the global keys.
+            Stage::Staging | Stage::Fixing => Vec::new(),
+        }
+    }
+
+    fn help_contexts(&self) -> Vec<crate::tui::keys::Context> {
+        vec![LIST, EVIDENCE, PASSED]
     }
 
     fn tick(&self, _app: &App) -> Option<std::time::Duration> {
@@ -1449,6 +1479,21 @@ mod tests {
             stuck_line(&staged).as_deref(),
             Some(" the job ended at: step 80/200")
         );
+    }
+
+    /// A refusal of real NCCL goes when `n` switches back (L21).
+    #[test]
+    fn switching_the_ranks_back_clears_their_refusal() {
+        let mut app = App::new(
+            crate::course::Course::embedded(),
+            crate::tui::theme::Theme::color(),
+        );
+        let mut s = HangState::new();
+        s.nccl = true;
+        s.error = Some("lab run --backend nccl: no GPU here".into());
+        update(&mut s, &mut app, Verb::ToggleNccl.act());
+        assert!(!s.nccl);
+        assert_eq!(s.error, None);
     }
 
     #[test]

@@ -528,7 +528,7 @@ fn field_lines(s: &LabState, t: &crate::tui::theme::Theme, width: u16) -> Vec<Ve
 }
 
 /// The run's state under the parameters: how to start, the time running, the verdict.
-fn status_span(s: &LabState, t: &crate::tui::theme::Theme) -> Span<'static> {
+fn status_span(s: &LabState, t: &crate::tui::theme::Theme, width: u16) -> Span<'static> {
     match &s.state {
         RunState::Idle => Span::styled(" Enter runs · ↑↓ choose a field · ←→ change it", t.dim),
         RunState::Running => Span::styled(
@@ -550,8 +550,23 @@ fn status_span(s: &LabState, t: &crate::tui::theme::Theme) -> Span<'static> {
                 t.error
             },
         ),
+        // One row: cut at a word with "m: whole" when longer (the whole error is in `m`).
         RunState::Failed(e) => {
-            Span::styled(format!(" ✗ {}", e.lines().next().unwrap_or("")), t.error)
+            let line = format!(" ✗ {}", e.lines().next().unwrap_or(""));
+            let w = usize::from(width);
+            Span::styled(
+                if unicode_width::UnicodeWidthStr::width(line.as_str()) <= w {
+                    line
+                } else {
+                    let rows: Vec<&'static Binding> = KEYS.iter().collect();
+                    let tail = format!("  {}: whole", crate::tui::keys::messages_key(&rows).name());
+                    format!(
+                        "{}{tail}",
+                        crate::tui::markdown::ellipsize(&line, w.saturating_sub(tail.len()))
+                    )
+                },
+                t.error,
+            )
         }
         RunState::Cancelled => Span::styled(" cancelled", t.warn),
     }
@@ -574,7 +589,7 @@ pub fn render(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         Constraint::Length(board_h),
     ])
     .areas(area);
-    let status = status_span(s, t);
+    let status = status_span(s, t, area.width);
     let mut head_lines: Vec<Line> = field_lines.into_iter().map(Line::from).collect();
     head_lines.push(Line::from(status));
     frame.render_widget(Paragraph::new(head_lines), head);
@@ -921,9 +936,13 @@ impl crate::tui::screens::View for LabState {
             .then(|| std::time::Duration::from_millis(250))
     }
 
-    fn receive(&mut self, msg: &dyn std::any::Any, _app: &mut App) {
+    fn receive(&mut self, msg: &dyn std::any::Any, app: &mut App) {
         if let Some(u) = msg.downcast_ref::<LabUpdate>() {
             LabState::receive(self, u.clone());
+            // The whole error goes with the messages (`m`): the header has one row for it.
+            if let (LabUpdate::Finished(..), RunState::Failed(e)) = (u, &self.state) {
+                app.status = Some(e.split_whitespace().collect::<Vec<_>>().join(" "));
+            }
         }
     }
 }
@@ -1038,6 +1057,31 @@ mod tests {
         }
         let text = screen(&s, &app);
         assert!(text.contains("transport SHM"), "{text}");
+    }
+
+    /// A failure longer than the header's row is cut with the key that shows it whole, and
+    /// the whole error is with the messages (M8: "no NVIDIA driver here: libcuda.s").
+    #[test]
+    fn a_long_failure_is_cut_with_a_way_to_read_it() {
+        let mut app = app();
+        let mut s = LabState::new(LabParams::default());
+        s.state = RunState::Running;
+        let e = "lab run --backend nccl: the nccl backend needs GPUs and NCCL: no NVIDIA driver \
+                 here: libcuda.so.1 cannot be loaded (ringlab doctor says what it found)";
+        crate::tui::screens::View::receive(
+            &mut s,
+            &LabUpdate::Finished(0, Err(e.to_string())),
+            &mut app,
+        );
+        let text = screen(&s, &app);
+        assert!(text.contains("…  m: whole"), "{text}");
+        assert!(
+            app.status
+                .as_deref()
+                .is_some_and(|m| m.ends_with("says what it found)")),
+            "{:?}",
+            app.status
+        );
     }
 
     /// Sizes timed several times show medians; a spread too wide to read says the machine is

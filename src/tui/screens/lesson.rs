@@ -183,6 +183,7 @@ impl LessonState {
                     width,
                     theme: t,
                     raw_tex: app.raw_tex,
+                    slides: false,
                 },
             ),
             None => Rendered::default(),

@@ -291,15 +291,17 @@ pub fn typing_hint(app: &App, enter: &str) -> Line<'static> {
         spans.extend(keys);
         Line::from(spans)
     } else {
-        cut_status(app, status, w)
+        // The field takes `m` now: Esc leaves it first (the message stays in the list).
+        cut_status(app, status, w, true)
     }
 }
 
 /// A status too long for the bar: cut at a word with an ellipsis, and the key that shows it
 /// whole (`m`, or Ctrl-L where the screen has `m`) at the end.
-fn cut_status(app: &App, status: &str, w: usize) -> Line<'static> {
+fn cut_status(app: &App, status: &str, w: usize, typing: bool) -> Line<'static> {
     let t = &app.theme;
     let key = keys::messages_key(&app.bindings()).name();
+    let key = if typing { format!("Esc, {key}") } else { key };
     let whole = format!("  {key}: whole");
     let room = w.saturating_sub(unicode_width::UnicodeWidthStr::width(whole.as_str()) + 1);
     let cut = crate::tui::markdown::ellipsize(status, room);
@@ -341,7 +343,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             s.clone()
         } else {
             // The status takes the whole bar until the next key; the keys come back then.
-            return Paragraph::new(cut_status(app, s, w));
+            return Paragraph::new(cut_status(app, s, w, false));
         };
         spans.push(Span::styled(format!("{shown}  "), t.accent));
     }

@@ -65,8 +65,8 @@ pub struct PlannerState {
     pub head_ip: Option<String>,
     pub iface: String,
     pub form: Form,
-    /// First line of the plan text shown.
-    pub scroll: usize,
+    /// First row of the plan text shown (PgDn/PgUp).
+    pub scroll: u16,
     pub plan: Result<Plan, ScreenError>,
     /// The field being typed (head IP or interface) and its text.
     pub typing: Option<(PlanField, crate::tui::field::Field)>,
@@ -399,12 +399,6 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
         app.status = Some(s.copy_commands(app, &dir));
         return Outcome::Stay;
     }
-    let pane = plan_area(body_area(app.body_area()));
-    let page = (pane.height as usize).saturating_sub(2).max(1);
-    let max = s
-        .text(pane.width)
-        .len()
-        .saturating_sub(pane.height as usize);
     match action {
         Action::Move(_) | Action::Adjust(_) => {
             let mut form = s.form;
@@ -414,10 +408,8 @@ pub fn update(s: &mut PlannerState, app: &mut App, action: Action) -> Outcome {
             s.form = form;
         }
         Action::Page(d) => {
-            s.scroll = s
-                .scroll
-                .saturating_add_signed(d as isize * page as isize)
-                .min(max);
+            let pane = plan_pane(s, &app.theme, plan_area(body_area(app.body_area())));
+            s.scroll = pane.page(s.scroll, d);
         }
         Action::Open => match s.form.focused::<PlannerState>() {
             Some(f @ (PlanField::HeadIp | PlanField::Iface)) => {
@@ -492,15 +484,21 @@ pub fn render(s: &PlannerState, app: &App, frame: &mut Frame, area: Rect) {
         ),
         left,
     );
-    let pane = plan_area(body);
-    let text = s.text(pane.width);
-    let max = text.len().saturating_sub(pane.height as usize);
-    let lines: Vec<Line> = text
+    plan_pane(s, t, plan_area(body)).render(s.scroll, "plan", t, frame);
+}
+
+/// The plan's text laid out in `area` (it scrolls with PgDn/PgUp by the pane's height).
+fn plan_pane(
+    s: &PlannerState,
+    t: &crate::tui::theme::Theme,
+    area: Rect,
+) -> crate::tui::scroll::Pane {
+    let lines = s
+        .text(area.width)
         .into_iter()
-        .skip(s.scroll.min(max))
         .map(|l| styled_line(l, t))
         .collect();
-    frame.render_widget(Paragraph::new(lines), pane);
+    crate::tui::scroll::Pane::new(lines, area)
 }
 
 /// Headings, checks and commands get their own styles.

@@ -291,6 +291,7 @@ fn slides(app: &App, entry: usize, lesson_title: &str) -> Vec<Slide> {
             width,
             theme: &app.theme,
             raw_tex: app.raw_tex,
+            slides: true,
         },
     );
     let notes = section_notes(&lesson.body);
