@@ -162,36 +162,7 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
             .filter(|&x| mine.is_some() && words(x) == mine)
             .collect()
     };
-    // A receiver of several chunks at once (naive, tree) is described as a whole: what every
-    // chunk it received holds now, not one of them.
-    let chunks_phrase = |r: u32| -> Option<String> {
-        let mut got: Vec<usize> = ts
-            .iter()
-            .filter(|t| t.dst == r)
-            .flat_map(|t| schedule.chunks_of(t))
-            .collect();
-        got.sort_unstable();
-        got.dedup();
-        if op == Collective::AllToAll || got.len() < 2 {
-            return None;
-        }
-        let counts: Vec<u32> = got.iter().map(|&c| after.count(r as usize, c)).collect();
-        let which = if got.len() == n {
-            "every chunk".to_string()
-        } else {
-            format!("each of its {} chunks", got.len())
-        };
-        let full = counts.iter().all(|&x| x as usize == n);
-        Some(match (reduced_at(r), full) {
-            (true, true) => format!("now holds the full sum of {which} (Σ{n})"),
-            (true, false) if counts.iter().all(|&x| x == counts[0]) => {
-                format!("now holds Σ{} of {which}", counts[0])
-            }
-            (true, false) => format!("now holds partial sums of {which}"),
-            (false, true) if op.is_reducing() => format!("now has {which} finished (Σ{n})"),
-            (false, _) => format!("now has {which}"),
-        })
-    };
+    let chunks_phrase = |x: u32| several_chunks(schedule, ts, &after, x, op);
     if let Some(words) = chunks_phrase(r) {
         return named(&alike(&chunks_phrase), n, &words);
     }
@@ -216,6 +187,50 @@ fn holding(schedule: &Schedule, ts: &[Transfer], step: usize, n: usize, op: Coll
         };
         return named(&group, n, &words);
     }
+    one_receiver(r, c, k, n, reduced, op)
+}
+
+/// A receiver of several chunks at once (naive, tree) described as a whole: what every chunk
+/// it received holds now, not one of them. None for one chunk (or all-to-all's blocks).
+fn several_chunks(
+    schedule: &Schedule,
+    ts: &[Transfer],
+    after: &Contributions,
+    r: u32,
+    op: Collective,
+) -> Option<String> {
+    let n = schedule.spec().ranks;
+    let mut got: Vec<usize> = ts
+        .iter()
+        .filter(|t| t.dst == r)
+        .flat_map(|t| schedule.chunks_of(t))
+        .collect();
+    got.sort_unstable();
+    got.dedup();
+    if op == Collective::AllToAll || got.len() < 2 {
+        return None;
+    }
+    let counts: Vec<u32> = got.iter().map(|&c| after.count(r as usize, c)).collect();
+    let which = if got.len() == n {
+        "every chunk".to_string()
+    } else {
+        format!("each of its {} chunks", got.len())
+    };
+    let full = counts.iter().all(|&x| x as usize == n);
+    let reduced = ts.iter().find(|t| t.dst == r).is_some_and(|t| t.reduce);
+    Some(match (reduced, full) {
+        (true, true) => format!("now holds the full sum of {which} (Σ{n})"),
+        (true, false) if counts.iter().all(|&x| x == counts[0]) => {
+            format!("now holds Σ{} of {which}", counts[0])
+        }
+        (true, false) => format!("now holds partial sums of {which}"),
+        (false, true) if op.is_reducing() => format!("now has {which} finished (Σ{n})"),
+        (false, _) => format!("now has {which}"),
+    })
+}
+
+/// ": R2 now holds Σ3 of c1": the one receiver `r` of chunk `c`, holding `k` of `n`.
+fn one_receiver(r: u32, c: usize, k: u32, n: usize, reduced: bool, op: Collective) -> String {
     if reduced {
         if k as usize == n {
             format!(": R{r} now holds the full sum Σ{k} of c{c}")

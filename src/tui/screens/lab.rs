@@ -748,19 +748,7 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         .iter()
         .any(|(o, i)| o.busbw_gbps.is_finite() || i.busbw_gbps.is_finite())
     {
-        frame.render_widget(
-            Paragraph::new(Line::styled(
-                " busbw (GB/s) vs size: drawn as the rows come in",
-                t.dim,
-            ))
-            .wrap(ratatui::widgets::Wrap { trim: true })
-            .block(
-                Block::default()
-                    .borders(Borders::TOP)
-                    .border_style(t.border),
-            ),
-            area,
-        );
+        frame.render_widget(empty_chart(t), area);
         return;
     }
     // Both placements, as the table has them (N/A rows, NaN, are left out).
@@ -842,6 +830,20 @@ fn render_chart(s: &LabState, app: &App, frame: &mut Frame, area: Rect) {
         )
         .hidden_legend_constraints((Constraint::Ratio(1, 3), Constraint::Ratio(1, 2)));
     frame.render_widget(chart, area);
+}
+
+/// The chart's place before its first row: what will be drawn there.
+fn empty_chart(t: &crate::tui::theme::Theme) -> Paragraph<'static> {
+    Paragraph::new(Line::styled(
+        " busbw (GB/s) vs size: drawn as the rows come in",
+        t.dim,
+    ))
+    .wrap(ratatui::widgets::Wrap { trim: true })
+    .block(
+        Block::default()
+            .borders(Borders::TOP)
+            .border_style(t.border),
+    )
 }
 
 /// The board in large type: "R0 done 1.2s", one row per rank.

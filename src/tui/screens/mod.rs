@@ -320,22 +320,35 @@ fn cut_status(app: &App, status: &str, w: usize, typing: bool) -> Line<'static> 
 
 /// The always-visible key-hint bar, gathered from the key table of what has focus.
 fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
+    let mut spans = Vec::new();
+    if let Some(p) = hint_override(app, width, &mut spans) {
+        return p;
+    }
+    key_hints(app, width, spans)
+}
+
+/// What the bar shows instead of the keys (a notice, the screen's own line, a status that
+/// fills it), or None with the status and the screen's lead pushed onto `spans`.
+fn hint_override(
+    app: &App,
+    width: u16,
+    spans: &mut Vec<Span<'static>>,
+) -> Option<Paragraph<'static>> {
     let t = &app.theme;
     // A notice takes the next key, whatever it is: the bar promises nothing else.
     if app.notice.is_some() {
-        return Paragraph::new(Line::from(vec![
+        return Some(Paragraph::new(Line::from(vec![
             Span::styled("any key", t.key),
             Span::styled(" dismisses the notice  ", t.dim),
             Span::styled("Ctrl-C", t.key),
             Span::styled(" quit", t.dim),
-        ]));
+        ])));
     }
     if app.help.is_none()
         && let Some(line) = app.stack.last().and_then(|s| s.view().hint_line(app))
     {
-        return Paragraph::new(line);
+        return Some(Paragraph::new(line));
     }
-    let mut spans = Vec::new();
     if let Some(s) = &app.status {
         // A status longer than the bar ends at a word with an ellipsis, never mid-word.
         let w = width as usize;
@@ -343,7 +356,7 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
             s.clone()
         } else {
             // The status takes the whole bar until the next key; the keys come back then.
-            return Paragraph::new(cut_status(app, s, w, false));
+            return Some(Paragraph::new(cut_status(app, s, w, false)));
         };
         spans.push(Span::styled(format!("{shown}  "), t.accent));
     }
@@ -352,6 +365,13 @@ fn hint_bar(app: &App, width: u16) -> Paragraph<'static> {
     {
         spans.extend(lead);
     }
+    None
+}
+
+/// The keys of what has focus after `spans` (a status, a lead), by priority, as many as fit;
+/// back and help always, help as "more: ?" when some did not fit.
+fn key_hints(app: &App, width: u16, mut spans: Vec<Span<'static>>) -> Paragraph<'static> {
+    let t = &app.theme;
     let all = app.bindings();
     // On the screen that quits (the course map, or what the command line opened), "back" is
     // "quit", shown with the keys the screen has not taken for itself (the map keeps Esc).
