@@ -32,13 +32,23 @@ pub mod study;
     long_about = "ringlab teaches how GPUs communicate (NCCL collectives, ring all-reduce, tensor and \
 pipeline parallelism, launching them in vLLM, debugging multi-GPU hangs) and proves each lesson live.\n\n\
 Run with no command to open the course map.",
-    after_help = "Environment:\n  RINGLAB_LESSONS  lessons folder (same as --lessons)\n  \
+    after_help = "Authors: --lessons DIR (before or after any command that reads the course) loads \
+lessons from DIR instead of the built-in course; R reloads them.\n\nEnvironment:\n  \
+RINGLAB_LESSONS  lessons folder (same as --lessons)\n  \
 RINGLAB_HOME     where progress is kept (default: $XDG_DATA_HOME/ringlab)\n  \
 NO_COLOR         monochrome theme"
 )]
 pub struct Cli {
     /// Load lessons from this folder instead of the built-in course (for authors; `R` reloads).
-    #[arg(long, global = true, env = "RINGLAB_LESSONS", value_name = "DIR")]
+    /// Hidden from every command's option list (the labs, bench and doctor read no lessons);
+    /// `ringlab --help` names it.
+    #[arg(
+        long,
+        global = true,
+        env = "RINGLAB_LESSONS",
+        value_name = "DIR",
+        hide = true
+    )]
     pub lessons: Option<PathBuf>,
 
     #[command(subcommand)]
