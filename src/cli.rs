@@ -140,7 +140,8 @@ pub enum Command {
         iterations: Option<u64>,
     },
     /// The hang lab: jobs that hang or fail (NIC misconfigurations at start-up, run-time hangs in
-    /// a training loop) staged on a virtual cluster of network namespaces.
+    /// a training loop) or run slowly (a degraded link, the wrong NIC, a straggler), staged on a
+    /// virtual cluster of network namespaces.
     #[command(subcommand)]
     Lab(lab::HangLab),
     /// (internal) holds one network namespace of the hang lab's virtual cluster.

@@ -5,9 +5,11 @@ use crate::lab::hang::{cluster, scenario};
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum HangLab {
-    /// The scenarios: a misconfiguration or a run-time hang each, staged on a virtual cluster.
+    /// The scenarios: a misconfiguration, a run-time hang or a slow job each, staged on a
+    /// virtual cluster.
     List,
-    /// Stage a scenario, watch it hang, diagnose it; with --fix, apply the fix and re-run.
+    /// Stage a scenario, watch it hang (or run slowly), diagnose it; with --fix, apply the fix
+    /// and re-run.
     Run(RunArgs),
     /// Remove what crashed or finished runs left behind: namespaces named rlab-* and their
     /// orphaned holders, shared-memory segments of dead ranks, and flight-recorder folders
