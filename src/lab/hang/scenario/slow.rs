@@ -509,8 +509,8 @@ pub(super) fn gather_measured(
     ev
 }
 
-/// The busbw a slow scenario's staged links allow at most: what a fix must beat twice over to
-/// count as restoring the job (ringlab's bar: a fixed run is no longer bounded by the bad link).
+/// The busbw a slow scenario's staged links allow at most: the verdict's fallback bar where
+/// the ranks named no interface (a run restored beats it twice over: ringlab's bar).
 pub fn slow_bound(s: &Scenario, mode: cluster::ClusterMode) -> Option<f64> {
     let spec = s.slow.as_ref()?;
     predict(s, spec.bytes, None, mode, None)
