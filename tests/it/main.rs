@@ -21,6 +21,7 @@ mod gpu_check_script;
 mod gpu_standin;
 mod hang_lab;
 mod hang_pty;
+mod labs_resume;
 mod launchers;
 mod learner_path;
 mod lessons_render;

@@ -94,6 +94,50 @@ pub struct Progress {
         deserialize_with = "lenient_track"
     )]
     pub track: Option<crate::study::track::TrackId>,
+    /// Where the labs were left: the hang lab's last scenario, the live lab's last fields. A
+    /// value this ringlab cannot read (a newer one's) reads as nothing, never as corruption.
+    #[serde(
+        default,
+        skip_serializing_if = "LabPlace::is_empty",
+        deserialize_with = "lenient_place"
+    )]
+    pub lab_place: LabPlace,
+}
+
+/// Where the labs were left, so that each reopens as it was.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabPlace {
+    /// The hang lab's scenario last staged, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang: Option<String>,
+    /// The live lab's fields when it last ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveFields>,
+}
+
+impl LabPlace {
+    pub fn is_empty(&self) -> bool {
+        self.hang.is_none() && self.live.is_none()
+    }
+}
+
+/// The live lab's fields, as the learner last ran them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveFields {
+    pub coll: crate::collective::Collective,
+    pub algo: crate::collective::Algorithm,
+    pub ranks: usize,
+    pub dtype: crate::collective::Dtype,
+    pub minbytes: u64,
+    pub maxbytes: u64,
+    pub backend: crate::lab::Backend,
+    pub repeat: usize,
+}
+
+fn lenient_place<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LabPlace, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default())
 }
 
 fn lenient_track<'de, D: serde::Deserializer<'de>>(
@@ -121,6 +165,7 @@ impl Default for Progress {
             items: BTreeMap::new(),
             labs: BTreeMap::new(),
             track: None,
+            lab_place: LabPlace::default(),
         }
     }
 }
@@ -308,6 +353,10 @@ impl Progress {
     pub fn merge(&mut self, other: &Progress) -> MergeReport {
         let mut report = MergeReport::default();
         self.track = self.track.or(other.track);
+        // Where the labs were left: this side's, else the other's.
+        let theirs = other.lab_place.clone();
+        self.lab_place.hang = self.lab_place.hang.take().or(theirs.hang);
+        self.lab_place.live = self.lab_place.live.or(theirs.live);
         for (name, theirs) in &other.labs {
             let mine = self.labs.entry(name.clone()).or_default();
             mine.solved |= theirs.solved;

@@ -653,3 +653,38 @@ fn export_refuses_a_link_and_replaces_a_file_by_a_new_inode() {
     assert_ne!(fs::metadata(&plain).expect("meta").ino(), ino);
     assert_eq!(read_file(&plain).expect("reads"), p);
 }
+
+/// Where the labs were left travels in the file; a value this build cannot read (a newer
+/// build's field, a hand edit) reads as nothing, never as a corrupt file; a merge keeps this
+/// side's place and takes the other's where this side has none.
+#[test]
+fn the_labs_place_round_trips_reads_leniently_and_merges() {
+    use crate::collective::{Algorithm, Collective, Dtype};
+    let live = LiveFields {
+        coll: Collective::AllGather,
+        algo: Algorithm::Ring,
+        ranks: 4,
+        dtype: Dtype::F32,
+        minbytes: 1 << 10,
+        maxbytes: 1 << 20,
+        backend: crate::lab::Backend::Tcp,
+        repeat: 3,
+    };
+    let mut p = Progress::default();
+    p.lab_place.hang = Some("silent-drop".into());
+    p.lab_place.live = Some(live);
+    let text = serde_json::to_string(&p).expect("json");
+    let back: Progress = serde_json::from_str(&text).expect("back");
+    assert_eq!(back.lab_place, p.lab_place);
+    // An empty place is not written at all (older builds read the file as before).
+    let plain = serde_json::to_string(&Progress::default()).expect("json");
+    assert!(!plain.contains("lab_place"), "{plain}");
+    let odd = r#"{"schema":2,"lab_place":{"hang":7,"live":"fast"}}"#;
+    let read: Progress = serde_json::from_str(odd).expect("lenient");
+    assert!(read.lab_place.is_empty());
+    let mut mine = Progress::default();
+    mine.lab_place.hang = Some("docker0".into());
+    mine.merge(&p);
+    assert_eq!(mine.lab_place.hang.as_deref(), Some("docker0"));
+    assert_eq!(mine.lab_place.live, Some(live));
+}

@@ -23,7 +23,7 @@ pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new
     &[crate::tui::keys::Key::Char('H')],
     "hang lab",
     Some((3, "hang lab")),
-    |_, _| Ok(HangState::default().into()),
+    |app, _| Ok(HangState::resumed(app.progress.lab_place.hang.as_deref()).into()),
 );
 
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +107,16 @@ impl HangState {
         }
     }
 
+    /// The lab with `last` (the scenario last staged, by name) selected, as the learner left
+    /// it; the first scenario where there is none or it is no longer shipped.
+    pub fn resumed(last: Option<&str>) -> Self {
+        let mut s = Self::new();
+        s.selected = last
+            .and_then(|n| s.scenarios.iter().position(|x| x.name == n))
+            .unwrap_or(0);
+        s
+    }
+
     pub fn running(&self) -> bool {
         matches!(self.stage, Stage::Staging | Stage::Fixing)
     }
@@ -129,6 +139,11 @@ impl HangState {
             app.status = Some("the hang lab needs the interactive app".into());
             return;
         };
+        if fix.is_none() && app.progress.lab_place.hang.as_deref() != Some(s.name.as_str()) {
+            // The lab reopens on the scenario last staged.
+            app.progress.lab_place.hang = Some(s.name.clone());
+            app.save_progress();
+        }
         self.run += 1;
         let id = self.run;
         self.trying = fix.as_ref().map_or_else(String::new, |f| f.text.clone());

@@ -29,7 +29,15 @@ pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new
     &[crate::tui::keys::Key::Char('B')],
     "live lab (bench)",
     Some((3, "live lab")),
-    |_, _| Ok(LabState::new(LabParams::default()).into()),
+    |app, _| {
+        let params = app
+            .progress
+            .lab_place
+            .live
+            .map(LabParams::from)
+            .unwrap_or_default();
+        Ok(LabState::new(params).into())
+    },
 );
 
 /// Sizes the min/max fields step through.
@@ -69,6 +77,48 @@ pub struct LabParams {
     /// Runs per size (`bench -R`): more than one shows each size's median and warns when the
     /// runs spread too wide to read (a busy machine).
     pub repeat: usize,
+}
+
+impl From<LabParams> for crate::study::progress::LiveFields {
+    fn from(p: LabParams) -> Self {
+        Self {
+            coll: p.coll,
+            algo: p.algo,
+            ranks: p.ranks,
+            dtype: p.dtype,
+            minbytes: p.minbytes,
+            maxbytes: p.maxbytes,
+            backend: p.backend,
+            repeat: p.repeat,
+        }
+    }
+}
+
+impl From<crate::study::progress::LiveFields> for LabParams {
+    /// The fields as last run; a size or count the form does not offer (a hand-edited file)
+    /// falls back to the default's, so the form never shows what it cannot step through.
+    fn from(f: crate::study::progress::LiveFields) -> Self {
+        let d = LabParams::default();
+        let size = |v: u64, dflt: u64| if SIZE_STEPS.contains(&v) { v } else { dflt };
+        Self {
+            coll: f.coll,
+            algo: f.algo,
+            ranks: if (2..=MAX_LAB_RANKS).contains(&f.ranks) {
+                f.ranks
+            } else {
+                d.ranks
+            },
+            dtype: f.dtype,
+            minbytes: size(f.minbytes, d.minbytes),
+            maxbytes: size(f.maxbytes, d.maxbytes),
+            backend: f.backend,
+            repeat: if REPEATS.contains(&f.repeat) {
+                f.repeat
+            } else {
+                d.repeat
+            },
+        }
+    }
 }
 
 /// The runs per size the field steps through.
@@ -311,6 +361,12 @@ impl LabState {
                 return;
             }
         };
+        // The lab reopens with the fields last run.
+        let fields = Some(self.params.into());
+        if app.progress.lab_place.live != fields {
+            app.progress.lab_place.live = fields;
+            app.save_progress();
+        }
         let Some(tx) = app.bg.clone() else {
             app.status = Some("the lab needs the interactive app (no background channel)".into());
             return;
