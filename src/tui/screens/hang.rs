@@ -727,11 +727,15 @@ fn pick_lines(
         out.push(Line::raw(""));
         out.push(Line::styled(
             format!(
-                "{} nodes × {} rank{} each; a hang is declared after {} s without progress. Ranks: {} (n switches; b: blind mode for a class).",
+                "{} nodes × {} rank{} each; {} Ranks: {} (n switches; b: blind mode for a class).",
                 sc.nodes,
                 sc.ranks_per_node,
                 if sc.ranks_per_node == 1 { "" } else { "s" },
-                sc.timeout,
+                if sc.slow_job() {
+                    format!("the job runs to the end, measured (a watchdog of {} s without progress guards it).", sc.timeout)
+                } else {
+                    format!("a hang is declared after {} s without progress.", sc.timeout)
+                },
                 if s.nccl {
                     "real NCCL"
                 } else {
