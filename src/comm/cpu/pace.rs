@@ -170,6 +170,11 @@ pub const SHAPE_ENV: &str = "RINGLAB_SHAPE";
 /// The bucket's size: tc's `burst 64kb` as the lab stages it (iproute2 reads `kb` as KiB).
 pub const BURST: usize = 64 << 10;
 
+/// tc's words for [`BURST`], and the queue the namespace cluster's tbf holds: what `tc qdisc
+/// replace … tbf` is given and what the emulated cluster's `tc qdisc show` stand-in prints.
+pub const TBF_BURST: &str = "64kb";
+pub const TBF_LATENCY: &str = "50ms";
+
 /// One shaped interface: `eth0=200mbit`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Shape {

@@ -847,9 +847,9 @@ impl Cluster {
             "rate",
             &rate.to_string(),
             "burst",
-            "64kb",
+            crate::comm::cpu::pace::TBF_BURST,
             "latency",
-            "50ms",
+            crate::comm::cpu::pace::TBF_LATENCY,
         ]);
         run_in(&path, "tc", &args).map_err(tc_missing)?;
         self.note(format!(
@@ -892,7 +892,15 @@ impl Cluster {
                 .get(node)
                 .into_iter()
                 .flatten()
-                .map(|s| format!("qdisc tbf dev {} root rate {} burst 64Kb lat 50ms (emulated: the ranks pace their sends)", s.iface, s.rate))
+                .map(|s| {
+                    format!(
+                        "qdisc tbf dev {} root rate {} burst {} lat {} (emulated: the ranks pace their sends)",
+                        s.iface,
+                        s.rate,
+                        crate::comm::cpu::pace::TBF_BURST,
+                        crate::comm::cpu::pace::TBF_LATENCY
+                    )
+                })
                 .collect();
         }
         let Some(path) = self.netns_path(node) else {

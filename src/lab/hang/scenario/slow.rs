@@ -159,7 +159,7 @@ pub fn predict(
     mode: cluster::ClusterMode,
     unshaped: Option<usize>,
 ) -> Option<f64> {
-    use crate::collective::cost::{Link, SlowNode, Topology, busbw_factor, estimate_shaped};
+    use crate::collective::cost::{Link, SlowNode, Topology, busbw_gbps, estimate_shaped};
     let spec = s.slow.as_ref()?;
     let world = s.nodes * s.ranks_per_node;
     let count = (bytes as usize / Dtype::F32.size()).max(world);
@@ -203,11 +203,8 @@ pub fn predict(
         return None;
     }
     let e = estimate_shaped(&sched, &topo, &slow);
-    (e.total_s > 0.0).then(|| {
-        (count * Dtype::F32.size()) as f64 * busbw_factor(Collective::AllReduce, world)
-            / e.total_s
-            / 1e9
-    })
+    let bytes = sched.spec().bytes();
+    (e.total_s > 0.0).then(|| busbw_gbps(Collective::AllReduce, world, bytes, e.total_s))
 }
 
 /// What one measured job saw: each rank's out-of-place time (µs), elements found wrong, its
@@ -293,16 +290,22 @@ pub(super) fn launch_on(
     Ok(seen)
 }
 
-/// nccl-tests' busbw of a row: the slowest rank's time.
-fn busbw(coll: Collective, bytes: u64, ranks: usize, times: &[f64]) -> Option<f64> {
+/// nccl-tests' busbw of a row of `size` (its bytes as the bench counts them,
+/// [`crate::lab::row_bytes`]): the slowest rank's time.
+fn busbw(coll: Collective, size: u64, ranks: usize, times: &[f64]) -> Option<f64> {
     let t = times
         .iter()
         .copied()
         .filter(|t| t.is_finite())
         .reduce(f64::max)?;
-    (t > 0.0).then(|| {
-        bytes as f64 / (t * 1e-6) / 1e9 * crate::collective::cost::busbw_factor(coll, ranks)
-    })
+    let bytes = crate::lab::row_bytes(coll, size, Dtype::F32.size(), ranks);
+    (t > 0.0).then(|| crate::collective::cost::busbw_gbps(coll, ranks, bytes, t * 1e-6))
+}
+
+/// Does `tc qdisc show` (as gathered in `qdiscs`) shape `iface` on some node?
+fn shaped(qdiscs: &[(usize, String)], iface: &str) -> bool {
+    let dev = format!("dev {iface} ");
+    qdiscs.iter().any(|(_, q)| q.contains(&dev))
 }
 
 /// A bench job of one size: `iters` timed after one warm-up, three times over, the row's time
@@ -427,11 +430,7 @@ pub(super) fn diagnose(s: &Scenario, ev: &SlowEvidence) -> (Culprit, String) {
             ),
         );
     }
-    let shaped = |i: &str| {
-        ev.qdiscs
-            .iter()
-            .any(|(_, q)| q.contains(&format!("dev {i} ")))
-    };
+    let shaped = |i: &str| shaped(&ev.qdiscs, i);
     let used: Vec<&String> = ev.chosen.iter().map(|(_, i)| i).collect();
     let shaped_used = used.iter().find(|i| shaped(i));
     // The nodes' NICs: the fabric and the second one; the fast one is neither shaped nor used.
@@ -527,11 +526,7 @@ pub(super) fn restored(s: &Scenario, mode: cluster::ClusterMode, ev: &SlowEviden
         return ev.straggler.is_none() && !ev.timing.is_empty();
     }
     if !ev.chosen.is_empty() {
-        return !ev.chosen.iter().any(|(_, iface)| {
-            ev.qdiscs
-                .iter()
-                .any(|(_, q)| q.contains(&format!("dev {iface} ")))
-        });
+        return !ev.chosen.iter().any(|(_, iface)| shaped(&ev.qdiscs, iface));
     }
     match (slow_bound(s, mode), &ev.measured) {
         (Some(bound), Some(m)) => m.busbw_gbps > 2.0 * bound,
