@@ -121,7 +121,8 @@ impl LabPlace {
     }
 }
 
-/// The live lab's fields, as the learner last ran them.
+/// The live lab's fields (the lab's form edits this very type, `tui::screens::lab::LabParams`),
+/// as the learner last ran them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveFields {
     pub coll: crate::collective::Collective,
@@ -130,7 +131,10 @@ pub struct LiveFields {
     pub dtype: crate::collective::Dtype,
     pub minbytes: u64,
     pub maxbytes: u64,
+    /// tcp (any machine) or nccl (one rank per GPU).
     pub backend: crate::lab::Backend,
+    /// Runs per size (`bench -R`): more than one shows each size's median and warns when the
+    /// runs spread too wide to read (a busy machine).
     pub repeat: usize,
 }
 

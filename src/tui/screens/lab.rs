@@ -34,7 +34,7 @@ pub const OPENER: crate::tui::screens::Opener = crate::tui::screens::Opener::new
             .progress
             .lab_place
             .live
-            .map(LabParams::from)
+            .map(LabParams::as_offered)
             .unwrap_or_default();
         Ok(LabState::new(params).into())
     },
@@ -64,59 +64,31 @@ const DTYPES: [Dtype; 6] = [
 ];
 const MAX_LAB_RANKS: usize = crate::course::block::MAX_LAB_RANKS;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LabParams {
-    pub coll: Collective,
-    pub algo: Algorithm,
-    pub ranks: usize,
-    pub dtype: Dtype,
-    pub minbytes: u64,
-    pub maxbytes: u64,
-    /// tcp (any machine) or nccl (one rank per GPU).
-    pub backend: Backend,
-    /// Runs per size (`bench -R`): more than one shows each size's median and warns when the
-    /// runs spread too wide to read (a busy machine).
-    pub repeat: usize,
-}
+/// The live lab's fields: the type the progress file keeps them in (where the lab was left),
+/// so the form and the file are one fact.
+pub type LabParams = crate::study::progress::LiveFields;
 
-impl From<LabParams> for crate::study::progress::LiveFields {
-    fn from(p: LabParams) -> Self {
-        Self {
-            coll: p.coll,
-            algo: p.algo,
-            ranks: p.ranks,
-            dtype: p.dtype,
-            minbytes: p.minbytes,
-            maxbytes: p.maxbytes,
-            backend: p.backend,
-            repeat: p.repeat,
-        }
-    }
-}
-
-impl From<crate::study::progress::LiveFields> for LabParams {
-    /// The fields as last run; a size or count the form does not offer (a hand-edited file)
-    /// falls back to the default's, so the form never shows what it cannot step through.
-    fn from(f: crate::study::progress::LiveFields) -> Self {
+impl LabParams {
+    /// The fields as the progress file kept them; a size or count the form does not offer (a
+    /// hand-edited file) falls back to the default's, so the form never shows what it cannot
+    /// step through.
+    fn as_offered(self) -> Self {
         let d = LabParams::default();
         let size = |v: u64, dflt: u64| if SIZE_STEPS.contains(&v) { v } else { dflt };
         Self {
-            coll: f.coll,
-            algo: f.algo,
-            ranks: if (2..=MAX_LAB_RANKS).contains(&f.ranks) {
-                f.ranks
+            ranks: if (2..=MAX_LAB_RANKS).contains(&self.ranks) {
+                self.ranks
             } else {
                 d.ranks
             },
-            dtype: f.dtype,
-            minbytes: size(f.minbytes, d.minbytes),
-            maxbytes: size(f.maxbytes, d.maxbytes),
-            backend: f.backend,
-            repeat: if REPEATS.contains(&f.repeat) {
-                f.repeat
+            minbytes: size(self.minbytes, d.minbytes),
+            maxbytes: size(self.maxbytes, d.maxbytes),
+            repeat: if REPEATS.contains(&self.repeat) {
+                self.repeat
             } else {
                 d.repeat
             },
+            ..self
         }
     }
 }
@@ -362,7 +334,7 @@ impl LabState {
             }
         };
         // The lab reopens with the fields last run.
-        let fields = Some(self.params.into());
+        let fields = Some(self.params);
         if app.progress.lab_place.live != fields {
             app.progress.lab_place.live = fields;
             app.save_progress();
@@ -1011,6 +983,29 @@ mod tests {
     use crate::lab::bench::Row;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
+
+    /// Fields kept in the progress file that the form cannot step to (a hand edit) reopen as
+    /// the default's; the rest as they were.
+    #[test]
+    fn kept_fields_the_form_does_not_offer_fall_back() {
+        let kept = LabParams {
+            coll: Collective::AllGather,
+            ranks: 999,
+            minbytes: 12345,
+            maxbytes: 1 << 20,
+            repeat: 7,
+            ..LabParams::default()
+        };
+        let d = LabParams::default();
+        let open = kept.as_offered();
+        assert_eq!(open.coll, Collective::AllGather);
+        assert_eq!(open.maxbytes, 1 << 20);
+        assert_eq!(
+            (open.ranks, open.minbytes, open.repeat),
+            (d.ranks, d.minbytes, d.repeat)
+        );
+        assert_eq!(d.as_offered(), d);
+    }
 
     #[test]
     fn the_screen_runs_what_bench_runs_with_no_flags() {
